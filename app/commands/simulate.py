@@ -1,0 +1,16 @@
+"""`calmon simulate`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of `calmon simulate`."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Not built yet."""
+    print("calmon simulate: not available in this version", file=sys.stderr)
+    return 2
