@@ -1,0 +1,39 @@
+"""Time windows: fixed lengths aligned to the UTC epoch, shared by the service and the CLI."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal
+
+WindowName = Literal["5m", "1h", "6h", "1d", "7d"]
+
+#: window name -> length in seconds
+WINDOW_SECONDS: Final[dict[str, int]] = {
+    "5m": 300,
+    "1h": 3_600,
+    "6h": 21_600,
+    "1d": 86_400,
+    "7d": 604_800,
+}
+
+
+def window_length(name: str) -> timedelta:
+    """Length of the window called ``name``; ``ValueError`` for an unknown name."""
+    try:
+        return timedelta(seconds=WINDOW_SECONDS[name])
+    except KeyError:
+        allowed = ", ".join(WINDOW_SECONDS)
+        raise ValueError(f"unknown window {name!r}; expected one of {allowed}") from None
+
+
+def window_start(moment: datetime, name: str) -> datetime:
+    """Start (UTC) of the window of kind ``name`` that holds ``moment`` (aware datetime).
+
+    Windows are half-open ``[start, start + length)`` and aligned to 1970-01-01T00:00Z, so
+    ``7d`` windows start on Thursdays.
+    """
+    if moment.tzinfo is None:
+        raise ValueError("moment must carry a UTC offset")
+    seconds = WINDOW_SECONDS[name] if name in WINDOW_SECONDS else int(window_length(name).total_seconds())
+    epoch = int(moment.timestamp() // seconds) * seconds
+    return datetime.fromtimestamp(epoch, tz=UTC)
