@@ -34,6 +34,6 @@ def window_start(moment: datetime, name: str) -> datetime:
     """
     if moment.tzinfo is None:
         raise ValueError("moment must carry a UTC offset")
-    seconds = WINDOW_SECONDS[name] if name in WINDOW_SECONDS else int(window_length(name).total_seconds())
+    seconds = int(window_length(name).total_seconds())
     epoch = int(moment.timestamp() // seconds) * seconds
     return datetime.fromtimestamp(epoch, tz=UTC)
