@@ -1,4 +1,4 @@
-"""`calmon migrate`."""
+"""`calmon migrate`: bring the configured database (``CALMON_DATABASE_URL``) to a revision."""
 
 from __future__ import annotations
 
@@ -8,9 +8,50 @@ import sys
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon migrate`."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--downgrade",
+        metavar="REVISION",
+        help="downgrade to REVISION instead of upgrading (`base` drops every table)",
+    )
+    group.add_argument(
+        "--check",
+        action="store_true",
+        help="only report the current and the expected revision; exit 1 when they differ",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    print("calmon migrate: not available in this version", file=sys.stderr)
-    return 2
+    """Upgrade to head (default), downgrade, or check; returns the exit code."""
+    from pydantic import ValidationError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.db import migrate
+    from app.db.session import create_db_engine
+    from app.log import configure_logging
+    from app.settings import get_settings
+
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        print(f"calmon migrate: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    engine = create_db_engine(settings)
+    try:
+        if args.check:
+            with engine.connect() as connection:
+                current = migrate.current_revision(connection)
+            head = migrate.head_revision()
+            print(f"current: {current or 'empty'}; head: {head}")
+            return 0 if current == head else 1
+        if args.downgrade:
+            migrate.downgrade(engine, args.downgrade)
+        else:
+            migrate.upgrade(engine)
+    except SQLAlchemyError as exc:
+        print(f"calmon migrate: database error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    return 0

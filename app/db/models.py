@@ -1,0 +1,141 @@
+"""Tables of calmon (SQLAlchemy 2.0 declarative models); the schema itself comes from migrations.
+
+``docs/storage.md`` explains the layout, the indexes and how data expires.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are stored as naive
+    UTC text (which sorts and compares correctly) and read back as aware UTC. Naive values are
+    refused on write: every instant in calmon carries an offset.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Normalise to UTC; drop the zone for SQLite."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: calmon stores only aware instants")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return aware UTC datetimes."""
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+#: 64-bit ids on PostgreSQL; SQLite only auto-increments ``INTEGER PRIMARY KEY`` (also 64-bit).
+BigIntId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Declarative base with constraint names that are stable across backends."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: dict[Any, Any] = {datetime: UTCDateTime()}  # noqa: RUF012
+
+
+class Model(Base):
+    """A monitored binary classifier and its configuration (see ``docs/design.md``)."""
+
+    __tablename__ = "models"
+    __table_args__ = (
+        CheckConstraint("score_kind IN ('probability', 'score')", name="score_kind"),
+        CheckConstraint("reference_kind IN ('trailing', 'fixed')", name="reference_kind"),
+        CheckConstraint("max_segments BETWEEN 1 AND 1000", name="max_segments"),
+        CheckConstraint("grace_seconds >= 0", name="grace_seconds"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    score_kind: Mapped[str] = mapped_column(String(16))
+    window: Mapped[str] = mapped_column(String(8))
+    threshold: Mapped[float] = mapped_column(Double)
+    pi0: Mapped[list[float]] = mapped_column(JSON)
+    reference_kind: Mapped[str] = mapped_column(String(16))
+    reference_windows: Mapped[int | None] = mapped_column(Integer)
+    reference_start: Mapped[datetime | None]
+    reference_end: Mapped[datetime | None]
+    grace_seconds: Mapped[int] = mapped_column(Integer)
+    max_segments: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class Prediction(Base):
+    """One scored prediction of a model, with its label when known.
+
+    ``changed_at`` is the last time the row was inserted or its label changed; the scheduler
+    finds windows to recompute through the ``(model_id, changed_at)`` index.
+    """
+
+    __tablename__ = "predictions"
+    __table_args__ = (
+        UniqueConstraint("model_id", "client_id"),
+        Index("ix_predictions_model_id_ts", "model_id", "ts"),
+        Index("ix_predictions_model_id_changed_at", "model_id", "changed_at"),
+        CheckConstraint("label IN (0, 1)", name="label"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    client_id: Mapped[str] = mapped_column(String(128))
+    ts: Mapped[datetime]
+    score: Mapped[float] = mapped_column(Double)
+    label: Mapped[int | None] = mapped_column(SmallInteger)
+    segment: Mapped[str | None] = mapped_column(String(64))
+    received_at: Mapped[datetime]
+    labelled_at: Mapped[datetime | None]
+    changed_at: Mapped[datetime]
+
+
+class PendingLabel(Base):
+    """A label whose prediction has not arrived yet; applied when it does."""
+
+    __tablename__ = "pending_labels"
+    __table_args__ = (CheckConstraint("label IN (0, 1)", name="label"),)
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    label: Mapped[int] = mapped_column(SmallInteger)
+    received_at: Mapped[datetime]

@@ -1,0 +1,71 @@
+"""Engines and sessions for PostgreSQL (psycopg 3) and SQLite, with failure bounds.
+
+PostgreSQL connections time out after ``db_connect_timeout`` seconds, statements after
+``db_statement_timeout``, waiting for a pooled connection after ``db_pool_timeout``, and pooled
+connections are pinged before use, so a database outage surfaces as an error within a couple
+of seconds and the pool recovers by itself when the database returns. SQLite files get WAL
+journaling, foreign keys, a busy timeout and ``BEGIN IMMEDIATE`` transactions (a writer takes
+the write lock up front instead of failing when upgrading a read snapshot).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
+
+
+def create_db_engine(settings: Settings) -> Engine:
+    """Build the engine for ``settings.database_url`` (no connection is opened yet)."""
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            connect_args={"timeout": settings.sqlite_busy_timeout, "check_same_thread": False},
+        )
+        _configure_sqlite(engine)
+        return engine
+    if url.get_backend_name() == "postgresql" and url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")
+    statement_ms = int(settings.db_statement_timeout * 1000)
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_pool_size,
+        pool_timeout=settings.db_pool_timeout,
+        pool_recycle=1800,
+        connect_args={
+            "connect_timeout": settings.db_connect_timeout,
+            "options": f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms}",
+            "application_name": "calmon",
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 2,
+        },
+    )
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def create_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that keep loaded objects usable after commit (routes serialise them)."""
+    return sessionmaker(engine, expire_on_commit=False)

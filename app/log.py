@@ -1,0 +1,66 @@
+"""Structured logs: one JSON object per line on stderr, with the current request id.
+
+Records carry ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, ``request_id`` when
+a request is being served, any ``extra={...}`` fields, and ``exc`` for exceptions. Request
+bodies and tokens are never passed to the logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import orjson
+
+request_id_var: ContextVar[str | None] = ContextVar("calmon_request_id", default=None)
+
+_STANDARD_ATTRS: Final[frozenset[str]] = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
+)
+
+
+class JsonFormatter(logging.Formatter):
+    """Format a record as one JSON line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Return the JSON text of ``record`` (no trailing newline)."""
+        payload: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, tz=UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = request_id_var.get()
+        if request_id is not None:
+            payload["request_id"] = request_id
+        for key, value in vars(record).items():
+            if key not in _STANDARD_ATTRS and not key.startswith("_"):
+                payload[key] = value
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(payload, default=str).decode()
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send every logger (uvicorn's and the root) to stderr as JSON lines at ``level``.
+
+    Idempotent: calling it again only changes the level.
+    """
+    root = logging.getLogger()
+    root.setLevel(level)
+    if not any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        root.addHandler(handler)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "alembic"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+    logging.getLogger("uvicorn.access").disabled = True

@@ -1,0 +1,136 @@
+"""Service settings: environment variables ``CALMON_*`` read into one :class:`Settings` object.
+
+Every variable is listed in the README. Settings are built by :func:`get_settings` when a
+command or the application factory starts, never at import time, so tests and sub-commands can
+set the environment first.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import cached_property
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Scope = Literal["read", "write", "admin"]
+
+SCOPES: Final[frozenset[str]] = frozenset({"read", "write", "admin"})
+MIN_TOKEN_LENGTH: Final = 16
+LOOPBACK_NAMES: Final[frozenset[str]] = frozenset({"localhost", "localhost.localdomain"})
+
+
+def parse_tokens(text: str, *, source: str) -> dict[str, frozenset[str]]:
+    """Parse ``token:scope+scope`` entries separated by commas or new lines.
+
+    Blank entries and lines starting with ``#`` are ignored. The token is everything before the
+    last ``:`` (so base64 tokens with ``+`` or ``/`` work); it must be at least
+    ``MIN_TOKEN_LENGTH`` characters without spaces. ``ValueError`` names the bad entry's
+    position in ``source``, never the token itself.
+    """
+    tokens: dict[str, frozenset[str]] = {}
+    entries = [
+        entry.strip()
+        for line in text.splitlines()
+        if not line.strip().startswith("#")
+        for entry in line.split(",")
+    ]
+    for position, entry in enumerate((e for e in entries if e), start=1):
+        token, sep, scope_text = entry.rpartition(":")
+        scopes = frozenset(s.strip() for s in scope_text.split("+") if s.strip())
+        if not sep or not token:
+            raise ValueError(f"{source}: entry {position} is not of the form token:scope+scope")
+        if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() for c in token):
+            raise ValueError(
+                f"{source}: token of entry {position} must be at least {MIN_TOKEN_LENGTH} "
+                "characters without spaces"
+            )
+        unknown = scopes - SCOPES
+        if not scopes or unknown:
+            raise ValueError(
+                f"{source}: entry {position} has scopes {sorted(unknown) or '(none)'}; "
+                f"expected some of {sorted(SCOPES)} joined by '+'"
+            )
+        if token in tokens and tokens[token] != scopes:
+            raise ValueError(f"{source}: entry {position} repeats a token with other scopes")
+        tokens[token] = scopes
+    return tokens
+
+
+def is_loopback(host: str) -> bool:
+    """True when binding ``host`` only accepts connections from this machine."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    """All runtime configuration of calmon; each field is the variable ``CALMON_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="CALMON_", extra="ignore", frozen=True)
+
+    database_url: str = Field(
+        default="sqlite:///calmon.db",
+        description="SQLAlchemy URL: postgresql+psycopg://user@host/db or sqlite:///file.db",
+    )
+    api_tokens: str = Field(
+        default="",
+        repr=False,
+        description="Bearer tokens and scopes, 'token:scope+scope' separated by commas",
+    )
+    api_tokens_file: Path | None = Field(
+        default=None, description="file holding more tokens, same format, one per line allowed"
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    workers: int = Field(default=1, ge=1, le=64, description="uvicorn workers of `calmon api`")
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    db_connect_timeout: int = Field(default=2, ge=1, le=60, description="seconds")
+    db_statement_timeout: float = Field(default=30.0, gt=0, description="seconds (PostgreSQL)")
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_pool_timeout: float = Field(default=2.0, gt=0, description="seconds to wait for a conn")
+    sqlite_busy_timeout: float = Field(default=5.0, gt=0, description="seconds")
+    retention_days: int = Field(
+        default=400, ge=0, description="keep predictions this many days of event time; 0 = ever"
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_tokens(self) -> Settings:
+        _ = self.tokens
+        return self
+
+    @cached_property
+    def tokens(self) -> dict[str, frozenset[str]]:
+        """Configured tokens and their scopes (inline variable and file merged)."""
+        tokens = parse_tokens(self.api_tokens, source="CALMON_API_TOKENS")
+        if self.api_tokens_file is not None:
+            try:
+                text = self.api_tokens_file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ValueError(f"CALMON_API_TOKENS_FILE: cannot read: {exc.strerror}") from None
+            for token, scopes in parse_tokens(text, source="CALMON_API_TOKENS_FILE").items():
+                if tokens.get(token, scopes) != scopes:
+                    raise ValueError("a token appears in both sources with other scopes")
+                tokens[token] = scopes
+        return tokens
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True for the embedded SQLite backend."""
+        return self.database_url.startswith("sqlite")
+
+
+def get_settings() -> Settings:
+    """Read the settings from the environment (and the token file) now."""
+    return Settings()

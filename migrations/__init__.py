@@ -1,0 +1,1 @@
+"""Alembic migrations of calmon's database (run through ``calmon migrate``)."""
