@@ -1,16 +1,177 @@
-"""`calmon evaluate`."""
+"""`calmon evaluate FILE`: every metric of a CSV file of scored predictions, offline."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+from collections.abc import Sequence
+from typing import Any
+
+from app.windows import WINDOW_SECONDS
+
+MAX_PI0 = 5
+
+EPILOG = """\
+FILE is a CSV file with a header line (or - for standard input). Columns, in any order:
+  score      required; finite; in [0, 1] with --score-kind probability
+  label      required; 0, 1 (or 0.0, 1.0), or empty when not known yet: such rows only
+             count towards 'unlabelled'
+  timestamp  optional; ISO 8601 with a UTC offset or Z (needed by --window)
+  segment    optional; a segment name such as country=FR, or empty for none (needed by
+             --by-segment; rows without a segment only count in '*')
+Other columns are ignored. Known columns are always validated. Fields may be quoted.
+
+Output: one record per window and segment, oldest window first, segment '*' (all rows)
+first, then the segments by name. Errors in FILE are reported as FILE:LINE: reason (the
+header is line 1) with exit status 2.
+"""
+
+
+def _pi0(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1: {text!r}")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite: {text!r}")
+    return value
+
+
+class _AppendPi0(argparse.Action):
+    """Collects the distinct --pi0 values in the order given, at most MAX_PI0 of them."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        assert isinstance(values, float)
+        current: list[float] = list(getattr(namespace, self.dest) or [])
+        if values not in current:
+            current.append(values)
+        if len(current) > MAX_PI0:
+            raise argparse.ArgumentError(self, f"at most {MAX_PI0} distinct values")
+        setattr(namespace, self.dest, current)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon evaluate`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("file", metavar="FILE", help="CSV file of predictions, or - for stdin")
+    parser.add_argument(
+        "--pi0",
+        type=_pi0,
+        action=_AppendPi0,
+        default=[],
+        metavar="P",
+        help=f"reference prior in (0, 1) for the calibrated metrics; repeatable, up to {MAX_PI0}",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_finite,
+        default=0.5,
+        help="decision threshold: predicted positive iff score >= threshold (default 0.5)",
+    )
+    parser.add_argument(
+        "--score-kind",
+        choices=("probability", "score"),
+        default="probability",
+        help="probability (in [0, 1], adds the calibration metrics) or score (any real)",
+    )
+    parser.add_argument(
+        "--window",
+        choices=tuple(WINDOW_SECONDS),
+        help="one record per UTC-aligned window of this length (needs a timestamp column)",
+    )
+    parser.add_argument(
+        "--by-segment",
+        action="store_true",
+        help="one record per segment too, besides '*' (needs a segment column)",
+    )
+    parser.add_argument(
+        "--intervals", action="store_true", help="add 95%% confidence intervals (bootstrap)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="random seed of the bootstrap (with --intervals)"
+    )
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output format"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    print("calmon evaluate: not available in this version", file=sys.stderr)
-    return 2
+    """Read FILE, compute one record per window and segment, print them; 2 on bad input."""
+    from app.metrics import evaluate
+    from app.offline.csv_input import InputError, parse_csv
+    from app.offline.grouping import split_rows
+    from app.offline.report import make_record, render_json, render_table
+
+    name = "<stdin>" if args.file == "-" else args.file
+    try:
+        data = read_input(args.file)
+    except OSError as exc:
+        print(f"{name}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    required = [
+        column
+        for column, needed in (("timestamp", args.window), ("segment", args.by_segment))
+        if needed
+    ]
+    try:
+        rows = parse_csv(data, score_kind=args.score_kind, required=required)
+    except InputError as exc:
+        print(f"{name}:{exc.line}: {exc.reason}", file=sys.stderr)
+        return 2
+    del data
+    records = [
+        make_record(
+            group,
+            evaluate(
+                group.scores,
+                group.labels,
+                threshold=args.threshold,
+                pi0=tuple(args.pi0),
+                score_kind=args.score_kind,
+                intervals=args.intervals,
+                seed=args.seed,
+            ),
+        )
+        for group in split_rows(rows, window=args.window, by_segment=args.by_segment)
+    ]
+    output = render_json(records) if args.format == "json" else render_table(records)
+    return write_output(output)
+
+
+def read_input(path: str) -> bytes:
+    """The bytes of ``path``, or of standard input for ``-``."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def write_output(text: str) -> int:
+    """Write ``text`` to stdout; a reader that went away (``| head``) is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return 0

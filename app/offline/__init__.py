@@ -1,0 +1,1 @@
+"""Offline evaluation of a CSV file (`calmon evaluate`): reading, grouping, rendering."""
