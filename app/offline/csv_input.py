@@ -107,9 +107,7 @@ class _Fields:
         return index + 2 if self.lines is None else self.lines[index]
 
 
-def parse_csv(
-    data: bytes, *, score_kind: str, required: Collection[str] = ()
-) -> EvaluationRows:
+def parse_csv(data: bytes, *, score_kind: str, required: Collection[str] = ()) -> EvaluationRows:
     """Validate and convert the bytes of an evaluation CSV.
 
     ``score_kind`` is ``"probability"`` (scores must lie in [0, 1]) or ``"score"``.
@@ -347,9 +345,7 @@ def _first_naive(moments: list[datetime], values: list[str]) -> _Problem | None:
     if True not in flags:
         return None
     index = flags.index(True)
-    return _Problem(
-        index, f"timestamp {_shown(values[index])} has no UTC offset (add Z or +HH:MM)"
-    )
+    return _Problem(index, f"timestamp {_shown(values[index])} has no UTC offset (add Z or +HH:MM)")
 
 
 def _parse_segments(
