@@ -22,7 +22,8 @@ class Group:
     Attributes:
         start, end: the window ``[start, end)`` (UTC), or None when the file is not windowed.
         segment: a segment name, or ``*`` for all rows of the window.
-        scores: shape (n,), the labelled rows' scores, in file order.
+        scores: shape (n,), the labelled rows' scores, in file order (which a seeded
+            bootstrap depends on).
         labels: shape (n,), their 0/1 labels.
         unlabelled: rows of the window and segment whose label is empty.
     """
@@ -50,32 +51,31 @@ def split_rows(rows: EvaluationRows, *, window: str | None, by_segment: bool) ->
         if rows.timestamps is None:
             raise ValueError("windows need timestamps")
         window_keys = np.floor_divide(rows.timestamps, WINDOW_SECONDS[window]).astype(np.int64)
+    segment_codes: IntArray | None = None
+    names: tuple[str, ...] = ()
     if by_segment:
         if rows.segment_codes is None or rows.segment_names is None:
             raise ValueError("segments need a segment column")
-        segment_codes = rows.segment_codes
-        names = rows.segment_names
-    else:
-        segment_codes = np.full(n, -1, dtype=np.int64)
-        names = ()
-    order = np.lexsort((segment_codes, window_keys))
-    sorted_windows = window_keys[order]
-    sorted_segments = segment_codes[order]
-    window_bounds = _run_bounds(sorted_windows)
+        segment_codes, names = rows.segment_codes, rows.segment_names
+    order = np.argsort(window_keys, kind="stable")
     groups: list[Group] = []
-    for lo, hi in pairwise(window_bounds.tolist()):
+    for lo, hi in pairwise(_run_bounds(window_keys[order]).tolist()):
+        in_window = order[lo:hi]
         start = end = None
         if window is not None and rows.timestamps is not None:
-            moment = datetime.fromtimestamp(float(rows.timestamps[order[lo]]), tz=UTC)
+            moment = datetime.fromtimestamp(float(rows.timestamps[in_window[0]]), tz=UTC)
             start = window_start(moment, window)
             end = start + window_length(window)
-        groups.append(_group(rows, order[lo:hi], start=start, end=end, segment=ALL_SEGMENTS))
-        segment_bounds = lo + _run_bounds(sorted_segments[lo:hi])
-        for s_lo, s_hi in pairwise(segment_bounds.tolist()):
-            code = int(sorted_segments[s_lo])
+        groups.append(_group(rows, in_window, start=start, end=end, segment=ALL_SEGMENTS))
+        if segment_codes is None:
+            continue
+        by_code = in_window[np.argsort(segment_codes[in_window], kind="stable")]
+        sorted_codes = segment_codes[by_code]
+        for s_lo, s_hi in pairwise(_run_bounds(sorted_codes).tolist()):
+            code = int(sorted_codes[s_lo])
             if code >= 0:
                 groups.append(
-                    _group(rows, order[s_lo:s_hi], start=start, end=end, segment=names[code])
+                    _group(rows, by_code[s_lo:s_hi], start=start, end=end, segment=names[code])
                 )
     return groups
 
