@@ -107,7 +107,7 @@ def _header_lines(record: Record) -> list[str]:
     if record.get("start") is None:
         window = "window all"
     else:
-        window = f"window {record['start']}/{record['end']}"
+        window = f"window {_minutes(record['start'])}/{_minutes(record['end'])}"
     fields = [
         window,
         f"segment {record['segment']}",
@@ -124,6 +124,11 @@ def _header_lines(record: Record) -> list[str]:
         else:
             lines[-1] = candidate
     return lines
+
+
+def _minutes(iso: str) -> str:
+    """``2024-01-01T05:00:00Z`` as ``2024-01-01T05:00Z``: windows start on whole minutes."""
+    return iso[:16] + "Z" if iso.endswith(":00Z") else iso
 
 
 def _short_pi0(pi0: str) -> str:
