@@ -1,0 +1,452 @@
+"""Confidence intervals for one evaluation set and for the likelihood part of a drift split.
+
+Method (``docs/intervals.md``): a Poisson bootstrap drawn per positive block of a
+:class:`~app.metrics.ranking.Ranking`. Giving every row an independent Poisson(1) weight is the
+Poisson bootstrap; the summed weight of a group of m exchangeable rows is Poisson(m), and the
+curve metrics only see rows through their block counts, so drawing one Poisson(count) per
+block and per count kind reproduces the row-level replicate distribution exactly, at cost
+O(B·K) instead of O(B·n). The decision threshold τ may fall inside a run of negatives between
+two blocks; that run is split into its part ≥ τ and its part < τ, each drawn on its own, so
+TP(τ), FP(τ) of a replicate come from the same draws as its curves.
+
+Intervals are percentile intervals of the replicate values (defined replicates only). The
+probability metrics that are plain means (Brier scores, log loss) and ``ks_abc`` (a difference
+of two means) get normal-approximation intervals computed in O(n) from the raw arrays.
+
+Everything here is pure NumPy; replicates are processed in chunks of bounded size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.metrics.ranking import FloatArray, IntArray, Ranking
+
+Interval = list[float] | None
+Labels = npt.NDArray[np.integer] | npt.NDArray[np.bool_]
+
+DEFAULT_REPLICATES = 400
+"""Replicates per interval: the 2.5% and 97.5% quantiles of 400 draws move by a few percent of
+the interval's width from seed to seed, well below the sampling noise being described."""
+
+MIN_DEFINED_FRACTION = 0.9
+"""An interval is only reported when at least this share of the replicates define the metric
+(e.g. hold both classes); below it the replicate distribution says little about the set."""
+
+CHUNK_CELLS = 1_000_000
+"""Replicates are drawn and evaluated in chunks of about this many (replicate, block) cells,
+which keeps the working memory near 100-200 MB whatever K and B are."""
+
+REGULAR_METRICS = (
+    "precision",
+    "recall",
+    "fpr",
+    "f1",
+    "roc_auc",
+    "average_precision",
+    "best_f1",
+    "pr_gain_auc",
+    "ks",
+)
+CALIBRATED_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+LIKELIHOOD_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss")
+"""Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
+
+_CURVE_REGULAR = ("roc_auc", "average_precision", "best_f1", "pr_gain_auc", "ks")
+_CURVE_CALIBRATED = ("average_precision", "best_f1", "pr_gain_auc")
+_THRESHOLD_REGULAR = ("precision", "recall", "fpr", "f1")
+_THRESHOLD_CALIBRATED = ("precision", "f1")
+_LOG_LOSS_EPS = 1e-15
+
+Values = dict[str, FloatArray]
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdCut:
+    """Where the decision threshold τ falls in a :class:`Ranking`.
+
+    Attributes:
+        blocks: number m of positive blocks whose threshold is ≥ τ; they count whole towards
+            TP(τ) and FP(τ).
+        neg_hi, neg_lo: the negatives of the run just below those blocks (``neg_above[m]``,
+            or ``neg_below`` when m = K) with s ≥ τ and with s < τ. ``neg_hi`` is 0 when τ is
+            itself a block threshold.
+    """
+
+    blocks: int
+    neg_hi: int
+    neg_lo: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replicates:
+    """B bootstrap replicates of a :class:`Ranking`, as block counts.
+
+    Attributes:
+        pos, neg_tied, neg_above: shape (B, K), the replicate counts of each block (may be 0).
+        neg_below: shape (B,).
+        tp, fp: shape (B,), positives and negatives with s ≥ τ in each replicate.
+    """
+
+    pos: IntArray
+    neg_tied: IntArray
+    neg_above: IntArray
+    neg_below: IntArray
+    tp: IntArray
+    fp: IntArray
+
+    @property
+    def n_pos(self) -> IntArray:
+        """Shape (B,): positives of each replicate."""
+        total: IntArray = np.sum(self.pos, axis=-1)
+        return total
+
+    @property
+    def n_neg(self) -> IntArray:
+        """Shape (B,): negatives of each replicate."""
+        total: IntArray = np.sum(self.neg_tied, axis=-1) + np.sum(self.neg_above, axis=-1)
+        return total + self.neg_below
+
+
+def cut_at(scores: FloatArray, labels: Labels, ranking: Ranking, threshold: float) -> ThresholdCut:
+    """Locate ``threshold`` in ``ranking`` (built from the same ``scores`` (n,), ``labels`` (n,)).
+
+    The ranking does not keep where negatives sit inside a run between two blocks, so the
+    negatives with s ≥ τ are counted once from the raw arrays (O(n)).
+    """
+    k = ranking.thresholds.size
+    blocks = int(np.count_nonzero(ranking.thresholds >= threshold))
+    fp_blocks = int(np.sum(ranking.neg_above[:blocks]) + np.sum(ranking.neg_tied[:blocks]))
+    fp = int(np.count_nonzero((scores >= threshold) & ~labels.astype(bool, copy=False)))
+    run = int(ranking.neg_above[blocks]) if blocks < k else ranking.neg_below
+    neg_hi = fp - fp_blocks
+    return ThresholdCut(blocks=blocks, neg_hi=neg_hi, neg_lo=run - neg_hi)
+
+
+def observed(ranking: Ranking, cut: ThresholdCut) -> Replicates:
+    """The set itself as a single replicate (B = 1), so point values take the replicate path."""
+    m = cut.blocks
+    tp = int(np.sum(ranking.pos[:m]))
+    fp = int(np.sum(ranking.neg_above[:m]) + np.sum(ranking.neg_tied[:m])) + cut.neg_hi
+    return Replicates(
+        pos=ranking.pos[None, :],
+        neg_tied=ranking.neg_tied[None, :],
+        neg_above=ranking.neg_above[None, :],
+        neg_below=np.array([ranking.neg_below], dtype=np.int64),
+        tp=np.array([tp], dtype=np.int64),
+        fp=np.array([fp], dtype=np.int64),
+    )
+
+
+def _poisson(rng: np.random.Generator, lam: IntArray, size: int) -> IntArray:
+    """Shape (size, K): independent Poisson(lam[k]) draws; columns with lam[k] = 0 are free."""
+    nonzero = np.flatnonzero(lam)
+    out: IntArray
+    if nonzero.size == lam.size:
+        out = rng.poisson(lam, size=(size, lam.size)).astype(np.int64, copy=False)
+        return out
+    out = np.zeros((size, lam.size), dtype=np.int64)
+    if nonzero.size:
+        out[:, nonzero] = rng.poisson(lam[nonzero], size=(size, nonzero.size))
+    return out
+
+
+def draw_replicates(
+    ranking: Ranking, cut: ThresholdCut, *, size: int, rng: np.random.Generator
+) -> Replicates:
+    """Draw ``size`` Poisson-bootstrap replicates of ``ranking`` in O(size·K).
+
+    Each count (every block's positives, tied negatives, negatives above, the negatives
+    below the last block) becomes an independent Poisson draw with that count as mean; the run
+    cut by τ is drawn as two independent parts, whose sum is again Poisson(run). The replicate
+    distribution is exactly that of giving each row a Poisson(1) weight.
+    """
+    m = cut.blocks
+    k = ranking.thresholds.size
+    pos = _poisson(rng, ranking.pos, size)
+    neg_tied = _poisson(rng, ranking.neg_tied, size)
+    above_mean = ranking.neg_above.copy()
+    if m < k:
+        above_mean[m] = 0
+    neg_above = _poisson(rng, above_mean, size)
+    neg_hi = rng.poisson(cut.neg_hi, size=size).astype(np.int64, copy=False)
+    neg_lo = rng.poisson(cut.neg_lo, size=size).astype(np.int64, copy=False)
+    if m < k:
+        neg_above[:, m] = neg_hi + neg_lo
+        neg_below = rng.poisson(ranking.neg_below, size=size).astype(np.int64, copy=False)
+    else:
+        neg_below = neg_hi + neg_lo
+    tp = np.sum(pos[:, :m], axis=-1)
+    fp = np.sum(neg_above[:, :m], axis=-1) + np.sum(neg_tied[:, :m], axis=-1) + neg_hi
+    return Replicates(
+        pos=pos, neg_tied=neg_tied, neg_above=neg_above, neg_below=neg_below, tp=tp, fp=fp
+    )
+
+
+def _replicate_chunks(
+    ranking: Ranking, cut: ThresholdCut, *, replicates: int, rng: np.random.Generator
+) -> Iterator[Replicates]:
+    """``replicates`` draws of :func:`draw_replicates`, in chunks of about CHUNK_CELLS cells."""
+    rows = max(1, CHUNK_CELLS // max(1, ranking.thresholds.size))
+    for start in range(0, replicates, rows):
+        yield draw_replicates(ranking, cut, size=min(rows, replicates - start), rng=rng)
+
+
+def _field(result: Any, name: str) -> Any:
+    return result[name] if isinstance(result, Mapping) else getattr(result, name)
+
+
+def evaluate_replicates(
+    thresholds: FloatArray, reps: Replicates, pi0: Sequence[float]
+) -> tuple[Values, dict[float, Values]]:
+    """Regular and calibrated (per π0) values of each replicate: ({name: (B,)}, {π0: {...}})."""
+    from app.metrics.curves import curve_metrics
+    from app.metrics.thresholded import threshold_metrics
+
+    pi0s = [float(p) for p in pi0]
+    curves = curve_metrics(
+        thresholds, reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below, pi0=pi0s
+    )
+    at_tau = threshold_metrics(reps.tp, reps.fp, reps.n_pos, reps.n_neg, pi0=pi0s)
+    curve_reg, tau_reg = _field(curves, "regular"), _field(at_tau, "regular")
+    curve_cal, tau_cal = _field(curves, "calibrated"), _field(at_tau, "calibrated")
+    regular = {name: np.asarray(curve_reg[name], dtype=np.float64) for name in _CURVE_REGULAR}
+    regular |= {name: np.asarray(tau_reg[name], dtype=np.float64) for name in _THRESHOLD_REGULAR}
+    calibrated: dict[float, Values] = {}
+    for p in pi0s:
+        values = {name: np.asarray(curve_cal[p][name], np.float64) for name in _CURVE_CALIBRATED}
+        values |= {name: np.asarray(tau_cal[p][name], np.float64) for name in _THRESHOLD_CALIBRATED}
+        calibrated[p] = values
+    return regular, calibrated
+
+
+def evaluate_at_prior(thresholds: FloatArray, reps: Replicates, pi0: FloatArray) -> Values:
+    """Each replicate's prior-dependent metrics calibrated at its own π0 (shape (B,)).
+
+    Calibrated metrics depend on the counts only through TPR, FPR and π0 (``docs/metrics.md``:
+    P_c = TP / (TP + r·FP), PG is prior-free, RG and the AUPRG crossing use π0), so they equal
+    the regular metrics of the same replicate with every negative count scaled by
+    r = n_pos·(1 - π0) / (π0·n_neg), whose prior is then exactly π0. That gives a per-replicate
+    π0 through the regular (batched) path. NaN where a class is missing or π0 ∉ (0, 1).
+    """
+    from app.metrics.curves import curve_metrics
+    from app.metrics.thresholded import threshold_metrics
+
+    n_pos = reps.n_pos.astype(np.float64)
+    n_neg = reps.n_neg.astype(np.float64)
+    valid = (n_pos > 0) & (n_neg > 0) & (pi0 > 0) & (pi0 < 1)
+    p = np.where(valid, pi0, 0.5)
+    scale = np.where(valid, n_pos * (1 - p) / (p * np.where(valid, n_neg, 1.0)), 1.0)
+    curves = curve_metrics(
+        thresholds,
+        reps.pos,
+        reps.neg_tied * scale[:, None],
+        reps.neg_above * scale[:, None],
+        reps.neg_below * scale,
+        pi0=[],
+    )
+    at_tau = threshold_metrics(reps.tp, reps.fp * scale, n_pos, n_neg * scale, pi0=[])
+    curve_reg, tau_reg = _field(curves, "regular"), _field(at_tau, "regular")
+    values: Values = {}
+    for name in LIKELIHOOD_METRICS:
+        source = tau_reg if name in _THRESHOLD_CALIBRATED else curve_reg
+        values[name] = np.where(valid, np.asarray(source[name], dtype=np.float64), np.nan)
+    return values
+
+
+def _percentile(values: FloatArray, point: float, level: float) -> Interval:
+    """Percentile interval of the defined replicate ``values`` (B,); None when ``point`` is
+    undefined or fewer than MIN_DEFINED_FRACTION of the replicates are defined."""
+    if not math.isfinite(point) or values.size == 0:
+        return None
+    defined = values[np.isfinite(values)]
+    if defined.size < MIN_DEFINED_FRACTION * values.size:
+        return None
+    alpha = 1.0 - level
+    lo, hi = np.quantile(defined, [alpha / 2, 1 - alpha / 2])
+    return [float(lo), float(hi)]
+
+
+def _check(level: float, replicates: int) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if replicates < 1:
+        raise ValueError(f"replicates must be ≥ 1, got {replicates}")
+
+
+def _normal_mean(values: FloatArray, z: float) -> Interval:
+    """mean ± z·sd/√m of ``values`` (m,); None below two values."""
+    if values.size < 2:
+        return None
+    mean = float(np.mean(values))
+    half = z * float(np.std(values, ddof=1)) / math.sqrt(values.size)
+    return [mean - half, mean + half]
+
+
+def mean_intervals(
+    scores: FloatArray,
+    labels: Labels,
+    *,
+    score_kind: str,
+    level: float = 0.95,
+) -> dict[str, Interval]:
+    """Normal-approximation intervals for the metrics that are means of per-row terms.
+
+    ``ks_abc`` = mean(s | y=1) - mean(s | y=0): the two means are independent, so its
+    standard error is √(var₁/n_pos + var₀/n_neg). For ``score_kind="probability"`` also
+    ``brier`` (terms (s-y)²), ``brier_pos`` ((s-1)² over positives), ``brier_neg`` (s² over
+    negatives) and ``log_loss`` (-y log s - (1-y) log(1-s), s clipped to [1e-15, 1 - 1e-15]),
+    each clipped to its range ([0, 1] for Brier scores, [0, ∞) for log loss). None when a
+    needed class has fewer than two rows. O(n).
+    """
+    _check(level, 1)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    is_pos = labels.astype(bool, copy=False)
+    pos, neg = scores[is_pos], scores[~is_pos]
+    out: dict[str, Interval] = {"ks_abc": None}
+    if pos.size >= 2 and neg.size >= 2:
+        diff = float(np.mean(pos) - np.mean(neg))
+        half = z * math.sqrt(np.var(pos, ddof=1) / pos.size + np.var(neg, ddof=1) / neg.size)
+        out["ks_abc"] = [diff - half, diff + half]
+    if score_kind != "probability":
+        return out
+    y = is_pos.astype(np.float64)
+    clipped = np.clip(scores, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS)
+    terms = {
+        "brier": (scores - y) ** 2,
+        "brier_pos": (pos - 1.0) ** 2,
+        "brier_neg": neg**2,
+        "log_loss": -np.where(is_pos, np.log(clipped), np.log1p(-clipped)),
+    }
+    for name, values in terms.items():
+        interval = _normal_mean(values, z)
+        if interval is not None:
+            upper = math.inf if name == "log_loss" else 1.0
+            interval = [max(interval[0], 0.0), min(interval[1], upper)]
+        out[name] = interval
+    return out
+
+
+def bootstrap_intervals(
+    scores: FloatArray,
+    labels: Labels,
+    ranking: Ranking,
+    *,
+    threshold: float,
+    pi0: Sequence[float],
+    level: float = 0.95,
+    replicates: int = DEFAULT_REPLICATES,
+    seed: int | None = None,
+    score_kind: str = "score",
+) -> dict[str, Any]:
+    """Confidence intervals at ``level`` for the metrics of one set.
+
+    ``scores`` (n,), ``labels`` (n,) are the validated set and ``ranking`` = ``rank(scores,
+    labels)``. Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0):
+    {metric: [lo, hi] | None}}}`` for REGULAR_METRICS and CALIBRATED_METRICS (percentile
+    intervals of ``replicates`` Poisson-bootstrap replicates; calibrated replicates use their
+    own prior, as the point value does), plus ``ks_abc`` and, for ``score_kind="probability"``,
+    MEAN_METRICS under "regular" (normal approximation, see :func:`mean_intervals`). None
+    when the point value is undefined or too few replicates are defined. The same ``seed``
+    gives the same intervals.
+    """
+    _check(level, replicates)
+    pi0s = [float(p) for p in pi0]
+    cut = cut_at(scores, labels, ranking, threshold)
+    point_regular, point_calibrated = evaluate_replicates(
+        ranking.thresholds, observed(ranking, cut), pi0s
+    )
+    rng = np.random.default_rng(seed)
+    regular_parts: dict[str, list[FloatArray]] = {name: [] for name in REGULAR_METRICS}
+    calibrated_parts: dict[float, dict[str, list[FloatArray]]] = {
+        p: {name: [] for name in CALIBRATED_METRICS} for p in pi0s
+    }
+    for reps in _replicate_chunks(ranking, cut, replicates=replicates, rng=rng):
+        regular, calibrated = evaluate_replicates(ranking.thresholds, reps, pi0s)
+        for name, parts in regular_parts.items():
+            parts.append(regular[name])
+        for p, metrics in calibrated_parts.items():
+            for name, parts in metrics.items():
+                parts.append(calibrated[p][name])
+
+    def interval(parts: list[FloatArray], point: FloatArray) -> Interval:
+        return _percentile(np.concatenate(parts), float(point[0]), level)
+
+    out_regular: dict[str, Interval] = {
+        name: interval(parts, point_regular[name]) for name, parts in regular_parts.items()
+    }
+    out_regular |= mean_intervals(scores, labels, score_kind=score_kind, level=level)
+    out_calibrated = {
+        repr(p): {
+            name: interval(parts, point_calibrated[p][name]) for name, parts in metrics.items()
+        }
+        for p, metrics in calibrated_parts.items()
+    }
+    return {"regular": out_regular, "calibrated": out_calibrated}
+
+
+def likelihood_intervals(
+    window_scores: FloatArray,
+    window_labels: Labels,
+    window_ranking: Ranking,
+    ref_scores: FloatArray,
+    ref_labels: Labels,
+    ref_ranking: Ranking,
+    *,
+    threshold: float,
+    level: float = 0.95,
+    replicates: int = DEFAULT_REPLICATES,
+    seed: int | None = None,
+) -> dict[str, Interval]:
+    """Intervals at ``level`` for likelihood = M_t^c(π_ref) - M_ref of LIKELIHOOD_METRICS.
+
+    The window and the reference set are bootstrapped independently; in replicate b the
+    window is calibrated at the prior of reference replicate b, so the interval carries the
+    noise of π_ref as well as of both sets. Percentile intervals of the B differences; None
+    when the point value is undefined or too few replicates are defined.
+    """
+    _check(level, replicates)
+    window_cut = cut_at(window_scores, window_labels, window_ranking, threshold)
+    ref_cut = cut_at(ref_scores, ref_labels, ref_ranking, threshold)
+    rng = np.random.default_rng(seed)
+
+    ref_point = observed(ref_ranking, ref_cut)
+    ref_prior = ref_point.n_pos / (ref_point.n_pos + ref_point.n_neg)
+    ref_point_values = evaluate_replicates(ref_ranking.thresholds, ref_point, [])[0]
+    window_point_values = evaluate_at_prior(
+        window_ranking.thresholds, observed(window_ranking, window_cut), ref_prior
+    )
+
+    ref_parts: dict[str, list[FloatArray]] = {name: [] for name in LIKELIHOOD_METRICS}
+    priors: list[FloatArray] = []
+    for reps in _replicate_chunks(ref_ranking, ref_cut, replicates=replicates, rng=rng):
+        n_pos, n = reps.n_pos, reps.n_pos + reps.n_neg
+        prior = np.divide(n_pos, n, out=np.full(n.shape, np.nan), where=n > 0)
+        priors.append(prior)
+        regular = evaluate_replicates(ref_ranking.thresholds, reps, [])[0]
+        for name, parts in ref_parts.items():
+            parts.append(regular[name])
+    all_priors = np.concatenate(priors)
+
+    window_parts: dict[str, list[FloatArray]] = {name: [] for name in LIKELIHOOD_METRICS}
+    start = 0
+    for reps in _replicate_chunks(window_ranking, window_cut, replicates=replicates, rng=rng):
+        prior = all_priors[start : start + reps.pos.shape[0]]
+        start += reps.pos.shape[0]
+        for name, values in evaluate_at_prior(window_ranking.thresholds, reps, prior).items():
+            window_parts[name].append(values)
+
+    out: dict[str, Interval] = {}
+    for name in LIKELIHOOD_METRICS:
+        point = float(window_point_values[name][0] - ref_point_values[name][0])
+        diffs = np.concatenate(window_parts[name]) - np.concatenate(ref_parts[name])
+        out[name] = _percentile(diffs, point, level)
+    return out

@@ -1,0 +1,461 @@
+"""Poisson bootstrap over positive blocks: draws, threshold split, interval shapes and rules."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from scipy import stats
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from app.metrics.intervals import (
+    CALIBRATED_METRICS,
+    CHUNK_CELLS,
+    LIKELIHOOD_METRICS,
+    MEAN_METRICS,
+    REGULAR_METRICS,
+    Replicates,
+    bootstrap_intervals,
+    cut_at,
+    draw_replicates,
+    evaluate_at_prior,
+    evaluate_replicates,
+    likelihood_intervals,
+    mean_intervals,
+    observed,
+)
+from app.metrics.ranking import Ranking, rank
+
+FloatArray = npt.NDArray[np.float64]
+Labels = npt.NDArray[np.int8]
+
+
+def binormal(n: int, prior: float, mu: float, seed: int) -> tuple[FloatArray, Labels]:
+    """Scores N(0, 1) for negatives and N(mu, 1) for positives; classes Bernoulli(prior)."""
+    rng = np.random.default_rng(seed)
+    labels = (rng.random(n) < prior).astype(np.int8)
+    return rng.normal(size=n) + mu * labels, labels
+
+
+def probabilities(n: int, seed: int) -> tuple[FloatArray, Labels]:
+    """Calibrated probabilities: s ~ U(0, 1), y ~ Bernoulli(s)."""
+    rng = np.random.default_rng(seed)
+    scores = rng.random(n)
+    return scores, (rng.random(n) < scores).astype(np.int8)
+
+
+def tied_set() -> tuple[FloatArray, Labels]:
+    """Small set with ties across classes and a run of negatives straddling τ = 0.5.
+
+    Positives sit on 0.2, 0.4, 0.6, 0.8 (several per score, some tied with negatives);
+    negatives sit on a 0.05 grid, so the run strictly between 0.4 and 0.6 holds 0.45, 0.5
+    and 0.55: τ = 0.5 cuts it into {0.5, 0.55} ≥ τ and {0.45} < τ.
+    """
+    pos = [0.8, 0.8, 0.6, 0.6, 0.6, 0.4, 0.2, 0.2, 0.95]
+    neg = [0.9, 0.8, 0.7, 0.65, 0.6, 0.55, 0.55, 0.5, 0.5, 0.45, 0.4, 0.3, 0.3, 0.2, 0.1, 0.05]
+    scores = np.array(pos + neg, dtype=np.float64)
+    labels = np.array([1] * len(pos) + [0] * len(neg), dtype=np.int8)
+    return scores, labels
+
+
+def direct_counts(scores: FloatArray, labels: Labels, tau: float) -> tuple[int, int]:
+    above = scores >= tau
+    return int(np.sum(above & (labels == 1))), int(np.sum(above & (labels == 0)))
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.95, 0.85, 0.8, 0.55, 0.5, 0.45, 0.2, 0.15, 0.0])
+def test_cut_gives_the_counts_at_tau(tau: float) -> None:
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    cut = cut_at(scores, labels, ranking, tau)
+    point = observed(ranking, cut)
+    assert (int(point.tp[0]), int(point.fp[0])) == direct_counts(scores, labels, tau)
+    k = ranking.thresholds.size
+    run = ranking.neg_above[cut.blocks] if cut.blocks < k else ranking.neg_below
+    assert cut.neg_hi + cut.neg_lo == run
+    assert cut.neg_hi >= 0
+    assert cut.neg_lo >= 0
+
+
+def test_cut_inside_a_run_of_negatives() -> None:
+    scores, labels = tied_set()
+    cut = cut_at(scores, labels, rank(scores, labels), 0.5)
+    # Blocks 0.95, 0.8, 0.6 are ≥ τ; the run (0.4, 0.6) holds 0.55, 0.55, 0.5, 0.5 | 0.45.
+    assert (cut.blocks, cut.neg_hi, cut.neg_lo) == (3, 4, 1)
+
+
+def test_replicate_counts_have_the_right_moments() -> None:
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    cut = cut_at(scores, labels, ranking, 0.5)
+    b = 20_000
+    reps = draw_replicates(ranking, cut, size=b, rng=np.random.default_rng(3))
+    k = ranking.thresholds.size
+    assert reps.pos.shape == reps.neg_tied.shape == reps.neg_above.shape == (b, k)
+    assert reps.neg_below.shape == reps.tp.shape == reps.fp.shape == (b,)
+    for drawn, mean in [
+        (reps.pos, ranking.pos),
+        (reps.neg_tied, ranking.neg_tied),
+        (reps.neg_above, ranking.neg_above),
+    ]:
+        # Poisson: mean = variance = the block's count; 5 standard errors.
+        np.testing.assert_array_less(
+            np.abs(drawn.mean(axis=0) - mean), 5 * np.sqrt(mean / b) + 1e-12
+        )
+    tp, fp = direct_counts(scores, labels, 0.5)
+    totals: list[tuple[npt.NDArray[np.int64], int]] = [
+        (reps.n_pos, ranking.n_pos),
+        (reps.n_neg, ranking.n_neg),
+        (reps.tp, tp),
+        (reps.fp, fp),
+        (reps.neg_below, ranking.neg_below),
+    ]
+    for total, expected in totals:
+        assert abs(total.mean() - expected) < 5 * math.sqrt(expected / b)
+        assert total.var() == pytest.approx(expected, rel=0.06)
+    # TP(τ), FP(τ) are read from the same draws as the curves.
+    np.testing.assert_array_equal(reps.tp, reps.pos[:, :3].sum(axis=1))
+    fp_blocks = reps.neg_above[:, :3].sum(axis=1) + reps.neg_tied[:, :3].sum(axis=1)
+    assert np.all(reps.fp >= fp_blocks)
+    assert np.all(reps.fp <= fp_blocks + reps.neg_above[:, 3])
+    # The cut run is not degenerate: both of its parts vary.
+    assert 0 < np.mean(reps.fp == fp_blocks + reps.neg_above[:, 3]) < 1
+
+
+def test_block_draws_reproduce_the_row_level_poisson_bootstrap() -> None:
+    """Block-level replicates and a slow row-level Poisson bootstrap (each row weighted
+    Poisson(1), rows repeated by weight, metrics from scikit-learn) agree in distribution."""
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    tau = 0.5
+    b = 1500
+    reps = draw_replicates(
+        ranking, cut_at(scores, labels, ranking, tau), size=b, rng=np.random.default_rng(11)
+    )
+    block, _ = evaluate_replicates(ranking.thresholds, reps, [])
+
+    rng = np.random.default_rng(12)
+    rows: dict[str, list[float]] = {name: [] for name in ("tp", "fp", "roc_auc", "ap", "prec")}
+    for _ in range(b):
+        weights = rng.poisson(1.0, size=scores.size)
+        s, y = np.repeat(scores, weights), np.repeat(labels, weights)
+        tp, fp = direct_counts(s, y, tau)
+        rows["tp"].append(tp)
+        rows["fp"].append(fp)
+        both = 0 < y.sum() < y.size
+        rows["roc_auc"].append(roc_auc_score(y, s) if both else math.nan)
+        rows["ap"].append(average_precision_score(y, s) if y.sum() else math.nan)
+        rows["prec"].append(tp / (tp + fp) if tp + fp else math.nan)
+
+    pairs = {
+        "tp": reps.tp.astype(np.float64),
+        "fp": reps.fp.astype(np.float64),
+        "roc_auc": block["roc_auc"],
+        "ap": block["average_precision"],
+        "prec": block["precision"],
+    }
+    for name, block_values in pairs.items():
+        row_values = np.asarray(rows[name], dtype=np.float64)
+        assert np.isnan(block_values).mean() == pytest.approx(np.isnan(row_values).mean(), abs=0.01)
+        bv, rv = block_values[np.isfinite(block_values)], row_values[np.isfinite(row_values)]
+        se = math.sqrt(bv.var() / bv.size + rv.var() / rv.size)
+        assert abs(bv.mean() - rv.mean()) < 4 * se, name
+        assert bv.std() == pytest.approx(rv.std(), rel=0.1), name
+        assert stats.ks_2samp(bv, rv).pvalue > 1e-3, name
+
+
+def test_replicate_evaluation_matches_ranking_the_resampled_rows() -> None:
+    """One replicate evaluated from its block counts equals the same replicate materialised as
+    rows (each block's rows repeated by its drawn count) and ranked from scratch."""
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    cut = cut_at(scores, labels, ranking, 0.5)
+    reps = draw_replicates(ranking, cut, size=50, rng=np.random.default_rng(5))
+    values, _ = evaluate_replicates(ranking.thresholds, reps, [])
+    for i in range(50):
+        # A negative stands for its run; place it at a score inside the run on the right side of τ.
+        s_rows: list[float] = []
+        y_rows: list[int] = []
+        edges = np.append(np.inf, ranking.thresholds)
+        for k, t in enumerate(ranking.thresholds):
+            s_rows += [t] * int(reps.pos[i, k] + reps.neg_tied[i, k])
+            y_rows += [1] * int(reps.pos[i, k]) + [0] * int(reps.neg_tied[i, k])
+            if k != cut.blocks:
+                mid = t + 0.01 if math.isfinite(edges[k]) else t + 1.0
+                s_rows += [mid] * int(reps.neg_above[i, k])
+                y_rows += [0] * int(reps.neg_above[i, k])
+        s_rows += [ranking.thresholds[-1] - 1.0] * int(reps.neg_below[i])
+        y_rows += [0] * int(reps.neg_below[i])
+        run = int(reps.neg_above[i, cut.blocks])
+        hi = int(reps.fp[i]) - int(
+            reps.neg_above[i, : cut.blocks].sum() + reps.neg_tied[i, : cut.blocks].sum()
+        )
+        s_rows += [0.55] * hi + [0.45] * (run - hi)
+        y_rows += [0] * run
+        s, y = np.array(s_rows), np.array(y_rows, dtype=np.int8)
+        if 0 < y.sum() < y.size:
+            assert values["roc_auc"][i] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+            assert values["average_precision"][i] == pytest.approx(
+                average_precision_score(y, s), abs=1e-12
+            )
+        assert (int(reps.tp[i]), int(reps.fp[i])) == direct_counts(s, y, 0.5)
+
+
+def test_chunks_keep_memory_bounded() -> None:
+    """K = 10^5 blocks: the bootstrap's peak allocation stays near the chunk budget."""
+    scores, labels = binormal(400_000, 0.25, 1.0, seed=1)
+    ranking = rank(scores, labels)
+    assert ranking.thresholds.size == pytest.approx(100_000, rel=0.01)
+    tracemalloc.start()
+    try:
+        out = bootstrap_intervals(
+            scores, labels, ranking, threshold=1.0, pi0=[0.5], replicates=25, seed=0
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out["regular"]["roc_auc"] is not None
+    print(f"peak {peak / 2**20:.0f} MiB for K = {ranking.thresholds.size}, {CHUNK_CELLS} cells")
+    assert peak < 200 * 2**20
+
+
+def typical() -> tuple[FloatArray, Labels, Ranking]:
+    scores, labels = binormal(5000, 0.1, 1.5, seed=21)
+    return scores, labels, rank(scores, labels)
+
+
+def test_shapes_and_keys() -> None:
+    scores, labels, ranking = typical()
+    out = bootstrap_intervals(
+        scores, labels, ranking, threshold=1.0, pi0=[0.5, 0.01], replicates=200, seed=1
+    )
+    assert set(out) == {"regular", "calibrated"}
+    assert set(out["regular"]) == set(REGULAR_METRICS) | {"ks_abc"}
+    assert set(out["calibrated"]) == {"0.5", "0.01"}
+    for metrics in out["calibrated"].values():
+        assert set(metrics) == set(CALIBRATED_METRICS)
+    for interval in [*out["regular"].values()] + [
+        v for m in out["calibrated"].values() for v in m.values()
+    ]:
+        assert isinstance(interval, list)
+        assert len(interval) == 2
+        assert all(isinstance(x, float) for x in interval)
+        assert interval[0] <= interval[1]
+
+
+def test_probability_models_get_mean_metric_intervals() -> None:
+    scores, labels = probabilities(3000, seed=2)
+    out = bootstrap_intervals(
+        scores,
+        labels,
+        rank(scores, labels),
+        threshold=0.5,
+        pi0=[],
+        replicates=50,
+        seed=1,
+        score_kind="probability",
+    )
+    assert set(out["regular"]) == set(REGULAR_METRICS) | set(MEAN_METRICS) | {"ks_abc"}
+    assert out["calibrated"] == {}
+
+
+def test_same_seed_same_intervals() -> None:
+    scores, labels, ranking = typical()
+
+    def run(seed: int) -> dict[str, object]:
+        return bootstrap_intervals(
+            scores, labels, ranking, threshold=1.0, pi0=[0.5], replicates=100, seed=seed
+        )
+
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+
+
+def test_intervals_contain_the_point_estimate() -> None:
+    scores, labels, ranking = typical()
+    pi0 = [0.5, 0.02]
+    out = bootstrap_intervals(scores, labels, ranking, threshold=1.0, pi0=pi0, seed=3)
+    regular, calibrated = evaluate_replicates(
+        ranking.thresholds, observed(ranking, cut_at(scores, labels, ranking, 1.0)), pi0
+    )
+    for name in REGULAR_METRICS:
+        lo, hi = out["regular"][name]
+        assert lo <= regular[name][0] <= hi, name
+        assert lo < hi, name
+    for p in pi0:
+        for name in CALIBRATED_METRICS:
+            lo, hi = out["calibrated"][repr(p)][name]
+            assert lo <= calibrated[p][name][0] <= hi, (p, name)
+
+
+def test_width_shrinks_as_one_over_root_n() -> None:
+    widths = []
+    for n in (4000, 16000):
+        scores, labels = binormal(n, 0.1, 1.5, seed=n)
+        out = bootstrap_intervals(
+            scores, labels, rank(scores, labels), threshold=1.0, pi0=[0.5], seed=0
+        )
+        intervals = {**out["regular"], **{f"c_{k}": v for k, v in out["calibrated"]["0.5"].items()}}
+        widths.append({k: v[1] - v[0] for k, v in intervals.items() if v is not None})
+    for name in (
+        "roc_auc",
+        "average_precision",
+        "precision",
+        "recall",
+        "best_f1",
+        "c_average_precision",
+    ):
+        ratio = widths[0][name] / widths[1][name]
+        assert 1.6 < ratio < 2.5, (name, ratio)
+
+
+def test_undefined_sets_give_none() -> None:
+    scores = np.linspace(0, 1, 50)
+    negatives = np.zeros(50, dtype=np.int8)
+    out = bootstrap_intervals(
+        scores, negatives, rank(scores, negatives), threshold=0.5, pi0=[0.5], seed=0
+    )
+    assert out["regular"]["fpr"] is not None
+    assert out["regular"]["precision"] is not None  # [0, 0]: predicted positives, none right
+    for name in ("recall", "f1", "roc_auc", "average_precision", "best_f1", "pr_gain_auc", "ks"):
+        assert out["regular"][name] is None, name
+    assert all(v is None for v in out["calibrated"]["0.5"].values())
+
+    # One positive: a third of the replicates lose it, too few are defined.
+    single = (scores == scores[40]).astype(np.int8)
+    out = bootstrap_intervals(scores, single, rank(scores, single), threshold=0.5, pi0=[0.5])
+    for name in ("roc_auc", "average_precision", "recall"):
+        assert out["regular"][name] is None, name
+
+    # τ above every score: precision is undefined, recall is a sure 0.
+    scores, labels, ranking = typical()
+    out = bootstrap_intervals(scores, labels, ranking, threshold=99.0, pi0=[0.5], seed=0)
+    assert out["regular"]["precision"] is None
+    assert out["calibrated"]["0.5"]["precision"] is None
+    assert out["regular"]["recall"] == [0.0, 0.0]
+    assert out["regular"]["roc_auc"] is not None
+
+
+def test_bad_arguments_are_refused() -> None:
+    scores, labels, ranking = typical()
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_intervals(scores, labels, ranking, threshold=0.5, pi0=[], level=1.0)
+    with pytest.raises(ValueError, match="replicates"):
+        bootstrap_intervals(scores, labels, ranking, threshold=0.5, pi0=[], replicates=0)
+
+
+def test_calibrating_by_scaling_negatives_equals_calibration_at_pi0() -> None:
+    """evaluate_at_prior (negatives scaled so the prior becomes π0, then regular metrics)
+    gives the calibrated metrics of curve_metrics / threshold_metrics."""
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    reps = draw_replicates(
+        ranking, cut_at(scores, labels, ranking, 0.5), size=300, rng=np.random.default_rng(9)
+    )
+    for p in (0.5, 0.05, 0.9):
+        scaled = evaluate_at_prior(ranking.thresholds, reps, np.full(300, p))
+        _, calibrated = evaluate_replicates(ranking.thresholds, reps, [p])
+        for name in LIKELIHOOD_METRICS:
+            np.testing.assert_allclose(scaled[name], calibrated[p][name], rtol=1e-12, atol=1e-12)
+        assert np.isfinite(scaled["average_precision"]).mean() > 0.9
+
+
+def test_evaluate_at_prior_marks_impossible_priors_undefined() -> None:
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    reps = draw_replicates(
+        ranking, cut_at(scores, labels, ranking, 0.5), size=4, rng=np.random.default_rng(9)
+    )
+    values = evaluate_at_prior(ranking.thresholds, reps, np.array([0.0, 1.0, math.nan, 0.3]))
+    for name in LIKELIHOOD_METRICS:
+        assert np.isnan(values[name][:3]).all()
+        assert np.isfinite(values[name][3])
+
+
+def test_likelihood_interval_of_a_set_against_itself_contains_zero() -> None:
+    scores, labels, ranking = typical()
+    out = likelihood_intervals(
+        scores, labels, ranking, scores, labels, ranking, threshold=1.0, seed=4
+    )
+    assert set(out) == set(LIKELIHOOD_METRICS)
+    for name, interval in out.items():
+        assert interval is not None
+        assert interval[0] < 0 < interval[1], name
+
+
+def test_likelihood_interval_sees_a_worse_model() -> None:
+    ref_scores, ref_labels = binormal(20000, 0.02, 2.0, seed=31)
+    scores, labels = binormal(20000, 0.01, 1.0, seed=32)  # other prior and a worse model
+    out = likelihood_intervals(
+        scores,
+        labels,
+        rank(scores, labels),
+        ref_scores,
+        ref_labels,
+        rank(ref_scores, ref_labels),
+        threshold=1.5,
+        seed=5,
+    )
+    for name, interval in out.items():
+        assert interval is not None
+        assert interval[1] < 0, name
+
+
+def test_likelihood_interval_is_none_without_positives() -> None:
+    scores, labels, ranking = typical()
+    negatives = np.zeros_like(labels)
+    out = likelihood_intervals(
+        scores, negatives, rank(scores, negatives), scores, labels, ranking, threshold=1.0
+    )
+    assert out == dict.fromkeys(LIKELIHOOD_METRICS)
+
+
+def test_mean_intervals() -> None:
+    scores, labels = probabilities(4000, seed=8)
+    out = mean_intervals(scores, labels, score_kind="probability")
+    y = labels.astype(np.float64)
+    points = {
+        "brier": np.mean((scores - y) ** 2),
+        "brier_pos": np.mean((scores[y == 1] - 1) ** 2),
+        "brier_neg": np.mean(scores[y == 0] ** 2),
+        "log_loss": -np.mean(y * np.log(scores) + (1 - y) * np.log(1 - scores)),
+        "ks_abc": scores[y == 1].mean() - scores[y == 0].mean(),
+    }
+    assert set(out) == set(points)
+    for name, point in points.items():
+        interval = out[name]
+        assert interval is not None
+        lo, hi = interval
+        # Symmetric about the point, and about as wide as 2·1.96 standard errors.
+        assert (lo + hi) / 2 == pytest.approx(point, abs=1e-12), name
+        assert 0 < hi - lo < 0.1, name
+    assert mean_intervals(scores, labels, score_kind="score").keys() == {"ks_abc"}
+    wider = mean_intervals(scores, labels, score_kind="probability", level=0.99)
+    assert wider["brier"] is not None
+    assert out["brier"] is not None
+    assert wider["brier"][1] - wider["brier"][0] > out["brier"][1] - out["brier"][0]
+
+
+def test_mean_intervals_edge_cases() -> None:
+    perfect = np.array([0.0, 0.0, 1.0, 1.0])
+    labels = np.array([0, 0, 1, 1], dtype=np.int8)
+    out = mean_intervals(perfect, labels, score_kind="probability")
+    assert out["brier"] == [0.0, 0.0]
+    assert out["ks_abc"] == [1.0, 1.0]
+    one_pos = np.array([0, 0, 0, 1], dtype=np.int8)
+    out = mean_intervals(np.array([0.1, 0.2, 0.3, 0.9]), one_pos, score_kind="probability")
+    assert out["brier_pos"] is None
+    assert out["ks_abc"] is None
+    assert out["brier_neg"] is not None
+
+
+def test_replicates_of_the_set_itself() -> None:
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    point = observed(ranking, cut_at(scores, labels, ranking, 0.5))
+    assert isinstance(point, Replicates)
+    assert int(point.n_pos[0]) == ranking.n_pos
+    assert int(point.n_neg[0]) == ranking.n_neg
