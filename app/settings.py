@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Scope = Literal["read", "write", "admin"]
@@ -131,6 +131,22 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
+class ConfigError(Exception):
+    """Invalid configuration; the message names variables, never their values."""
+
+
 def get_settings() -> Settings:
-    """Read the settings from the environment (and the token file) now."""
-    return Settings()
+    """Read the settings from the environment (and the token file) now.
+
+    Raises :class:`ConfigError` with one line per problem and without the offending values
+    (they may be tokens).
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            (f"CALMON_{'_'.join(str(p) for p in err['loc']).upper()}: " if err["loc"] else "")
+            + err["msg"].removeprefix("Value error, ")
+            for err in exc.errors(include_input=False, include_url=False)
+        )
+        raise ConfigError(problems) from None

@@ -36,9 +36,7 @@ def _run(connection: Connection) -> None:
             context.run_migrations()
     finally:
         if is_postgres:
-            connection.execute(
-                text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY}
-            )
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
             connection.commit()
 
 

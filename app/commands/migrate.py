@@ -23,17 +23,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Upgrade to head (default), downgrade, or check; returns the exit code."""
-    from pydantic import ValidationError
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.db import migrate
     from app.db.session import create_db_engine
     from app.log import configure_logging
-    from app.settings import get_settings
+    from app.settings import ConfigError, get_settings
 
     try:
         settings = get_settings()
-    except ValidationError as exc:
+    except ConfigError as exc:
         print(f"calmon migrate: invalid configuration: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)

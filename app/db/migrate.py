@@ -7,11 +7,12 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, inspect, text
 
 import migrations
+
+VERSION_TABLE = "alembic_version"
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
@@ -35,7 +36,10 @@ def head_revision() -> str:
 
 def current_revision(connection: Connection) -> str | None:
     """The revision the database is at (None for an empty database)."""
-    return MigrationContext.configure(connection).get_current_revision()
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    revisions = connection.execute(text("SELECT version_num FROM alembic_version")).scalars()
+    return next(iter(revisions), None)
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

@@ -65,9 +65,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("model_id", "client_id"),
     )
     op.create_index("ix_predictions_model_id_ts", "predictions", ["model_id", "ts"])
-    op.create_index(
-        "ix_predictions_model_id_changed_at", "predictions", ["model_id", "changed_at"]
-    )
+    op.create_index("ix_predictions_model_id_changed_at", "predictions", ["model_id", "changed_at"])
     op.create_table(
         "pending_labels",
         sa.Column(

@@ -1,0 +1,64 @@
+"""The FastAPI application factory.
+
+``create_app()`` with no argument reads the settings from the environment, which is what
+uvicorn calls in each worker (``app.api.app:create_app`` with ``factory=True``). Other parts
+that must live beside the API in the same process (the scheduler, in ``calmon serve``) are
+passed as ``lifespan_hooks``: async context managers entered at startup, in order, and left at
+shutdown, in reverse order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+
+from app import __version__
+from app.api.errors import install_error_handlers
+from app.api.middleware import RequestContextMiddleware
+from app.api.openapi import install_openapi
+from app.api.routes import health, ingest, models
+from app.db.session import create_db_engine, create_session_factory
+from app.log import configure_logging
+from app.settings import Settings, get_settings
+
+LifespanHook = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+DESCRIPTION = (
+    "Production monitoring of binary classifiers with prior-calibrated metrics. "
+    'Errors are `{"error": {"code", "message", "details"}}`.'
+)
+
+
+def create_app(
+    settings: Settings | None = None, *, lifespan_hooks: Sequence[LifespanHook] = ()
+) -> FastAPI:
+    """Build the API for ``settings`` (default: from the environment)."""
+    settings = settings or get_settings()
+    configure_logging(settings.log_level)
+    engine = create_db_engine(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            async with AsyncExitStack() as stack:
+                for hook in lifespan_hooks:
+                    await stack.enter_async_context(hook(app))
+                yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(title="calmon", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = create_session_factory(engine)
+    app.state.tokens = [(token.encode(), scopes) for token, scopes in settings.tokens.items()]
+    app.state.scrape_collectors = []
+    install_error_handlers(app)
+    install_openapi(app)
+    app.include_router(models.router)
+    app.include_router(ingest.router)
+    app.include_router(health.router)
+    app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,101 @@
+"""Dependencies shared by routes: settings, database session, scopes, JSON body, model.
+
+Scopes: ``read`` (GET models and windows), ``write`` (predictions and labels), ``admin`` (PUT
+models, recompute) which implies ``read`` and ``write``. A bearer token is compared with every
+configured token in constant time. With no token configured every request is allowed (the
+commands then only bind loopback addresses).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Iterator
+from typing import Annotated, Final
+
+from fastapi import Depends, Path, Request
+from sqlalchemy.orm import Session
+
+from app.api.errors import ApiError
+from app.db.models import Model
+from app.services.models import MODEL_NAME_PATTERN, get_model
+from app.settings import Settings
+
+IMPLIED_SCOPES: Final[dict[str, frozenset[str]]] = {
+    "admin": frozenset({"admin", "read", "write"}),
+    "read": frozenset({"read"}),
+    "write": frozenset({"write"}),
+}
+JSON_MEDIA_TYPES: Final = frozenset({"application/json"})
+
+
+def get_app_settings(request: Request) -> Settings:
+    """The settings the application was built with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A session for this request; routes commit once, anything uncommitted is rolled back."""
+    with request.app.state.session_factory() as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+SessionDep = Annotated[Session, Depends(get_session)]
+ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="model name")]
+
+
+def granted_scopes(tokens: list[tuple[bytes, frozenset[str]]], credential: bytes) -> frozenset[str]:
+    """Scopes of ``credential``: every configured token is compared, in constant time each."""
+    granted: frozenset[str] = frozenset()
+    for token, scopes in tokens:
+        if hmac.compare_digest(token, credential):
+            granted = granted | scopes
+    return frozenset().union(*(IMPLIED_SCOPES[scope] for scope in granted))
+
+
+def require_scope(scope: str) -> Callable[[Request], None]:
+    """A dependency that lets the request through only with a token holding ``scope``."""
+
+    def check(request: Request) -> None:
+        tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
+        if not tokens:
+            return
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        challenge = {"WWW-Authenticate": 'Bearer realm="calmon"'}
+        if scheme.lower() != "bearer" or not credential.strip():
+            raise ApiError(401, "unauthorized", "a bearer token is required", headers=challenge)
+        scopes = granted_scopes(tokens, credential.strip().encode())
+        if not scopes:
+            raise ApiError(401, "unauthorized", "unknown bearer token", headers=challenge)
+        if scope not in scopes:
+            raise ApiError(403, "forbidden", f"this token lacks the {scope!r} scope")
+
+    return check
+
+
+async def json_body(request: Request) -> bytes:
+    """The raw body of a JSON request (415 for another media type; 413 past the size limit)."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type not in JSON_MEDIA_TYPES:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "the body must be application/json",
+            [{"field": "Content-Type", "message": f"got {media_type or 'nothing'!r}"}],
+        )
+    return await request.body()
+
+
+JsonBody = Annotated[bytes, Depends(json_body)]
+ReadScope = Depends(require_scope("read"))
+WriteScope = Depends(require_scope("write"))
+AdminScope = Depends(require_scope("admin"))
+
+
+def existing_model(session: Session, name: str) -> Model:
+    """The model called ``name``, or 404."""
+    model = get_model(session, name=name)
+    if model is None:
+        raise ApiError(404, "model_not_found", f"no model named {name!r}")
+    return model

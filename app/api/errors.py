@@ -1,0 +1,183 @@
+"""The one error body of the API and the handlers that produce it.
+
+Every error answer is ``{"error": {"code": ..., "message": ..., "details": [...]}}``.
+Validation details name the field with its position, e.g. ``predictions[17].score``.
+A malformed JSON document is 400 ``invalid_json``; a well-formed one that breaks the schema is
+422 ``validation_error``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Final, TypeVar
+
+import psycopg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import exc as sa_exc
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.services.errors import ServiceError
+
+logger = logging.getLogger(__name__)
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+#: where FastAPI puts request parts in a location; dropped from field names
+_REQUEST_PARTS: Final = frozenset({"body", "path", "query", "header", "cookie"})
+_HTTP_CODES: Final[dict[int, str]] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+    503: "unavailable",
+}
+DB_UNAVAILABLE_ERRORS: Final = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+
+
+class ApiError(Exception):
+    """An error answer raised from routes and dependencies."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: Sequence[dict[str, Any]] = (),
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = list(details)
+        self.headers = headers
+
+
+class BodyTooLargeError(Exception):
+    """The request body grew past the configured limit while it was being read."""
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: Sequence[dict[str, Any]] = (),
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """The JSON error answer."""
+    body = {"error": {"code": code, "message": message, "details": list(details)}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def field_name(loc: Sequence[str | int]) -> str:
+    """``("predictions", 17, "score")`` -> ``predictions[17].score``; ``()`` -> ``body``."""
+    parts = list(loc)
+    if parts and parts[0] in _REQUEST_PARTS and (len(parts) > 1 or parts[0] == "body"):
+        parts = parts[1:]
+    name = ""
+    for part in parts:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    return name or "body"
+
+
+def validation_error(errors: Sequence[Any]) -> ApiError:
+    """Turn pydantic errors into a 422 (or 400 when the JSON itself is malformed)."""
+    if any(err["type"] == "json_invalid" for err in errors):
+        message = next(err["msg"] for err in errors if err["type"] == "json_invalid")
+        return ApiError(400, "invalid_json", message)
+    details = [
+        {"field": field_name(err["loc"]), "message": err["msg"], "type": err["type"]}
+        for err in errors
+    ]
+    count = len(details)
+    return ApiError(
+        422,
+        "validation_error",
+        f"{count} invalid field{'s' if count != 1 else ''}: {details[0]['field']}"
+        + (" …" if count > 1 else ""),
+        details,
+    )
+
+
+def parse_json(model: type[ModelT], body: bytes) -> ModelT:
+    """Validate a raw JSON body against ``model`` in one pass (Rust parser and validator)."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise validation_error(exc.errors(include_url=False, include_input=False)) from None
+
+
+def _api_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+
+def _service_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    return error_response(exc.status, exc.code, exc.message, exc.details)
+
+
+def _request_validation(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return _api_error(_request, validation_error(exc.errors()))
+
+
+def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "error")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    return error_response(
+        exc.status_code, code, message, headers=dict(exc.headers) if exc.headers else None
+    )
+
+
+def _too_large(request: Request, _exc: Exception) -> JSONResponse:
+    limit = request.app.state.settings.max_body_bytes
+    return payload_too_large(limit)
+
+
+def payload_too_large(limit: int) -> JSONResponse:
+    """413 for a body over ``limit`` bytes."""
+    return error_response(
+        413, "payload_too_large", f"request body is larger than {limit} bytes", headers=None
+    )
+
+
+def _db_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    logger.warning("database unavailable: %s", type(exc).__name__)
+    return error_response(
+        503,
+        "database_unavailable",
+        "the database is not reachable or did not answer in time; retry later",
+        headers={"Retry-After": "1"},
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every error the application can raise to the one error body."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(BodyTooLargeError, _too_large)
+    for error_type in DB_UNAVAILABLE_ERRORS:
+        app.add_exception_handler(error_type, _db_unavailable)

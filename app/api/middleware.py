@@ -1,0 +1,122 @@
+"""ASGI middleware around every request: request id, body size limit, access log, metrics.
+
+The body limit is enforced before the application parses anything: a ``Content-Length`` over
+the limit is answered 413 at once, and a chunked (or lying) body is counted as it streams in;
+the read that crosses the limit raises :class:`BodyTooLargeError`, answered 413.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from typing import Any, Final
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app import observability
+from app.api.errors import BodyTooLargeError, error_response, payload_too_large
+from app.log import request_id_var
+
+logger = logging.getLogger("calmon.access")
+
+REQUEST_ID_HEADER: Final = "x-request-id"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_DOC_PATHS: Final = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+_INGEST_PATH = re.compile(r"^/v1/models/[^/]+/(predictions|labels)$")
+
+
+class RequestContextMiddleware:
+    """Give each request an id (``X-Request-ID`` in, or a new one; echoed back), bound its body,
+    log it as one JSON line, and count it in the service metrics."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        offered = headers.get(b"x-request-id", b"").decode("latin-1")
+        request_id = offered if _REQUEST_ID.match(offered) else uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        started = time.perf_counter()
+        state: dict[str, Any] = {"status": 500, "started": False}
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state["status"] = message["status"]
+                state["started"] = True
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (REQUEST_ID_HEADER.encode(), request_id.encode()),
+                ]
+            await send(message)
+
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    raise BodyTooLargeError
+            return message
+
+        try:
+            early = self._early_answer(headers)
+            if early is not None:
+                await early(scope, receive, send_with_id)
+            else:
+                await self.app(scope, limited_receive, send_with_id)
+        except Exception:
+            logger.exception("unhandled error")
+            if not state["started"]:
+                response = error_response(500, "internal_error", "internal server error")
+                await response(scope, receive, send_with_id)
+        finally:
+            self._record(scope, state["status"], time.perf_counter() - started)
+            request_id_var.reset(token)
+
+    def _early_answer(self, headers: dict[bytes, bytes]) -> Any:
+        length = headers.get(b"content-length")
+        if length is None:
+            return None
+        try:
+            size = int(length)
+        except ValueError:
+            return error_response(400, "bad_request", "Content-Length is not a number")
+        if size > self.max_body_bytes:
+            return payload_too_large(self.max_body_bytes)
+        return None
+
+    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or (
+            scope["path"] if scope["path"] in _DOC_PATHS else "unmatched"
+        )
+        method = scope["method"] if scope["method"] in observability.HTTP_METHODS else "other"
+        observability.HTTP_REQUESTS.labels(template, method, f"{status // 100}xx").inc()
+        observability.HTTP_DURATION.labels(template, method).observe(seconds)
+        if status >= 400 and method == "POST" and _INGEST_PATH.match(scope["path"]):
+            observability.INGEST_REJECTED.labels(observability.reject_reason(status)).inc()
+        level = logging.WARNING if status >= 500 else logging.INFO
+        logger.log(
+            level,
+            "%s %s %d",
+            scope["method"],
+            template,
+            status,
+            extra={
+                "method": scope["method"],
+                "path": scope["path"],
+                "route": template,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 2),
+            },
+        )

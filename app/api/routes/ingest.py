@@ -1,0 +1,73 @@
+"""Ingestion routes: ``POST /v1/models/{model}/predictions`` and ``…/labels``.
+
+Bodies are read raw and validated in one pass by pydantic's Rust JSON parser. A batch is all
+or nothing: any invalid item (422, with ``predictions[i].field``) or conflicting id (409) and
+nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from fastapi import APIRouter
+
+from app import observability
+from app.api.deps import JsonBody, ModelName, SessionDep, WriteScope, existing_model
+from app.api.errors import parse_json
+from app.api.openapi import json_request_body
+from app.api.schemas import LabelsOut, PredictionsOut
+from app.services.ingest import (
+    LabelBatch,
+    PredictionBatch,
+    PredictionIn,
+    ProbabilityPredictionBatch,
+    ingest_labels,
+    ingest_predictions,
+)
+
+router = APIRouter(prefix="/v1/models", tags=["ingestion"])
+
+
+@router.post(
+    "/{model}/predictions",
+    dependencies=[WriteScope],
+    openapi_extra=json_request_body(PredictionBatch),
+    responses={409: {"description": "an id exists with other content; details name the ids"}},
+)
+def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
+    """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
+    stored = existing_model(session, model)
+    predictions: Sequence[PredictionIn]
+    if stored.score_kind == "probability":
+        predictions = parse_json(ProbabilityPredictionBatch, body).predictions
+    else:
+        predictions = parse_json(PredictionBatch, body).predictions
+    result = ingest_predictions(
+        session, model=stored, predictions=predictions, now=datetime.now(UTC)
+    )
+    session.commit()
+    observability.PREDICTIONS_INGESTED.labels(model).inc(result.new)
+    observability.PREDICTIONS_DUPLICATE.labels(model).inc(result.duplicates)
+    return PredictionsOut(
+        new=result.new,
+        duplicates=result.duplicates,
+        pending_labels_applied=result.pending_labels_applied,
+    )
+
+
+@router.post(
+    "/{model}/labels",
+    dependencies=[WriteScope],
+    openapi_extra=json_request_body(LabelBatch),
+)
+def post_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
+    """Label up to 10,000 predictions; labels of unknown ids wait for their prediction."""
+    stored = existing_model(session, model)
+    batch = parse_json(LabelBatch, body)
+    result = ingest_labels(session, model=stored, labels=batch.labels, now=datetime.now(UTC))
+    session.commit()
+    observability.LABELS_INGESTED.labels(model).inc(
+        result.updated + result.unchanged + len(result.pending)
+    )
+    return LabelsOut(updated=result.updated, unchanged=result.unchanged, pending=result.pending)

@@ -1,0 +1,46 @@
+"""Model registry routes: ``PUT/GET /v1/models/{model}``, ``GET /v1/models``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, Response
+
+from app.api.deps import AdminScope, JsonBody, ModelName, ReadScope, SessionDep, existing_model
+from app.api.errors import parse_json
+from app.api.openapi import json_request_body
+from app.api.schemas import ModelList, ModelOut
+from app.services.models import ModelConfig, list_models, put_model
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@router.put(
+    "/{model}",
+    dependencies=[AdminScope],
+    status_code=200,
+    responses={201: {"model": ModelOut, "description": "created"}},
+    openapi_extra=json_request_body(ModelConfig),
+    response_model_exclude_none=True,
+)
+def put(model: ModelName, body: JsonBody, session: SessionDep, response: Response) -> ModelOut:
+    """Create the model (201) or replace its configuration (200); fields left out take their
+    defaults, so the same body twice gives the same state."""
+    config = parse_json(ModelConfig, body)
+    stored, created = put_model(session, name=model, config=config, now=datetime.now(UTC))
+    session.commit()
+    if created:
+        response.status_code = 201
+    return ModelOut.of(stored)
+
+
+@router.get("/{model}", dependencies=[ReadScope], response_model_exclude_none=True)
+def get(model: ModelName, session: SessionDep) -> ModelOut:
+    """One model and its configuration."""
+    return ModelOut.of(existing_model(session, model))
+
+
+@router.get("", dependencies=[ReadScope], response_model_exclude_none=True)
+def index(session: SessionDep) -> ModelList:
+    """Every model, by name."""
+    return ModelList(models=[ModelOut.of(m) for m in list_models(session)])

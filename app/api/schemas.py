@@ -1,0 +1,62 @@
+"""Response bodies of the API (request bodies are the service schemas)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from app.db.models import Model
+from app.services.models import ModelConfig, config_of
+
+
+class ModelOut(ModelConfig):
+    """A model: its name, its full configuration (defaults filled in) and when it changed."""
+
+    name: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, model: Model) -> ModelOut:
+        """The API view of a stored model."""
+        return cls(
+            name=model.name,
+            created_at=model.created_at,
+            updated_at=model.updated_at,
+            **dict(config_of(model)),
+        )
+
+
+class ModelList(BaseModel):
+    """``GET /v1/models``: every model, by name."""
+
+    models: list[ModelOut]
+
+
+class PredictionsOut(BaseModel):
+    """Outcome of a prediction batch: ``new + duplicates`` is the batch size."""
+
+    new: int
+    duplicates: int
+    pending_labels_applied: int
+
+
+class LabelsOut(BaseModel):
+    """Outcome of a label batch, over distinct ids (the last label of an id in a batch wins).
+
+    ``pending`` lists the ids that have no prediction yet: their labels are kept and applied
+    when the prediction arrives.
+    """
+
+    updated: int
+    unchanged: int
+    pending: list[str]
+
+
+class Status(BaseModel):
+    """Health answer."""
+
+    status: str
+    database: str | None = None
+    revision: str | None = None

@@ -1,0 +1,300 @@
+"""Ingestion of predictions and labels: batch, all or nothing, idempotent.
+
+A batch is first loaded into a per-connection temporary *stage* table (binary ``COPY`` on
+PostgreSQL, ``executemany`` on SQLite), then moved with set-based statements, so that the work
+per prediction in Python is one tuple and the database does the rest:
+
+* predictions: ``INSERT … SELECT … ON CONFLICT DO NOTHING`` in client-id order (concurrent
+  batches sharing ids lock them in the same order, so they cannot deadlock; the second waits for
+  the first and then sees its row). Rows that were not inserted are compared with the stored
+  ones; any difference is a :class:`ConflictError` naming the ids, and the caller rolls back.
+* A repeat is *the same* when timestamp (same instant), score (same float) and segment are
+  equal, and the label is either absent from the repeat or equal to the stored one. Within a
+  batch, a labelled copy of an id is stored in preference to an unlabelled one.
+* labels: the later label wins (within a batch, the last entry for an id). A label equal to the
+  stored one changes nothing; another label updates ``label``, ``labelled_at`` and
+  ``changed_at``. A label for an id that has no prediction yet is kept as a *pending label*
+  (listed in the answer) and applied when the prediction arrives, unless that prediction carries
+  its own label, which is newer and wins.
+
+On PostgreSQL, prediction batches take a shared advisory lock per model and label batches that
+create pending labels take it exclusively, so a pending label and its prediction arriving at the
+same moment cannot miss each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Final
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from sqlalchemy import (
+    Column,
+    Connection,
+    Double,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    bindparam,
+    insert,
+    text,
+)
+from sqlalchemy.orm import Session
+from sqlalchemy.schema import CreateTable
+
+from app.db.models import Model, UTCDateTime
+from app.services.errors import ConflictError
+
+MAX_BATCH: Final = 10_000
+SEGMENT_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63}$"
+CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f]{1,128}$"
+#: first key of the two-key advisory locks taken per model ("calm")
+MODEL_LOCK_CLASS: Final = 0x63616C6D
+
+ClientId = Annotated[str, Field(max_length=128, pattern=CLIENT_ID_PATTERN)]
+Segment = Annotated[str, Field(pattern=SEGMENT_PATTERN)]
+#: 0 or 1; JSON booleans are refused
+Label = Annotated[int, Field(strict=True, ge=0, le=1)]
+
+
+class PredictionIn(BaseModel):
+    """One prediction as clients send it (``score_kind = score``: any finite score)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    id: ClientId
+    timestamp: AwareDatetime
+    score: Annotated[float, Field(allow_inf_nan=False)]
+    label: Label | None = None
+    segment: Segment | None = None
+
+
+class ProbabilityPredictionIn(PredictionIn):
+    """One prediction of a ``probability`` model: the score lies in [0, 1]."""
+
+    score: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class PredictionBatch(BaseModel):
+    """Body of ``POST /v1/models/{model}/predictions``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    predictions: list[PredictionIn] = Field(max_length=MAX_BATCH)
+
+
+class ProbabilityPredictionBatch(BaseModel):
+    """Body of ``POST /v1/models/{model}/predictions`` for a ``probability`` model."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    predictions: list[ProbabilityPredictionIn] = Field(max_length=MAX_BATCH)
+
+
+class LabelIn(BaseModel):
+    """One label for a prediction sent earlier (or later)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    id: ClientId
+    label: Label
+
+
+class LabelBatch(BaseModel):
+    """Body of ``POST /v1/models/{model}/labels``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    labels: list[LabelIn] = Field(max_length=MAX_BATCH)
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionsResult:
+    """Outcome of a prediction batch: ``new + duplicates`` = batch size."""
+
+    new: int
+    duplicates: int
+    pending_labels_applied: int
+
+
+@dataclass(frozen=True, slots=True)
+class LabelsResult:
+    """Outcome of a label batch (distinct ids): ``updated + unchanged + len(pending)``."""
+
+    updated: int
+    unchanged: int
+    pending: list[str]
+
+
+_stage_metadata = MetaData()
+prediction_stage = Table(
+    "calmon_prediction_stage",
+    _stage_metadata,
+    Column("client_id", Text),
+    Column("ts", UTCDateTime()),
+    Column("score", Double),
+    Column("label", SmallInteger),
+    Column("segment", Text),
+    prefixes=["TEMPORARY"],
+    postgresql_on_commit="DELETE ROWS",
+)
+label_stage = Table(
+    "calmon_label_stage",
+    _stage_metadata,
+    Column("client_id", Text),
+    Column("label", SmallInteger),
+    prefixes=["TEMPORARY"],
+    postgresql_on_commit="DELETE ROWS",
+)
+_PG_TYPES: Final[dict[str, list[str]]] = {
+    prediction_stage.name: ["text", "timestamptz", "float8", "int2", "text"],
+    label_stage.name: ["text", "int2"],
+}
+
+
+def _load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Empty ``table`` (created on first use in this connection) and fill it with ``rows``."""
+    connection.execute(CreateTable(table, if_not_exists=True))
+    if connection.dialect.name == "postgresql":
+        driver_connection: Any = connection.connection.driver_connection
+        columns = ", ".join(c.name for c in table.columns)
+        with (
+            driver_connection.cursor() as cursor,
+            cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
+            copy.set_types(_PG_TYPES[table.name])
+            for row in rows:
+                copy.write_row(row)
+        return
+    connection.execute(table.delete())
+    if rows:
+        names = [c.name for c in table.columns]
+        connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
+
+
+def _lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> None:
+    if connection.dialect.name != "postgresql":
+        return
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    connection.execute(
+        text(f"SELECT {function}(:cls, :obj)"), {"cls": MODEL_LOCK_CLASS, "obj": model_id}
+    )
+
+
+_NOW = bindparam("now", type_=UTCDateTime())
+
+_INSERT_PREDICTIONS = text(
+    "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
+    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now"
+    " FROM calmon_prediction_stage WHERE true ORDER BY client_id, label IS NULL"
+    " ON CONFLICT (model_id, client_id) DO NOTHING"
+).bindparams(_NOW)
+
+_CONFLICTING_IDS = text(
+    "SELECT DISTINCT s.client_id FROM calmon_prediction_stage s"
+    " JOIN predictions p ON p.model_id = :model_id AND p.client_id = s.client_id"
+    " WHERE p.ts <> s.ts OR p.score <> s.score"
+    " OR COALESCE(p.segment, '') <> COALESCE(s.segment, '')"
+    " OR (s.label IS NOT NULL AND COALESCE(p.label, -1) <> s.label)"
+    " ORDER BY s.client_id"
+)
+
+_HAS_PENDING = text("SELECT 1 FROM pending_labels WHERE model_id = :model_id LIMIT 1")
+
+_APPLY_PENDING = text(
+    "UPDATE predictions SET label = pl.label, labelled_at = pl.received_at, changed_at = :now"
+    " FROM pending_labels pl"
+    " WHERE pl.model_id = :model_id AND predictions.model_id = :model_id"
+    " AND predictions.client_id = pl.client_id AND predictions.label IS NULL"
+    " AND pl.client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+).bindparams(_NOW)
+
+_DROP_APPLIED_PENDING = text(
+    "DELETE FROM pending_labels WHERE model_id = :model_id"
+    " AND client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+)
+
+_UNKNOWN_LABEL_IDS = text(
+    "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
+    " ORDER BY s.client_id"
+)
+
+_UPDATE_LABELS = text(
+    "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
+    " FROM calmon_label_stage s"
+    " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
+    " AND COALESCE(predictions.label, -1) <> s.label"
+).bindparams(_NOW)
+
+_UPSERT_PENDING = text(
+    "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
+    " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
+    " ON CONFLICT (model_id, client_id)"
+    " DO UPDATE SET label = excluded.label, received_at = excluded.received_at"
+).bindparams(_NOW)
+
+
+def ingest_predictions(
+    session: Session, *, model: Model, predictions: Sequence[PredictionIn], now: datetime
+) -> PredictionsResult:
+    """Store the new predictions of a batch and apply pending labels to them.
+
+    Raises :class:`ConflictError` (details ``[{"id": ...}]``, sorted) when some id is already
+    stored, or repeated in the batch, with other content; the caller must then roll back.
+    """
+    if not predictions:
+        return PredictionsResult(new=0, duplicates=0, pending_labels_applied=0)
+    connection = session.connection()
+    params = {"model_id": model.id, "now": now}
+    _lock_model(connection, model.id, exclusive=False)
+    _load_stage(
+        connection,
+        prediction_stage,
+        [(p.id, p.timestamp, p.score, p.label, p.segment) for p in predictions],
+    )
+    new = connection.execute(_INSERT_PREDICTIONS, params).rowcount
+    if new < len(predictions):
+        conflicting = connection.execute(_CONFLICTING_IDS, params).scalars().all()
+        if conflicting:
+            raise ConflictError(
+                "prediction_conflict",
+                f"{len(conflicting)} prediction id(s) already exist with other content",
+                [{"id": client_id} for client_id in conflicting],
+            )
+    applied = 0
+    if new and connection.execute(_HAS_PENDING, params).first() is not None:
+        applied = connection.execute(_APPLY_PENDING, params).rowcount
+        connection.execute(_DROP_APPLIED_PENDING, params)
+    return PredictionsResult(
+        new=new, duplicates=len(predictions) - new, pending_labels_applied=applied
+    )
+
+
+def ingest_labels(
+    session: Session, *, model: Model, labels: Sequence[LabelIn], now: datetime
+) -> LabelsResult:
+    """Apply a batch of labels; ids without a prediction become pending labels."""
+    latest = {item.id: item.label for item in labels}
+    if not latest:
+        return LabelsResult(updated=0, unchanged=0, pending=[])
+    connection = session.connection()
+    params = {"model_id": model.id, "now": now}
+    _load_stage(connection, label_stage, list(latest.items()))
+    unknown = connection.execute(_UNKNOWN_LABEL_IDS, params).scalars().all()
+    if unknown:
+        _lock_model(connection, model.id, exclusive=True)
+    updated = connection.execute(_UPDATE_LABELS, params).rowcount
+    if unknown:
+        unknown = connection.execute(_UNKNOWN_LABEL_IDS, params).scalars().all()
+        if unknown:
+            connection.execute(_UPSERT_PENDING, params)
+    return LabelsResult(
+        updated=updated, unchanged=len(latest) - updated - len(unknown), pending=list(unknown)
+    )

@@ -1,0 +1,202 @@
+"""The model registry: configuration schema, create-or-replace, read and list.
+
+A model's configuration is replaced whole by ``PUT``: fields left out take their defaults, so
+sending the same body twice gives the same state. ``score_kind`` and ``window`` cannot change
+once the model has stored predictions (their windows would mix two meanings); everything else
+can change at any time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+from sqlalchemy import exists, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db.models import Model, Prediction
+from app.services.errors import ConflictError
+from app.windows import WINDOW_SECONDS
+
+MODEL_NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+DURATION_PATTERN: Final = r"^([0-9]{1,7})(s|m|h|d)$"
+DURATION_UNITS: Final[dict[str, int]] = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+MAX_PI0: Final = 5
+DEFAULT_TRAILING_WINDOWS: Final = 7
+
+
+def _known_window(name: str) -> str:
+    if name not in WINDOW_SECONDS:
+        raise ValueError(f"window must be one of {', '.join(WINDOW_SECONDS)}")
+    return name
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+def _sorted_unique_pi0(values: list[float]) -> list[float]:
+    if len(set(values)) != len(values):
+        raise ValueError("pi0 values must be distinct")
+    return sorted(values)
+
+
+def duration_seconds(text: str) -> int:
+    """Seconds in a duration such as ``90s``, ``10m``, ``6h`` or ``2d``."""
+    match = re.fullmatch(DURATION_PATTERN, text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(match.group(1)) * DURATION_UNITS[match.group(2)]
+
+
+def format_duration(seconds: int) -> str:
+    """The shortest exact duration text for ``seconds`` (``600`` -> ``10m``, ``0`` -> ``0s``)."""
+    for unit, size in DURATION_UNITS.items():
+        if seconds % size == 0 and (seconds > 0 or unit == "s"):
+            return f"{seconds // size}{unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+Pi0 = Annotated[float, Field(gt=0.0, lt=1.0)]
+
+
+class ReferenceConfig(BaseModel):
+    """How the reference set of a model is chosen.
+
+    ``{"kind": "trailing", "windows": K}``: the K windows before the evaluated one, pooled
+    (``DEFAULT_TRAILING_WINDOWS`` when left out). ``{"kind": "fixed", "start": …, "end": …}``:
+    the predictions with ``start <= timestamp < end`` (both with an offset, start first).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    kind: Literal["trailing", "fixed"] = "trailing"
+    windows: int | None = Field(default=None, ge=1, le=1000)
+    start: AwareDatetime | None = None
+    end: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReferenceConfig:
+        if self.kind == "trailing":
+            if self.start is not None or self.end is not None:
+                raise ValueError("a trailing reference takes no start or end")
+            return self
+        if self.windows is not None:
+            raise ValueError("a fixed reference takes no windows")
+        if self.start is None or self.end is None:
+            raise ValueError("a fixed reference needs start and end")
+        if self.start >= self.end:
+            raise ValueError("reference start must be before its end")
+        return self
+
+
+class ModelConfig(BaseModel):
+    """A model's configuration as ``PUT /v1/models/{model}`` takes it (all fields optional)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    score_kind: Literal["probability", "score"] = "probability"
+    window: Annotated[str, AfterValidator(_known_window)] = "1h"
+    threshold: Annotated[float, AfterValidator(_finite)] = 0.5
+    pi0: Annotated[list[Pi0], Field(max_length=MAX_PI0), AfterValidator(_sorted_unique_pi0)] = (
+        Field(default_factory=list)
+    )
+    reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
+    grace: Annotated[str, Field(pattern=DURATION_PATTERN)] = "10m"
+    max_segments: int = Field(default=20, ge=1, le=1000)
+
+
+def config_of(model: Model) -> ModelConfig:
+    """The configuration stored for ``model``, in the form the API shows it."""
+    reference = ReferenceConfig(
+        kind=model.reference_kind,  # type: ignore[arg-type]
+        windows=model.reference_windows,
+        start=model.reference_start,
+        end=model.reference_end,
+    )
+    return ModelConfig(
+        score_kind=model.score_kind,  # type: ignore[arg-type]
+        window=model.window,
+        threshold=model.threshold,
+        pi0=list(model.pi0),
+        reference=reference,
+        grace=format_duration(model.grace_seconds),
+        max_segments=model.max_segments,
+    )
+
+
+def _columns(config: ModelConfig) -> dict[str, Any]:
+    ref = config.reference
+    return {
+        "score_kind": config.score_kind,
+        "window": config.window,
+        "threshold": config.threshold,
+        "pi0": list(config.pi0),
+        "reference_kind": ref.kind,
+        "reference_windows": (
+            (ref.windows or DEFAULT_TRAILING_WINDOWS) if ref.kind == "trailing" else None
+        ),
+        "reference_start": ref.start,
+        "reference_end": ref.end,
+        "grace_seconds": duration_seconds(config.grace),
+        "max_segments": config.max_segments,
+    }
+
+
+def get_model(session: Session, *, name: str) -> Model | None:
+    """The model called ``name``, or None."""
+    return session.scalars(select(Model).where(Model.name == name)).one_or_none()
+
+
+def list_models(session: Session) -> Sequence[Model]:
+    """Every model, by name."""
+    return session.scalars(select(Model).order_by(Model.name)).all()
+
+
+def put_model(
+    session: Session, *, name: str, config: ModelConfig, now: datetime
+) -> tuple[Model, bool]:
+    """Create the model or replace its configuration; returns it and whether it was created.
+
+    ``updated_at`` moves only when a stored value changes. Raises :class:`ConflictError` when
+    ``score_kind`` or ``window`` would change on a model that has predictions.
+    """
+    columns = _columns(config)
+    model = session.scalars(select(Model).where(Model.name == name).with_for_update()).one_or_none()
+    if model is None:
+        try:
+            with session.begin_nested():
+                model = Model(name=name, created_at=now, updated_at=now, **columns)
+                session.add(model)
+            return model, True
+        except IntegrityError:
+            model = session.scalars(select(Model).where(Model.name == name).with_for_update()).one()
+    changed = {key: value for key, value in columns.items() if getattr(model, key) != value}
+    frozen = sorted(changed.keys() & {"score_kind", "window"})
+    if frozen and session.scalar(select(exists().where(Prediction.model_id == model.id))):
+        raise ConflictError(
+            "model_has_predictions",
+            f"{' and '.join(frozen)} cannot change once the model has predictions; "
+            "create a model with another name",
+            [{"field": field} for field in frozen],
+        )
+    if changed:
+        for key, value in changed.items():
+            setattr(model, key, value)
+        model.updated_at = now
+        session.flush()
+    return model, False
