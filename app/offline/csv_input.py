@@ -21,7 +21,8 @@ either valid or not. A bad file raises :class:`InputError` for the first bad lin
 number in the file, header = 1).
 
 Speed: a file without quotes is split with a few whole-text string operations and each column is
-converted at once by NumPy; per-line work only happens to locate the first bad line. Quoted
+converted at once by NumPy (timestamps in the common layouts by :mod:`app.offline.timestamps`);
+per-line work only happens for other timestamp layouts and to locate the first bad line. Quoted
 files go through the :mod:`csv` module, which is several times slower.
 """
 
@@ -38,6 +39,8 @@ from typing import Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from app.offline.timestamps import common_layout_seconds
 
 FloatArray = npt.NDArray[np.float64]
 Int8Array = npt.NDArray[np.int8]
@@ -164,6 +167,8 @@ def _split(data: bytes, *, required: Collection[str]) -> _Fields:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(data.count(b"\n", 0, exc.start) + 1, "not valid UTF-8") from None
+    if "\0" in text:
+        raise InputError(text.count("\n", 0, text.index("\0")) + 1, "NUL character")
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     if '"' in text:
@@ -320,7 +325,23 @@ def _to_datetimes(values: list[str]) -> list[datetime]:
 
 
 def _parse_timestamps(values: list[str]) -> tuple[FloatArray | None, _Problem | None]:
-    """Seconds since the epoch; the first unreadable or offset-less timestamp is a problem."""
+    """Seconds since the epoch; the first unreadable or offset-less timestamp is a problem.
+
+    The common layouts are read at once; the other rows one ``fromisoformat`` at a time.
+    """
+    seconds, read = common_layout_seconds(values)
+    others = np.flatnonzero(~read)
+    if others.size:
+        rest = [values[index] for index in others.tolist()]
+        rest_seconds, problem = _parse_timestamps_one_by_one(rest)
+        if problem is not None:
+            return None, _Problem(int(others[problem.index]), problem.reason)
+        assert rest_seconds is not None
+        seconds[others] = rest_seconds
+    return seconds, None
+
+
+def _parse_timestamps_one_by_one(values: list[str]) -> tuple[FloatArray | None, _Problem | None]:
     try:
         moments = _to_datetimes(values)
     except ValueError:

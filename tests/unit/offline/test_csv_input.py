@@ -137,6 +137,13 @@ def test_required_optional_column() -> None:
             "timestamp '2024-01-01T00:00:00' has no UTC offset",
         ),
         ("score,label,timestamp\n0.5,1,2024-02-30T00:00:00Z\n", 2, "is not ISO 8601"),
+        (
+            "score,label,timestamp\n0.5,1,2024-01-01T00:00:00Z\n0.5,1,2024-01-01T00:00:00.5Z\n"
+            "0.5,1,2024-01-01T00:00:00Z\n0.5,1,2024-01-01 00:00:00\n",
+            5,
+            "timestamp '2024-01-01 00:00:00' has no UTC offset",
+        ),
+        ("score,label\n0.5,1\n0.5,1\x00\n", 3, "NUL character"),
         ("score,label,segment\n0.5,1,a\n0.5,1,*\n", 3, "segment '*' is not a valid name"),
         ("score,label,segment\n0.5,1,-a\n", 2, "segment '-a' is not a valid name"),
         ("score,label,segment\n0.5,1," + "a" * 65 + "\n", 2, "is not a valid name"),
