@@ -1,0 +1,74 @@
+"""Fixtures for the deployment files' tests: the Prometheus tools and the compose client.
+
+Without ``promtool``/``prometheus`` these tests skip and the run ends with a loud warning,
+unless ``CALMON_REQUIRE_PROMETHEUS=1`` (CI), which turns that into a failure. Debian's
+``prometheus`` package provides both.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+DEPLOY = REPO / "deploy"
+
+_skipped: list[str] = []
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    reason = f"{name} not found (Debian: apt-get install prometheus prometheus-alertmanager)"
+    if os.environ.get("CALMON_REQUIRE_PROMETHEUS") == "1":
+        pytest.fail(f"{reason} and CALMON_REQUIRE_PROMETHEUS=1")
+    _skipped.append(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Path of promtool; skips (or fails in CI) when it is missing."""
+    return _tool("promtool")
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    """Path of the Prometheus server; skips (or fails in CI) when it is missing."""
+    return _tool("prometheus")
+
+
+@pytest.fixture(scope="session")
+def amtool() -> str:
+    """Path of amtool; skips (or fails in CI) when it is missing."""
+    return _tool("amtool")
+
+
+@pytest.fixture(scope="session")
+def compose_command() -> list[str]:
+    """`docker compose` (v2) or `docker-compose` (v1); skips loudly when neither runs."""
+    candidates = [["docker", "compose"], ["docker-compose"]]
+    for command in candidates:
+        if shutil.which(command[0]) is None:
+            continue
+        probe = subprocess.run(
+            [*command, "version"], capture_output=True, text=True, timeout=60, check=False
+        )
+        if probe.returncode == 0:
+            return command
+    reason = "neither `docker compose` nor `docker-compose` is available"
+    _skipped.append(reason)
+    pytest.skip(reason)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say loudly which deployment checks did not run."""
+    if _skipped:
+        terminalreporter.write_sep("!", "deployment checks DID NOT RUN", red=True, bold=True)
+        for reason in sorted(set(_skipped)):
+            terminalreporter.write_line(reason, red=True)

@@ -1,0 +1,222 @@
+"""A real Prometheus runs the repository's config and rules against a contract-shaped exporter.
+
+The config is copied with only the targets replaced and the intervals shortened to one second;
+both jobs scrape the same exporter, as with `calmon serve`. The exporter serves fixed series of
+two models: "drift" (calibrated AP far below its reference) and "shift" (more positives, the
+calibrated AP at its reference). Checks: both targets up, every rule evaluates without error,
+the drop alert is active for "drift" only, the prior-shift alert for "shift" only, once each.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.deploy.conftest import DEPLOY
+from tests.integration.deploy.contract import SERIES
+
+W = {"segment": "*"}
+#: (series name, labels, value) served by the fake exporter
+SAMPLES: list[tuple[str, dict[str, str], float]] = [
+    *[
+        (name, {"model": model, **W, **labels}, value)
+        for model, observed, calibrated, upper, change_upper in (
+            ("drift", 0.60, 0.61, 0.65, -0.13),
+            ("shift", 0.35, 0.79, 0.83, 0.03),
+        )
+        for name, labels, value in (
+            ("calmon_average_precision", {"pi0": "observed"}, observed),
+            ("calmon_average_precision", {"pi0": "reference"}, calibrated),
+            ("calmon_average_precision", {"pi0": "0.5"}, calibrated + 0.05),
+            ("calmon_average_precision_upper", {"pi0": "reference"}, upper),
+            ("calmon_average_precision_reference", {}, 0.80),
+            ("calmon_average_precision_change", {"component": "total"}, observed - 0.80),
+            (
+                "calmon_average_precision_change",
+                {"component": "prior"},
+                observed - calibrated,
+            ),
+            (
+                "calmon_average_precision_change",
+                {"component": "likelihood"},
+                calibrated - 0.80,
+            ),
+            (
+                "calmon_average_precision_change_upper",
+                {"component": "likelihood"},
+                change_upper,
+            ),
+        )
+    ],
+    *[
+        (name, {"model": model, **W}, value)
+        for model, ratio, lower, upper in (
+            ("drift", 0.021, 0.019, 0.023),
+            ("shift", 0.05, 0.046, 0.054),
+        )
+        for name, value in (
+            ("calmon_positive_class_ratio", ratio),
+            ("calmon_positive_class_ratio_lower", lower),
+            ("calmon_positive_class_ratio_upper", upper),
+            ("calmon_reference_positive_class_ratio", 0.02),
+        )
+    ],
+    ("calmon_scheduler_leader", {}, 1.0),
+    ("calmon_build_info", {"version": "0.1.0"}, 1.0),
+]
+
+
+def _exposition() -> bytes:
+    lines: list[str] = []
+    for name in dict.fromkeys(name for name, _, _ in SAMPLES):
+        lines.append(f"# TYPE {name} gauge")
+        for sample_name, labels, value in SAMPLES:
+            if sample_name == name:
+                text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                lines.append(f"{name}{{{text}}} {value!r}")
+    now = time.time()
+    for model in ("drift", "shift"):
+        lines.append(
+            f'calmon_window_computed_timestamp_seconds{{model="{model}",segment="*"}} {now}'
+        )
+    return ("\n".join(lines) + "\n").encode()
+
+
+class _Exporter(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = _exposition()
+        self.send_response(200 if self.path == "/metrics" else 404)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def exporter() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _get(base: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{base}{path}", timeout=5) as response:
+        return json.loads(response.read())["data"]
+
+
+def _wait(what: str, check: Any, timeout: float = 45.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except OSError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture
+def prometheus(prometheus_binary: str, exporter: str, tmp_path: Path) -> Iterator[str]:
+    config_dir = tmp_path / "prometheus"
+    shutil.copytree(DEPLOY / "prometheus", config_dir)
+    config_path = config_dir / "prometheus.yml"
+    config = yaml.safe_load(config_path.read_text())
+    config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
+    config_path.write_text(yaml.safe_dump(config))
+    for name in ("api.yml", "scheduler.yml"):
+        (config_dir / "targets" / name).write_text(yaml.safe_dump([{"targets": [exporter]}]))
+    (config_dir / "targets" / "alertmanager.yml").write_text("[]\n")
+    port = _free_port()
+    log = (tmp_path / "prometheus.log").open("w")
+    process = subprocess.Popen(
+        [
+            prometheus_binary,
+            f"--config.file={config_path}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_served_series_are_contract_series() -> None:
+    assert {name for name, _, _ in SAMPLES} <= set(SERIES)
+    for name, labels, _ in SAMPLES:
+        assert set(labels) <= SERIES[name], name
+
+
+def test_config_and_rules_run_in_a_real_prometheus(prometheus: str) -> None:
+    def targets_up() -> bool:
+        active = _get(prometheus, "/api/v1/targets")["activeTargets"]
+        jobs = {t["labels"]["job"] for t in active if t["health"] == "up"}
+        return jobs == {"calmon-api", "calmon-scheduler"}
+
+    _wait("both jobs to scrape the exporter", targets_up)
+
+    def rules_evaluated() -> list[dict[str, Any]]:
+        groups = _get(prometheus, "/api/v1/rules")["groups"]
+        rules = [rule for group in groups for rule in group["rules"]]
+        fresh = all(rule["lastEvaluation"] > "2000" for rule in rules)
+        return rules if fresh and targets_up() else []
+
+    time.sleep(2)
+    rules = _wait("every rule to be evaluated after the first scrapes", rules_evaluated)
+    assert {rule["name"] for rule in rules} >= {
+        "CalmonCalibratedMetricDrop",
+        "CalmonPriorShift",
+        "CalmonMetricsStale",
+        "CalmonIngestRejections",
+        "CalmonSchedulerDown",
+    }
+    assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
+
+    def active_alerts() -> list[tuple[str, str]]:
+        alerts = _get(prometheus, "/api/v1/alerts")["alerts"]
+        return sorted((a["labels"]["alertname"], a["labels"].get("model", "")) for a in alerts)
+
+    expected = [("CalmonCalibratedMetricDrop", "drift"), ("CalmonPriorShift", "shift")]
+    _wait("the drop and prior-shift alerts", lambda: active_alerts() == expected)
+    time.sleep(3)
+    assert active_alerts() == expected
