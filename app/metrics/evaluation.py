@@ -243,6 +243,7 @@ def evaluate(
             threshold=float(threshold),
             pi0=pi0_values,
             seed=seed,
+            score_kind=score_kind,
         )
     return result
 

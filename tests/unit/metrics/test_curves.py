@@ -1,0 +1,145 @@
+"""The batched cores: stacked calls, zero-count blocks, shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from app.metrics import curve_metrics, evaluate, threshold_metrics
+from app.metrics.curves import CALIBRATED_CURVE_METRICS, REGULAR_CURVE_METRICS
+
+PI0 = (0.5, 0.2, 0.01)
+
+
+def _random_counts(
+    seed: int, replicates: int = 9, k: int = 25
+) -> tuple[npt.NDArray[np.float64], Any, Any, Any, Any]:
+    """Bootstrap-like counts: small Poisson means so many blocks hold 0 positives."""
+    rng = np.random.default_rng(seed)
+    thresholds = np.sort(rng.choice(np.arange(1, 200), size=k, replace=False))[::-1] / 10.0
+    pos = rng.poisson(0.8, size=(replicates, k))
+    tied = rng.poisson(0.5, size=(replicates, k))
+    above = rng.poisson(1.5, size=(replicates, k))
+    below = rng.poisson(3.0, size=replicates)
+    pos[0] = 0  # no positives at all: undefined
+    above[1] = tied[1] = 0  # no negatives at all
+    below[1] = 0
+    return thresholds.astype(np.float64), pos, tied, above, below
+
+
+def _rows(
+    thresholds: npt.NDArray[np.float64], pos: Any, tied: Any, above: Any, below: Any
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The evaluation set whose blocks are these counts (negatives between blocks sit midway)."""
+    scores: list[float] = []
+    labels: list[int] = []
+    upper = thresholds[0] + 1.0
+    for t, p, nt, na in zip(thresholds, pos, tied, above, strict=True):
+        scores += [t] * int(p) + [t] * int(nt) + [(t + upper) / 2] * int(na)
+        labels += [1] * int(p) + [0] * int(nt) + [0] * int(na)
+        upper = t
+    scores += [thresholds[-1] - 1.0] * int(below)
+    labels += [0] * int(below)
+    return np.array(scores), np.array(labels, dtype=np.int64)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stacked_equals_per_row(seed: int) -> None:
+    thresholds, pos, tied, above, below = _random_counts(seed)
+    batched = curve_metrics(thresholds, pos, tied, above, below, pi0=PI0)
+    for b in range(pos.shape[0]):
+        single = curve_metrics(thresholds, pos[b], tied[b], above[b], below[b], pi0=PI0)
+        for name in REGULAR_CURVE_METRICS:
+            assert single.regular[name].shape == ()
+            np.testing.assert_allclose(
+                batched.regular[name][b], single.regular[name], rtol=0, atol=1e-14
+            )
+        for p in PI0:
+            for name in CALIBRATED_CURVE_METRICS:
+                np.testing.assert_allclose(
+                    batched.calibrated[p][name][b], single.calibrated[p][name], rtol=0, atol=1e-14
+                )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_zero_positive_blocks_add_no_point(seed: int) -> None:
+    """A replicate equals the set it describes: its empty blocks merge into the next block,
+    and it is calibrated with its own class ratio."""
+    thresholds, pos, tied, above, below = _random_counts(seed)
+    assert (pos[2:] == 0).any()
+    batched = curve_metrics(thresholds, pos, tied, above, below, pi0=PI0)
+    for b in range(pos.shape[0]):
+        s, y = _rows(thresholds, pos[b], tied[b], above[b], below[b])
+        want = evaluate(s, y, pi0=PI0, score_kind="score")
+        for name in REGULAR_CURVE_METRICS:
+            got = float(batched.regular[name][b])
+            expected = want["regular"][name]
+            if expected is None:
+                assert np.isnan(got), (b, name)
+            else:
+                assert got == pytest.approx(expected, abs=1e-12), (b, name)
+        for p in PI0:
+            for name in CALIBRATED_CURVE_METRICS:
+                got = float(batched.calibrated[p][name][b])
+                expected = want["calibrated"][repr(p)][name]
+                if expected is None:
+                    assert np.isnan(got), (b, p, name)
+                else:
+                    assert got == pytest.approx(expected, abs=1e-12), (b, p, name)
+
+
+def test_undefined_rows_are_nan() -> None:
+    thresholds, pos, tied, above, below = _random_counts(0)
+    values = curve_metrics(thresholds, pos, tied, above, below, pi0=PI0)
+    for name in REGULAR_CURVE_METRICS:
+        assert np.isnan(values.regular[name][0])  # row 0 has no positives
+    for name in ("roc_auc", "ks", "pr_gain_auc"):
+        assert np.isnan(values.regular[name][1])  # row 1 has no negatives
+    assert values.regular["average_precision"][1] == 1.0
+    for p in PI0:
+        for name in CALIBRATED_CURVE_METRICS:
+            assert np.isnan(values.calibrated[p][name][:2]).all()
+
+
+def test_no_blocks() -> None:
+    values = curve_metrics(
+        np.empty(0), np.empty((3, 0)), np.empty((3, 0)), np.empty((3, 0)), [4, 0, 1], pi0=[0.5]
+    )
+    for name in REGULAR_CURVE_METRICS:
+        assert values.regular[name].shape == (3,)
+        assert np.isnan(values.regular[name]).all()
+
+
+def test_shape_errors() -> None:
+    t = np.array([0.9, 0.5])
+    with pytest.raises(ValueError, match=r"pos must have shape \(\.\.\., 2\)"):
+        curve_metrics(t, [1, 1, 1], [0, 0], [0, 0], 0, pi0=())
+    with pytest.raises(ValueError, match="one shape"):
+        curve_metrics(t, [[1, 1]], [0, 0], [0, 0], 0, pi0=())
+    with pytest.raises(ValueError, match="neg_below must have shape"):
+        curve_metrics(t, [1, 1], [0, 0], [0, 0], [0, 0], pi0=())
+
+
+def test_threshold_metrics_batched() -> None:
+    tp = np.array([3, 0, 0, 5, 2])
+    fp = np.array([1, 0, 4, 0, 2])
+    n_pos = np.array([4, 3, 0, 5, 2])
+    n_neg = np.array([6, 2, 5, 0, 8])
+    values = threshold_metrics(tp, fp, n_pos, n_neg, pi0=[0.5])
+    reg = values.regular
+    np.testing.assert_allclose(reg["precision"], [0.75, np.nan, 0.0, 1.0, 0.5])
+    np.testing.assert_allclose(reg["recall"], [0.75, 0.0, np.nan, 1.0, 1.0])
+    np.testing.assert_allclose(reg["fpr"], [1 / 6, 0.0, 0.8, np.nan, 0.25])
+    np.testing.assert_allclose(reg["f1"], [0.75, np.nan, np.nan, 1.0, 2 / 3])
+    cal = values.calibrated[0.5]
+    # r = pi/(1-pi) at pi0 = 0.5: row 0 r = 4/6, P_c = 3/(3 + 4/6).
+    np.testing.assert_allclose(cal["precision"], [3 / (3 + 4 / 6), np.nan, np.nan, np.nan, 2 / 2.5])
+    pc, rc = 3 / (3 + 4 / 6), 0.75
+    assert cal["f1"][0] == pytest.approx(2 * pc * rc / (pc + rc), abs=1e-15)
+    for i in range(5):
+        single = threshold_metrics(tp[i], fp[i], n_pos[i], n_neg[i], pi0=[0.5])
+        for name, arr in reg.items():
+            np.testing.assert_array_equal(single.regular[name], arr[i])
