@@ -18,7 +18,8 @@ import orjson
 request_id_var: ContextVar[str | None] = ContextVar("calmon_request_id", default=None)
 
 _STANDARD_ATTRS: Final[frozenset[str]] = frozenset(
-    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
+    | {"message", "asctime", "color_message"}
 )
 
 

@@ -54,7 +54,7 @@ REJECT_REASONS: Final[dict[int, str]] = {
 REJECT_OTHER: Final = "error"
 HTTP_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 SERVICE_REGISTRY = CollectorRegistry(auto_describe=True)
 
 PREDICTIONS_INGESTED = Counter(

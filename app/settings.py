@@ -131,6 +131,17 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
+def bind_refusal(settings: Settings, host: str) -> str | None:
+    """Why serving on ``host`` is refused (no token configured and not loopback), or None."""
+    if settings.tokens or is_loopback(host):
+        return None
+    return (
+        f"refusing to listen on {host}: no API token is configured, so the API would be open "
+        "to the network. Set CALMON_API_TOKENS (or CALMON_API_TOKENS_FILE), or listen on "
+        "127.0.0.1, ::1 or localhost."
+    )
+
+
 class ConfigError(Exception):
     """Invalid configuration; the message names variables, never their values."""
 

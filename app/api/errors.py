@@ -16,7 +16,7 @@ import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -24,7 +24,7 @@ from app.services.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+T = TypeVar("T")
 
 #: where FastAPI puts request parts in a location; dropped from field names
 _REQUEST_PARTS: Final = frozenset({"body", "path", "query", "header", "cookie"})
@@ -118,10 +118,10 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
     )
 
 
-def parse_json(model: type[ModelT], body: bytes) -> ModelT:
-    """Validate a raw JSON body against ``model`` in one pass (Rust parser and validator)."""
+def parse_json(adapter: TypeAdapter[T], body: bytes) -> T:
+    """Validate a raw JSON body in one pass (pydantic's Rust parser and validator)."""
     try:
-        return model.model_validate_json(body)
+        return adapter.validate_json(body)
     except ValidationError as exc:
         raise validation_error(exc.errors(include_url=False, include_input=False)) from None
 

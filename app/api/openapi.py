@@ -10,18 +10,16 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic import TypeAdapter
 
 REF_TEMPLATE = "#/components/schemas/{model}"
-_BODY_MODELS: list[type[BaseModel]] = []
+_BODIES: dict[str, TypeAdapter[Any]] = {}
 
 
-def json_request_body(model: type[BaseModel]) -> dict[str, Any]:
-    """``openapi_extra`` of a route whose JSON body is ``model``."""
-    if model not in _BODY_MODELS:
-        _BODY_MODELS.append(model)
-    schema = {"$ref": REF_TEMPLATE.format(model=model.__name__)}
+def json_request_body(name: str, adapter: TypeAdapter[Any]) -> dict[str, Any]:
+    """``openapi_extra`` of a route whose JSON body ``adapter`` validates, shown as ``name``."""
+    _BODIES[name] = adapter
+    schema = {"$ref": REF_TEMPLATE.format(model=name)}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
@@ -34,12 +32,12 @@ def install_openapi(app: FastAPI) -> None:
         document = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
-        _, definitions = models_json_schema(
-            [(model, "validation") for model in _BODY_MODELS], ref_template=REF_TEMPLATE
-        )
         schemas = document.setdefault("components", {}).setdefault("schemas", {})
-        for name, schema in definitions.get("$defs", {}).items():
-            schemas.setdefault(name, schema)
+        for name, adapter in _BODIES.items():
+            schema = adapter.json_schema(ref_template=REF_TEMPLATE)
+            for def_name, definition in schema.pop("$defs", {}).items():
+                schemas.setdefault(def_name, definition)
+            schemas[name] = schema
         app.openapi_schema = document
         return document
 

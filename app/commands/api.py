@@ -1,16 +1,86 @@
-"""`calmon api`."""
+"""`calmon api`: the HTTP API under uvicorn, with one or more worker processes.
+
+With ``--workers`` above 1 the service metrics are kept in a directory shared by the workers
+(``PROMETHEUS_MULTIPROC_DIR``): a fresh temporary one, removed at exit, unless the variable is
+already set, in which case that directory is emptied of old values first and kept.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
+
+APP_FACTORY = "app.api.app:create_app"
+
+
+def add_bind_options(parser: argparse.ArgumentParser) -> None:
+    """``--host`` and ``--port``, defaulting to ``CALMON_HOST`` / ``CALMON_PORT``."""
+    parser.add_argument("--host", help="address to listen on (default: CALMON_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: CALMON_PORT, 8000)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon api`."""
+    add_bind_options(parser)
+    parser.add_argument(
+        "--workers", type=int, help="worker processes (default: CALMON_WORKERS, 1)"
+    )
+
+
+def _prepare_multiprocess_dir() -> Path | None:
+    """Point the workers at a shared metrics directory; returns it if it must be removed."""
+    from app.observability import MULTIPROC_ENV
+
+    existing = os.environ.get(MULTIPROC_ENV)
+    if existing:
+        directory = Path(existing)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        return None
+    created = Path(tempfile.mkdtemp(prefix="calmon-metrics-"))
+    os.environ[MULTIPROC_ENV] = str(created)
+    return created
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    print("calmon api: not available in this version", file=sys.stderr)
-    return 2
+    """Serve until interrupted; exit code 2 for a configuration that must not be served."""
+    import uvicorn
+
+    from app.log import configure_logging
+    from app.settings import ConfigError, bind_refusal, get_settings
+
+    try:
+        settings = get_settings()
+    except ConfigError as exc:
+        print(f"calmon api: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    host = args.host or settings.host
+    port = args.port or settings.port
+    workers = args.workers or settings.workers
+    refusal = bind_refusal(settings, host)
+    if refusal is not None:
+        print(f"calmon api: {refusal}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    created = _prepare_multiprocess_dir() if workers > 1 else None
+    try:
+        uvicorn.run(
+            APP_FACTORY,
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+    return 0

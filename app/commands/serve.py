@@ -1,16 +1,75 @@
-"""`calmon serve`."""
+"""`calmon serve`: the one-command start. Migrates the database, then serves the API (and,
+through :func:`lifespan_hooks`, everything else that runs beside it) in one process."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.api.app import LifespanHook
+    from app.settings import Settings
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon serve`."""
+    from app.commands.api import add_bind_options
+
+    add_bind_options(parser)
+    parser.add_argument(
+        "--no-migrate",
+        action="store_true",
+        help="do not upgrade the database schema before starting",
+    )
+
+
+def lifespan_hooks(settings: Settings) -> list[LifespanHook]:
+    """What starts and stops with the API in `calmon serve` (each an async context manager)."""
+    return []
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    print("calmon serve: not available in this version", file=sys.stderr)
-    return 2
+    """Migrate, then serve until interrupted."""
+    import uvicorn
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.api.app import create_app
+    from app.db import migrate
+    from app.db.session import create_db_engine
+    from app.log import configure_logging
+    from app.settings import ConfigError, bind_refusal, get_settings
+
+    try:
+        settings = get_settings()
+    except ConfigError as exc:
+        print(f"calmon serve: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    host = args.host or settings.host
+    port = args.port or settings.port
+    refusal = bind_refusal(settings, host)
+    if refusal is not None:
+        print(f"calmon serve: {refusal}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    if not args.no_migrate:
+        engine = create_db_engine(settings)
+        try:
+            migrate.upgrade(engine)
+        except SQLAlchemyError as exc:
+            print(f"calmon serve: cannot migrate the database: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            engine.dispose()
+    app = create_app(settings, lifespan_hooks=lifespan_hooks(settings))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+    uvicorn.Server(config).run()
+    return 0

@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, NotRequired
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, ConfigDict, Field, TypeAdapter, with_config
 from sqlalchemy import (
     Column,
     Connection,
@@ -44,6 +44,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 from sqlalchemy.schema import CreateTable
+from typing_extensions import TypedDict
 
 from app.db.models import Model, UTCDateTime
 from app.services.errors import ConflictError
@@ -58,57 +59,78 @@ ClientId = Annotated[str, Field(max_length=128, pattern=CLIENT_ID_PATTERN)]
 Segment = Annotated[str, Field(pattern=SEGMENT_PATTERN)]
 #: 0 or 1; JSON booleans are refused
 Label = Annotated[int, Field(strict=True, ge=0, le=1)]
+Score = Annotated[float, Field(allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+#: what a stored prediction is made of: (id, timestamp, score, label, segment)
+PredictionRow = tuple[str, datetime, float, int | None, str | None]
+
+# Request items are TypedDicts: pydantic validates them straight from JSON about twice as fast
+# as model instances, and each becomes one tuple for the database.
 
 
-class PredictionIn(BaseModel):
+@with_config(ConfigDict(extra="forbid", strict=True))
+class PredictionIn(TypedDict):
     """One prediction as clients send it (``score_kind = score``: any finite score)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     id: ClientId
     timestamp: AwareDatetime
-    score: Annotated[float, Field(allow_inf_nan=False)]
-    label: Label | None = None
-    segment: Segment | None = None
+    score: Score
+    label: NotRequired[Label | None]
+    segment: NotRequired[Segment | None]
 
 
-class ProbabilityPredictionIn(PredictionIn):
+@with_config(ConfigDict(extra="forbid", strict=True))
+class ProbabilityPredictionIn(TypedDict):
     """One prediction of a ``probability`` model: the score lies in [0, 1]."""
 
-    score: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+    id: ClientId
+    timestamp: AwareDatetime
+    score: Probability
+    label: NotRequired[Label | None]
+    segment: NotRequired[Segment | None]
 
 
-class PredictionBatch(BaseModel):
-    """Body of ``POST /v1/models/{model}/predictions``."""
+@with_config(ConfigDict(extra="forbid", strict=True))
+class PredictionBatch(TypedDict):
+    """Body of ``POST /v1/models/{model}/predictions`` (up to 10,000 predictions)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    predictions: list[PredictionIn] = Field(max_length=MAX_BATCH)
+    predictions: Annotated[list[PredictionIn], Field(max_length=MAX_BATCH)]
 
 
-class ProbabilityPredictionBatch(BaseModel):
+@with_config(ConfigDict(extra="forbid", strict=True))
+class ProbabilityPredictionBatch(TypedDict):
     """Body of ``POST /v1/models/{model}/predictions`` for a ``probability`` model."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    predictions: list[ProbabilityPredictionIn] = Field(max_length=MAX_BATCH)
+    predictions: Annotated[list[ProbabilityPredictionIn], Field(max_length=MAX_BATCH)]
 
 
-class LabelIn(BaseModel):
+@with_config(ConfigDict(extra="forbid", strict=True))
+class LabelIn(TypedDict):
     """One label for a prediction sent earlier (or later)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     id: ClientId
     label: Label
 
 
-class LabelBatch(BaseModel):
-    """Body of ``POST /v1/models/{model}/labels``."""
+@with_config(ConfigDict(extra="forbid", strict=True))
+class LabelBatch(TypedDict):
+    """Body of ``POST /v1/models/{model}/labels`` (up to 10,000 labels)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    labels: Annotated[list[LabelIn], Field(max_length=MAX_BATCH)]
 
-    labels: list[LabelIn] = Field(max_length=MAX_BATCH)
+
+PREDICTION_BATCH = TypeAdapter(PredictionBatch)
+PROBABILITY_PREDICTION_BATCH = TypeAdapter(ProbabilityPredictionBatch)
+LABEL_BATCH = TypeAdapter(LabelBatch)
+
+
+def prediction_rows(
+    items: Sequence[PredictionIn] | Sequence[ProbabilityPredictionIn],
+) -> list[PredictionRow]:
+    """The stored form of validated request items."""
+    return [
+        (p["id"], p["timestamp"], p["score"], p.get("label"), p.get("segment")) for p in items
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,25 +264,21 @@ _UPSERT_PENDING = text(
 
 
 def ingest_predictions(
-    session: Session, *, model: Model, predictions: Sequence[PredictionIn], now: datetime
+    session: Session, *, model: Model, rows: Sequence[PredictionRow], now: datetime
 ) -> PredictionsResult:
     """Store the new predictions of a batch and apply pending labels to them.
 
     Raises :class:`ConflictError` (details ``[{"id": ...}]``, sorted) when some id is already
     stored, or repeated in the batch, with other content; the caller must then roll back.
     """
-    if not predictions:
+    if not rows:
         return PredictionsResult(new=0, duplicates=0, pending_labels_applied=0)
     connection = session.connection()
     params = {"model_id": model.id, "now": now}
     _lock_model(connection, model.id, exclusive=False)
-    _load_stage(
-        connection,
-        prediction_stage,
-        [(p.id, p.timestamp, p.score, p.label, p.segment) for p in predictions],
-    )
+    _load_stage(connection, prediction_stage, rows)
     new = connection.execute(_INSERT_PREDICTIONS, params).rowcount
-    if new < len(predictions):
+    if new < len(rows):
         conflicting = connection.execute(_CONFLICTING_IDS, params).scalars().all()
         if conflicting:
             raise ConflictError(
@@ -273,7 +291,7 @@ def ingest_predictions(
         applied = connection.execute(_APPLY_PENDING, params).rowcount
         connection.execute(_DROP_APPLIED_PENDING, params)
     return PredictionsResult(
-        new=new, duplicates=len(predictions) - new, pending_labels_applied=applied
+        new=new, duplicates=len(rows) - new, pending_labels_applied=applied
     )
 
 
@@ -281,7 +299,7 @@ def ingest_labels(
     session: Session, *, model: Model, labels: Sequence[LabelIn], now: datetime
 ) -> LabelsResult:
     """Apply a batch of labels; ids without a prediction become pending labels."""
-    latest = {item.id: item.label for item in labels}
+    latest = {item["id"]: item["label"] for item in labels}
     if not latest:
         return LabelsResult(updated=0, unchanged=0, pending=[])
     connection = session.connection()

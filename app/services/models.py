@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     model_validator,
 )
 from sqlalchemy import exists, select
@@ -118,6 +119,9 @@ class ModelConfig(BaseModel):
     reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
     grace: Annotated[str, Field(pattern=DURATION_PATTERN)] = "10m"
     max_segments: int = Field(default=20, ge=1, le=1000)
+
+
+MODEL_CONFIG = TypeAdapter(ModelConfig)
 
 
 def config_of(model: Model) -> ModelConfig:

@@ -13,7 +13,7 @@ from app.observability import build_scrape_registry
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model_exclude_none=True)
 def healthz() -> Status:
     """The process answers (does not touch the database)."""
     return Status(status="ok")

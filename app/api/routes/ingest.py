@@ -18,12 +18,13 @@ from app.api.errors import parse_json
 from app.api.openapi import json_request_body
 from app.api.schemas import LabelsOut, PredictionsOut
 from app.services.ingest import (
-    LabelBatch,
-    PredictionBatch,
-    PredictionIn,
-    ProbabilityPredictionBatch,
+    LABEL_BATCH,
+    PREDICTION_BATCH,
+    PROBABILITY_PREDICTION_BATCH,
+    PredictionRow,
     ingest_labels,
     ingest_predictions,
+    prediction_rows,
 )
 
 router = APIRouter(prefix="/v1/models", tags=["ingestion"])
@@ -32,20 +33,18 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
 @router.post(
     "/{model}/predictions",
     dependencies=[WriteScope],
-    openapi_extra=json_request_body(PredictionBatch),
+    openapi_extra=json_request_body("PredictionBatch", PREDICTION_BATCH),
     responses={409: {"description": "an id exists with other content; details name the ids"}},
 )
 def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
     stored = existing_model(session, model)
-    predictions: Sequence[PredictionIn]
+    rows: Sequence[PredictionRow]
     if stored.score_kind == "probability":
-        predictions = parse_json(ProbabilityPredictionBatch, body).predictions
+        rows = prediction_rows(parse_json(PROBABILITY_PREDICTION_BATCH, body)["predictions"])
     else:
-        predictions = parse_json(PredictionBatch, body).predictions
-    result = ingest_predictions(
-        session, model=stored, predictions=predictions, now=datetime.now(UTC)
-    )
+        rows = prediction_rows(parse_json(PREDICTION_BATCH, body)["predictions"])
+    result = ingest_predictions(session, model=stored, rows=rows, now=datetime.now(UTC))
     session.commit()
     observability.PREDICTIONS_INGESTED.labels(model).inc(result.new)
     observability.PREDICTIONS_DUPLICATE.labels(model).inc(result.duplicates)
@@ -59,13 +58,13 @@ def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> P
 @router.post(
     "/{model}/labels",
     dependencies=[WriteScope],
-    openapi_extra=json_request_body(LabelBatch),
+    openapi_extra=json_request_body("LabelBatch", LABEL_BATCH),
 )
 def post_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction."""
     stored = existing_model(session, model)
-    batch = parse_json(LabelBatch, body)
-    result = ingest_labels(session, model=stored, labels=batch.labels, now=datetime.now(UTC))
+    labels = parse_json(LABEL_BATCH, body)["labels"]
+    result = ingest_labels(session, model=stored, labels=labels, now=datetime.now(UTC))
     session.commit()
     observability.LABELS_INGESTED.labels(model).inc(
         result.updated + result.unchanged + len(result.pending)

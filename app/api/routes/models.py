@@ -10,7 +10,7 @@ from app.api.deps import AdminScope, JsonBody, ModelName, ReadScope, SessionDep,
 from app.api.errors import parse_json
 from app.api.openapi import json_request_body
 from app.api.schemas import ModelList, ModelOut
-from app.services.models import ModelConfig, list_models, put_model
+from app.services.models import MODEL_CONFIG, list_models, put_model
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -20,13 +20,13 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
     dependencies=[AdminScope],
     status_code=200,
     responses={201: {"model": ModelOut, "description": "created"}},
-    openapi_extra=json_request_body(ModelConfig),
+    openapi_extra=json_request_body("ModelConfig", MODEL_CONFIG),
     response_model_exclude_none=True,
 )
 def put(model: ModelName, body: JsonBody, session: SessionDep, response: Response) -> ModelOut:
     """Create the model (201) or replace its configuration (200); fields left out take their
     defaults, so the same body twice gives the same state."""
-    config = parse_json(ModelConfig, body)
+    config = parse_json(MODEL_CONFIG, body)
     stored, created = put_model(session, name=model, config=config, now=datetime.now(UTC))
     session.commit()
     if created:
