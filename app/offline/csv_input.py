@@ -161,7 +161,7 @@ def _shown(text: str) -> str:
 
 
 def _split(data: bytes, *, required: Collection[str]) -> _Fields:
-    if not data.strip():
+    if not data or data.isspace():
         raise InputError(1, "empty file: expected a header line such as 'score,label'")
     try:
         text = data.decode("utf-8-sig")
@@ -173,18 +173,20 @@ def _split(data: bytes, *, required: Collection[str]) -> _Fields:
         text = text.replace("\r\n", "\n")
     if '"' in text:
         return _split_quoted(text, required=required)
-    header_text, _, body = text.partition("\n")
-    header = [name.strip() for name in header_text.split(",")]
+    header_end = text.find("\n")
+    header = [name.strip() for name in text[: None if header_end < 0 else header_end].split(",")]
     positions = _check_header(header, required=required)
-    if body.endswith("\n"):
-        body = body[:-1]
-    if not body:
+    if header_end < 0 or header_end == len(text) - 1:
         raise InputError(1, "no data lines after the header")
-    _check_field_counts(data, text, len(header))
-    flat = body.replace("\n", ",").split(",")
     width = len(header)
-    n = len(flat) // width
-    columns = {name: flat[index::width] for name, index in positions.items()}
+    _check_field_counts(data, text, width)
+    # Every line has `width` fields, so the fields of all lines in a row, header first, are
+    # a matrix of `width` columns (plus one empty field after a final newline).
+    flat = text.replace("\n", ",").split(",")
+    n = len(flat) // width - 1
+    columns = {
+        name: flat[width + index : width * (n + 1) : width] for name, index in positions.items()
+    }
     return _Fields(columns=columns, n=n, lines=None)
 
 
