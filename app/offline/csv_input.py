@@ -46,7 +46,9 @@ FloatArray = npt.NDArray[np.float64]
 Int8Array = npt.NDArray[np.int8]
 IntArray = npt.NDArray[np.int64]
 
-#: Segment names, as the HTTP API accepts them (``*`` is reserved for the whole population).
+#: Segment names as the HTTP API accepts them (``app.services.ingest.SEGMENT_PATTERN``, which
+#: this command does not import: it pulls in the database layer, about 2 s of start-up; a test
+#: keeps the two equal). ``*`` is reserved for the whole population.
 SEGMENT_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63}")
 #: The columns this format knows; ``score`` and ``label`` are required.
 KNOWN_COLUMNS: Final = ("score", "label", "timestamp", "segment")
