@@ -13,6 +13,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from app.metrics.ranking import distinct_runs
+
 FloatArray = npt.NDArray[np.float64]
 
 #: Probabilities are clipped to [LOG_LOSS_EPS, 1 - LOG_LOSS_EPS] inside the log loss.
@@ -138,13 +140,39 @@ def _clipped_log_sum(sorted_scores: FloatArray, *, positive: bool) -> float:
     lo = int(np.searchsorted(sorted_scores, LOG_LOSS_EPS, side="left"))
     hi = int(np.searchsorted(sorted_scores, 1.0 - LOG_LOSS_EPS, side="right"))
     low_clip, high_clip = LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS
-    middle = sorted_scores[lo:hi]
     if positive:
-        inner = float(np.log(middle).sum())
         ends = lo * np.log(low_clip) + (sorted_scores.size - hi) * np.log(high_clip)
     else:
-        complement = np.subtract(1.0, middle)
-        np.log(complement, out=complement)
-        inner = float(complement.sum())
         ends = lo * np.log(1.0 - low_clip) + (sorted_scores.size - hi) * np.log(1.0 - high_clip)
+    middle = sorted_scores[lo:hi]
+    runs = distinct_runs(middle, max_runs=middle.size // 8)
+    if runs is not None:
+        values, counts = runs
+        logs = np.log(values if positive else 1.0 - values)
+        inner = float(np.dot(logs, counts))
+    else:
+        inner = _log_sum(middle, complement=not positive)
     return inner + float(ends)
+
+
+_LOG_GROUP = 16
+_LOG_CHUNK = 1 << 16
+
+
+def _log_sum(values: FloatArray, *, complement: bool) -> float:
+    """Σ log x over x = values (or 1 - values), each x in [1e-15, 1].
+
+    Computed as Σ over groups of 16 of log(Π x): a product of 16 such numbers is ≥ 1e-240,
+    so it cannot underflow, and one log per group costs far less than one per value. Done
+    in cache-sized chunks so no array of the input's size is allocated.
+    """
+    total = 0.0
+    buffer = np.empty(min(_LOG_CHUNK, values.size))
+    for start in range(0, values.size, _LOG_CHUNK):
+        chunk = values[start : start + _LOG_CHUNK]
+        if complement:
+            chunk = np.subtract(1.0, chunk, out=buffer[: chunk.size])
+        grouped = chunk.size - chunk.size % _LOG_GROUP
+        products = chunk[:grouped].reshape(-1, _LOG_GROUP).prod(axis=1)
+        total += float(np.log(products).sum()) + float(np.log(chunk[grouped:]).sum())
+    return total

@@ -86,16 +86,9 @@ def rank_sorted(pos_sorted: FloatArray, neg_sorted: FloatArray) -> Ranking:
     """
     n_pos = pos_sorted.size
     n_neg = neg_sorted.size
-    if n_pos:
-        is_new = np.empty(n_pos, dtype=bool)
-        is_new[0] = True
-        np.not_equal(pos_sorted[1:], pos_sorted[:-1], out=is_new[1:])
-        starts = np.flatnonzero(is_new)
-        ascending = pos_sorted[starts].astype(np.float64, copy=False)
-        pos_counts = np.diff(np.append(starts, n_pos))
-    else:
-        ascending = np.empty(0, dtype=np.float64)
-        pos_counts = np.empty(0, dtype=np.int64)
+    runs = distinct_runs(pos_sorted)
+    assert runs is not None
+    ascending, pos_counts = runs
     below = np.searchsorted(neg_sorted, ascending, side="left")  # negatives < ascending[i]
     upto = np.searchsorted(neg_sorted, ascending, side="right")  # negatives <= ascending[i]
     on = upto - below
@@ -103,10 +96,32 @@ def rank_sorted(pos_sorted: FloatArray, neg_sorted: FloatArray) -> Ranking:
     between = np.append(below, n_neg) - np.insert(upto, 0, 0)
     return Ranking(
         thresholds=ascending[::-1].copy(),
-        pos=pos_counts[::-1].astype(np.int64),
+        pos=pos_counts[::-1].copy(),
         neg_tied=on[::-1].astype(np.int64),
         neg_above=between[:0:-1].astype(np.int64),
         neg_below=int(between[0]),
         n_pos=int(n_pos),
         n_neg=int(n_neg),
     )
+
+
+def distinct_runs(
+    sorted_values: FloatArray, *, max_runs: int | None = None
+) -> tuple[FloatArray, IntArray] | None:
+    """The distinct values of an ascending array (R,) and how many times each occurs (R,).
+
+    With ``max_runs``, returns None when there are more than ``max_runs`` distinct values,
+    found after one comparison pass and before any gathering: callers use it to sum over runs
+    of tied values only when ties make that cheaper. Without ``max_runs`` never None.
+    """
+    n = sorted_values.size
+    if n == 0:
+        return np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64)
+    is_new = np.empty(n, dtype=bool)
+    is_new[0] = True
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=is_new[1:])
+    if max_runs is not None and np.count_nonzero(is_new) > max_runs:
+        return None
+    starts = np.flatnonzero(is_new)
+    counts = np.diff(np.append(starts, n)).astype(np.int64, copy=False)
+    return sorted_values[starts].astype(np.float64, copy=False), counts
