@@ -8,7 +8,10 @@ Histograms appear under their exposition names (``_bucket`` with ``le``, ``_sum`
 
 from __future__ import annotations
 
+import re
 from typing import Final
+
+from tests.integration.deploy.promql import Selector, selectors
 
 #: every metric of docs/metrics.md, in its order
 CATALOGUE: Final[tuple[str, ...]] = (
@@ -112,3 +115,36 @@ SCHEDULER_SERIES: Final[frozenset[str]] = frozenset(
         "calmon_build_info",
     }
 )
+
+
+def contract_violations(expr: str, extra: dict[str, frozenset[str]] | None = None) -> list[str]:
+    """Problems of ``expr`` against the series contract: unknown series, labels or values."""
+    known = SERIES | (extra or {})
+    problems: list[str] = []
+    found: list[Selector] = selectors(expr)
+    if not found:
+        problems.append(f"no series in {expr!r}")
+    for selector in found:
+        if selector.name is None:
+            problems.append(f"selector without a metric name in {expr!r}")
+            continue
+        if selector.name not in known:
+            problems.append(f"{selector.name} is not in the series contract")
+            continue
+        allowed = known[selector.name] | TARGET_LABELS
+        for matcher in selector.matchers:
+            if matcher.label not in allowed:
+                problems.append(f"{selector.name} has no label {matcher.label!r}")
+            elif matcher.op == "=" and matcher.label == "component":
+                if matcher.value not in COMPONENTS:
+                    problems.append(f"{selector.name}: unknown component {matcher.value!r}")
+                if "_change_" in selector.name and matcher.value != "likelihood":
+                    problems.append(f"{selector.name} only exists for component=likelihood")
+            elif (
+                matcher.op == "="
+                and matcher.label == "pi0"
+                and matcher.value not in NAMED_PI0
+                and not re.fullmatch(r"0?\.\d+", matcher.value)
+            ):
+                problems.append(f"{selector.name}: unknown pi0 {matcher.value!r}")
+    return problems

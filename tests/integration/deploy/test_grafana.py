@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from tests.integration.deploy.conftest import DEPLOY, REPO
+from tests.integration.deploy.contract import contract_violations
 from tests.integration.deploy.promql import selectors
-from tests.integration.deploy.test_prometheus_rules import contract_violations
 
 GRAFANA = DEPLOY / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "calmon.json"

@@ -10,8 +10,7 @@ from typing import Any
 import yaml
 
 from tests.integration.deploy.conftest import DEPLOY
-from tests.integration.deploy.contract import COMPONENTS, NAMED_PI0, SERIES, TARGET_LABELS
-from tests.integration.deploy.promql import Selector, selectors
+from tests.integration.deploy.contract import contract_violations
 
 PROMETHEUS = DEPLOY / "prometheus"
 RULES = PROMETHEUS / "rules" / "calmon.yml"
@@ -41,39 +40,6 @@ def _rules() -> list[dict[str, Any]]:
 def _seconds(duration: str) -> int:
     units = {"s": 1, "m": 60, "h": 3600}
     return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smh])", duration))
-
-
-def contract_violations(expr: str, extra: dict[str, frozenset[str]] | None = None) -> list[str]:
-    """Problems of ``expr`` against the series contract: unknown series, labels or values."""
-    known = SERIES | (extra or {})
-    problems: list[str] = []
-    found: list[Selector] = selectors(expr)
-    if not found:
-        problems.append(f"no series in {expr!r}")
-    for selector in found:
-        if selector.name is None:
-            problems.append(f"selector without a metric name in {expr!r}")
-            continue
-        if selector.name not in known:
-            problems.append(f"{selector.name} is not in the series contract")
-            continue
-        allowed = known[selector.name] | TARGET_LABELS
-        for matcher in selector.matchers:
-            if matcher.label not in allowed:
-                problems.append(f"{selector.name} has no label {matcher.label!r}")
-            elif matcher.op == "=" and matcher.label == "component":
-                if matcher.value not in COMPONENTS:
-                    problems.append(f"{selector.name}: unknown component {matcher.value!r}")
-                if "_change_" in selector.name and matcher.value != "likelihood":
-                    problems.append(f"{selector.name} only exists for component=likelihood")
-            elif (
-                matcher.op == "="
-                and matcher.label == "pi0"
-                and matcher.value not in NAMED_PI0
-                and not re.fullmatch(r"0?\.\d+", matcher.value)
-            ):
-                problems.append(f"{selector.name}: unknown pi0 {matcher.value!r}")
-    return problems
 
 
 def test_promtool_check_config_and_rules(promtool: str) -> None:
