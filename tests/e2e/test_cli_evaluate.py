@@ -320,3 +320,29 @@ def test_reader_going_away_is_not_an_error(tmp_path: Path) -> None:
         stderr = process.stderr.read()
         assert process.wait(timeout=60) == 0
     assert stderr == b""
+
+
+def test_intervals_are_reproducible_with_a_seed(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    labels = rng.random(3_000) < 0.2
+    scores = np.clip(rng.normal(np.where(labels, 0.6, 0.4), 0.15), 0, 1)
+    lines = ["score,label"] + [
+        f"{s!r},{int(y)}" for s, y in zip(scores.tolist(), labels.tolist(), strict=True)
+    ]
+    path = write(tmp_path / "set.csv", lines)
+    options = ["--intervals", "--seed", "7", "--pi0", "0.5"]
+    [record] = evaluate_json(path, *options)
+    for metric in ("roc_auc", "precision", "average_precision"):
+        low, high = record["intervals"]["regular"][metric]
+        assert low <= record["regular"][metric] <= high, metric
+        assert high - low < 0.1, metric
+    low, high = record["intervals"]["calibrated"]["0.5"]["average_precision"]
+    assert low <= record["calibrated"]["0.5"]["average_precision"] <= high
+    assert evaluate_json(path, *options) == [record]
+    table = calmon(path, *options)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    row = lines.index(next(line for line in lines if line.startswith("roc_auc")))
+    low, high = record["intervals"]["regular"]["roc_auc"]
+    assert lines[row + 1].split() == ["95%", "low", format(low, "#.4g")]
+    assert lines[row + 2].split() == ["95%", "high", format(high, "#.4g")]
