@@ -85,6 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--threshold",
         type=_finite,
         default=0.5,
+        metavar="T",
         help="decision threshold: predicted positive iff score >= threshold (default 0.5)",
     )
     parser.add_argument(
@@ -107,10 +108,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--intervals", action="store_true", help="add 95%% confidence intervals (bootstrap)"
     )
     parser.add_argument(
-        "--seed", type=int, default=None, help="random seed of the bootstrap (with --intervals)"
+        "--seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of the bootstrap, for reproducible intervals (with --intervals)",
     )
     parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output format"
+        "--format", choices=("table", "json"), default="table", help="output format (default table)"
     )
 
 
