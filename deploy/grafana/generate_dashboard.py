@@ -66,6 +66,7 @@ def timeseries(
     soft_min: float | None = None,
     soft_max: float | None = None,
     draw_style: str = "line",
+    wide: bool = False,
 ) -> Panel:
     """A time-series panel; ``bands`` are (lower expr, upper expr, name) interval pairs."""
     targets = [target(expr, legend) for expr, legend in queries]
@@ -90,6 +91,7 @@ def timeseries(
         custom["axisSoftMax"] = soft_max
     return {
         "type": "timeseries",
+        "gridPos": {"w": 24 if wide else 12, "h": 8},
         "title": title,
         "description": description,
         "datasource": DATASOURCE,
@@ -228,6 +230,7 @@ def panels() -> list[Panel]:
                 )
             ],
             soft_min=0,
+            wide=True,
         ),
         row("Average precision and F1"),
         *metric_panels("average_precision", "Average precision"),
@@ -308,7 +311,7 @@ def panels() -> list[Panel]:
             "Computation lag",
             "Computation lag: when the latest window was computed minus when it ended (grace "
             "plus scheduling delay; recomputations after late labels raise it). Age: time "
-            "since that computation.",
+            "since that computation, and since the scheduler last completed any computation.",
             [
                 (
                     f"max(calmon_window_computed_timestamp_seconds{{{W}}}) - "
@@ -318,6 +321,10 @@ def panels() -> list[Panel]:
                 (
                     f"time() - max(calmon_window_computed_timestamp_seconds{{{W}}})",
                     "age of the latest computation",
+                ),
+                (
+                    "time() - max(calmon_last_compute_success_timestamp_seconds)",
+                    "since the scheduler's last success (any model)",
                 ),
             ],
             unit="s",
@@ -382,8 +389,8 @@ def panels() -> list[Panel]:
             soft_min=0,
         ),
         timeseries(
-            "Window computation",
-            "Duration of window computations (p50, p95) and windows waiting to be computed.",
+            "Window computation duration",
+            "Duration of window computations, median and 95th percentile.",
             [
                 (
                     "histogram_quantile(0.5, "
@@ -397,21 +404,17 @@ def panels() -> list[Panel]:
                     + ")",
                     "p95",
                 ),
-                ("max(calmon_windows_pending)", "pending windows"),
             ],
             unit="s",
             soft_min=0,
         ),
         timeseries(
             "Scheduler",
-            "Which scheduler instance holds the computation lock (1), and the time since the "
-            "last successful computation.",
+            "Which scheduler instance holds the computation lock (1), windows waiting to be "
+            "computed, and how many processes run each version.",
             [
                 ("max by (instance) (calmon_scheduler_leader)", "leader {{instance}}"),
-                (
-                    "time() - max(calmon_last_compute_success_timestamp_seconds)",
-                    "since last success (s)",
-                ),
+                ("max(calmon_windows_pending)", "pending windows"),
                 (
                     "count by (version) (max by (instance, version) (calmon_build_info))",
                     "processes running {{version}}",
@@ -425,12 +428,13 @@ def panels() -> list[Panel]:
 
 
 def layout(items: list[Panel]) -> list[Panel]:
-    """Place panels on Grafana's 24-column grid: rows full width, stats 6, others 12 wide."""
+    """Place panels on Grafana's 24-column grid, left to right; rows start a new line."""
     x = y = 0
     line_height = 0
     for panel_id, panel in enumerate(items, start=1):
         kind = panel["type"]
-        width, height = {"row": (24, 1), "stat": (6, 4)}.get(kind, (12, 8))
+        size = panel.get("gridPos") or {"row": {"w": 24, "h": 1}, "stat": {"w": 6, "h": 4}}[kind]
+        width, height = size["w"], size["h"]
         if kind == "row" or x + width > 24:
             x, y = 0, y + line_height
             line_height = 0
