@@ -10,7 +10,6 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -22,7 +21,6 @@ from sqlalchemy import (
     SmallInteger,
     String,
     TypeDecorator,
-    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -62,10 +60,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-#: 64-bit ids on PostgreSQL; SQLite only auto-increments ``INTEGER PRIMARY KEY`` (also 64-bit).
-BigIntId = BigInteger().with_variant(Integer(), "sqlite")
-
-
 class Base(DeclarativeBase):
     """Declarative base with constraint names that are stable across backends."""
 
@@ -103,21 +97,24 @@ class Model(Base):
 class Prediction(Base):
     """One scored prediction of a model, with its label when known.
 
+    The client's id is the key (per model): no surrogate id, so one index fewer to maintain
+    on the hot insert path.
+
     ``changed_at`` is the last time the row was inserted or its label changed; the scheduler
     finds windows to recompute through the ``(model_id, changed_at)`` index.
     """
 
     __tablename__ = "predictions"
     __table_args__ = (
-        UniqueConstraint("model_id", "client_id"),
         Index("ix_predictions_model_id_ts", "model_id", "ts"),
         Index("ix_predictions_model_id_changed_at", "model_id", "changed_at"),
         CheckConstraint("label IN (0, 1)", name="label"),
     )
 
-    id: Mapped[int] = mapped_column(BigIntId, primary_key=True)
-    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
-    client_id: Mapped[str] = mapped_column(String(128))
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     ts: Mapped[datetime]
     score: Mapped[float] = mapped_column(Double)
     label: Mapped[int | None] = mapped_column(SmallInteger)

@@ -21,8 +21,9 @@ DEFAULT_BATCH: Final = 50_000
 
 _BEFORE = bindparam("before", type_=UTCDateTime())
 _DELETE_PREDICTIONS = text(
-    "DELETE FROM predictions WHERE id IN (SELECT id FROM predictions"
-    " WHERE model_id = :model_id AND ts < :before LIMIT :limit)"
+    "DELETE FROM predictions WHERE model_id = :model_id AND client_id IN"
+    " (SELECT client_id FROM predictions WHERE model_id = :model_id AND ts < :before"
+    " LIMIT :limit)"
 ).bindparams(_BEFORE)
 _DELETE_PENDING = text("DELETE FROM pending_labels WHERE received_at < :before").bindparams(
     _BEFORE

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from app.db.models import BigIntId, UTCDateTime
+from app.db.models import UTCDateTime
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -46,14 +46,13 @@ def upgrade() -> None:
     )
     op.create_table(
         "predictions",
-        sa.Column("id", BigIntId, primary_key=True),
         sa.Column(
             "model_id",
             sa.Integer(),
             sa.ForeignKey("models.id", ondelete="CASCADE"),
-            nullable=False,
+            primary_key=True,
         ),
-        sa.Column("client_id", sa.String(128), nullable=False),
+        sa.Column("client_id", sa.String(128), primary_key=True),
         sa.Column("ts", UTCDateTime(), nullable=False),
         sa.Column("score", sa.Double(), nullable=False),
         sa.Column("label", sa.SmallInteger(), nullable=True),
@@ -62,7 +61,6 @@ def upgrade() -> None:
         sa.Column("labelled_at", UTCDateTime(), nullable=True),
         sa.Column("changed_at", UTCDateTime(), nullable=False),
         sa.CheckConstraint("label IN (0, 1)", name="label"),
-        sa.UniqueConstraint("model_id", "client_id"),
     )
     op.create_index("ix_predictions_model_id_ts", "predictions", ["model_id", "ts"])
     op.create_index("ix_predictions_model_id_changed_at", "predictions", ["model_id", "changed_at"])

@@ -1,0 +1,186 @@
+"""Model registry: PUT creates or replaces, idempotently; GET and list; validation; 409."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
+
+FULL = {
+    "score_kind": "score",
+    "window": "5m",
+    "threshold": 1.5,
+    "pi0": [0.2, 0.01],
+    "reference": {"kind": "fixed", "start": "2024-01-01T00:00:00Z", "end": "2024-01-08T00:00:00Z"},
+    "grace": "90s",
+    "max_segments": 5,
+}
+
+
+def test_put_creates_with_defaults_then_get(client: TestClient) -> None:
+    response = client.put("/v1/models/fraud.v2", json={})
+    assert response.status_code == 201
+    body = response.json()
+    assert body["name"] == "fraud.v2"
+    assert body["score_kind"] == "probability"
+    assert body["window"] == "1h"
+    assert body["threshold"] == 0.5
+    assert body["pi0"] == []
+    assert body["reference"] == {"kind": "trailing", "windows": 7}
+    assert body["grace"] == "10m"
+    assert body["max_segments"] == 20
+    assert body["created_at"] == body["updated_at"]
+    assert client.get("/v1/models/fraud.v2").json() == body
+
+
+def test_put_full_configuration_round_trips(client: TestClient) -> None:
+    response = client.put("/v1/models/m1", json=FULL)
+    assert response.status_code == 201
+    body = response.json()
+    assert body["pi0"] == [0.01, 0.2]
+    assert body["grace"] == "90s"
+    assert body["reference"] == {
+        "kind": "fixed",
+        "start": "2024-01-01T00:00:00Z",
+        "end": "2024-01-08T00:00:00Z",
+    }
+    assert {k: body[k] for k in ("score_kind", "window", "threshold", "max_segments")} == {
+        "score_kind": "score",
+        "window": "5m",
+        "threshold": 1.5,
+        "max_segments": 5,
+    }
+
+
+def test_put_is_idempotent(client: TestClient) -> None:
+    first = client.put("/v1/models/m1", json=FULL)
+    second = client.put("/v1/models/m1", json=FULL)
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert second.json() == first.json()
+    assert client.get("/v1/models/m1").json() == first.json()
+
+
+def test_put_replaces_whole_configuration(client: TestClient) -> None:
+    client.put("/v1/models/m1", json={"pi0": [0.1], "grace": "1h"})
+    response = client.put("/v1/models/m1", json={"threshold": 0.7})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["threshold"] == 0.7
+    assert body["pi0"] == []
+    assert body["grace"] == "10m"
+    assert body["updated_at"] > body["created_at"]
+
+
+def test_list_models_by_name(client: TestClient) -> None:
+    for name in ("zeta", "alpha", "mid-1"):
+        create_model(client, name)
+    response = client.get("/v1/models")
+    assert response.status_code == 200
+    assert [m["name"] for m in response.json()["models"]] == ["alpha", "mid-1", "zeta"]
+
+
+def test_unknown_model_is_404(client: TestClient) -> None:
+    response = client.get("/v1/models/nothing")
+    assert response.status_code == 404
+    assert error_of(response)["code"] == "model_not_found"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"window": "2h"}, "window"),
+        ({"score_kind": "logit"}, "score_kind"),
+        ({"threshold": "0.5"}, "threshold"),
+        (b'{"threshold": 1e999}', "threshold"),
+        (b'{"threshold": NaN}', "threshold"),
+        ({"pi0": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}, "pi0"),
+        ({"pi0": [0.1, 1.0]}, "pi0[1]"),
+        ({"pi0": [0.0]}, "pi0[0]"),
+        ({"pi0": [0.1, 0.1]}, "pi0"),
+        ({"grace": "-5m"}, "grace"),
+        ({"grace": 600}, "grace"),
+        ({"max_segments": 0}, "max_segments"),
+        ({"max_segments": 1001}, "max_segments"),
+        ({"reference": {"kind": "sliding"}}, "reference.kind"),
+        ({"reference": {"kind": "trailing", "windows": 0}}, "reference.windows"),
+        ({"reference": {"kind": "fixed", "start": "2024-01-02T00:00:00Z"}}, "reference"),
+        (
+            {
+                "reference": {
+                    "kind": "fixed",
+                    "start": "2024-01-02T00:00:00Z",
+                    "end": "2024-01-01T00:00:00Z",
+                }
+            },
+            "reference",
+        ),
+        (
+            {
+                "reference": {
+                    "kind": "fixed",
+                    "start": "2024-01-01T00:00:00",
+                    "end": "2024-01-02T00:00:00Z",
+                }
+            },
+            "reference.start",
+        ),
+        ({"colour": "blue"}, "colour"),
+    ],
+)
+def test_invalid_configuration_is_422_naming_the_field(
+    sqlite_client: TestClient, body: dict[str, Any] | bytes, field: str
+) -> None:
+    client = sqlite_client
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    response = client.put(
+        "/v1/models/m1", content=content, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert error["code"] == "validation_error"
+    assert field in [d["field"] for d in error["details"]]
+    assert client.get("/v1/models/m1").status_code == 404
+
+
+@pytest.mark.parametrize("name", ["Upper", "-lead", "a" * 64, "sp ace", "é"])
+def test_invalid_model_name_is_422(sqlite_client: TestClient, name: str) -> None:
+    response = sqlite_client.put(f"/v1/models/{name}", json={})
+    assert response.status_code == 422
+    assert [d["field"] for d in error_of(response)["details"]] == ["model"]
+
+
+def test_longest_valid_name_is_accepted(client: TestClient) -> None:
+    name = "a" + "b_.-9" * 12 + "xy"
+    assert len(name) == 63
+    assert client.put(f"/v1/models/{name}", json={}).status_code == 201
+
+
+def test_score_kind_and_window_freeze_once_predictions_exist(client: TestClient) -> None:
+    create_model(client, "m1")
+    assert client.put("/v1/models/m1", json={"window": "1d"}).status_code == 200
+    assert post_predictions(client, [prediction("a")], model="m1").status_code == 200
+    response = client.put("/v1/models/m1", json={"window": "1h"})
+    assert response.status_code == 409
+    error = error_of(response)
+    assert error["code"] == "model_has_predictions"
+    assert error["details"] == [{"field": "window"}]
+    assert client.get("/v1/models/m1").json()["window"] == "1d"
+    assert client.put("/v1/models/m1", json={"window": "1d", "pi0": [0.3]}).status_code == 200
+
+
+def test_put_needs_json_content_type(client: TestClient) -> None:
+    response = client.put("/v1/models/m1", content=b"{}", headers={"content-type": "text/plain"})
+    assert response.status_code == 415
+    assert error_of(response)["code"] == "unsupported_media_type"
+
+
+def test_malformed_json_is_400(client: TestClient) -> None:
+    response = client.put(
+        "/v1/models/m1", content=b'{"window": ', headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert error_of(response)["code"] == "invalid_json"
