@@ -20,9 +20,7 @@ def create_model(client: TestClient, name: str = "fraud", **config: Any) -> None
     assert response.status_code == 201, response.text
 
 
-def post_predictions(
-    client: TestClient, items: list[dict[str, Any]], model: str = "fraud"
-) -> Any:
+def post_predictions(client: TestClient, items: list[dict[str, Any]], model: str = "fraud") -> Any:
     """POST a prediction batch; returns the response."""
     return client.post(f"/v1/models/{model}/predictions", json={"predictions": items})
 
@@ -38,7 +36,8 @@ def error_of(response: Any) -> dict[str, Any]:
     assert set(body) == {"error"}, body
     error: dict[str, Any] = body["error"]
     assert set(error) == {"code", "message", "details"}, error
-    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["message"], str)
+    assert error["message"]
     assert isinstance(error["details"], list)
     return error
 

@@ -32,7 +32,8 @@ def _auth(token: str) -> dict[str, str]:
 
 def _put(client: TestClient, token: str | None) -> int:
     headers = _auth(token) if token else {}
-    return client.put("/v1/models/m1", json={}, headers=headers).status_code
+    status: int = client.put("/v1/models/m1", json={}, headers=headers).status_code
+    return status
 
 
 def test_missing_or_unknown_token_is_401(secured: TestClient) -> None:
@@ -59,9 +60,12 @@ def test_scopes(secured: TestClient) -> None:
     assert secured.post(url, json=body, headers=_auth(ADMIN)).json()["duplicates"] == 1
     labels = {"labels": [{"id": "a", "label": 1}]}
     assert secured.post("/v1/models/m1/labels", json=labels, headers=_auth(READ)).status_code == 403
-    assert secured.post("/v1/models/m1/labels", json=labels, headers=_auth(READ_WRITE)).json()[
-        "updated"
-    ] == 1
+    assert (
+        secured.post("/v1/models/m1/labels", json=labels, headers=_auth(READ_WRITE)).json()[
+            "updated"
+        ]
+        == 1
+    )
 
 
 def test_auth_is_checked_before_the_body(secured: TestClient) -> None:
@@ -77,9 +81,7 @@ def test_probes_and_metrics_need_no_token(secured: TestClient) -> None:
     assert secured.get("/metrics").status_code == 200
 
 
-def test_tokens_never_reach_the_logs(
-    secured: TestClient, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_tokens_never_reach_the_logs(secured: TestClient, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     secured.get("/v1/models", headers=_auth(ADMIN))
     secured.get("/v1/models", headers=_auth(ADMIN + "x"))

@@ -47,7 +47,8 @@ def test_new_then_exact_repeat_is_duplicate(fraud: TestClient) -> None:
     assert after["a"]["segment"] == "country=FR"
     assert after["a"]["label"] == 1
     assert after["a"]["labelled_at"] == after["a"]["received_at"]
-    assert after["b"]["label"] is None and after["b"]["labelled_at"] is None
+    assert after["b"]["label"] is None
+    assert after["b"]["labelled_at"] is None
 
 
 def test_repeat_with_same_instant_in_other_offset_is_duplicate(fraud: TestClient) -> None:
@@ -145,7 +146,9 @@ def test_one_invalid_item_rejects_the_whole_batch(fraud: TestClient) -> None:
         ({"lable": 1}, "lable"),
     ],
 )
-def test_invalid_prediction_field(sqlite_client: TestClient, item: dict[str, Any], field: str) -> None:
+def test_invalid_prediction_field(
+    sqlite_client: TestClient, item: dict[str, Any], field: str
+) -> None:
     create_model(sqlite_client, "fraud")
     batch = [prediction("ok"), {**prediction("bad"), **item}]
     response = post_predictions(sqlite_client, batch)
