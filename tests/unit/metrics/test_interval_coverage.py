@@ -2,9 +2,9 @@
 
 Binormal model: negatives N(0, 1), positives N(µ, 1) with µ = 1.5 (population ROC AUC
 Φ(µ/√2) ≈ 0.856); each of the n = 20,000 rows is positive with probability π = 0.01
-(Bernoulli, so n_pos varies from set to set, ≈ 200). Population values come from numerical
-integration along the population curve, independently of the code under test. Each check
-allows 90-99%: with S sets the coverage estimate has a standard error of about √(0.05·0.95/S).
+(Bernoulli, so n_pos varies from set to set, ≈ 200); decision threshold 1.5. Population values
+come from numerical integration along the population curve, independently of the code under
+test. With S sets a coverage estimate has a standard error of about √(0.05·0.95/S).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from scipy import integrate, optimize, stats
 
 from app.metrics.intervals import bootstrap_intervals, likelihood_intervals, mean_intervals
 from app.metrics.ranking import rank
@@ -22,8 +22,34 @@ MU = 1.5
 PRIOR = 0.01
 N = 20_000
 THRESHOLD = 1.5
-SETS = 1000
-LIKELIHOOD_SETS = 500
+PI0 = 0.5
+SETS = 600
+LIKELIHOOD_SETS = 300
+
+STRICT = (0.90, 0.99)
+"""Band for smooth metrics: about ±4.5 standard errors of the coverage estimate at 600 sets."""
+LOOSE = (0.85, 0.99)
+"""Band for non-smooth metrics: best F1 and KS are maxima over thresholds, and regular AUPRG
+at π = 0.01 starts at recall gain 0, i.e. at TP = π·n_pos ≈ 2 positives; the bootstrap
+describes such statistics less well (``docs/intervals.md``)."""
+
+
+def tpr(t: float, mu: float = MU) -> float:
+    return float(stats.norm.sf(t - mu))
+
+
+def fpr(t: float) -> float:
+    return float(stats.norm.sf(t))
+
+
+def precision(t: float, prior: float, mu: float = MU) -> float:
+    """Population precision at threshold t with positive ratio ``prior``."""
+    return prior * tpr(t, mu) / (prior * tpr(t, mu) + (1 - prior) * fpr(t))
+
+
+def f1(t: float, prior: float, mu: float = MU) -> float:
+    p, r = precision(t, prior, mu), tpr(t, mu)
+    return 2 * p * r / (p + r)
 
 
 def population_average_precision(prior: float, mu: float = MU) -> float:
@@ -31,8 +57,7 @@ def population_average_precision(prior: float, mu: float = MU) -> float:
     precision(t) = π·recall / (π·recall + (1 - π)·FPR), d(recall) = φ(t - µ) dt."""
 
     def integrand(t: float) -> float:
-        tpr, fpr = stats.norm.sf(t - mu), stats.norm.sf(t)
-        return float(prior * tpr / (prior * tpr + (1 - prior) * fpr) * stats.norm.pdf(t - mu))
+        return precision(t, prior, mu) * float(stats.norm.pdf(t - mu))
 
     value, _ = integrate.quad(integrand, -12.0, mu + 12.0, limit=200, epsabs=1e-12)
     return float(value)
@@ -41,14 +66,66 @@ def population_average_precision(prior: float, mu: float = MU) -> float:
 def population_roc_auc(mu: float = MU) -> float:
     """∫ TPR d(FPR) = ∫ Φ̄(t - µ)·φ(t) dt: the population AUC, which must equal Φ(µ/√2)."""
     value, _ = integrate.quad(
-        lambda t: float(stats.norm.sf(t - mu) * stats.norm.pdf(t)), -12.0, mu + 12.0, limit=200
+        lambda t: tpr(t, mu) * float(stats.norm.pdf(t)), -12.0, mu + 12.0, limit=200
     )
     return float(value)
 
 
-def binormal_set(rng: np.random.Generator, prior: float) -> tuple[np.ndarray, np.ndarray]:
+def population_best_f1(prior: float, mu: float = MU) -> float:
+    """max over t of the population F1."""
+    result = optimize.minimize_scalar(
+        lambda t: -f1(t, prior, mu), bounds=(-5.0, mu + 8.0), method="bounded"
+    )
+    return float(-result.fun)
+
+
+def population_auprg(c: float, mu: float = MU) -> float:
+    """∫ PG d(RG) over RG ≥ 0 with PG = 1 - FPR/TPR (the prior cancels) and
+    RG = 1 - (c/(1 - c))·(1 - TPR)/TPR, which is 0 where TPR = c and rises to 1 as t → -∞;
+    d(RG)/dt = -(c/(1 - c))·φ(t - µ)/TPR²."""
+    t_star = mu + float(stats.norm.isf(c))
+
+    def integrand(t: float) -> float:
+        gain = 1 - fpr(t) / tpr(t, mu)
+        return gain * c / (1 - c) * float(stats.norm.pdf(t - mu)) / tpr(t, mu) ** 2
+
+    value, _ = integrate.quad(integrand, -12.0, t_star, limit=200)
+    return float(value)
+
+
+def population_values() -> dict[str, float]:
+    """Every metric with a bootstrap interval, at PRIOR ("name") and at PI0 ("name@0.5")."""
+    values = {
+        "roc_auc": float(stats.norm.cdf(MU / math.sqrt(2))),
+        "ks": float(2 * stats.norm.cdf(MU / 2) - 1),  # TPR - FPR peaks where φ(t - µ) = φ(t)
+        "recall": tpr(THRESHOLD),
+        "fpr": fpr(THRESHOLD),
+    }
+    for prior, suffix in ((PRIOR, ""), (PI0, f"@{PI0}")):
+        values[f"precision{suffix}"] = precision(THRESHOLD, prior)
+        values[f"f1{suffix}"] = f1(THRESHOLD, prior)
+        values[f"average_precision{suffix}"] = population_average_precision(prior)
+        values[f"best_f1{suffix}"] = population_best_f1(prior)
+        values[f"pr_gain_auc{suffix}"] = population_auprg(prior)
+    return values
+
+
+def prior_dependent_values(prior: float, mu: float) -> dict[str, float]:
+    """The metrics split into prior and likelihood parts, at positive ratio ``prior``."""
+    return {
+        "precision": precision(THRESHOLD, prior, mu),
+        "f1": f1(THRESHOLD, prior, mu),
+        "average_precision": population_average_precision(prior, mu),
+        "best_f1": population_best_f1(prior, mu),
+        "pr_gain_auc": population_auprg(prior, mu),
+    }
+
+
+def binormal_set(
+    rng: np.random.Generator, prior: float, mu: float = MU
+) -> tuple[np.ndarray, np.ndarray]:
     labels = (rng.random(N) < prior).astype(np.int8)
-    return rng.normal(size=N) + MU * labels, labels
+    return rng.normal(size=N) + mu * labels, labels
 
 
 def covered(interval: list[float] | None, value: float) -> bool:
@@ -61,42 +138,62 @@ def test_population_values_are_right() -> None:
     # With π = 1 every threshold has precision 1; with µ = 0 precision is π everywhere.
     assert population_average_precision(1 - 1e-12) == pytest.approx(1.0, abs=1e-9)
     assert population_average_precision(0.3, mu=0.0) == pytest.approx(0.3, abs=1e-9)
+    values = population_values()
+    t = np.linspace(-5, 8, 200_001)
+    assert values["ks"] == pytest.approx(np.max(stats.norm.sf(t - MU) - stats.norm.sf(t)))
+    assert values["best_f1"] == pytest.approx(max(f1(x, PRIOR) for x in t[::100]), abs=1e-5)
+    # AUPRG by the trapezoid rule on a fine grid of the population PRG curve (c = π0).
+    grid = np.linspace(-8, MU + float(stats.norm.isf(PI0)), 400_001)
+    tp, fp = stats.norm.sf(grid - MU), stats.norm.sf(grid)
+    gain = 1 - fp / tp
+    recall_gain = 1 - PI0 / (1 - PI0) * (1 - tp) / tp
+    assert values[f"pr_gain_auc@{PI0}"] == pytest.approx(-np.trapezoid(gain, recall_gain), abs=1e-6)
 
 
 @pytest.mark.slow
 def test_bootstrap_intervals_cover_the_population_values() -> None:
-    truth = {
-        "roc_auc": float(stats.norm.cdf(MU / math.sqrt(2))),
-        "average_precision": population_average_precision(PRIOR),
-        "average_precision@0.5": population_average_precision(0.5),
-    }
+    truth = population_values()
     hits = dict.fromkeys(truth, 0)
     rng = np.random.default_rng(20240601)
     for i in range(SETS):
         scores, labels = binormal_set(rng, PRIOR)
         out = bootstrap_intervals(
-            scores, labels, rank(scores, labels), threshold=THRESHOLD, pi0=[0.5], seed=i
+            scores, labels, rank(scores, labels), threshold=THRESHOLD, pi0=[PI0], seed=i
         )
-        hits["roc_auc"] += covered(out["regular"]["roc_auc"], truth["roc_auc"])
-        hits["average_precision"] += covered(
-            out["regular"]["average_precision"], truth["average_precision"]
-        )
-        hits["average_precision@0.5"] += covered(
-            out["calibrated"]["0.5"]["average_precision"], truth["average_precision@0.5"]
-        )
+        intervals = out["regular"] | {
+            f"{name}@{PI0}": value for name, value in out["calibrated"][repr(PI0)].items()
+        }
+        for name, value in truth.items():
+            hits[name] += covered(intervals[name], value)
     coverage = {name: count / SETS for name, count in hits.items()}
-    print(f"\ncoverage of nominal 95% intervals over {SETS} sets: {coverage}; truth {truth}")
+    print(f"\ncoverage of nominal 95% intervals over {SETS} sets:")
     for name, value in coverage.items():
-        assert 0.90 <= value <= 0.99, (name, value)
+        print(f"  {name:24s} {value:.3f}   population value {truth[name]:.4f}")
+    loose = {"best_f1", "best_f1@0.5", "ks", "pr_gain_auc"}
+    for name, value in coverage.items():
+        low, high = LOOSE if name in loose else STRICT
+        assert low <= value <= high, (name, value)
+    for name in ("roc_auc", "average_precision", f"average_precision@{PI0}"):
+        assert STRICT[0] <= coverage[name] <= STRICT[1], (name, coverage[name])
 
 
 @pytest.mark.slow
-def test_likelihood_interval_covers_zero_under_pure_prior_shift() -> None:
-    """Window π = 0.005, reference π = 0.01, same P(s | y): the likelihood part is 0."""
-    hits: dict[str, int] = {}
-    rng = np.random.default_rng(20240602)
+@pytest.mark.parametrize(
+    ("window_mu", "seed"), [(MU, 20240602), (1.2, 20240604)], ids=["prior_shift", "drift"]
+)
+def test_likelihood_intervals_cover_the_population_likelihood_part(
+    window_mu: float, seed: int
+) -> None:
+    """Window π = 0.005, reference π = 0.01 (µ = 1.5). With the window's µ = 1.5 (pure prior
+    shift) the likelihood part is 0 for every metric; with µ = 1.2 it is the population value
+    at π_ref under the window's model minus the one under the reference's model."""
+    at_ref = prior_dependent_values(PRIOR, MU)
+    at_window = prior_dependent_values(PRIOR, window_mu)
+    truth = {name: at_window[name] - at_ref[name] for name in at_ref}
+    hits = dict.fromkeys(truth, 0)
+    rng = np.random.default_rng(seed)
     for i in range(LIKELIHOOD_SETS):
-        scores, labels = binormal_set(rng, PRIOR / 2)
+        scores, labels = binormal_set(rng, PRIOR / 2, window_mu)
         ref_scores, ref_labels = binormal_set(rng, PRIOR)
         out = likelihood_intervals(
             scores,
@@ -108,13 +205,15 @@ def test_likelihood_interval_covers_zero_under_pure_prior_shift() -> None:
             threshold=THRESHOLD,
             seed=i,
         )
-        for name, interval in out.items():
-            hits[name] = hits.get(name, 0) + covered(interval, 0.0)
+        assert out.keys() == truth.keys()
+        for name, value in truth.items():
+            hits[name] += covered(out[name], value)
     coverage = {name: count / LIKELIHOOD_SETS for name, count in hits.items()}
-    print(f"\ncoverage of 0 by the likelihood intervals over {LIKELIHOOD_SETS} pairs: {coverage}")
-    assert len(coverage) == 5
+    print(f"\nlikelihood intervals, window µ = {window_mu}, {LIKELIHOOD_SETS} pairs:")
     for name, value in coverage.items():
-        assert 0.90 <= value <= 0.99, (name, value)
+        print(f"  {name:24s} {value:.3f}   population likelihood part {truth[name]:+.4f}")
+    for name, value in coverage.items():
+        assert STRICT[0] <= value <= STRICT[1], (name, value)
 
 
 @pytest.mark.slow

@@ -8,24 +8,34 @@ import tracemalloc
 import numpy as np
 import numpy.typing as npt
 import pytest
-from scipy import stats
+from scipy import special, stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from app.metrics.intervals import (
+    _UNIT_TABLE,
+    BELOW_ONE,
     CALIBRATED_METRICS,
     CHUNK_CELLS,
     LIKELIHOOD_METRICS,
+    MAX_REPLICATES,
     MEAN_METRICS,
+    MIN_REPLICATES,
+    REAL,
     REGULAR_METRICS,
+    UNIT,
     Replicates,
+    _poisson,
+    _unit_poisson,
     bootstrap_intervals,
     cut_at,
+    default_replicates,
     draw_replicates,
     evaluate_at_prior,
     evaluate_replicates,
     likelihood_intervals,
     mean_intervals,
     observed,
+    replicate_interval,
 )
 from app.metrics.ranking import Ranking, rank
 
@@ -459,3 +469,86 @@ def test_replicates_of_the_set_itself() -> None:
     assert isinstance(point, Replicates)
     assert int(point.n_pos[0]) == ranking.n_pos
     assert int(point.n_neg[0]) == ranking.n_neg
+
+
+def test_unit_poisson_table_agrees_with_the_poisson_cdf() -> None:
+    """Every 16-bit slice of [0, 1) maps to one value exactly when no CDF step is inside it."""
+    cdf = stats.poisson.cdf(np.arange(30), 1.0)
+    starts = np.arange(65_536) / 65_536
+    at_start = np.searchsorted(cdf, starts, side="right")
+    at_end = np.searchsorted(cdf, starts + (1 - 1e-12) / 65_536, side="right")
+    resolved = _UNIT_TABLE >= 0
+    np.testing.assert_array_equal(resolved, at_start == at_end)
+    np.testing.assert_array_equal(_UNIT_TABLE[resolved], at_start[resolved])
+    assert np.count_nonzero(~resolved) == 8
+
+
+def test_unit_poisson_draws_follow_poisson_one() -> None:
+    draws = _unit_poisson(np.random.default_rng(1), (400, 5000)).ravel()
+    assert draws.dtype == np.int64
+    observed_counts = np.bincount(draws, minlength=8)[:8].astype(np.float64)
+    observed_counts[-1] += np.count_nonzero(draws >= 8)
+    expected = stats.poisson.pmf(np.arange(8), 1.0) * draws.size
+    expected[-1] = stats.poisson.sf(6, 1.0) * draws.size
+    assert stats.chisquare(observed_counts, expected).pvalue > 1e-3
+
+
+def test_poisson_handles_zero_unit_and_larger_means() -> None:
+    lam = np.array([0, 1, 3, 1, 0, 40, 1], dtype=np.int64)
+    draws = _poisson(np.random.default_rng(2), lam, 100_000)
+    assert draws.shape == (100_000, 7)
+    assert np.all(draws[:, lam == 0] == 0)
+    np.testing.assert_allclose(draws.mean(axis=0), lam, atol=0.1)
+    np.testing.assert_allclose(draws.var(axis=0), lam, rtol=0.03, atol=1e-12)
+
+
+def test_default_replicates() -> None:
+    assert default_replicates(0) == MAX_REPLICATES
+    assert default_replicates(200) == MAX_REPLICATES
+    assert default_replicates(5_000) == 200
+    assert default_replicates(10_000) == MIN_REPLICATES
+    assert default_replicates(10**6) == MIN_REPLICATES
+
+
+def test_replicate_interval_is_a_bias_corrected_normal_interval_on_the_logit_scale() -> None:
+    rng = np.random.default_rng(4)
+    point = 0.3
+    shift = 0.05  # the replicates sit 0.05 above the point on the logit scale
+    g = special.logit(point) + shift + 0.1 * rng.standard_normal(1000)
+    values = special.expit(g)
+    interval = replicate_interval(values, point, level=0.9, scale=UNIT)
+    assert interval is not None
+    centre = special.logit(point) - (g.mean() - special.logit(point))
+    half = stats.norm.ppf(0.95) * g.std(ddof=1)
+    np.testing.assert_allclose(interval, special.expit([centre - half, centre + half]), rtol=1e-9)
+
+
+def test_replicate_interval_scales() -> None:
+    rng = np.random.default_rng(5)
+    # AUPRG: ≤ 1, any sign; the upper end never passes 1.
+    values = 1 - np.exp(rng.normal(0.0, 2.0, 500))
+    interval = replicate_interval(values, float(np.median(values)), level=0.95, scale=BELOW_ONE)
+    assert interval is not None
+    assert interval[0] < 0 < interval[1] < 1
+    # Differences: plain normal interval, centre 2·point - mean.
+    values = rng.normal(0.1, 0.02, 500)
+    interval = replicate_interval(values, 0.11, level=0.95, scale=REAL)
+    assert interval is not None
+    centre, half = 0.22 - values.mean(), stats.norm.ppf(0.975) * values.std(ddof=1)
+    np.testing.assert_allclose(interval, [centre - half, centre + half], rtol=1e-9)
+
+
+def test_replicate_interval_on_the_bounds_falls_back_to_percentiles() -> None:
+    ones = np.ones(100)
+    assert replicate_interval(ones, 1.0, level=0.95, scale=UNIT) == [1.0, 1.0]
+    values = np.r_[np.zeros(10), np.linspace(0.1, 0.5, 90)]
+    interval = replicate_interval(values, 0.3, level=0.95, scale=UNIT)
+    assert interval == list(np.quantile(values, [0.025, 0.975]))
+
+
+def test_replicate_interval_none_rules() -> None:
+    enough = np.r_[np.full(10, np.nan), np.linspace(0.1, 0.5, 90)]  # 90% defined
+    too_few = np.r_[np.full(11, np.nan), np.linspace(0.1, 0.5, 89)]
+    assert replicate_interval(enough, 0.3, level=0.95, scale=UNIT) is not None
+    assert replicate_interval(too_few, 0.3, level=0.95, scale=UNIT) is None
+    assert replicate_interval(enough, math.nan, level=0.95, scale=UNIT) is None
