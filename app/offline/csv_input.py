@@ -10,7 +10,8 @@ The format:
 - ``label`` (required): ``0`` or ``1`` (``0.0`` and ``1.0`` too, as tools write an integer
   column that holds blanks), or empty when the label is not known yet (the row then only
   counts towards ``unlabelled``).
-- ``timestamp`` (optional): ISO 8601 with a UTC offset or ``Z``, as the HTTP API requires.
+- ``timestamp`` (optional): ISO 8601 with a UTC offset or ``Z``, as the HTTP API requires,
+  from 1900 to 9998.
 - ``segment`` (optional): a name matching :data:`SEGMENT_PATTERN`, or empty for a row that
   belongs to no segment (it still counts in ``*``, the whole population).
 - Any other column is ignored: exports usually carry ids and features. A misspelt column that an
@@ -59,6 +60,10 @@ UNLABELLED: Final = -1
 _LABEL_CODES: Final[dict[str, int]] = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "": UNLABELLED}
 _BAD_LABEL: Final = 2
 _SHOWN_CHARS: Final = 40
+#: Timestamps from 1900-01-01 (inclusive) to 9999-01-01 (exclusive), UTC: every window of
+#: such a moment starts and ends within what ``datetime`` represents.
+_EARLIEST: Final = -2_208_988_800
+_LATEST: Final = 253_370_764_800
 
 T = TypeVar("T")
 
@@ -333,15 +338,26 @@ def _parse_timestamps(values: list[str]) -> tuple[FloatArray | None, _Problem | 
 
     The common layouts are read at once; the other rows one ``fromisoformat`` at a time.
     """
-    seconds, read = common_layout_seconds(values)
-    others = np.flatnonzero(~read)
+    seconds, known = common_layout_seconds(values)
+    problems: list[_Problem] = []
+    others = np.flatnonzero(~known)
     if others.size:
         rest = [values[index] for index in others.tolist()]
         rest_seconds, problem = _parse_timestamps_one_by_one(rest)
         if problem is not None:
-            return None, _Problem(int(others[problem.index]), problem.reason)
-        assert rest_seconds is not None
-        seconds[others] = rest_seconds
+            problems.append(_Problem(int(others[problem.index]), problem.reason))
+        else:
+            assert rest_seconds is not None
+            seconds[others] = rest_seconds
+            known[:] = True
+    outside = np.flatnonzero(known & ((seconds < _EARLIEST) | (seconds >= _LATEST)))
+    if outside.size:
+        index = int(outside[0])
+        problems.append(
+            _Problem(index, f"timestamp {_shown(values[index])} is not between 1900 and 9998")
+        )
+    if problems:
+        return None, min(problems, key=lambda problem: problem.index)
     return seconds, None
 
 

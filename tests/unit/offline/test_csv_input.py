@@ -150,6 +150,21 @@ def test_required_optional_column() -> None:
             "timestamp '2024-01-01 00:00:00' has no UTC offset",
         ),
         ("score,label\n0.5,1\n0.5,1\x00\n", 3, "NUL character"),
+        (
+            "score,label,timestamp\n0.5,1,2024-01-01T00:00:00Z\n0.5,1,1899-12-31T23:59:59Z\n",
+            3,
+            "timestamp '1899-12-31T23:59:59Z' is not between 1900 and 9998",
+        ),
+        (
+            "score,label,timestamp\n0.5,1,9998-12-31T23:59:59.5-01:00\n",
+            2,
+            "timestamp '9998-12-31T23:59:59.5-01:00' is not between 1900 and 9998",
+        ),
+        (
+            "score,label,timestamp\n0.5,1,1900-01-01T00:30:00+01:00\n0.5,1,x\n",
+            2,
+            "is not between 1900 and 9998",
+        ),
         ("score,label,segment\n0.5,1,a\n0.5,1,*\n", 3, "segment '*' is not a valid name"),
         ("score,label,segment\n0.5,1,-a\n", 2, "segment '-a' is not a valid name"),
         ("score,label,segment\n0.5,1," + "a" * 65 + "\n", 2, "is not a valid name"),
