@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -36,22 +37,33 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        request_id = request_id_var.get()
-        if request_id is not None:
-            payload["request_id"] = request_id
         for key, value in vars(record).items():
-            if key not in _STANDARD_ATTRS and not key.startswith("_"):
+            if key not in _STANDARD_ATTRS and not key.startswith("_") and value is not None:
                 payload[key] = value
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(payload, default=str).decode()
 
 
+def _with_request_id(factory: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        record.request_id = request_id_var.get()
+        return record
+
+    make_record.calmon = True  # type: ignore[attr-defined]
+    return make_record
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Send every logger (uvicorn's and the root) to stderr as JSON lines at ``level``.
 
-    Idempotent: calling it again only changes the level.
+    Records are stamped with the request id when they are created. Idempotent: calling it
+    again only changes the level.
     """
+    factory = logging.getLogRecordFactory()
+    if not getattr(factory, "calmon", False):
+        logging.setLogRecordFactory(_with_request_id(factory))
     root = logging.getLogger()
     root.setLevel(level)
     if not any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):

@@ -178,8 +178,13 @@ _PG_TYPES: Final[dict[str, list[str]]] = {
 
 
 def _load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Empty ``table`` (created on first use in this connection) and fill it with ``rows``."""
+    """Empty ``table`` (created on first use in this connection) and fill it with ``rows``.
+
+    On PostgreSQL the table is also emptied at each commit (``ON COMMIT DELETE ROWS``), so the
+    ``DELETE`` here only has work when one transaction ingests several batches.
+    """
     connection.execute(CreateTable(table, if_not_exists=True))
+    connection.execute(table.delete())
     if connection.dialect.name == "postgresql":
         driver_connection: Any = connection.connection.driver_connection
         columns = ", ".join(c.name for c in table.columns)
@@ -191,7 +196,6 @@ def _load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, 
             for row in rows:
                 copy.write_row(row)
         return
-    connection.execute(table.delete())
     if rows:
         names = [c.name for c in table.columns]
         connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])

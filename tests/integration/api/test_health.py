@@ -1,0 +1,102 @@
+"""Probes and database outages: /healthz, /readyz, and 503 within ~2 s when PostgreSQL goes
+away (refused or unreachable), with recovery on its own when it returns."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.app import create_app
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
+from tests.integration.tcp_proxy import Mode, TcpProxy
+
+#: an outage must be reported within this many seconds (connect timeout 2 s, plus slack)
+OUTAGE_BOUND = 3.5
+
+
+def test_healthz(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_readyz_when_migrated(client: TestClient) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "revision": migrate.head_revision(),
+    }
+
+
+def test_readyz_fails_until_migrated(tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'empty.db'}")
+    with TestClient(create_app(settings)) as client:
+        response = client.get("/readyz")
+        assert response.status_code == 503
+        error = error_of(response)
+        assert error["code"] == "not_ready"
+        assert "calmon migrate" in error["message"]
+        assert client.get("/healthz").status_code == 200
+        migrate.upgrade(client.app.state.engine)  # type: ignore[attr-defined]
+        assert client.get("/readyz").status_code == 200
+
+
+@pytest.fixture
+def proxied(postgres_database: str) -> Iterator[tuple[TestClient, TcpProxy]]:
+    parts = urlsplit(postgres_database)
+    engine = create_db_engine(Settings(database_url=postgres_database))
+    migrate.upgrade(engine)
+    engine.dispose()
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
+    settings = Settings(database_url=url, db_connect_timeout=2, db_pool_timeout=2.0)
+    try:
+        with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+            yield client, proxy
+    finally:
+        proxy.close()
+
+
+def _timed(call: object) -> tuple[float, object]:
+    started = time.monotonic()
+    result = call() if callable(call) else None
+    return time.monotonic() - started, result
+
+
+@pytest.mark.parametrize("outage", ["refuse", "blackhole"])
+def test_database_outage_is_503_fast_and_recovers(
+    proxied: tuple[TestClient, TcpProxy], outage: Mode
+) -> None:
+    client, proxy = proxied
+    create_model(client, "fraud")
+    assert post_predictions(client, [prediction("a")]).status_code == 200
+
+    proxy.set_mode(outage)
+    for call in (
+        lambda: post_predictions(client, [prediction("b")]),
+        lambda: client.get("/v1/models/fraud"),
+        lambda: client.get("/readyz"),
+    ):
+        elapsed, response = _timed(call)
+        assert response.status_code == 503, response.text  # type: ignore[attr-defined]
+        assert elapsed < OUTAGE_BOUND
+    error = error_of(response)
+    assert error["code"] in {"database_unavailable", "not_ready"}
+    assert client.get("/healthz").status_code == 200
+
+    proxy.set_mode("up")
+    deadline = time.monotonic() + 10
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "readyz did not recover"
+        time.sleep(0.2)
+    response = post_predictions(client, [prediction("b")])
+    assert response.status_code == 200
+    assert response.json()["new"] == 1

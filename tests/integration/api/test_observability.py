@@ -1,0 +1,118 @@
+"""The service's own metrics on /metrics, request ids, and JSON logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from app import __version__
+from app.log import JsonFormatter, configure_logging
+from tests.integration.api.helpers import create_model, post_labels, post_predictions, prediction
+
+
+def _samples(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def _value(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_ingest_counters_move_by_what_happened(client: TestClient) -> None:
+    create_model(client, "obs")
+    before = _samples(client)
+    post_predictions(client, [prediction(f"p{i}") for i in range(7)], model="obs")
+    post_predictions(client, [prediction("p0"), prediction("p7")], model="obs")
+    post_labels(client, [{"id": "p1", "label": 1}, {"id": "zz", "label": 0}], model="obs")
+    post_predictions(client, [prediction("p0", 0.9)], model="obs")
+    post_predictions(client, [{"id": "bad"}], model="obs")
+    post_predictions(client, [prediction("x")], model="missing")
+    after = _samples(client)
+
+    def delta(name: str, **labels: str) -> float:
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    assert delta("calmon_predictions_ingested_total", model="obs") == 8
+    assert delta("calmon_predictions_duplicate_total", model="obs") == 1
+    assert delta("calmon_labels_ingested_total", model="obs") == 2
+    assert delta("calmon_ingest_rejected_total", reason="conflict") == 1
+    assert delta("calmon_ingest_rejected_total", reason="invalid") == 1
+    assert delta("calmon_ingest_rejected_total", reason="unknown_model") == 1
+    assert _value(after, "calmon_build_info", version=__version__) == 1
+    route = "/v1/models/{model}/predictions"
+    assert delta("calmon_http_requests_total", route=route, method="POST", status="2xx") == 2
+    assert delta("calmon_http_requests_total", route=route, method="POST", status="4xx") == 3
+    assert delta("calmon_http_request_duration_seconds_count", route=route, method="POST") == 5
+    assert not any(name.endswith("_created") for name, _ in after)
+
+
+def test_unmatched_paths_share_one_label(client: TestClient) -> None:
+    for path in ("/a", "/b/c", "/v1/models/x/y/z"):
+        client.get(path)
+    labels = {
+        dict(key)["route"] for key in (k[1] for k in _samples(client)) if dict(key).get("route")
+    }
+    assert "unmatched" in labels
+    assert not {"/a", "/b/c", "/v1/models/x/y/z"} & labels
+
+
+def test_request_id_is_echoed_or_generated(client: TestClient) -> None:
+    given = client.get("/healthz", headers={"x-request-id": "abc-123"})
+    assert given.headers["x-request-id"] == "abc-123"
+    made = client.get("/healthz")
+    other = client.get("/healthz")
+    assert len(made.headers["x-request-id"]) == 32
+    assert made.headers["x-request-id"] != other.headers["x-request-id"]
+    unsafe = client.get("/healthz", headers={"x-request-id": "bad id\twith spaces"})
+    assert unsafe.headers["x-request-id"] != "bad id\twith spaces"
+
+
+def test_access_log_is_one_json_object_with_request_id(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="calmon.access")
+    client.get("/v1/models", headers={"x-request-id": "req-42"})
+    records = [r for r in caplog.records if r.name == "calmon.access"]
+    assert records
+    line = JsonFormatter().format(records[-1])
+    assert "\n" not in line
+    payload = json.loads(line)
+    assert payload["request_id"] == "req-42"
+    assert payload["route"] == "/v1/models"
+    assert payload["status"] == 200
+    assert payload["level"] == "INFO"
+    assert isinstance(payload["duration_ms"], float)
+
+
+def test_request_bodies_are_not_logged(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    create_model(client, "obs")
+    post_predictions(client, [prediction("secret-client-id-77")], model="obs")
+    post_predictions(client, [{"id": "secret-client-id-78"}], model="obs")
+    formatter = JsonFormatter()
+    text = "\n".join(formatter.format(r) for r in caplog.records)
+    assert "secret-client-id" not in text
+
+
+def test_configure_logging_is_idempotent() -> None:
+    configure_logging("INFO")
+    configure_logging("WARNING")
+    root = logging.getLogger()
+    assert sum(isinstance(h.formatter, JsonFormatter) for h in root.handlers) == 1
+    assert root.level == logging.WARNING
+    configure_logging("INFO")
