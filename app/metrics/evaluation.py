@@ -19,8 +19,11 @@ import numpy.typing as npt
 from app.metrics.curves import curve_metrics
 from app.metrics.probability import (
     ECE_BINS,
+    BinTable,
+    ProbabilitySums,
     bin_table,
-    probability_metrics,
+    metrics_from_sums,
+    probability_sums,
     quantile_edges,
     reliability,
     uniform_edges,
@@ -258,13 +261,105 @@ def evaluate_prepared(
     reliability_strategy: str = "uniform",
 ) -> dict[str, Any]:
     """:func:`evaluate` on an already validated and sorted set (options already checked)."""
-    ranking = prepared.ranking
     pos_sorted, neg_sorted = prepared.pos_sorted, prepared.neg_sorted
+    ece_table = (
+        bin_table(pos_sorted, neg_sorted, uniform_edges(ECE_BINS))
+        if score_kind == "probability"
+        else None
+    )
+    sums = set_sums(
+        pos_sorted, neg_sorted, threshold=threshold, score_kind=score_kind, ece_table=ece_table
+    )
+    result = evaluate_ranked(
+        prepared.ranking, sums, threshold=threshold, pi0=pi0, score_kind=score_kind
+    )
+    if ece_table is not None:
+        if reliability_strategy == "uniform" and reliability_bins == ECE_BINS:
+            result["reliability"] = reliability(ece_table)
+        elif reliability_strategy == "uniform":
+            edges = uniform_edges(reliability_bins)
+            result["reliability"] = reliability(bin_table(pos_sorted, neg_sorted, edges))
+        elif prepared.ranking.n_pos + prepared.ranking.n_neg:
+            edges = quantile_edges(prepared.scores, reliability_bins)
+            result["reliability"] = reliability(bin_table(pos_sorted, neg_sorted, edges))
+        else:
+            result["reliability"] = []
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class SetSums:
+    """Everything the metrics of a set need besides its :class:`Ranking`; additive over
+    disjoint sets, so a pooled set's sums are the sums of its parts' sums.
+
+    Attributes:
+        tp, fp: positives and negatives with s ≥ the threshold the sums were made for.
+        pos_sum, neg_sum: Σ s over each class (``ks_abc``).
+        probability: the :class:`ProbabilitySums` of a probability model's set, else None.
+    """
+
+    tp: int
+    fp: int
+    pos_sum: float
+    neg_sum: float
+    probability: ProbabilitySums | None
+
+    def __add__(self, other: SetSums) -> SetSums:
+        if (self.probability is None) != (other.probability is None):
+            raise ValueError("cannot add the sums of a probability set and of a score set")
+        probability = (
+            None
+            if self.probability is None or other.probability is None
+            else self.probability + other.probability
+        )
+        return SetSums(
+            tp=self.tp + other.tp,
+            fp=self.fp + other.fp,
+            pos_sum=self.pos_sum + other.pos_sum,
+            neg_sum=self.neg_sum + other.neg_sum,
+            probability=probability,
+        )
+
+
+def set_sums(
+    pos_sorted: FloatArray,
+    neg_sorted: FloatArray,
+    *,
+    threshold: float,
+    score_kind: str,
+    ece_table: BinTable | None = None,
+) -> SetSums:
+    """The :class:`SetSums` of a set given each class's validated scores, ascending (either
+    may be empty, e.g. one part of a pooled set). ``ece_table``: the equal-width ECE table
+    of a probability set when already built."""
+    return SetSums(
+        tp=pos_sorted.size - int(np.searchsorted(pos_sorted, threshold, side="left")),
+        fp=neg_sorted.size - int(np.searchsorted(neg_sorted, threshold, side="left")),
+        pos_sum=float(pos_sorted.sum()),
+        neg_sum=float(neg_sorted.sum()),
+        probability=(
+            probability_sums(pos_sorted, neg_sorted, ece_table=ece_table)
+            if score_kind == "probability"
+            else None
+        ),
+    )
+
+
+def evaluate_ranked(
+    ranking: Ranking,
+    sums: SetSums,
+    *,
+    threshold: float,
+    pi0: Sequence[float],
+    score_kind: str,
+) -> dict[str, Any]:
+    """Every metric of a set given as its :class:`Ranking` and :class:`SetSums` (made for
+    ``threshold``), without its rows: the same dict as :func:`evaluate` minus
+    ``reliability`` and ``intervals``. Used for pooled sets (reference periods) that are
+    never held in memory at once; options must already be checked."""
     n_pos, n_neg = ranking.n_pos, ranking.n_neg
     n = n_pos + n_neg
-    tp = n_pos - int(np.searchsorted(pos_sorted, threshold, side="left"))
-    fp = n_neg - int(np.searchsorted(neg_sorted, threshold, side="left"))
-    at_threshold = threshold_metrics(tp, fp, n_pos, n_neg, pi0=pi0)
+    at_threshold = threshold_metrics(sums.tp, sums.fp, n_pos, n_neg, pi0=pi0)
     curves = curve_metrics(
         ranking.thresholds,
         ranking.pos,
@@ -274,40 +369,21 @@ def evaluate_prepared(
         pi0=pi0,
     )
     values: dict[str, Any] = {**at_threshold.regular, **curves.regular}
-    values["ks_abc"] = (
-        float(pos_sorted.sum()) / n_pos - float(neg_sorted.sum()) / n_neg
-        if n_pos and n_neg
-        else None
-    )
-    result: dict[str, Any] = {
-        "n": n,
-        "n_pos": n_pos,
-        "n_neg": n_neg,
-        "prior": n_pos / n if n else None,
-    }
-    reliability_rows: list[dict[str, float | int | None]] | None = None
-    if score_kind == "probability":
-        ece_table = bin_table(pos_sorted, neg_sorted, uniform_edges(ECE_BINS))
-        values.update(probability_metrics(pos_sorted, neg_sorted, ece_table=ece_table))
-        if reliability_strategy == "uniform" and reliability_bins == ECE_BINS:
-            reliability_rows = reliability(ece_table)
-        elif reliability_strategy == "uniform":
-            edges = uniform_edges(reliability_bins)
-            reliability_rows = reliability(bin_table(pos_sorted, neg_sorted, edges))
-        elif n:
-            edges = quantile_edges(prepared.scores, reliability_bins)
-            reliability_rows = reliability(bin_table(pos_sorted, neg_sorted, edges))
-        else:
-            reliability_rows = []
-    result["regular"] = {name: _number(values[name]) for name in REGULAR_METRICS if name in values}
+    values["ks_abc"] = sums.pos_sum / n_pos - sums.neg_sum / n_neg if n_pos and n_neg else None
+    if score_kind == "probability" and sums.probability is not None:
+        values.update(metrics_from_sums(sums.probability))
     calibrated: dict[str, dict[str, float | None]] = {}
     for p in pi0:
         merged = {**at_threshold.calibrated[float(p)], **curves.calibrated[float(p)]}
         calibrated[repr(float(p))] = {name: _number(merged[name]) for name in CALIBRATED_METRICS}
-    result["calibrated"] = calibrated
-    if reliability_rows is not None:
-        result["reliability"] = reliability_rows
-    return result
+    return {
+        "n": n,
+        "n_pos": n_pos,
+        "n_neg": n_neg,
+        "prior": n_pos / n if n else None,
+        "regular": {name: _number(values[name]) for name in REGULAR_METRICS if name in values},
+        "calibrated": calibrated,
+    }
 
 
 def _number(value: Any) -> float | None:

@@ -88,13 +88,80 @@ def reliability(table: BinTable) -> list[dict[str, float | int | None]]:
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class ProbabilitySums:
+    """The sums every probability metric of a set comes from; additive over disjoint sets.
+
+    Attributes:
+        n_pos, n_neg: class sizes.
+        pos_sq: Σ (1 - s)² over positives; neg_sq: Σ s² over negatives.
+        log_sum: Σ y log s + (1 - y) log(1 - s), s clipped to [1e-15, 1 - 1e-15].
+        ece_table: the :data:`ECE_BINS` equal-width :func:`bin_table`.
+    """
+
+    n_pos: int
+    n_neg: int
+    pos_sq: float
+    neg_sq: float
+    log_sum: float
+    ece_table: BinTable
+
+    def __add__(self, other: ProbabilitySums) -> ProbabilitySums:
+        a, b = self.ece_table, other.ece_table
+        return ProbabilitySums(
+            n_pos=self.n_pos + other.n_pos,
+            n_neg=self.n_neg + other.n_neg,
+            pos_sq=self.pos_sq + other.pos_sq,
+            neg_sq=self.neg_sq + other.neg_sq,
+            log_sum=self.log_sum + other.log_sum,
+            ece_table=BinTable(
+                edges=a.edges,
+                count=a.count + b.count,
+                positives=a.positives + b.positives,
+                score_sum=a.score_sum + b.score_sum,
+            ),
+        )
+
+
+def probability_sums(
+    pos_sorted: FloatArray, neg_sorted: FloatArray, *, ece_table: BinTable | None = None
+) -> ProbabilitySums:
+    """The :class:`ProbabilitySums` of a set given each class's scores in [0, 1], ascending
+    (``ece_table``: its equal-width table when already built)."""
+    pos_gap = 1.0 - pos_sorted
+    pos_sq = float(np.dot(pos_gap, pos_gap))
+    del pos_gap
+    log_sum = _clipped_log_sum(pos_sorted, positive=True) + _clipped_log_sum(
+        neg_sorted, positive=False
+    )
+    return ProbabilitySums(
+        n_pos=int(pos_sorted.size),
+        n_neg=int(neg_sorted.size),
+        pos_sq=pos_sq,
+        neg_sq=float(np.dot(neg_sorted, neg_sorted)),
+        log_sum=log_sum,
+        ece_table=(
+            bin_table(pos_sorted, neg_sorted, uniform_edges(ECE_BINS))
+            if ece_table is None
+            else ece_table
+        ),
+    )
+
+
 def probability_metrics(
     pos_sorted: FloatArray, neg_sorted: FloatArray, *, ece_table: BinTable
 ) -> dict[str, float | None]:
     """brier, brier_skill, brier_pos, brier_neg, log_loss, ece, mce of ``docs/metrics.md``.
 
     ``pos_sorted``, ``neg_sorted``: each class's scores in [0, 1], ascending. ``ece_table``:
-    the :data:`ECE_BINS` equal-width :func:`bin_table` of the same set.
+    the :data:`ECE_BINS` equal-width :func:`bin_table` of the same set. See
+    :func:`metrics_from_sums` for the definitions.
+    """
+    return metrics_from_sums(probability_sums(pos_sorted, neg_sorted, ece_table=ece_table))
+
+
+def metrics_from_sums(sums: ProbabilitySums) -> dict[str, float | None]:
+    """The probability metrics of the set ``sums`` describes.
 
     - brier = mean (s - y)², brier_pos = mean over positives of (1 - s)², brier_neg = mean
       over negatives of s²; brier_skill = 1 - brier / (π(1 - π)).
@@ -105,22 +172,15 @@ def probability_metrics(
     Undefined (None): everything when n = 0; brier_pos without positives; brier_neg without
     negatives; brier_skill unless both classes are present.
     """
-    n_pos = pos_sorted.size
-    n_neg = neg_sorted.size
+    n_pos = sums.n_pos
+    n_neg = sums.n_neg
     n = n_pos + n_neg
-    missing: dict[str, float | None] = dict.fromkeys(PROBABILITY_METRICS)
     if n == 0:
-        return missing
-    pos_gap = 1.0 - pos_sorted
-    pos_sq = float(np.dot(pos_gap, pos_gap))
-    del pos_gap
-    neg_sq = float(np.dot(neg_sorted, neg_sorted))
+        return dict.fromkeys(PROBABILITY_METRICS)
+    pos_sq, neg_sq = sums.pos_sq, sums.neg_sq
     brier = (pos_sq + neg_sq) / n
     prior = n_pos / n
-    log_sum = _clipped_log_sum(pos_sorted, positive=True) + _clipped_log_sum(
-        neg_sorted, positive=False
-    )
-    table = ece_table
+    table = sums.ece_table
     occupied = table.count > 0
     gaps = np.abs(table.score_sum - table.positives)
     bin_gaps = gaps[occupied] / table.count[occupied]
@@ -129,7 +189,7 @@ def probability_metrics(
         "brier_skill": 1.0 - brier / (prior * (1.0 - prior)) if 0 < n_pos < n else None,
         "brier_pos": pos_sq / n_pos if n_pos else None,
         "brier_neg": neg_sq / n_neg if n_neg else None,
-        "log_loss": -log_sum / n,
+        "log_loss": -sums.log_sum / n,
         "ece": float(gaps.sum() / n),
         "mce": float(bin_gaps.max()),
     }

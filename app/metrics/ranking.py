@@ -84,25 +84,66 @@ def rank_sorted(pos_sorted: FloatArray, neg_sorted: FloatArray) -> Ranking:
     that keep the sorted classes for other metrics (thresholded counts, reliability bins) sort
     once and call this instead of :func:`rank`.
     """
-    n_pos = pos_sorted.size
-    n_neg = neg_sorted.size
     runs = distinct_runs(pos_sorted)
     assert runs is not None
     ascending, pos_counts = runs
+    on, between = _place_negatives(neg_sorted, ascending)
+    return _from_ascending(ascending, pos_counts, on, between)
+
+
+def _place_negatives(neg_sorted: FloatArray, ascending: FloatArray) -> tuple[IntArray, IntArray]:
+    """Negatives ``neg_sorted`` (ascending) counted against the distinct positive scores
+    ``ascending`` (K,): (K,) tied with each, and (K+1,) strictly between ascending[i-1] and
+    ascending[i] (open ends at ±inf)."""
     below = np.searchsorted(neg_sorted, ascending, side="left")  # negatives < ascending[i]
     upto = np.searchsorted(neg_sorted, ascending, side="right")  # negatives <= ascending[i]
-    on = upto - below
-    # (K+1,) negatives strictly between ascending[i-1] and ascending[i] (open ends at ±inf)
-    between = np.append(below, n_neg) - np.insert(upto, 0, 0)
+    on = (upto - below).astype(np.int64, copy=False)
+    between = (np.append(below, neg_sorted.size) - np.insert(upto, 0, 0)).astype(np.int64)
+    return on, between
+
+
+def _from_ascending(
+    ascending: FloatArray, pos_counts: IntArray, on: IntArray, between: IntArray
+) -> Ranking:
     return Ranking(
         thresholds=ascending[::-1].copy(),
         pos=pos_counts[::-1].copy(),
-        neg_tied=on[::-1].astype(np.int64),
-        neg_above=between[:0:-1].astype(np.int64),
+        neg_tied=on[::-1].copy(),
+        neg_above=between[:0:-1].copy(),
         neg_below=int(between[0]),
-        n_pos=int(n_pos),
-        n_neg=int(n_neg),
+        n_pos=int(pos_counts.sum()),
+        n_neg=int(between.sum() + on.sum()),
     )
+
+
+class RankingAccumulator:
+    """The :class:`Ranking` of a set read in parts, without holding its negatives at once.
+
+    A pooled set (e.g. a reference period of many windows) has few positives and many
+    negatives. Its blocks are the distinct positive scores of the whole set, so all positives
+    are given first (``pos_sorted``, ascending); negatives then arrive in any number of parts
+    of any order, each ascending, and are only counted against those blocks
+    (O(K log m) per part of m negatives). The result equals ``rank_sorted`` of the pooled
+    arrays exactly.
+    """
+
+    def __init__(self, pos_sorted: FloatArray) -> None:
+        runs = distinct_runs(pos_sorted)
+        assert runs is not None
+        self._ascending, self._pos_counts = runs
+        k = self._ascending.size
+        self._on = np.zeros(k, dtype=np.int64)
+        self._between = np.zeros(k + 1, dtype=np.int64)
+
+    def add_negatives(self, neg_sorted: FloatArray) -> None:
+        """Count one part of the negatives (finite, ascending)."""
+        on, between = _place_negatives(neg_sorted, self._ascending)
+        self._on += on
+        self._between += between
+
+    def ranking(self) -> Ranking:
+        """The ranking of the positives and every part added so far."""
+        return _from_ascending(self._ascending, self._pos_counts, self._on, self._between)
 
 
 def distinct_runs(
