@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -59,10 +60,12 @@ class _Blocks:
     """Cumulative counts shared by every metric; arrays (..., K) unless noted."""
 
     thresholds: FloatArray  # (K,)
-    pos: FloatArray
-    neg_tied: FloatArray
+    pos: npt.NDArray[Any]  # counts as given (int or float)
+    neg_tied: npt.NDArray[Any]
     tp: FloatArray
     fp: FloatArray
+    fp_before: FloatArray
+    tp_before: FloatArray
     n_pos: FloatArray  # (...,)
     n_neg: FloatArray  # (...,)
     prior: FloatArray  # (...,)
@@ -103,11 +106,20 @@ def curve_metrics(
     """
     blocks = _blocks(thresholds, pos, neg_tied, neg_above, neg_below)
     nan = np.float64(np.nan)
+    if blocks.thresholds.size == 0:  # no positives anywhere: nothing is defined
+        lead = blocks.n_pos.shape
+        return CurveValues(
+            regular={name: np.full(lead, nan) for name in REGULAR_CURVE_METRICS},
+            calibrated={
+                float(p): {name: np.full(lead, nan) for name in CALIBRATED_CURVE_METRICS}
+                for p in pi0
+            },
+        )
     has_pos = blocks.n_pos > 0
     both = has_pos & (blocks.n_neg > 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        gains = _GainCurve(blocks)
-        regular = _prior_dependent(blocks, gains, weighted_fp=blocks.fp, crossing=blocks.prior)
+        shared = _Shared(blocks)
+        regular = _prior_dependent(blocks, shared, ratio=None, crossing=blocks.prior)
         regular["average_precision"] = np.where(has_pos, regular["average_precision"], nan)
         regular["best_f1"] = np.where(has_pos, regular["best_f1"], nan)
         regular["best_f1_threshold"] = np.where(has_pos, regular["best_f1_threshold"], nan)
@@ -117,10 +129,11 @@ def curve_metrics(
         calibrated: dict[float, dict[str, FloatArray]] = {}
         for value in pi0:
             key = float(value)
-            ratio = calibration_ratio(blocks.prior, key)[..., None]
-            crossing = np.full_like(blocks.prior, key)
             values = _prior_dependent(
-                blocks, gains, weighted_fp=ratio * blocks.fp, crossing=crossing
+                blocks,
+                shared,
+                ratio=calibration_ratio(blocks.prior, key),
+                crossing=np.full_like(blocks.prior, key),
             )
             calibrated[key] = {name: np.where(both, values[name], nan) for name in values}
     return CurveValues(
@@ -140,10 +153,7 @@ def _blocks(
     neg_below: npt.ArrayLike,
 ) -> _Blocks:
     thr = np.asarray(thresholds, dtype=np.float64)
-    pos_a = np.asarray(pos, dtype=np.float64)
-    tied_a = np.asarray(neg_tied, dtype=np.float64)
-    above_a = np.asarray(neg_above, dtype=np.float64)
-    below_a = np.asarray(neg_below, dtype=np.float64)
+    pos_a, tied_a, above_a, below_a = (np.asarray(x) for x in (pos, neg_tied, neg_above, neg_below))
     if thr.ndim != 1:
         raise ValueError(f"thresholds must be 1-D, got shape {thr.shape}")
     k = thr.shape[0]
@@ -158,14 +168,14 @@ def _blocks(
     lead = pos_a.shape[:-1]
     if below_a.shape != lead:
         raise ValueError(f"neg_below must have shape {lead}, got {below_a.shape}")
-    tp = np.cumsum(pos_a, axis=-1)
-    fp = np.cumsum(above_a + tied_a, axis=-1)
+    tp = np.cumsum(pos_a, axis=-1, dtype=np.float64)
+    fp = np.cumsum(above_a + tied_a, axis=-1, dtype=np.float64)
     if k:
         n_pos = tp[..., -1].copy()
         n_neg = fp[..., -1] + below_a
     else:
         n_pos = np.zeros(lead)
-        n_neg = below_a.copy()
+        n_neg = below_a.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         prior = n_pos / (n_pos + n_neg)
     return _Blocks(
@@ -174,6 +184,8 @@ def _blocks(
         neg_tied=tied_a,
         tp=tp,
         fp=fp,
+        fp_before=fp - tied_a,
+        tp_before=tp - pos_a,
         n_pos=n_pos,
         n_neg=n_neg,
         prior=prior,
@@ -181,58 +193,64 @@ def _blocks(
 
 
 def _roc_auc(b: _Blocks) -> FloatArray:
-    n_neg = b.n_neg[..., None]
-    wins = (b.pos * (n_neg - b.fp + 0.5 * b.neg_tied)).sum(axis=-1)
-    auc: FloatArray = wins / (b.n_pos * b.n_neg)
+    """Σ pos·(n_neg - FP + tied/2) = n_pos·n_neg - Σ pos·FP + Σ pos·tied/2, over n_pos·n_neg."""
+    losses = np.einsum("...k,...k->...", b.pos, b.fp) - 0.5 * np.einsum(
+        "...k,...k->...", b.pos, b.neg_tied
+    )
+    pairs = b.n_pos * b.n_neg
+    auc: FloatArray = (pairs - losses) / pairs
     return auc
 
 
 def _ks(b: _Blocks) -> FloatArray:
-    gap = b.tp / b.n_pos[..., None] - b.fp / b.n_neg[..., None]
+    gap = b.tp / b.n_pos[..., None]
+    gap -= b.fp / b.n_neg[..., None]
     ks: FloatArray = np.maximum(gap.max(axis=-1, initial=0.0), 0.0)
     return ks
 
 
-class _GainCurve:
-    """The π0-independent parts of the precision-recall-gain curve, (..., K) each.
+class _Shared:
+    """What every P (regular and each π0) reuses, (..., K) each.
 
-    PG = 1 - (π/(1-π))·FP/TP is evaluated as 1 - (n_pos·FP)/(n_neg·TP), which for integer
-    counts is the correctly rounded value and exactly 0 where TN + FN = 0 (the rule of
-    ``docs/metrics.md``; RG is then exactly 1 since FN = 0).
+    - ``fn_over_tp`` g = FN/TP, so RG = 1 - k·g for k = c/(1-c); inf where TP = 0.
+    - ``tail``: E_i = Σ_{j>i} (g_j - g_{j-1})·(PGa_j + PG_j), where PG_j is the precision gain
+      at block j and PGa_j the one at the point just above it (TP_{j-1}, FP before block j).
+      The trapezoids after the first block b with RG ≥ 0 then sum to -k·E_b/2 for any k,
+      since RG_j - RG_{j-1} = -k·(g_j - g_{j-1}). Values at i < b may be NaN; never read.
+    - ``pos_tp`` pos·TP (AP numerators) and ``two_tp`` 2·TP (F1 numerators).
     """
 
     def __init__(self, b: _Blocks) -> None:
-        n_pos = b.n_pos[..., None]
-        n_neg = b.n_neg[..., None]
-        fp_before = b.fp - b.neg_tied
-        tp_before = b.tp - b.pos
-        self.gain_at_block: FloatArray = 1.0 - (n_pos * b.fp) / (n_neg * b.tp)
-        gain_above = 1.0 - (n_pos * fp_before) / (n_neg * tp_before)
-        # Trapezoid heights (x2) from the point just above block j to block j.
-        self.height_sum: FloatArray = gain_above + self.gain_at_block
+        odds = (b.n_pos / b.n_neg)[..., None]  # π/(1-π)
         self.fn_over_tp: FloatArray = (b.n_pos[..., None] - b.tp) / b.tp
-        self.fp_before = fp_before
-        self.tp_before = tp_before
+        heights = b.fp_before / b.tp_before
+        heights += b.fp / b.tp
+        heights *= -odds
+        heights += 2.0  # PGa_j + PG_j
+        steps = np.empty_like(heights)
+        steps[..., -1] = 0.0
+        np.subtract(self.fn_over_tp[..., 1:], self.fn_over_tp[..., :-1], out=steps[..., :-1])
+        steps[..., :-1] *= heights[..., 1:]
+        self.tail: FloatArray = np.cumsum(steps[..., ::-1], axis=-1)[..., ::-1]
+        self.pos_tp: FloatArray = b.pos * b.tp
+        self.two_tp: FloatArray = 2.0 * b.tp
+        self.scratch: FloatArray = heights  # reused by _prior_dependent
 
 
 def _prior_dependent(
-    b: _Blocks, gains: _GainCurve, *, weighted_fp: FloatArray, crossing: FloatArray
+    b: _Blocks, shared: _Shared, *, ratio: FloatArray | None, crossing: FloatArray
 ) -> dict[str, FloatArray]:
-    """AP, best F1 and AUPRG for one P (via ``weighted_fp`` = r·FP) and one crossing c."""
-    k = b.thresholds.shape[0]
-    lead = b.n_pos.shape
-    if k == 0:
-        empty = np.full(lead, np.nan)
-        return {
-            "average_precision": empty,
-            "best_f1": empty,
-            "best_f1_threshold": empty,
-            "pr_gain_auc": empty,
-        }
-    flagged = b.tp + weighted_fp
+    """AP, best F1 and AUPRG for P = TP/(TP + r·FP) (r = ``ratio`` (...,), None for 1) and
+    AUPRG crossing constant c = ``crossing`` (...,)."""
+    flagged = shared.scratch
+    if ratio is None:
+        np.add(b.tp, b.fp, out=flagged)
+    else:
+        np.multiply(b.fp, ratio[..., None], out=flagged)
+        flagged += b.tp
     np.maximum(flagged, np.finfo(np.float64).tiny, out=flagged)  # TP = FP = 0 gives P = 0
-    ap = (b.pos * b.tp / flagged).sum(axis=-1) / b.n_pos
-    f1 = f1_from_counts(b.tp, flagged, b.n_pos[..., None])
+    ap = np.einsum("...k,...k->...", shared.pos_tp, np.reciprocal(flagged)) / b.n_pos
+    f1 = f1_from_counts(shared.two_tp, flagged, b.n_pos[..., None], out=flagged)
     best = np.argmax(f1, axis=-1)[..., None]
     best_f1 = np.take_along_axis(f1, best, axis=-1)[..., 0]
     best_threshold = b.thresholds[best[..., 0]]
@@ -240,31 +258,29 @@ def _prior_dependent(
         "average_precision": ap,
         "best_f1": best_f1,
         "best_f1_threshold": best_threshold,
-        "pr_gain_auc": _auprg(b, gains, crossing),
+        "pr_gain_auc": _auprg(b, shared, crossing),
     }
 
 
-def _auprg(b: _Blocks, gains: _GainCurve, crossing: FloatArray) -> FloatArray:
+def _auprg(b: _Blocks, shared: _Shared, crossing: FloatArray) -> FloatArray:
     """AUPRG with recall-gain constant c = ``crossing`` (...,); see :func:`curve_metrics`."""
-    odds = (crossing / (1.0 - crossing))[..., None]
-    recall_gain = 1.0 - odds * gains.fn_over_tp  # nondecreasing along blocks; -inf at TP = 0
-    k = recall_gain.shape[-1]
-    # First block with RG >= 0 (the last block with positives has RG = 1).
-    first = np.minimum(np.count_nonzero(recall_gain < 0.0, axis=-1), k - 1)[..., None]
+    odds = crossing / (1.0 - crossing)
+    g = shared.fn_over_tp
+    k = g.shape[-1]
+    # First block b with RG = 1 - odds·g ≥ 0 (g is nonincreasing; the last block has g = 0).
+    first = np.count_nonzero(g > (1.0 / odds)[..., None], axis=-1)
+    first = np.minimum(first, k - 1)[..., None]
 
-    def at_first(arr: FloatArray) -> FloatArray:
+    def at_first(arr: npt.NDArray[Any]) -> FloatArray:
         picked: FloatArray = np.take_along_axis(arr, first, axis=-1)[..., 0]
         return picked
 
-    rg_first = at_first(recall_gain)
+    tp_b, fp_b = at_first(b.tp), at_first(b.fp)
+    rg_first = 1.0 - odds * at_first(g)
+    gain_first = 1.0 - (b.n_pos * fp_b) / (b.n_neg * tp_b)
     tp_star = crossing * b.n_pos
-    tp_prev = at_first(gains.tp_before)
-    fp_star = at_first(gains.fp_before) + (tp_star - tp_prev) * at_first(b.neg_tied) / at_first(
-        b.pos
-    )
+    tp_prev = at_first(b.tp_before)
+    fp_star = at_first(b.fp_before) + (tp_star - tp_prev) * at_first(b.neg_tied) / at_first(b.pos)
     gain_star = 1.0 - (b.n_pos * fp_star) / (b.n_neg * tp_star)
-    area = rg_first * (gain_star + at_first(gains.gain_at_block))
-    steps = np.diff(recall_gain, axis=-1) * gains.height_sum[..., 1:]
-    area += np.where(recall_gain[..., :-1] >= 0.0, steps, 0.0).sum(axis=-1)
-    result: FloatArray = 0.5 * area
+    result: FloatArray = 0.5 * (rg_first * (gain_star + gain_first) - odds * at_first(shared.tail))
     return result

@@ -41,16 +41,23 @@ def calibration_ratio(prior: FloatArray, pi0: float) -> FloatArray:
     return ratio
 
 
-def f1_from_counts(tp: FloatArray, flagged: FloatArray, n_pos: FloatArray) -> FloatArray:
+def f1_from_counts(
+    two_tp: FloatArray, flagged: FloatArray, n_pos: FloatArray, *, out: FloatArray | None = None
+) -> FloatArray:
     """F1 = 2PR/(P + R) with P = TP/flagged, R = TP/n_pos, computed as 2·TP/(flagged + n_pos).
 
-    ``flagged`` is TP + FP (regular) or TP + r·FP (calibrated). The single-division form is
-    the same number, is 0 when TP = 0 < flagged (P + R = 0), and gives equal floats to equal
-    ratios of integer counts, so "the highest threshold reaching the best F1" is not decided
-    by rounding. Where flagged = 0 or n_pos = 0 the caller marks F1 undefined.
+    ``two_tp`` is 2·TP; ``flagged`` is TP + FP (regular) or TP + r·FP (calibrated). The
+    single-division form is the same number, is 0 when TP = 0 < flagged (P + R = 0), and gives
+    equal floats to equal ratios of integer counts, so "the highest threshold reaching the
+    best F1" is not decided by rounding. Where flagged = 0 or n_pos = 0 the caller marks F1
+    undefined. ``out`` may be ``flagged`` itself (it is then overwritten).
     """
     with np.errstate(divide="ignore", invalid="ignore"):
-        f1: FloatArray = (2.0 * tp) / (flagged + n_pos)
+        if out is None:
+            f1: FloatArray = two_tp / (flagged + n_pos)
+        else:
+            np.add(flagged, n_pos, out=out)
+            f1 = np.divide(two_tp, out, out=out)
     return f1
 
 
@@ -85,7 +92,7 @@ def threshold_metrics(
             "precision": np.where(has_pred, tp_a / predicted, nan),
             "recall": np.where(has_pos, tp_a / pos_a, nan),
             "fpr": np.where(neg_a > 0, fp_a / neg_a, nan),
-            "f1": np.where(f1_defined, f1_from_counts(tp_a, predicted, pos_a), nan),
+            "f1": np.where(f1_defined, f1_from_counts(2.0 * tp_a, predicted, pos_a), nan),
         }
         prior = pos_a / (pos_a + neg_a)
         both = has_pos & (neg_a > 0)
@@ -95,6 +102,6 @@ def threshold_metrics(
             flagged = tp_a + calibration_ratio(prior, key) * fp_a
             calibrated[key] = {
                 "precision": np.where(has_pred & both, tp_a / flagged, nan),
-                "f1": np.where(f1_defined & both, f1_from_counts(tp_a, flagged, pos_a), nan),
+                "f1": np.where(f1_defined & both, f1_from_counts(2.0 * tp_a, flagged, pos_a), nan),
             }
     return ThresholdValues(regular=regular, calibrated=calibrated)
