@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -17,10 +18,13 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
     TypeDecorator,
+    UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -136,3 +140,117 @@ class PendingLabel(Base):
     client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     label: Mapped[int] = mapped_column(SmallInteger)
     received_at: Mapped[datetime]
+
+
+#: window states still to compute (never computed, or data changed since)
+PENDING_WINDOW = text("computed_version IS NULL OR computed_version < version")
+
+
+class ModelSegment(Base):
+    """A named segment whose windows the scheduler computes: the first ``max_segments`` seen.
+
+    ``position`` is the order of first sight (0 first); a model computes the segments with
+    ``position < max_segments``, so the set only grows and never changes under its series.
+    """
+
+    __tablename__ = "model_segments"
+    __table_args__ = (UniqueConstraint("model_id", "position"),)
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    first_seen_at: Mapped[datetime]
+
+
+class ModelScan(Base):
+    """When the scheduler last scanned a model's predictions for changes (its start time)."""
+
+    __tablename__ = "model_scans"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    scanned_at: Mapped[datetime]
+
+
+class WindowState(Base):
+    """What the scheduler knows of one window of a model that holds predictions.
+
+    ``version`` goes up each time the scan sees the window's predictions change;
+    ``computed_version`` is the version the stored results were computed from, so the window
+    is pending while it is NULL or lower. ``checkpoint_at``, ``band_count`` and ``band_sum``
+    fingerprint the predictions changed since ``checkpoint_at`` minus the scan margin (how
+    many, and the sum of their ``changed_at`` in microseconds past that instant, as decimal
+    text), which tells a change the results already hold from one they do not.
+    ``requested_at`` marks a recompute asked through the API; ``failures`` and ``retry_at``
+    space out retries of a window whose computation fails.
+    """
+
+    __tablename__ = "window_states"
+    __table_args__ = (
+        Index(
+            "ix_window_states_pending",
+            "model_id",
+            "starts_at",
+            postgresql_where=PENDING_WINDOW,
+            sqlite_where=PENDING_WINDOW,
+        ),
+    )
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    starts_at: Mapped[datetime] = mapped_column(primary_key=True)
+    ends_at: Mapped[datetime]
+    version: Mapped[int] = mapped_column(Integer)
+    computed_version: Mapped[int | None] = mapped_column(Integer)
+    checkpoint_at: Mapped[datetime]
+    band_count: Mapped[int | None] = mapped_column(BigInteger)
+    band_sum: Mapped[str | None] = mapped_column(String(40))
+    requested_at: Mapped[datetime | None]
+    failures: Mapped[int] = mapped_column(Integer)
+    retry_at: Mapped[datetime | None]
+
+
+class WindowResult(Base):
+    """The computed result of one window and segment (``*`` = every prediction).
+
+    ``record`` is the JSON the API serves; the other columns repeat the parts that queries
+    filter or sort on. ``computed_by`` names the scheduler instance that computed it.
+    """
+
+    __tablename__ = "window_results"
+    __table_args__ = (Index("ix_window_results_model_id_starts_at", "model_id", "starts_at"),)
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    segment: Mapped[str] = mapped_column(String(64), primary_key=True)
+    starts_at: Mapped[datetime] = mapped_column(primary_key=True)
+    ends_at: Mapped[datetime]
+    computed_at: Mapped[datetime]
+    computed_by: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)
+    n: Mapped[int] = mapped_column(BigInteger)
+    n_pos: Mapped[int] = mapped_column(BigInteger)
+    unlabelled: Mapped[int] = mapped_column(BigInteger)
+    prior: Mapped[float | None] = mapped_column(Double)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class WindowScores(Base):
+    """Each class's scores of a computed window and segment, sorted: the parts a trailing
+    reference set is pooled from (float64 little-endian, ascending)."""
+
+    __tablename__ = "window_scores"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    segment: Mapped[str] = mapped_column(String(64), primary_key=True)
+    starts_at: Mapped[datetime] = mapped_column(primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    positives: Mapped[bytes] = mapped_column(LargeBinary)
+    negatives: Mapped[bytes] = mapped_column(LargeBinary)

@@ -15,7 +15,16 @@ from app.db.models import Base
 from app.db.session import create_db_engine
 from app.settings import Settings
 
-TABLES = {"models", "predictions", "pending_labels"}
+TABLES = {
+    "models",
+    "predictions",
+    "pending_labels",
+    "model_segments",
+    "model_scans",
+    "window_states",
+    "window_results",
+    "window_scores",
+}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
