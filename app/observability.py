@@ -35,8 +35,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from app import __version__
-
-MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+from app.settings import MULTIPROC_ENV
 
 #: what `calmon_ingest_rejected_total{reason}` may say, by HTTP status of the rejection
 REJECT_REASONS: Final[dict[int, str]] = {

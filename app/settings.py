@@ -19,6 +19,8 @@ Scope = Literal["read", "write", "admin"]
 
 SCOPES: Final[frozenset[str]] = frozenset({"read", "write", "admin"})
 MIN_TOKEN_LENGTH: Final = 16
+#: where prometheus_client's multiprocess mode keeps the values of every worker
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 LOOPBACK_NAMES: Final[frozenset[str]] = frozenset({"localhost", "localhost.localdomain"})
 
 

@@ -32,8 +32,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _prepare_multiprocess_dir() -> Path | None:
-    """Point the workers at a shared metrics directory; returns it if it must be removed."""
-    from app.observability import MULTIPROC_ENV
+    """Point the workers at a shared metrics directory; returns it if it must be removed.
+
+    Must run before anything in this process imports :mod:`app.observability`.
+    """
+    from app.settings import MULTIPROC_ENV
 
     existing = os.environ.get(MULTIPROC_ENV)
     if existing:

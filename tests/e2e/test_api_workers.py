@@ -1,0 +1,77 @@
+"""`calmon api --workers 2` on PostgreSQL: every scrape adds up the counters of both workers."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+from tests.e2e.test_serve_quickstart import (
+    calmon_command,
+    clean_environment,
+    free_port,
+    wait_until_up,
+)
+
+BATCHES = 24
+PER_BATCH = 50
+
+
+def _ingested(text: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "calmon_predictions_ingested_total":
+                return sample.value
+    return 0.0
+
+
+def test_two_workers_share_their_counters(postgres_database: str, tmp_path: Path) -> None:
+    url = postgres_database.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_db_engine(Settings(database_url=url))
+    migrate.upgrade(engine)
+    engine.dispose()
+    metrics_dir = tmp_path / "metrics"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        **clean_environment(),
+        "CALMON_DATABASE_URL": url,
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        "CALMON_LOG_LEVEL": "WARNING",
+    }
+    log = (tmp_path / "api.log").open("wb")
+    process = subprocess.Popen(
+        [*calmon_command(), "api", "--workers", "2", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until_up(base, process)
+        assert httpx.put(f"{base}/v1/models/w", json={}).status_code == 201
+        for b in range(BATCHES):
+            body = {
+                "predictions": [
+                    {"id": f"{b}-{i}", "timestamp": "2024-05-01T10:00:00Z", "score": 0.5}
+                    for i in range(PER_BATCH)
+                ]
+            }
+            # a new connection per request, so both workers take some
+            response = httpx.post(f"{base}/v1/models/w/predictions", json=body)
+            assert response.json()["new"] == PER_BATCH
+        workers_with_values = {p.name.rsplit("_", 1)[-1] for p in metrics_dir.glob("counter_*.db")}
+        assert len(workers_with_values) >= 2, workers_with_values
+        for _ in range(6):
+            assert _ingested(httpx.get(f"{base}/metrics").text) == BATCHES * PER_BATCH
+            time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()

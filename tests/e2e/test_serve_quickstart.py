@@ -1,0 +1,92 @@
+"""The README's quick start: `calmon serve` with no configuration, in an empty directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+STARTUP_SECONDS = 30
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def calmon_command() -> list[str]:
+    script = Path(sys.executable).parent / "calmon"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+def clean_environment() -> dict[str, str]:
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CALMON_") and k != "PROMETHEUS_MULTIPROC_DIR"
+    }
+
+
+def wait_until_up(base: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the server exited"
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the server did not answer /healthz in time")
+
+
+def test_serve_with_no_configuration(tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [*calmon_command(), "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=clean_environment(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until_up(base, process)
+        assert httpx.get(f"{base}/readyz").status_code == 200
+        created = httpx.put(f"{base}/v1/models/quickstart", json={"pi0": [0.1]})
+        assert created.status_code == 201
+        body = {
+            "predictions": [
+                {
+                    "id": f"p{i}",
+                    "timestamp": "2024-05-01T10:00:00Z",
+                    "score": i / 10,
+                    "label": i % 2,
+                }
+                for i in range(10)
+            ]
+        }
+        posted = httpx.post(f"{base}/v1/models/quickstart/predictions", json=body)
+        assert posted.json() == {"new": 10, "duplicates": 0, "pending_labels_applied": 0}
+        assert httpx.get(f"{base}/docs").status_code == 200
+        metrics = httpx.get(f"{base}/metrics").text
+        assert 'calmon_predictions_ingested_total{model="quickstart"} 10.0' in metrics
+    finally:
+        process.terminate()
+        code = process.wait(timeout=15)
+        log.close()
+    # uvicorn re-raises the SIGTERM it handled once shut down cleanly
+    assert code in (0, -signal.SIGTERM), (tmp_path / "serve.log").read_text()
+    assert "Application shutdown complete" in (tmp_path / "serve.log").read_text()
+    assert (tmp_path / "calmon.db").is_file()
+    lines = (tmp_path / "serve.log").read_text().splitlines()
+    assert any('"route":"/v1/models/{model}/predictions"' in line for line in lines)

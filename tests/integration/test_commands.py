@@ -1,0 +1,91 @@
+"""The `calmon migrate`, `calmon api` and `calmon serve` commands (in process, real databases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, inspect
+
+from app.cli import main
+from app.settings import is_loopback
+
+
+@pytest.fixture
+def sqlite_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "cli.db"
+    monkeypatch.setenv("CALMON_DATABASE_URL", f"sqlite:///{path}")
+    monkeypatch.delenv("CALMON_API_TOKENS", raising=False)
+    monkeypatch.delenv("CALMON_API_TOKENS_FILE", raising=False)
+    return path
+
+
+def _tables(path: Path) -> set[str]:
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_migrate_check_and_downgrade(sqlite_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["migrate", "--check"]) == 1
+    assert "current: empty" in capsys.readouterr().out
+    assert main(["migrate"]) == 0
+    assert {"models", "predictions", "pending_labels"} <= _tables(sqlite_env)
+    assert main(["migrate", "--check"]) == 0
+    assert main(["migrate", "--downgrade", "base"]) == 0
+    assert _tables(sqlite_env) <= {"alembic_version"}
+
+
+def test_migrate_postgres(postgres_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALMON_DATABASE_URL", postgres_database)
+    assert main(["migrate"]) == 0
+    assert main(["migrate", "--check"]) == 0
+
+
+def test_migrate_unreachable_database_fails_cleanly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CALMON_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:9/none")
+    assert main(["migrate"]) == 1
+    assert "database error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["api", "serve"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.org"])
+def test_open_api_refuses_non_loopback(
+    sqlite_env: Path, command: str, host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--host", host]) == 2
+    err = capsys.readouterr().err
+    assert f"refusing to listen on {host}" in err
+    assert "CALMON_API_TOKENS" in err
+    assert not sqlite_env.exists()
+
+
+def test_invalid_configuration_exits_2(
+    sqlite_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CALMON_PORT", "99999")
+    for command in ("api", "serve", "migrate"):
+        assert main([command]) == 2
+        assert "CALMON_PORT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.1", False),
+        ("localhost.example.org", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
