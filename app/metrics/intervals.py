@@ -130,10 +130,16 @@ def cut_at(scores: FloatArray, labels: Labels, ranking: Ranking, threshold: floa
     The ranking does not keep where negatives sit inside a run between two blocks, so the
     negatives with s ≥ τ are counted once from the raw arrays (O(n)).
     """
+    fp = int(np.count_nonzero((scores >= threshold) & ~labels.astype(bool, copy=False)))
+    return cut_with_fp(ranking, threshold, fp)
+
+
+def cut_with_fp(ranking: Ranking, threshold: float, fp: int) -> ThresholdCut:
+    """Locate ``threshold`` in ``ranking`` given ``fp``, the set's negatives with s ≥ τ (for
+    a set that is not held as arrays, such as a pooled reference)."""
     k = ranking.thresholds.size
     blocks = int(np.count_nonzero(ranking.thresholds >= threshold))
     fp_blocks = int(np.sum(ranking.neg_above[:blocks]) + np.sum(ranking.neg_tied[:blocks]))
-    fp = int(np.count_nonzero((scores >= threshold) & ~labels.astype(bool, copy=False)))
     run = int(ranking.neg_above[blocks]) if blocks < k else ranking.neg_below
     neg_hi = fp - fp_blocks
     return ThresholdCut(blocks=blocks, neg_hi=neg_hi, neg_lo=run - neg_hi)
@@ -526,12 +532,33 @@ def likelihood_intervals(
     scale (:func:`replicate_interval`); B defaults to :func:`default_replicates` of the larger
     set. None when the point value is undefined or too few replicates are defined.
     """
+    return likelihood_intervals_ranked(
+        window_ranking,
+        cut_at(window_scores, window_labels, window_ranking, threshold),
+        ref_ranking,
+        cut_at(ref_scores, ref_labels, ref_ranking, threshold),
+        level=level,
+        replicates=replicates,
+        seed=seed,
+    )
+
+
+def likelihood_intervals_ranked(
+    window_ranking: Ranking,
+    window_cut: ThresholdCut,
+    ref_ranking: Ranking,
+    ref_cut: ThresholdCut,
+    *,
+    level: float = 0.95,
+    replicates: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Interval]:
+    """:func:`likelihood_intervals` from each set's ranking and threshold cut (see
+    :func:`cut_with_fp`), for a reference pooled without its rows."""
     _check(level, replicates)
     if replicates is None:
         blocks = max(window_ranking.thresholds.size, ref_ranking.thresholds.size)
         replicates = default_replicates(blocks)
-    window_cut = cut_at(window_scores, window_labels, window_ranking, threshold)
-    ref_cut = cut_at(ref_scores, ref_labels, ref_ranking, threshold)
     rng = np.random.default_rng(seed)
 
     ref_point = observed(ref_ranking, ref_cut)
