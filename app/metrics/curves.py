@@ -217,7 +217,7 @@ class _Shared:
       at block j and PGa_j the one at the point just above it (TP_{j-1}, FP before block j).
       The trapezoids after the first block b with RG ≥ 0 then sum to -k·E_b/2 for any k,
       since RG_j - RG_{j-1} = -k·(g_j - g_{j-1}). Values at i < b may be NaN; never read.
-    - ``pos_tp`` pos·TP (AP numerators) and ``two_tp`` 2·TP (F1 numerators).
+    - ``pos_tp`` pos·TP (AP numerators), ``two_tp`` 2·TP (F1 numerators), ``tp_nonzero``.
     """
 
     def __init__(self, b: _Blocks) -> None:
@@ -233,6 +233,8 @@ class _Shared:
         steps[..., :-1] *= heights[..., 1:]
         self.tail: FloatArray = np.cumsum(steps[..., ::-1], axis=-1)[..., ::-1]
         self.pos_tp: FloatArray = b.pos * b.tp
+        # TP + tiny is TP for every TP ≥ 1 and keeps TP + r·FP > 0 where TP = FP = 0 (P := 0).
+        self.tp_nonzero: FloatArray = b.tp + np.finfo(np.float64).tiny
         self.two_tp: FloatArray = 2.0 * b.tp
         self.scratch: FloatArray = heights  # reused by _prior_dependent
 
@@ -244,11 +246,10 @@ def _prior_dependent(
     AUPRG crossing constant c = ``crossing`` (...,)."""
     flagged = shared.scratch
     if ratio is None:
-        np.add(b.tp, b.fp, out=flagged)
+        np.add(shared.tp_nonzero, b.fp, out=flagged)
     else:
         np.multiply(b.fp, ratio[..., None], out=flagged)
-        flagged += b.tp
-    np.maximum(flagged, np.finfo(np.float64).tiny, out=flagged)  # TP = FP = 0 gives P = 0
+        flagged += shared.tp_nonzero
     ap = np.einsum("...k,...k->...", shared.pos_tp, np.reciprocal(flagged)) / b.n_pos
     f1 = f1_from_counts(shared.two_tp, flagged, b.n_pos[..., None], out=flagged)
     best = np.argmax(f1, axis=-1)[..., None]
