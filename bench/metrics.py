@@ -1,6 +1,6 @@
 """Speed and memory of the metric engine (a script, not a test).
 
-    .venv/bin/python bench/metrics.py [--sizes 1000000 10000000] [--repeats 5]
+    .venv/bin/python bench/metrics.py [--sizes 1000000 10000000] [--repeats 3]
 
 On random predictions with π = 0.01, without and with ties (scores rounded to 4 decimals),
 prints, each the median of interleaved repeats (the machine may be shared, so every timing of
@@ -85,7 +85,7 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**6, 10**7])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
     print(f"π = {PRIOR}, π0 = {PI0}, threshold {THRESHOLD}; median of {args.repeats} rounds")
