@@ -101,6 +101,19 @@ class Settings(BaseSettings):
     retention_days: int = Field(
         default=400, ge=0, description="keep predictions this many days of event time; 0 = ever"
     )
+    scheduler_interval: float = Field(
+        default=15.0, gt=0, description="seconds between two scheduler ticks (scan, compute)"
+    )
+    scheduler_scan_margin: float = Field(
+        default=300.0,
+        ge=0,
+        description="seconds a prediction write may take to commit; rescanned for changes",
+    )
+    scheduler_pause_before_commit: float = Field(
+        default=0.0,
+        ge=0,
+        description="testing hook: seconds each window's transaction waits before it commits",
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod
