@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from psycopg import sql
 
 from app.api.app import create_app
 from app.db import migrate
@@ -17,24 +20,59 @@ from app.settings import Settings
 ClientFactory = Callable[..., TestClient]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database of each backend: a SQLite file, then a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'calmon.db'}"
-    url: str = request.getfixturevalue("postgres_database")
-    return url.replace("postgresql://", "postgresql+psycopg://", 1)
-
-
-@pytest.fixture
-def migrated_url(database_url: str) -> str:
-    """``database_url`` upgraded to the latest schema."""
-    engine = create_db_engine(Settings(database_url=database_url))
+@pytest.fixture(scope="session")
+def shared_postgres_url(postgres_admin_url: str) -> Iterator[str]:
+    """One migrated PostgreSQL database for the session (tests empty it before use)."""
+    name = f"calmon_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    base, _, _ = postgres_admin_url.rpartition("/")
+    url = f"{base}/{name}".replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_db_engine(Settings(database_url=url))
+    migrate.upgrade(engine)
+    engine.dispose()
     try:
-        migrate.upgrade(engine)
+        yield url
     finally:
-        engine.dispose()
-    return database_url
+        with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def _empty_postgres(url: str) -> None:
+    libpq_url = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                " AND tablename <> 'alembic_version'"
+            )
+        ]
+        if tables:
+            conn.execute(
+                sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
+                    sql.SQL(", ").join(sql.Identifier(t) for t in tables)
+                )
+            )
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def migrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database at the latest schema, of each backend: a new SQLite file, then the
+    session's PostgreSQL database emptied of all rows."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'calmon.db'}"
+        engine = create_db_engine(Settings(database_url=url))
+        try:
+            migrate.upgrade(engine)
+        finally:
+            engine.dispose()
+        return url
+    shared: str = request.getfixturevalue("shared_postgres_url")
+    _empty_postgres(shared)
+    return shared
 
 
 @pytest.fixture
