@@ -1,0 +1,148 @@
+"""Window routes: ``GET /v1/models/{model}/windows`` and ``POST …/recompute``.
+
+Window records are stored as JSON when computed and served as stored (see
+:mod:`app.services.windows` for their shape), oldest window first and, within a window,
+segment ``*`` first then by name, a page of at most ``limit`` at a time.
+
+Recompute marks windows and answers 202 at once: the scheduler computes them at its next tick
+(``CALMON_SCHEDULER_INTERVAL``), without waiting for the grace period. A window of 10^6
+predictions takes seconds, so no range is computed inside the request.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import APIRouter, Query, Response
+from pydantic import AwareDatetime, BaseModel
+
+from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_model
+from app.api.errors import ApiError
+from app.services.references import iso
+from app.services.windows import (
+    MAX_PAGE,
+    MAX_RECOMPUTE_WINDOWS,
+    decode_cursor,
+    list_window_results,
+    request_recompute,
+    windows_in_range,
+)
+from app.windows import window_length
+
+router = APIRouter(prefix="/v1/models", tags=["windows"])
+
+WINDOW_SEGMENT_PATTERN = r"^(\*|[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63})$"
+DEFAULT_PAGE = 100
+
+
+class WindowPage(BaseModel):
+    """Window records (see the API docs for their fields) and the cursor of the next page."""
+
+    windows: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+class WindowSpan(BaseModel):
+    """One window: its start and end (UTC)."""
+
+    start: str
+    end: str
+
+
+class RecomputeOut(BaseModel):
+    """The windows marked for recomputation (those in the range that ended and hold
+    predictions); the scheduler computes them at its next tick."""
+
+    status: Literal["pending"]
+    windows: list[WindowSpan]
+
+
+def _range_error(field: str, message: str) -> ApiError:
+    return ApiError(
+        422,
+        "validation_error",
+        f"1 invalid field: {field}",
+        [{"field": field, "message": message, "type": "value_error"}],
+    )
+
+
+def _check_range(start: datetime | None, end: datetime | None) -> None:
+    if start is not None and end is not None and start >= end:
+        raise _range_error("end", "end must be after start")
+
+
+@router.get(
+    "/{model}/windows",
+    dependencies=[ReadScope],
+    response_model=WindowPage,
+    responses={404: {"description": "no such model"}, 422: {"description": "bad range"}},
+)
+def get_windows(
+    model: ModelName,
+    session: SessionDep,
+    start: Annotated[
+        AwareDatetime | None, Query(description="windows ending after this instant")
+    ] = None,
+    end: Annotated[
+        AwareDatetime | None, Query(description="windows starting before this instant")
+    ] = None,
+    segment: Annotated[
+        str | None,
+        Query(pattern=WINDOW_SEGMENT_PATTERN, description="one segment (`*` = all rows)"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+) -> Response:
+    """Stored window results overlapping ``[start, end)``, oldest first (``*`` first within
+    a window); ``next_cursor`` is set when more records follow."""
+    _check_range(start, end)
+    after = None
+    if cursor is not None:
+        try:
+            after = decode_cursor(cursor)
+        except ValueError:
+            raise _range_error("cursor", "not a cursor of this API") from None
+    stored = existing_model(session, model)
+    page = list_window_results(
+        session,
+        model=stored,
+        start=start,
+        end=end,
+        segment=segment,
+        after=after,
+        limit=limit,
+    )
+    body = {"windows": page.records, "next_cursor": page.next_cursor}
+    return Response(orjson.dumps(body), media_type="application/json")
+
+
+@router.post(
+    "/{model}/recompute",
+    dependencies=[AdminScope],
+    status_code=202,
+    responses={404: {"description": "no such model"}, 422: {"description": "bad range"}},
+)
+def post_recompute(
+    model: ModelName,
+    session: SessionDep,
+    start: Annotated[AwareDatetime, Query(description="first instant of the range")],
+    end: Annotated[AwareDatetime, Query(description="end of the range (excluded)")],
+) -> RecomputeOut:
+    """Recompute the windows overlapping ``[start, end)`` that have ended and hold
+    predictions: they are marked pending at once (202) and computed at the scheduler's next
+    tick, even within their grace period."""
+    _check_range(start, end)
+    stored = existing_model(session, model)
+    if len(windows_in_range(stored, start, end)) > MAX_RECOMPUTE_WINDOWS:
+        raise _range_error(
+            "end", f"the range holds more than {MAX_RECOMPUTE_WINDOWS} windows; split it"
+        )
+    starts = request_recompute(session, model=stored, start=start, end=end, now=datetime.now(UTC))
+    session.commit()
+    length = window_length(stored.window)
+    return RecomputeOut(
+        status="pending",
+        windows=[WindowSpan(start=iso(s), end=iso(s + length)) for s in starts],
+    )

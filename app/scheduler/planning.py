@@ -1,0 +1,246 @@
+"""Window planning: which windows of a model hold predictions, which changed, which are due.
+
+Windows are the model's fixed-length windows aligned to the UTC epoch (:mod:`app.windows`).
+Every window that holds a prediction has a :class:`~app.db.models.WindowState`; it is *due*
+when it is pending (never computed, or its predictions changed since) and it ended ``grace``
+ago (or ended and a recompute was requested).
+
+Changes are found through ``predictions.changed_at`` (set on insert and on every label
+change, indexed per model). A scan at time X reads the predictions changed since the previous
+scan's start minus ``margin``: a write stamped at t may commit later, but by assumption
+within ``margin`` of t, so the overlap catches every write whose commit the previous scan did
+not see. The overlap re-reads writes already seen; they must not trigger a second
+computation, so each window keeps a *checkpoint*: an instant T and a fingerprint of its
+predictions changed at or after T - margin (their count and the sum of their ``changed_at``
+in microseconds past T - margin). Writes stamped before T - margin were committed before T,
+so the state at T already holds them; a write the state does not hold changes the
+fingerprint (it adds a row, or moves one row's ``changed_at`` up). The scan bumps the
+window's ``version`` only when the fingerprint differs. The computation sets the checkpoint
+from the snapshot it read. A missed change is impossible under the margin assumption; a
+spurious recomputation (a window computed twice) costs time only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    and_,
+    cast,
+    extract,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    PENDING_WINDOW,
+    Model,
+    ModelScan,
+    Prediction,
+    WindowState,
+)
+from app.windows import WINDOW_SECONDS
+
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+def microseconds(moment: datetime) -> int:
+    """Exact microseconds since the epoch of an aware instant."""
+    return (moment - EPOCH) // _MICROSECOND
+
+
+def _window_epoch_seconds(session: Session, length: int) -> Any:
+    """SQL: the epoch second at which the window of length ``length`` holding ``ts`` starts."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(func.floor(extract("epoch", Prediction.ts) / length) * length, BigInteger)
+    seconds = cast(func.strftime("%s", Prediction.ts), Integer)
+    return seconds - ((seconds % length) + length) % length
+
+
+def _changed_microseconds(session: Session) -> Any:
+    """SQL: ``changed_at`` in exact microseconds since the epoch."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(extract("epoch", Prediction.changed_at) * 1_000_000, BigInteger)
+    # SQLite keeps the instant as text 'YYYY-MM-DD HH:MM:SS.ffffff'.
+    whole = cast(func.strftime("%s", Prediction.changed_at), Integer) * 1_000_000
+    return whole + cast(func.substr(Prediction.changed_at, 21, 6), Integer)
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """Predictions of a window changed at or after an instant: how many, and the sum of their
+    ``changed_at`` in microseconds past that instant (exact, as decimal text)."""
+
+    count: int
+    total: str
+
+
+def fingerprint(
+    session: Session, *, model_id: int, start: datetime, end: datetime, since: datetime
+) -> Fingerprint:
+    """The :class:`Fingerprint` of the window ``[start, end)`` of a model since ``since``."""
+    offset = _changed_microseconds(session) - literal(microseconds(since), BigInteger)
+    count, total = session.execute(
+        select(func.count(), func.coalesce(func.sum(offset), 0)).where(
+            Prediction.model_id == model_id,
+            Prediction.changed_at >= since,
+            Prediction.ts >= start,
+            Prediction.ts < end,
+        )
+    ).one()
+    return Fingerprint(count=int(count), total=str(int(total)))
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """What one scan of a model found: windows seen for the first time, and windows whose
+    predictions changed (version bumped)."""
+
+    new: int
+    changed: int
+
+
+def scan_model(session: Session, *, model: Model, now: datetime, margin: timedelta) -> ScanResult:
+    """Record the windows of ``model`` whose predictions changed since the last scan.
+
+    ``now`` must be taken before the session's first statement. The caller commits.
+    """
+    length = WINDOW_SECONDS[model.window]
+    step = timedelta(seconds=length)
+    mark = session.get(ModelScan, model.id)
+    bucket = _window_epoch_seconds(session, length).label("bucket")
+    query = select(bucket, func.max(Prediction.changed_at)).where(Prediction.model_id == model.id)
+    if mark is not None:
+        query = query.where(Prediction.changed_at >= mark.scanned_at - margin)
+    found = session.execute(query.group_by(bucket)).all()
+    starts = {EPOCH + timedelta(seconds=int(seconds)): latest for seconds, latest in found}
+    states: dict[datetime, WindowState] = {}
+    if starts:
+        states = {
+            state.starts_at: state
+            for state in session.scalars(
+                select(WindowState).where(
+                    WindowState.model_id == model.id,
+                    WindowState.starts_at >= min(starts),
+                    WindowState.starts_at <= max(starts),
+                )
+            )
+        }
+    new = changed = 0
+    for start, latest in sorted(starts.items()):
+        state = states.get(start)
+        if state is None:
+            session.add(
+                WindowState(
+                    model_id=model.id,
+                    starts_at=start,
+                    ends_at=start + step,
+                    version=1,
+                    computed_version=None,
+                    checkpoint_at=now,
+                    band_count=None,
+                    band_sum=None,
+                    requested_at=None,
+                    failures=0,
+                    retry_at=None,
+                )
+            )
+            new += 1
+            continue
+        if latest < state.checkpoint_at - margin:
+            continue
+        if state.band_count is not None:
+            seen = fingerprint(
+                session,
+                model_id=model.id,
+                start=start,
+                end=start + step,
+                since=state.checkpoint_at - margin,
+            )
+            if (seen.count, seen.total) == (state.band_count, state.band_sum):
+                continue
+            band: Fingerprint | None = fingerprint(
+                session, model_id=model.id, start=start, end=start + step, since=now - margin
+            )
+        else:
+            band = None
+        state.version += 1
+        state.checkpoint_at = now
+        state.band_count = None if band is None else band.count
+        state.band_sum = None if band is None else band.total
+        state.failures = 0
+        state.retry_at = None
+        changed += 1
+    if mark is None:
+        session.add(ModelScan(model_id=model.id, scanned_at=now))
+    else:
+        mark.scanned_at = now
+    session.flush()
+    return ScanResult(new=new, changed=changed)
+
+
+@dataclass(frozen=True, slots=True)
+class DueWindow:
+    """A window to compute now."""
+
+    start: datetime
+    end: datetime
+
+
+def due_windows(session: Session, *, model: Model, now: datetime) -> list[DueWindow]:
+    """Pending windows of ``model`` that ended ``grace`` ago (or ended, when a recompute was
+    requested), not waiting for a retry, oldest first (so trailing references exist)."""
+    grace = timedelta(seconds=model.grace_seconds)
+    rows = session.execute(
+        select(WindowState.starts_at, WindowState.ends_at)
+        .where(
+            WindowState.model_id == model.id,
+            PENDING_WINDOW,
+            or_(
+                WindowState.ends_at <= now - grace,
+                and_(WindowState.requested_at.is_not(None), WindowState.ends_at <= now),
+            ),
+            or_(WindowState.retry_at.is_(None), WindowState.retry_at <= now),
+        )
+        .order_by(WindowState.starts_at)
+    ).all()
+    return [DueWindow(start=start, end=end) for start, end in rows]
+
+
+def record_failure(
+    session: Session, *, model_id: int, start: datetime, now: datetime, base: timedelta
+) -> None:
+    """Count a failed computation of a window and hold it back before its next try (``base``
+    doubled at each failure in a row, at most an hour)."""
+    state = session.get(WindowState, (model_id, start))
+    if state is None:
+        return
+    state.failures += 1
+    state.retry_at = now + min(base * 2 ** min(state.failures - 1, 16), timedelta(hours=1))
+
+
+def request_windows(
+    session: Session, *, model_id: int, starts: list[datetime], now: datetime
+) -> None:
+    """Mark windows pending (version bumped) and requested, so they are computed soon."""
+    if not starts:
+        return
+    session.execute(
+        update(WindowState)
+        .where(WindowState.model_id == model_id, WindowState.starts_at.in_(starts))
+        .values(
+            version=WindowState.version + 1,
+            requested_at=now,
+            failures=0,
+            retry_at=None,
+        )
+    )

@@ -1,0 +1,580 @@
+"""Window results: compute and store one window (every segment at once), read them back,
+and ask for recomputation.
+
+One computation reads the window's predictions and its reference sets in one snapshot,
+evaluates segment ``*`` (every prediction) and each tracked segment present in the window,
+and replaces the window's stored results, sorted scores and state, all in the caller's
+transaction: a window is stored whole or not at all.
+
+The record of a window and segment (``GET /v1/models/{model}/windows``)::
+
+    {"start", "end", "segment", "computed_at", "n", "n_pos", "unlabelled", "prior",
+     "prior_interval": [lo, hi] | null,          # 95% Wilson interval of the prior
+     "regular": {metric: value | null},
+     "calibrated": {"reference": {…} | null, repr(pi0): {…}},
+     "intervals": {"regular": {metric: [lo, hi] | null},
+                   "calibrated": {"reference": {…} | null, repr(pi0): {…}}},
+     "split": {metric: {"total", "prior", "likelihood", "likelihood_interval"}} | null,
+     "reference": {"kind", "start", "end", "windows", "n", "n_pos", "prior", "regular"} | null,
+     "reliability": [...],                        # probability models only
+     "segments_overflow": {"segments", "predictions"} | null}   # on segment "*" only
+
+``calibrated["reference"]`` is calibrated at the reference prior; it and ``split`` are null
+until the model has a reference with labelled predictions of both classes' worth (a prior in
+(0, 1) for the calibration; any labelled prediction for the split).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from statistics import NormalDist
+from typing import Any, Final
+
+import numpy as np
+from sqlalchemy import (
+    and_,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+)
+from sqlalchemy.orm import Session
+
+from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
+from app.metrics.evaluation import evaluate_prepared, prepare
+from app.metrics.intervals import (
+    bootstrap_intervals,
+    cut_at,
+    cut_with_fp,
+    likelihood_intervals_ranked,
+)
+from app.metrics.split import drift_split
+from app.scheduler.planning import fingerprint, request_windows
+from app.services.references import (
+    ALL,
+    UNTRACKED,
+    Reference,
+    ReferenceCache,
+    WindowRows,
+    encode_scores,
+    iso,
+    load_rows,
+    references_for,
+    tracked_segments,
+)
+from app.windows import window_length, window_start
+
+LEVEL: Final = 0.95
+#: two-key advisory lock class held by the transaction computing a model's window ("calW")
+WINDOW_LOCK_CLASS: Final = 0x63616C57
+#: PostgreSQL statement timeout inside a window's transaction (large windows read long)
+COMPUTE_STATEMENT_TIMEOUT_MS: Final = 600_000
+MAX_RECOMPUTE_WINDOWS: Final = 10_000
+MAX_PAGE: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ComputedWindow:
+    """What one computation stored."""
+
+    start: datetime
+    end: datetime
+    version: int
+    predictions: int
+    segments: list[str]
+    overflow_segments: int
+    overflow_predictions: int
+
+
+def wilson_interval(successes: int, n: int, level: float = LEVEL) -> list[float] | None:
+    """The Wilson score interval of a proportion successes/n (None when n = 0)."""
+    if n == 0:
+        return None
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None, NumPy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {key: _clean(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(item) for item in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
+
+
+def _seed(model: Model, segment: str, start: datetime) -> int:
+    """The bootstrap seed of a window and segment: a recomputation on the same data gives
+    the same intervals."""
+    return zlib.crc32(f"{model.name}|{segment}|{iso(start)}".encode())
+
+
+def _keyed(values: dict[str, Any], model: Model, reference_key: str | None) -> dict[str, Any]:
+    """Calibrated values (or intervals) keyed "reference" and repr(π0) per configured π0."""
+    out: dict[str, Any] = {"reference": None if reference_key is None else values[reference_key]}
+    for p in model.pi0:
+        out[repr(float(p))] = values[repr(float(p))]
+    return out
+
+
+def evaluate_segment(
+    *,
+    model: Model,
+    segment: str,
+    start: datetime,
+    end: datetime,
+    scores: np.ndarray[Any, np.dtype[np.float64]],
+    labels: np.ndarray[Any, np.dtype[np.int8]],
+    reference: Reference | None,
+    computed_at: datetime,
+) -> tuple[dict[str, Any], bytes, bytes]:
+    """The record of one segment of a window, and its sorted positives and negatives.
+
+    ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
+    """
+    labelled = labels >= 0
+    prepared = prepare(scores[labelled], labels[labelled], score_kind=model.score_kind)
+    ranking = prepared.ranking
+    usable = reference is not None and reference.n > 0
+    ref_prior: float | None = (
+        reference.evaluation["prior"] if reference is not None and usable else None
+    )
+    pi0 = [float(p) for p in model.pi0]
+    reference_key: str | None = None
+    if ref_prior is not None and 0.0 < ref_prior < 1.0:
+        reference_key = repr(float(ref_prior))
+        if float(ref_prior) not in pi0:
+            pi0.append(float(ref_prior))
+    result = evaluate_prepared(
+        prepared, threshold=model.threshold, pi0=pi0, score_kind=model.score_kind
+    )
+    seed = _seed(model, segment, start)
+    is_pos = prepared.is_pos.view(np.int8)
+    intervals = bootstrap_intervals(
+        prepared.scores,
+        is_pos,
+        ranking,
+        threshold=model.threshold,
+        pi0=pi0,
+        level=LEVEL,
+        seed=seed,
+        score_kind=model.score_kind,
+    )
+    split: dict[str, Any] | None = None
+    if reference is not None and usable:
+        split = drift_split(result, reference.evaluation)
+        bounds: dict[str, Any] = {}
+        if reference_key is not None and ranking.n_pos + ranking.n_neg:
+            bounds = likelihood_intervals_ranked(
+                ranking,
+                cut_at(prepared.scores, is_pos, ranking, model.threshold),
+                reference.ranking,
+                cut_with_fp(reference.ranking, model.threshold, reference.sums.fp),
+                level=LEVEL,
+                seed=seed,
+            )
+        for name, parts in split.items():
+            parts["likelihood_interval"] = bounds.get(name)
+    record: dict[str, Any] = {
+        "start": iso(start),
+        "end": iso(end),
+        "segment": segment,
+        "computed_at": iso(computed_at),
+        "n": result["n"],
+        "n_pos": result["n_pos"],
+        "unlabelled": int(labels.size - np.count_nonzero(labelled)),
+        "prior": result["prior"],
+        "prior_interval": wilson_interval(result["n_pos"], result["n"]),
+        "regular": result["regular"],
+        "calibrated": _keyed(result["calibrated"], model, reference_key),
+        "intervals": {
+            "regular": intervals["regular"],
+            "calibrated": _keyed(intervals["calibrated"], model, reference_key),
+        },
+        "split": split,
+        "reference": reference.summary() if reference is not None else None,
+    }
+    if "reliability" in result:
+        record["reliability"] = result["reliability"]
+    record["segments_overflow"] = None
+    return (
+        _clean(record),
+        encode_scores(prepared.pos_sorted),
+        encode_scores(prepared.neg_sorted),
+    )
+
+
+def _register_segments(session: Session, *, model: Model, start: datetime, now: datetime) -> int:
+    """Track the segments of this window not tracked yet, first seen first, while the model
+    tracks fewer than ``max_segments``; returns how many were added."""
+    taken = session.scalar(select(func.count()).where(ModelSegment.model_id == model.id)) or 0
+    room = model.max_segments - taken
+    if room <= 0:
+        return 0
+    end = start + window_length(model.window)
+    first_seen = func.min(Prediction.received_at)
+    rows = session.execute(
+        select(Prediction.segment, first_seen)
+        .where(
+            Prediction.model_id == model.id,
+            Prediction.ts >= start,
+            Prediction.ts < end,
+            Prediction.segment.is_not(None),
+            ~exists().where(
+                ModelSegment.model_id == model.id, ModelSegment.name == Prediction.segment
+            ),
+        )
+        .group_by(Prediction.segment)
+        .order_by(first_seen, Prediction.segment)
+        .limit(room)
+    ).all()
+    last = session.scalar(
+        select(func.max(ModelSegment.position)).where(ModelSegment.model_id == model.id)
+    )
+    position = -1 if last is None else last
+    for name, _ in rows:
+        position += 1
+        session.add(
+            ModelSegment(model_id=model.id, name=name, position=position, first_seen_at=now)
+        )
+    session.flush()
+    return len(rows)
+
+
+def _overflow_segments(session: Session, *, model: Model, start: datetime) -> int:
+    """Distinct segments of the window beyond the model's cap."""
+    end = start + window_length(model.window)
+    tracked = exists().where(
+        ModelSegment.model_id == model.id,
+        ModelSegment.name == Prediction.segment,
+        ModelSegment.position < model.max_segments,
+    )
+    count = session.scalar(
+        select(func.count(func.distinct(Prediction.segment))).where(
+            Prediction.model_id == model.id,
+            Prediction.ts >= start,
+            Prediction.ts < end,
+            Prediction.segment.is_not(None),
+            ~tracked,
+        )
+    )
+    return int(count or 0)
+
+
+def _begin(session: Session, *, model: Model) -> bool:
+    """Open the window's transaction: one snapshot for every read (PostgreSQL: repeatable
+    read, a long statement timeout, and the model's window lock, False when another
+    scheduler holds it). SQLite transactions are serialisable already."""
+    if session.get_bind().dialect.name != "postgresql":
+        session.connection()
+        return True
+    session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    session.execute(text(f"SET LOCAL statement_timeout = {COMPUTE_STATEMENT_TIMEOUT_MS}"))
+    return bool(
+        session.scalar(
+            text("SELECT pg_try_advisory_xact_lock(:cls, :obj)"),
+            {"cls": WINDOW_LOCK_CLASS, "obj": model.id},
+        )
+    )
+
+
+def compute_window(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime,
+    now: datetime,
+    instance: str,
+    cache: ReferenceCache,
+    margin: timedelta,
+    pause_before_commit: float = 0.0,
+) -> ComputedWindow | None:
+    """Compute every segment of the window of ``model`` that starts at ``start`` and store the
+    results in the session's transaction, which must not have begun (the caller commits once).
+
+    ``now`` is taken before the transaction begins; it becomes the window's checkpoint.
+    Returns None when the window has no state or another scheduler is computing it.
+    ``pause_before_commit`` (a testing hook) sleeps after everything is written.
+    """
+    if not _begin(session, model=model):
+        return None
+    state = session.get(WindowState, (model.id, start))
+    if state is None:
+        return None
+    version = state.version
+    end = start + window_length(model.window)
+    band = fingerprint(session, model_id=model.id, start=start, end=end, since=now - margin)
+    segments = tracked_segments(session, model=model)
+    references = references_for(
+        session, model=model, window_start=start, segments=segments, cache=cache
+    )
+    rows = load_rows(session, model=model, start=start, end=end)
+    if np.any(rows.segments == UNTRACKED) and _register_segments(
+        session, model=model, start=start, now=now
+    ):
+        del rows
+        segments = tracked_segments(session, model=model)
+        references = references_for(
+            session, model=model, window_start=start, segments=segments, cache=cache
+        )
+        rows = load_rows(session, model=model, start=start, end=end)
+    overflow_predictions = int(np.count_nonzero(rows.segments == UNTRACKED))
+    overflow_segments = (
+        _overflow_segments(session, model=model, start=start) if overflow_predictions else 0
+    )
+    session.execute(
+        delete(WindowResult).where(
+            WindowResult.model_id == model.id, WindowResult.starts_at == start
+        )
+    )
+    session.execute(
+        delete(WindowScores).where(
+            WindowScores.model_id == model.id, WindowScores.starts_at == start
+        )
+    )
+    stored: list[str] = []
+    groups: list[tuple[str, int | None]] = [(ALL, None)]
+    present = set(np.unique(rows.segments).tolist())
+    groups += [
+        (name, position) for position, name in sorted(segments.items()) if position in present
+    ]
+    overflow = {"segments": overflow_segments, "predictions": overflow_predictions}
+    for name, position in groups:
+        _store_segment(
+            session,
+            model=model,
+            segment=name,
+            position=position,
+            rows=rows,
+            start=start,
+            end=end,
+            reference=references.get(name),
+            version=version,
+            instance=instance,
+            overflow=overflow if name == ALL else None,
+        )
+        stored.append(name)
+    state.computed_version = version
+    state.checkpoint_at = now
+    state.band_count = band.count
+    state.band_sum = band.total
+    state.requested_at = None
+    state.failures = 0
+    state.retry_at = None
+    session.flush()
+    if pause_before_commit:
+        time.sleep(pause_before_commit)
+    return ComputedWindow(
+        start=start,
+        end=end,
+        version=version,
+        predictions=int(rows.scores.size),
+        segments=stored,
+        overflow_segments=overflow_segments,
+        overflow_predictions=overflow_predictions,
+    )
+
+
+def _store_segment(
+    session: Session,
+    *,
+    model: Model,
+    segment: str,
+    position: int | None,
+    rows: WindowRows,
+    start: datetime,
+    end: datetime,
+    reference: Reference | None,
+    version: int,
+    instance: str,
+    overflow: dict[str, int] | None,
+) -> None:
+    if position is None:
+        scores, labels = rows.scores, rows.labels
+    else:
+        mask = rows.segments == position
+        scores, labels = rows.scores[mask], rows.labels[mask]
+    computed_at = datetime.now(UTC)
+    record, positives, negatives = evaluate_segment(
+        model=model,
+        segment=segment,
+        start=start,
+        end=end,
+        scores=scores,
+        labels=labels,
+        reference=reference,
+        computed_at=computed_at,
+    )
+    del scores, labels
+    record["segments_overflow"] = overflow
+    session.execute(
+        insert(WindowResult).values(
+            model_id=model.id,
+            segment=segment,
+            starts_at=start,
+            ends_at=end,
+            computed_at=computed_at,
+            computed_by=instance,
+            version=version,
+            n=record["n"],
+            n_pos=record["n_pos"],
+            unlabelled=record["unlabelled"],
+            prior=record["prior"],
+            record=record,
+        )
+    )
+    session.execute(
+        insert(WindowScores).values(
+            model_id=model.id,
+            segment=segment,
+            starts_at=start,
+            version=version,
+            positives=positives,
+            negatives=negatives,
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of window records and the cursor of the next page (None: no more)."""
+
+    records: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def encode_cursor(start: datetime, segment: str) -> str:
+    """An opaque cursor after the record of ``start`` and ``segment``."""
+    return f"{int(start.timestamp())}:{segment}"
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (start, segment) of :func:`encode_cursor`; ValueError for anything else."""
+    seconds, sep, segment = cursor.partition(":")
+    if not sep or not seconds.lstrip("-").isdigit() or not segment:
+        raise ValueError("not a cursor of this API")
+    return datetime.fromtimestamp(int(seconds), tz=UTC), segment
+
+
+def list_window_results(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime | None,
+    end: datetime | None,
+    segment: str | None,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> Page:
+    """Stored records of ``model``'s windows overlapping ``[start, end)``, oldest first and,
+    within a window, segment ``*`` first then by name; at most ``limit`` after ``after``."""
+    segment_order: Any = WindowResult.segment
+    if session.get_bind().dialect.name == "postgresql":
+        segment_order = WindowResult.segment.collate("C")
+    query = select(WindowResult.starts_at, WindowResult.segment, WindowResult.record).where(
+        WindowResult.model_id == model.id
+    )
+    if start is not None:
+        query = query.where(WindowResult.ends_at > start)
+    if end is not None:
+        query = query.where(WindowResult.starts_at < end)
+    if segment is not None:
+        query = query.where(WindowResult.segment == segment)
+    if after is not None:
+        after_start, after_segment = after
+        query = query.where(
+            or_(
+                WindowResult.starts_at > after_start,
+                and_(WindowResult.starts_at == after_start, segment_order > after_segment),
+            )
+        )
+    rows = session.execute(
+        query.order_by(WindowResult.starts_at, segment_order).limit(limit + 1)
+    ).all()
+    records = [record for _, _, record in rows[:limit]]
+    next_cursor = None
+    if len(rows) > limit:
+        last_start, last_segment, _ = rows[limit - 1]
+        next_cursor = encode_cursor(last_start, last_segment)
+    return Page(records=records, next_cursor=next_cursor)
+
+
+def windows_in_range(model: Model, start: datetime, end: datetime) -> list[datetime]:
+    """Starts of the model's windows that overlap ``[start, end)``."""
+    length = window_length(model.window)
+    cursor = window_start(start, model.window)
+    starts: list[datetime] = []
+    while cursor < end:
+        starts.append(cursor)
+        cursor += length
+    return starts
+
+
+def request_recompute(
+    session: Session, *, model: Model, start: datetime, end: datetime, now: datetime
+) -> list[datetime]:
+    """Mark for recomputation the windows of ``model`` that overlap ``[start, end)``, have
+    ended and hold predictions; returns their starts. The caller commits; the scheduler
+    computes them at its next tick, without waiting for the grace period."""
+    length = window_length(model.window)
+    starts = [s for s in windows_in_range(model, start, end) if s + length <= now]
+    if not starts:
+        return []
+    known = set(
+        session.scalars(
+            select(WindowState.starts_at).where(
+                WindowState.model_id == model.id,
+                WindowState.starts_at >= starts[0],
+                WindowState.starts_at <= starts[-1],
+            )
+        )
+    )
+    for window in starts:
+        if window in known:
+            continue
+        holds = session.scalar(
+            select(
+                exists().where(
+                    Prediction.model_id == model.id,
+                    Prediction.ts >= window,
+                    Prediction.ts < window + length,
+                )
+            )
+        )
+        if holds:
+            session.add(
+                WindowState(
+                    model_id=model.id,
+                    starts_at=window,
+                    ends_at=window + length,
+                    version=0,
+                    computed_version=None,
+                    checkpoint_at=now,
+                    band_count=None,
+                    band_sum=None,
+                    requested_at=None,
+                    failures=0,
+                    retry_at=None,
+                )
+            )
+            known.add(window)
+    session.flush()
+    chosen = [s for s in starts if s in known]
+    request_windows(session, model_id=model.id, starts=chosen, now=now)
+    return chosen
