@@ -18,7 +18,7 @@ from app import __version__
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi
-from app.api.routes import health, ingest, models
+from app.api.routes import health, ingest, models, windows
 from app.db.session import create_db_engine, create_session_factory
 from app.log import configure_logging
 from app.settings import Settings, get_settings
@@ -59,6 +59,7 @@ def create_app(
     install_openapi(app)
     app.include_router(models.router)
     app.include_router(ingest.router)
+    app.include_router(windows.router)
     app.include_router(health.router)
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes)
     return app
