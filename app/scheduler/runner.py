@@ -16,17 +16,21 @@ scheduler`` runs it alone, ``calmon serve`` beside the API.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from fastapi import FastAPI
 from sqlalchemy import Engine, delete, exists, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -271,3 +275,23 @@ def _round_robin(
             if i < len(windows):
                 order.append((model, windows[i]))
     return order
+
+
+def scheduler_lifespan(
+    settings: Settings,
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """A lifespan hook of the API app that runs a :class:`WindowScheduler` beside it
+    (``calmon serve``) and adds the scheduler's metrics to the API's ``/metrics``."""
+
+    @asynccontextmanager
+    async def hook(app: FastAPI) -> AsyncIterator[None]:
+        scheduler = WindowScheduler(settings)
+        app.state.scrape_collectors.append(metrics.SCHEDULER_REGISTRY)
+        app.state.scheduler = scheduler
+        scheduler.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(scheduler.shutdown)
+
+    return hook
