@@ -26,7 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def lifespan_hooks(settings: Settings) -> list[LifespanHook]:
     """What starts and stops with the API in `calmon serve` (each an async context manager)."""
-    return []
+    from app.scheduler.runner import scheduler_lifespan
+
+    return [scheduler_lifespan(settings)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.api.app import create_app
+    from app.commands.api import prepare_multiprocess_dir
     from app.db import migrate
     from app.db.session import create_db_engine
     from app.log import configure_logging
@@ -52,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"calmon serve: {refusal}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    prepare_multiprocess_dir(workers=1)
     if not args.no_migrate:
         engine = create_db_engine(settings)
         try:
@@ -61,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         finally:
             engine.dispose()
+    from app.api.app import create_app
+
     app = create_app(settings, lifespan_hooks=lifespan_hooks(settings))
     config = uvicorn.Config(
         app,
