@@ -93,20 +93,17 @@ def population_auprg(c: float, mu: float = MU) -> float:
     return float(value)
 
 
-def population_values() -> dict[str, float]:
+def population_values(mu: float = MU) -> dict[str, float]:
     """Every metric with a bootstrap interval, at PRIOR ("name") and at PI0 ("name@0.5")."""
     values = {
-        "roc_auc": float(stats.norm.cdf(MU / math.sqrt(2))),
-        "ks": float(2 * stats.norm.cdf(MU / 2) - 1),  # TPR - FPR peaks where φ(t - µ) = φ(t)
-        "recall": tpr(THRESHOLD),
+        "roc_auc": float(stats.norm.cdf(mu / math.sqrt(2))),
+        "ks": float(2 * stats.norm.cdf(mu / 2) - 1),  # TPR - FPR peaks where φ(t - µ) = φ(t)
+        "recall": tpr(THRESHOLD, mu),
         "fpr": fpr(THRESHOLD),
     }
     for prior, suffix in ((PRIOR, ""), (PI0, f"@{PI0}")):
-        values[f"precision{suffix}"] = precision(THRESHOLD, prior)
-        values[f"f1{suffix}"] = f1(THRESHOLD, prior)
-        values[f"average_precision{suffix}"] = population_average_precision(prior)
-        values[f"best_f1{suffix}"] = population_best_f1(prior)
-        values[f"pr_gain_auc{suffix}"] = population_auprg(prior)
+        for name, value in prior_dependent_values(prior, mu).items():
+            values[f"{name}{suffix}"] = value
     return values
 
 
