@@ -7,9 +7,13 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.windows import WINDOW_SECONDS
+
+if TYPE_CHECKING:
+    from app.offline.grouping import Group
+    from app.offline.report import Record
 
 MAX_PI0 = 5
 
@@ -121,10 +125,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read FILE, compute one record per window and segment, print them; 2 on bad input."""
-    from app.metrics import evaluate
     from app.offline.csv_input import InputError, parse_csv
     from app.offline.grouping import split_rows
-    from app.offline.report import make_record, render_json, render_table
+    from app.offline.report import render_json, render_table
 
     name = "<stdin>" if args.file == "-" else args.file
     try:
@@ -132,18 +135,30 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"{name}: cannot read: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    required = [
-        column
-        for column, needed in (("timestamp", args.window), ("segment", args.by_segment))
-        if needed
-    ]
     try:
-        rows = parse_csv(data, score_kind=args.score_kind, required=required)
+        rows = parse_csv(data, score_kind=args.score_kind, required=required_columns(args))
     except InputError as exc:
         print(f"{name}:{exc.line}: {exc.reason}", file=sys.stderr)
         return 2
     del data
-    records = [
+    groups = split_rows(rows, window=args.window, by_segment=args.by_segment)
+    records = evaluate_groups(groups, args)
+    output = render_json(records) if args.format == "json" else render_table(records)
+    return write_output(output)
+
+
+def required_columns(args: argparse.Namespace) -> list[str]:
+    """The optional columns that the options need."""
+    needs = (("timestamp", args.window), ("segment", args.by_segment))
+    return [column for column, needed in needs if needed]
+
+
+def evaluate_groups(groups: Sequence[Group], args: argparse.Namespace) -> list[Record]:
+    """One output record per group: the metric engine's result with the options of ``args``."""
+    from app.metrics import evaluate
+    from app.offline.report import make_record
+
+    return [
         make_record(
             group,
             evaluate(
@@ -156,10 +171,8 @@ def run(args: argparse.Namespace) -> int:
                 seed=args.seed,
             ),
         )
-        for group in split_rows(rows, window=args.window, by_segment=args.by_segment)
+        for group in groups
     ]
-    output = render_json(records) if args.format == "json" else render_table(records)
-    return write_output(output)
 
 
 def read_input(path: str) -> bytes:
