@@ -22,7 +22,7 @@ Everything here is pure NumPy; replicates are processed in chunks of bounded siz
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -30,7 +30,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.metrics.curves import curve_metrics
 from app.metrics.ranking import FloatArray, IntArray, Ranking
+from app.metrics.thresholded import threshold_metrics
 
 Interval = list[float] | None
 Labels = npt.NDArray[np.integer] | npt.NDArray[np.bool_]
@@ -261,24 +263,17 @@ def _replicate_chunks(
         yield draw_replicates(ranking, cut, size=min(rows, replicates - start), rng=rng)
 
 
-def _field(result: Any, name: str) -> Any:
-    return result[name] if isinstance(result, Mapping) else getattr(result, name)
-
-
 def evaluate_replicates(
     thresholds: FloatArray, reps: Replicates, pi0: Sequence[float]
 ) -> tuple[Values, dict[float, Values]]:
     """Regular and calibrated (per π0) values of each replicate: ({name: (B,)}, {π0: {...}})."""
-    from app.metrics.curves import curve_metrics
-    from app.metrics.thresholded import threshold_metrics
-
     pi0s = [float(p) for p in pi0]
     curves = curve_metrics(
         thresholds, reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below, pi0=pi0s
     )
     at_tau = threshold_metrics(reps.tp, reps.fp, reps.n_pos, reps.n_neg, pi0=pi0s)
-    curve_reg, tau_reg = _field(curves, "regular"), _field(at_tau, "regular")
-    curve_cal, tau_cal = _field(curves, "calibrated"), _field(at_tau, "calibrated")
+    curve_reg, tau_reg = curves.regular, at_tau.regular
+    curve_cal, tau_cal = curves.calibrated, at_tau.calibrated
     regular = {name: np.asarray(curve_reg[name], dtype=np.float64) for name in _CURVE_REGULAR}
     regular |= {name: np.asarray(tau_reg[name], dtype=np.float64) for name in _THRESHOLD_REGULAR}
     calibrated: dict[float, Values] = {}
@@ -298,9 +293,6 @@ def evaluate_at_prior(thresholds: FloatArray, reps: Replicates, pi0: FloatArray)
     r = n_pos·(1 - π0) / (π0·n_neg), whose prior is then exactly π0. That gives a per-replicate
     π0 through the regular (batched) path. NaN where a class is missing or π0 ∉ (0, 1).
     """
-    from app.metrics.curves import curve_metrics
-    from app.metrics.thresholded import threshold_metrics
-
     n_pos = reps.n_pos.astype(np.float64)
     n_neg = reps.n_neg.astype(np.float64)
     valid = (n_pos > 0) & (n_neg > 0) & (pi0 > 0) & (pi0 < 1)
@@ -315,7 +307,7 @@ def evaluate_at_prior(thresholds: FloatArray, reps: Replicates, pi0: FloatArray)
         pi0=[],
     )
     at_tau = threshold_metrics(reps.tp, reps.fp * scale, n_pos, n_neg * scale, pi0=[])
-    curve_reg, tau_reg = _field(curves, "regular"), _field(at_tau, "regular")
+    curve_reg, tau_reg = curves.regular, at_tau.regular
     values: Values = {}
     for name in LIKELIHOOD_METRICS:
         source = tau_reg if name in _THRESHOLD_CALIBRATED else curve_reg

@@ -28,11 +28,13 @@ from app.metrics.intervals import (
     _unit_poisson,
     bootstrap_intervals,
     cut_at,
+    cut_with_fp,
     default_replicates,
     draw_replicates,
     evaluate_at_prior,
     evaluate_replicates,
     likelihood_intervals,
+    likelihood_intervals_ranked,
     mean_intervals,
     observed,
     replicate_interval,
@@ -88,6 +90,14 @@ def test_cut_gives_the_counts_at_tau(tau: float) -> None:
     assert cut.neg_hi + cut.neg_lo == run
     assert cut.neg_hi >= 0
     assert cut.neg_lo >= 0
+
+
+def test_cut_from_a_count_equals_the_cut_from_rows() -> None:
+    scores, labels = tied_set()
+    ranking = rank(scores, labels)
+    for tau in (0.95, 0.5, 0.0):
+        _, fp = direct_counts(scores, labels, tau)
+        assert cut_with_fp(ranking, tau, fp) == cut_at(scores, labels, ranking, tau)
 
 
 def test_cut_inside_a_run_of_negatives() -> None:
@@ -394,6 +404,26 @@ def test_likelihood_interval_of_a_set_against_itself_contains_zero() -> None:
     for name, interval in out.items():
         assert interval is not None
         assert interval[0] < 0 < interval[1], name
+
+
+def test_likelihood_intervals_from_rankings_equal_those_from_rows() -> None:
+    """A reference held only as a ranking and its FP(τ) count gives the same intervals."""
+    scores, labels = binormal(5000, 0.02, 1.0, seed=41)
+    ref_scores, ref_labels = binormal(8000, 0.05, 1.5, seed=42)
+    window, ref = rank(scores, labels), rank(ref_scores, ref_labels)
+    from_rows = likelihood_intervals(
+        scores, labels, window, ref_scores, ref_labels, ref, threshold=1.0, seed=6
+    )
+    _, ref_fp = direct_counts(ref_scores, ref_labels, 1.0)
+    from_rankings = likelihood_intervals_ranked(
+        window,
+        cut_at(scores, labels, window, 1.0),
+        ref,
+        cut_with_fp(ref, 1.0, ref_fp),
+        seed=6,
+    )
+    assert from_rankings == from_rows
+    assert all(v is not None for v in from_rows.values())
 
 
 def test_likelihood_interval_sees_a_worse_model() -> None:
