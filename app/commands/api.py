@@ -31,14 +31,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _prepare_multiprocess_dir() -> Path | None:
-    """Point the workers at a shared metrics directory; returns it if it must be removed.
+def prepare_multiprocess_dir(*, workers: int) -> Path | None:
+    """Set up the metrics directory shared by worker processes; returns it if it must be
+    removed at exit.
 
-    Must run before anything in this process imports :mod:`app.observability`.
+    A directory named by ``PROMETHEUS_MULTIPROC_DIR`` is created if missing and emptied of old
+    values; otherwise, with several workers, a temporary one is made. Must run before anything
+    in this process imports :mod:`app.observability`.
     """
     from app.settings import MULTIPROC_ENV
 
     existing = os.environ.get(MULTIPROC_ENV)
+    if not existing and workers <= 1:
+        return None
     if existing:
         directory = Path(existing)
         directory.mkdir(parents=True, exist_ok=True)
@@ -70,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"calmon api: {refusal}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    created = _prepare_multiprocess_dir() if workers > 1 else None
+    created = prepare_multiprocess_dir(workers=workers)
     try:
         uvicorn.run(
             APP_FACTORY,
