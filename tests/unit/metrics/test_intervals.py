@@ -151,7 +151,7 @@ def test_block_draws_reproduce_the_row_level_poisson_bootstrap() -> None:
     scores, labels = tied_set()
     ranking = rank(scores, labels)
     tau = 0.5
-    b = 1500
+    b = 1000
     reps = draw_replicates(
         ranking, cut_at(scores, labels, ranking, tau), size=b, rng=np.random.default_rng(11)
     )
