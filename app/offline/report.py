@@ -17,6 +17,8 @@ TABLE_WIDTH: Final = 100
 UNDEFINED: Final = "n/a"
 _NUMBER_WIDTH: Final = 10
 _GAP: Final = "  "
+_LOW: Final = "  95% low"
+_HIGH: Final = "  95% high"
 
 
 def make_record(group: Group, result: Mapping[str, Any]) -> Record:
@@ -81,7 +83,7 @@ def _record_table(record: Record) -> str:
     pi0s = list(calibrated)
     titles = ["regular", *(f"pi0={_short_pi0(pi0)}" for pi0 in pi0s)]
     widths = [max(_NUMBER_WIDTH, len(title)) for title in titles]
-    name_width = max([len("metric"), *(len(name) + 2 for name in regular)])
+    name_width = max(len(name) for name in ("metric", _HIGH, *regular))
 
     def row(name: str, cells: Sequence[str]) -> str:
         padded = [cell.rjust(width) for cell, width in zip(cells, widths, strict=True)]
@@ -98,8 +100,8 @@ def _record_table(record: Record) -> str:
         if intervals is not None:
             bounds = _interval_cells(intervals, metric, pi0s)
             if bounds is not None:
-                lines.append(row("  95% low", bounds[0]))
-                lines.append(row("  95% high", bounds[1]))
+                lines.append(row(_LOW, bounds[0]))
+                lines.append(row(_HIGH, bounds[1]))
     return "\n".join(lines) + "\n"
 
 
