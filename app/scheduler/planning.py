@@ -84,13 +84,23 @@ class Fingerprint:
     total: str
 
 
+def fingerprint_columns(session: Session, *, since: datetime) -> list[Any]:
+    """SQL aggregates over predictions: the :class:`Fingerprint` parts (count, total) of the
+    rows changed at or after ``since``, to add to a query over a window's rows."""
+    recent = Prediction.changed_at >= since
+    offset = _changed_microseconds(session) - literal(microseconds(since), BigInteger)
+    return [
+        func.count().filter(recent),
+        func.coalesce(func.sum(offset).filter(recent), 0),
+    ]
+
+
 def fingerprint(
     session: Session, *, model_id: int, start: datetime, end: datetime, since: datetime
 ) -> Fingerprint:
     """The :class:`Fingerprint` of the window ``[start, end)`` of a model since ``since``."""
-    offset = _changed_microseconds(session) - literal(microseconds(since), BigInteger)
     count, total = session.execute(
-        select(func.count(), func.coalesce(func.sum(offset), 0)).where(
+        select(*fingerprint_columns(session, since=since)).where(
             Prediction.model_id == model_id,
             Prediction.changed_at >= since,
             Prediction.ts >= start,

@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.ranking import Ranking, RankingAccumulator
+from app.scheduler.planning import Fingerprint, fingerprint, fingerprint_columns
 from app.windows import window_length
 
 FloatArray = npt.NDArray[np.float64]
@@ -71,6 +72,7 @@ class WindowRows:
     scores: FloatArray
     labels: npt.NDArray[np.int8]
     segments: npt.NDArray[np.int16]
+    band: Fingerprint | None = None
 
 
 def _array_from_send(data: bytes | None, element: str) -> npt.NDArray[Any]:
@@ -90,9 +92,12 @@ def load_rows(
     start: datetime,
     end: datetime,
     label: int | None = None,
+    band_since: datetime | None = None,
 ) -> WindowRows:
     """The predictions of ``model`` with ``start <= ts < end`` (only those with ``label``
-    when given), with their tracked segment's position.
+    when given), with their tracked segment's position, and with ``band_since`` the
+    :class:`~app.scheduler.planning.Fingerprint` of those changed since then, read in the
+    same statement (PostgreSQL) or the same transaction.
 
     PostgreSQL sends each column as one binary array (``array_send(array_agg(…))``), parsed
     by NumPy without a Python object per row; SQLite rows are fetched as tuples.
@@ -122,31 +127,39 @@ def load_rows(
         def sent(expr: Any) -> Any:
             return func.array_send(func.array_agg(expr), type_=LargeBinary)
 
-        query = joined.with_only_columns(
+        columns = [
             sent(Prediction.score),
             sent(cast(label_code, SmallInteger)),
             sent(cast(segment_code, SmallInteger)),
-        )
-        row = session.execute(query).one()
+        ]
+        if band_since is not None:
+            columns += fingerprint_columns(session, since=band_since)
+        row = session.execute(joined.with_only_columns(*columns)).one()
         return WindowRows(
             scores=_array_from_send(row[0], ">f8"),
             labels=_array_from_send(row[1], ">i2").astype(np.int8),
             segments=_array_from_send(row[2], ">i2"),
+            band=None if band_since is None else Fingerprint(int(row[3]), str(int(row[4]))),
         )
     rows = session.execute(
         joined.with_only_columns(Prediction.score, label_code, segment_code)
     ).all()
+    band = None
+    if band_since is not None:
+        band = fingerprint(session, model_id=model.id, start=start, end=end, since=band_since)
     if not rows:
         return WindowRows(
             scores=_EMPTY.copy(),
             labels=np.empty(0, dtype=np.int8),
             segments=np.empty(0, dtype=np.int16),
+            band=band,
         )
     table = np.array(rows, dtype=np.float64)
     return WindowRows(
         scores=np.ascontiguousarray(table[:, 0]),
         labels=table[:, 1].astype(np.int8),
         segments=table[:, 2].astype(np.int16),
+        band=band,
     )
 
 

@@ -56,7 +56,7 @@ from app.metrics.intervals import (
     likelihood_intervals_ranked,
 )
 from app.metrics.split import drift_split
-from app.scheduler.planning import fingerprint, request_windows
+from app.scheduler.planning import request_windows
 from app.services.references import (
     ALL,
     UNTRACKED,
@@ -319,12 +319,11 @@ def compute_window(
         return None
     version = state.version
     end = start + window_length(model.window)
-    band = fingerprint(session, model_id=model.id, start=start, end=end, since=now - margin)
     segments = tracked_segments(session, model=model)
     references = references_for(
         session, model=model, window_start=start, segments=segments, cache=cache
     )
-    rows = load_rows(session, model=model, start=start, end=end)
+    rows = load_rows(session, model=model, start=start, end=end, band_since=now - margin)
     if np.any(rows.segments == UNTRACKED) and _register_segments(
         session, model=model, start=start, now=now
     ):
@@ -333,7 +332,9 @@ def compute_window(
         references = references_for(
             session, model=model, window_start=start, segments=segments, cache=cache
         )
-        rows = load_rows(session, model=model, start=start, end=end)
+        rows = load_rows(session, model=model, start=start, end=end, band_since=now - margin)
+    band = rows.band
+    assert band is not None
     overflow_predictions = int(np.count_nonzero(rows.segments == UNTRACKED))
     overflow_segments = (
         _overflow_segments(session, model=model, start=start) if overflow_predictions else 0
