@@ -1,0 +1,278 @@
+"""Speed of window computation on PostgreSQL (a script, not a test).
+
+    .venv/bin/python bench/windows.py [--rows 1000000] [--windows 30] [--segments 0]
+
+Creates a scratch database on ``CALMON_BENCH_POSTGRES_URL`` (default the local server's
+``postgres`` database), writes ``--windows`` hourly windows of ``--rows`` predictions each
+with binary ``COPY`` straight into ``predictions`` (π = 0.01, every prediction labelled), then
+prints, each timing in the same run as its baseline (the machine may be shared):
+
+- baseline: ``SELECT score, label`` of one window's rows, psycopg ``fetchall`` then
+  ``np.array`` (the plain way to get the rows into NumPy);
+- load: the scheduler's read of the same rows (``array_send(array_agg(...))``);
+- one window: scan + compute + store + commit of the first window (no reference exists yet),
+  i.e. load, every metric at 3 priors with 95% intervals, store; and its ratio to the
+  baseline (target ≤ 3x);
+- backfill: every window computed in order by one scheduler tick, time per window; windows
+  from the 8th on carry a trailing reference of 7 windows, whose extra cost is reported
+  (per window, and the reference build alone, from a cold cache);
+- the same reference built from the predictions table instead of the stored sorted scores
+  (what a fixed reference costs once per data version).
+
+The scratch database is dropped at the end (``--keep`` keeps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import migrate
+from app.db.models import Model
+from app.db.session import create_db_engine, create_session_factory
+from app.scheduler.planning import due_windows, scan_model
+from app.services.models import ModelConfig, ReferenceConfig, put_model
+from app.services.references import ReferenceCache, load_rows, references_for
+from app.services.windows import compute_window
+from app.settings import Settings
+
+PRIOR = 0.01
+WINDOW = timedelta(hours=1)
+FIRST = datetime(2026, 1, 5, tzinfo=UTC)
+PG_EPOCH_US = 946_684_800 * 1_000_000
+ADMIN_URL = os.environ.get(
+    "CALMON_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def _copy_body(model_id: int, start: datetime, rows: int, segments: int, seed: int) -> bytes:
+    """One window of predictions as binary COPY rows (fixed width, so built by NumPy)."""
+    rng = np.random.default_rng(seed)
+    labels = (rng.random(rows) < PRIOR).astype(np.int16)
+    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=rows) + 2.5 * labels - 3.0)))
+    start_us = int(start.timestamp()) * 1_000_000 - PG_EPOCH_US
+    offsets = np.sort(rng.integers(0, int(WINDOW.total_seconds()) * 1_000_000, size=rows))
+    now_us = int(time.time() * 1_000_000) - PG_EPOCH_US
+    fields: list[tuple[str, str]] = [("count", ">i2")]
+    columns = [
+        ("model", ">i4"),
+        ("id", "S17"),
+        ("ts", ">i8"),
+        ("score", ">f8"),
+        ("label", ">i2"),
+        ("segment", "S6"),
+        ("received", ">i8"),
+        ("labelled", ">i8"),
+        ("changed", ">i8"),
+    ]
+    for name, kind in columns:
+        fields.append((f"l_{name}", ">i4"))
+        if name != "segment" or segments:
+            fields.append((name, kind))
+    body = np.zeros(rows, dtype=np.dtype(fields))
+    body["count"] = len(columns)
+    ids = np.char.add(f"w{seed:05d}-".encode(), np.char.zfill(np.arange(rows).astype("S10"), 10))
+    values: dict[str, object] = {
+        "model": model_id,
+        "id": ids,
+        "ts": start_us + offsets,
+        "score": scores,
+        "label": labels,
+        "received": now_us,
+        "labelled": now_us,
+        "changed": now_us,
+    }
+    if segments:
+        values["segment"] = np.char.add(
+            b"seg-", np.char.zfill((np.arange(rows) % segments).astype("S2"), 2)
+        )
+    for name, kind in columns:
+        if name in values:
+            body[f"l_{name}"] = np.dtype(kind).itemsize
+            body[name] = values[name]
+        else:
+            body[f"l_{name}"] = -1
+    return body.tobytes()
+
+
+def _copy(conn: psycopg.Connection[tuple[object, ...]], data: bytes) -> None:
+    header = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+    columns = "model_id, client_id, ts, score, label, segment, received_at, labelled_at, changed_at"
+    with conn.cursor().copy(f"COPY predictions ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(header)
+        for offset in range(0, len(data), 1 << 24):
+            copy.write(data[offset : offset + (1 << 24)])
+        copy.write(b"\xff\xff")
+
+
+def _baseline(
+    conn: psycopg.Connection[tuple[object, ...]], model_id: int, start: datetime
+) -> float:
+    """Seconds to read one window's (score, label) the plain way into NumPy."""
+    began = time.perf_counter()
+    rows = conn.execute(
+        "SELECT score, label FROM predictions WHERE model_id = %s AND ts >= %s AND ts < %s",
+        (model_id, start, start + WINDOW),
+    ).fetchall()
+    array = np.array(rows, dtype=np.float64)
+    elapsed = time.perf_counter() - began
+    assert array.shape[0] > 0
+    return elapsed
+
+
+def _model(factory: sessionmaker[Session], model_id: int) -> Model:
+    with factory() as session:
+        model = session.get(Model, model_id)
+        assert model is not None
+        return model
+
+
+def main() -> None:
+    """Run the benchmark and print its report."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="predictions per window")
+    parser.add_argument("--windows", type=int, default=30, help="windows of the backfill")
+    parser.add_argument("--segments", type=int, default=0, help="named segments (0: none)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    args = parser.parse_args()
+
+    name = f"calmon_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    base, _, _ = ADMIN_URL.rpartition("/")
+    libpq_url = f"{base}/{name}"
+    url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    settings = Settings(database_url=url, retention_days=0)
+    engine = create_db_engine(settings)
+    margin = timedelta(seconds=settings.scheduler_scan_margin)
+    try:
+        migrate.upgrade(engine)
+        factory = create_session_factory(engine)
+        with factory() as session:
+            created, _ = put_model(
+                session,
+                name="bench",
+                config=ModelConfig(
+                    window="1h",
+                    pi0=[0.05, 0.5],
+                    grace="0s",
+                    max_segments=max(1, args.segments),
+                    reference=ReferenceConfig(kind="trailing", windows=7),
+                ),
+                now=datetime.now(UTC),
+            )
+            session.commit()
+            model_id = created.id
+        print(
+            f"{args.windows} windows x {args.rows:,} predictions (pi = {PRIOR}, "
+            f"{args.segments} named segments), 2 fixed pi0 + the reference prior"
+        )
+        began = time.perf_counter()
+        with psycopg.connect(libpq_url) as conn:
+            for i in range(args.windows):
+                start = FIRST + i * WINDOW
+                _copy(conn, _copy_body(model_id, start, args.rows, args.segments, seed=i))
+                conn.commit()
+        with psycopg.connect(libpq_url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE predictions")
+        print(f"inserted with binary COPY in {time.perf_counter() - began:.1f} s")
+
+        model = _model(factory, model_id)
+        with factory() as session:
+            scan_model(session, model=model, now=datetime.now(UTC), margin=margin)
+            session.commit()
+            due = due_windows(session, model=model, now=datetime.now(UTC))
+        assert len(due) == args.windows
+        cache = ReferenceCache()
+        baselines: list[float] = []
+        loads: list[float] = []
+        computes: list[float] = []
+        with psycopg.connect(libpq_url) as conn:
+            for window in due:
+                baselines.append(_baseline(conn, model_id, window.start))
+                with factory() as session:
+                    t0 = time.perf_counter()
+                    rows = load_rows(session, model=model, start=window.start, end=window.end)
+                    loads.append(time.perf_counter() - t0)
+                    assert rows.scores.size == args.rows
+                    del rows
+                with factory() as session:
+                    t0 = time.perf_counter()
+                    done = compute_window(
+                        session,
+                        model=model,
+                        start=window.start,
+                        now=datetime.now(UTC),
+                        instance="bench",
+                        cache=cache,
+                        margin=margin,
+                    )
+                    session.commit()
+                    computes.append(time.perf_counter() - t0)
+                    assert done is not None
+        ratios = [c / b for c, b in zip(computes, baselines, strict=True)]
+        print("window  baseline  load    compute  ratio")
+        for i, (b, ld, c, r) in enumerate(zip(baselines, loads, computes, ratios, strict=True)):
+            print(f"{i + 1:>6}  {b:7.3f}  {ld:6.3f}  {c:7.3f}  {r:5.2f}x")
+        print(
+            f"one window without a reference (window 1): {computes[0]:.3f} s = "
+            f"{ratios[0]:.2f}x its baseline ({baselines[0]:.3f} s)"
+        )
+        print(
+            f"backfill of {len(due)} windows: {sum(computes):.1f} s, median "
+            f"{statistics.median(computes):.3f} s per window = "
+            f"{statistics.median(ratios):.2f}x baseline (median ratio); "
+            f"load {statistics.median(loads):.3f} s vs baseline "
+            f"{statistics.median(baselines):.3f} s"
+        )
+        if len(computes) > 8:
+            early = statistics.median(computes[1:7])
+            late = statistics.median(computes[7:])
+            print(
+                f"windows 2-7 (reference of 1-6 windows): {early:.3f} s; windows 8+ (7 "
+                f"windows): {late:.3f} s"
+            )
+        last = due[-1].start
+        with factory() as session:
+            t0 = time.perf_counter()
+            references_for(
+                session, model=model, window_start=last, segments={}, cache=ReferenceCache()
+            )
+            print(
+                "trailing reference of 7 windows built alone from stored sorted scores "
+                f"(cold cache): {time.perf_counter() - t0:.3f} s"
+            )
+        fixed = _model(factory, model_id)
+        fixed.reference_kind = "fixed"
+        fixed.reference_windows = None
+        fixed.reference_start = last - 7 * WINDOW
+        fixed.reference_end = last
+        with factory() as session:
+            t0 = time.perf_counter()
+            references_for(
+                session, model=fixed, window_start=last, segments={}, cache=ReferenceCache()
+            )
+            print(
+                "the same 7 windows as a fixed reference, read from the predictions: "
+                f"{time.perf_counter() - t0:.3f} s (once per data version)"
+            )
+    finally:
+        engine.dispose()
+        if not args.keep:
+            with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+                admin.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+
+
+if __name__ == "__main__":
+    main()
