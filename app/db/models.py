@@ -143,7 +143,7 @@ class PendingLabel(Base):
 
 
 #: window states still to compute (never computed, or data changed since)
-PENDING_WINDOW = text("computed_version IS NULL OR computed_version < version")
+PENDING_WINDOW = text("(computed_version IS NULL OR computed_version < version)")
 
 
 class ModelSegment(Base):
