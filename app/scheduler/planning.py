@@ -185,10 +185,12 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
             band = None
         state.version += 1
         state.checkpoint_at = now
-        state.band_count = None if band is None else band.count
-        state.band_sum = None if band is None else band.total
-        state.failures = 0
-        state.retry_at = None
+        if band is not None:
+            # A change the computed results miss: a failed retry may succeed on new data.
+            state.band_count = band.count
+            state.band_sum = band.total
+            state.failures = 0
+            state.retry_at = None
         changed += 1
     if mark is None:
         session.add(ModelScan(model_id=model.id, scanned_at=now))

@@ -1,0 +1,37 @@
+"""Fixtures of the scheduler tests: each backend's database, an API client and schedulers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from app.db.session import create_db_engine, create_session_factory
+from app.settings import Settings
+from tests.integration.conftest import ClientFactory
+from tests.integration.scheduler.helpers import Env
+
+#: seconds of overlap between scans; commits in these tests take milliseconds
+MARGIN = 5.0
+
+
+@pytest.fixture
+def env(migrated_url: str, make_client: ClientFactory) -> Iterator[Env]:
+    """A migrated database of each backend, an open API on it, and a scheduler factory."""
+    settings = Settings(
+        database_url=migrated_url,
+        scheduler_scan_margin=MARGIN,
+        scheduler_interval=0.2,
+        retention_days=0,
+    )
+    engine = create_db_engine(settings)
+    environment = Env(
+        url=migrated_url,
+        client=make_client(retention_days=0),
+        settings=settings,
+        session_factory=create_session_factory(engine),
+    )
+    yield environment
+    for scheduler in environment.schedulers:
+        scheduler.shutdown()
+    engine.dispose()
