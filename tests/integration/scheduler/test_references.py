@@ -1,0 +1,233 @@
+"""Reference sets: pooled rankings equal the rankings of the pooled rows; trailing and fixed
+references hold the right predictions; no split before a reference exists; a fixed reference
+is built once per data version. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.metrics import evaluate
+from app.metrics.evaluation import evaluate_ranked
+from app.metrics.ranking import RankingAccumulator, rank
+from app.metrics.split import SPLIT_METRICS
+from app.services.references import Pool
+from tests.integration.scheduler.helpers import (
+    Batch,
+    Env,
+    by_window,
+    create_model,
+    floor,
+    iso,
+    make_batch,
+    send,
+    send_labels,
+    windows,
+)
+
+FIVE_MINUTES = timedelta(minutes=5)
+REGULAR = ("precision", "recall", "f1", "roc_auc", "average_precision", "pr_gain_auc", "brier")
+
+
+def _start(index: int) -> datetime:
+    """Start of the index-th of six consecutive closed 5-minute windows (0 = oldest)."""
+    return floor(datetime.now(UTC), FIVE_MINUTES) - (7 - index) * FIVE_MINUTES
+
+
+def _six_windows(env: Env, model: str, *, segments: list[str | None] | None = None) -> Batch:
+    batch = make_batch(
+        prefix="p",
+        start=_start(0),
+        count=6 * 60,
+        spacing=timedelta(seconds=5),
+        seed=11,
+        segments=segments,
+    )
+    send(env.client, model, batch)
+    return batch
+
+
+def _pooled(batch: Batch, first: int, last: int, segment: str | None = None) -> Batch:
+    return batch.where(_start(first), _start(last) + FIVE_MINUTES, segment)
+
+
+def _assert_regular(actual: dict[str, Any], part: Batch) -> None:
+    scores, labels = part.labelled()
+    expected = evaluate(scores, labels, threshold=0.5, score_kind="probability")["regular"]
+    for name in REGULAR:
+        assert actual[name] == pytest.approx(expected[name], abs=1e-9), name
+
+
+@pytest.mark.parametrize("score_kind", ["probability", "score"])
+def test_a_ranking_accumulated_by_parts_equals_the_ranking_of_the_pooled_rows(
+    score_kind: str,
+) -> None:
+    rng = np.random.default_rng(5)
+    parts = []
+    for size in (500, 0, 1, 2000, 37):
+        labels = (rng.random(size) < 0.05).astype(np.int8)
+        scores = np.round(rng.random(size) * 0.6 + 0.3 * labels, 2)  # many ties across parts
+        parts.append((scores, labels))
+    scores = np.concatenate([s for s, _ in parts])
+    labels = np.concatenate([y for _, y in parts])
+    positives = np.sort(scores[labels == 1])
+    accumulator = RankingAccumulator(positives)
+    pool = Pool(positives, threshold=0.5, score_kind=score_kind)
+    for part_scores, part_labels in parts:
+        negatives = np.sort(part_scores[part_labels == 0])
+        accumulator.add_negatives(negatives)
+        pool.add_negatives(negatives)
+    pooled = accumulator.ranking()
+    direct = rank(scores, labels)
+    for name in ("thresholds", "pos", "neg_tied", "neg_above"):
+        np.testing.assert_array_equal(getattr(pooled, name), getattr(direct, name))
+    assert (pooled.neg_below, pooled.n_pos, pooled.n_neg) == (
+        direct.neg_below,
+        direct.n_pos,
+        direct.n_neg,
+    )
+    got = evaluate_ranked(
+        pool.ranking(), pool.sums, threshold=0.5, pi0=(0.2,), score_kind=score_kind
+    )
+    want = evaluate(scores, labels, threshold=0.5, pi0=(0.2,), score_kind=score_kind)  # type: ignore[arg-type]
+    assert set(got["regular"]) == set(want["regular"])
+    for name, value in want["regular"].items():
+        assert got["regular"][name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
+    assert got["calibrated"]["0.2"] == pytest.approx(want["calibrated"]["0.2"], rel=1e-12)
+
+
+def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> None:
+    create_model(
+        env.client,
+        "fraud",
+        window="5m",
+        grace="0s",
+        pi0=[0.1],
+        reference={"kind": "trailing", "windows": 3},
+    )
+    batch = _six_windows(env, "fraud", segments=["a", "b"])
+    assert env.scheduler().tick().computed == 6
+    records = windows(env.client, "fraud")
+    stars = by_window(records)
+    assert len(stars) == 6
+
+    first = stars[iso(_start(0))]
+    assert first["reference"] is None
+    assert first["split"] is None
+    assert first["calibrated"]["reference"] is None
+    assert first["intervals"]["calibrated"]["reference"] is None
+    assert set(first["calibrated"]) == {"reference", "0.1"}
+
+    second = stars[iso(_start(1))]
+    assert second["reference"]["windows"] == 1
+    assert (second["reference"]["start"], second["reference"]["end"]) == (
+        iso(_start(0)),
+        iso(_start(1)),
+    )
+    _assert_regular(second["reference"]["regular"], _pooled(batch, 0, 0))
+
+    last = stars[iso(_start(5))]
+    reference = last["reference"]
+    pooled = _pooled(batch, 2, 4)
+    _, pooled_labels = pooled.labelled()
+    assert reference["kind"] == "trailing"
+    assert reference["windows"] == 3
+    assert (reference["start"], reference["end"]) == (iso(_start(2)), iso(_start(5)))
+    assert (reference["n"], reference["n_pos"]) == (pooled_labels.size, int(pooled_labels.sum()))
+    assert reference["prior"] == pytest.approx(pooled_labels.mean(), abs=1e-15)
+    _assert_regular(reference["regular"], pooled)
+
+    # The window calibrated at the reference prior, and the split against the reference.
+    scores, labels = batch.where(_start(5), _start(5) + FIVE_MINUTES).labelled()
+    own = evaluate(
+        scores, labels, threshold=0.5, pi0=[reference["prior"]], score_kind="probability"
+    )
+    at_reference = own["calibrated"][repr(float(reference["prior"]))]
+    assert last["calibrated"]["reference"] == pytest.approx(at_reference, abs=1e-12)
+    for name in SPLIT_METRICS:
+        part = last["split"][name]
+        assert part["total"] == pytest.approx(
+            last["regular"][name] - reference["regular"][name], abs=1e-12
+        )
+        assert part["prior"] == pytest.approx(last["regular"][name] - at_reference[name], abs=1e-12)
+        assert part["prior"] + part["likelihood"] == pytest.approx(part["total"], abs=1e-12)
+        low, high = part["likelihood_interval"]
+        assert low <= high
+    assert last["intervals"]["calibrated"]["reference"]["average_precision"] is not None
+
+    # A segment is compared with the same windows restricted to that segment.
+    segment = by_window(records, "a")[iso(_start(5))]
+    assert segment["reference"]["windows"] == 3
+    _assert_regular(segment["reference"]["regular"], _pooled(batch, 2, 4, "a"))
+
+
+def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: Env) -> None:
+    period_start = _start(1) + timedelta(minutes=2)
+    period_end = _start(2) + timedelta(minutes=3)
+    create_model(
+        env.client,
+        "fraud",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(period_start), "end": iso(period_end)},
+    )
+    batch = _six_windows(env, "fraud")
+    scheduler = env.scheduler()
+    assert scheduler.tick().computed == 6
+    assert scheduler.cache.builds == 1
+    stars = by_window(windows(env.client, "fraud"))
+    period = batch.where(period_start, period_end)
+    for record in stars.values():
+        reference = record["reference"]
+        assert reference["kind"] == "fixed"
+        assert (reference["start"], reference["end"]) == (iso(period_start), iso(period_end))
+        assert reference["windows"] is None
+        assert reference["n"] == len(period.items)
+        _assert_regular(reference["regular"], period)
+        assert record["split"] is not None
+
+    # A label changes inside the period: the next computation rebuilds the reference.
+    index = next(i for i, item in enumerate(period.items) if item.get("label") == 0)
+    send_labels(env.client, "fraud", {period.items[index]["id"]: 1})
+    assert scheduler.tick().computed == 1  # the window holding that prediction
+    assert scheduler.cache.builds == 2
+    record = by_window(windows(env.client, "fraud"))[iso(floor(period.ts[index], FIVE_MINUTES))]
+    assert record["reference"]["n_pos"] == int(period.labelled()[1].sum()) + 1
+    assert scheduler.tick().computed == 0
+    assert scheduler.cache.builds == 2
+
+
+def test_no_split_without_a_reference(env: Env) -> None:
+    create_model(
+        env.client,
+        "empty-period",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"},
+    )
+    create_model(env.client, "unlabelled-before", window="5m", grace="0s")
+    _six_windows(env, "empty-period")
+    first = make_batch(
+        prefix="u", start=_start(0), count=30, spacing=timedelta(seconds=5), seed=2, unlabelled=1.0
+    )
+    second = make_batch(prefix="l", start=_start(1), count=30, spacing=timedelta(seconds=5), seed=3)
+    send(env.client, "unlabelled-before", first)
+    send(env.client, "unlabelled-before", second)
+    env.scheduler().tick()
+    for record in windows(env.client, "empty-period"):
+        assert record["reference"] is None
+        assert record["split"] is None
+        assert record["calibrated"]["reference"] is None
+        assert record["regular"]["roc_auc"] is not None
+    records = by_window(windows(env.client, "unlabelled-before"))
+    labelled = records[iso(_start(1))]
+    # The only earlier window has no label yet: a reference of nothing, so no split.
+    assert labelled["reference"]["n"] == 0
+    assert labelled["reference"]["prior"] is None
+    assert labelled["split"] is None
+    assert labelled["calibrated"]["reference"] is None
+    assert records[iso(_start(0))]["n"] == 0
+    assert records[iso(_start(0))]["unlabelled"] == 30

@@ -1,0 +1,123 @@
+"""Segments: '*' plus the first max_segments named segments seen, a stable set; predictions
+of segments beyond the cap count in '*' and in the overflow report. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+from sqlalchemy import select
+
+from app.db.models import ModelSegment
+from app.scheduler import metrics
+from tests.integration.scheduler.helpers import (
+    Batch,
+    Env,
+    create_model,
+    floor,
+    iso,
+    make_batch,
+    send,
+    windows,
+)
+
+FIVE_MINUTES = timedelta(minutes=5)
+
+
+def _start(index: int) -> datetime:
+    return floor(datetime.now(UTC), FIVE_MINUTES) - (4 - index) * FIVE_MINUTES
+
+
+def _send_segment(env: Env, window: int, segment: str | None, count: int, seed: int) -> Batch:
+    batch = make_batch(
+        prefix=f"w{window}-{segment}",
+        start=_start(window) + timedelta(seconds=seed),
+        count=count,
+        spacing=timedelta(seconds=2),
+        seed=seed,
+        segments=[segment],
+    )
+    send(env.client, "fraud", batch)
+    return batch
+
+
+def _records(env: Env, window: int) -> dict[str, dict[str, object]]:
+    start = _start(window)
+    return {
+        r["segment"]: r
+        for r in windows(env.client, "fraud", start=start.isoformat())
+        if r["start"] == iso(start)
+    }
+
+
+def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> None:
+    create_model(env.client, "fraud", window="5m", grace="0s", max_segments=2)
+    # First seen in this order: a, b, then c (beyond the cap); some without a segment.
+    sent = {
+        name: _send_segment(env, 0, name, count, seed)
+        for name, count, seed in (("a", 30, 1), ("b", 20, 2), ("c", 25, 3), (None, 10, 4))
+    }
+    before = metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get()
+    scheduler = env.scheduler()
+    assert scheduler.tick().computed == 1
+    records = _records(env, 0)
+    assert sorted(records) == ["*", "a", "b"]
+    labelled = {name: int(np.count_nonzero(b.labels >= 0)) for name, b in sent.items()}
+    assert records["*"]["n"] == sum(labelled.values())
+    assert records["a"]["n"] == labelled["a"]
+    assert records["b"]["n"] == labelled["b"]
+    assert records["*"]["segments_overflow"] == {"segments": 1, "predictions": 25}
+    assert records["a"]["segments_overflow"] is None
+    assert metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
+
+    # Later windows keep the same set, whatever they hold.
+    for name, count, seed in (("d", 15, 5), ("c", 5, 6), ("a", 12, 7)):
+        _send_segment(env, 1, name, count, seed)
+    assert scheduler.tick().computed == 1
+    records = _records(env, 1)
+    assert sorted(records) == ["*", "a"]
+    assert records["*"]["segments_overflow"] == {"segments": 2, "predictions": 20}
+    with env.session_factory() as session:
+        tracked = session.execute(
+            select(ModelSegment.name, ModelSegment.position)
+            .where(ModelSegment.model_id == env.model_id("fraud"))
+            .order_by(ModelSegment.position)
+        ).all()
+    assert [tuple(row) for row in tracked] == [("a", 0), ("b", 1)]
+
+    # A larger cap tracks the next segments seen, after the existing ones.
+    response = env.client.put(
+        "/v1/models/fraud", json={"window": "5m", "grace": "0s", "max_segments": 3}
+    )
+    assert response.status_code == 200
+    response = env.client.post(
+        "/v1/models/fraud/recompute",
+        params={"start": _start(1).isoformat(), "end": (_start(1) + FIVE_MINUTES).isoformat()},
+    )
+    assert response.status_code == 202
+    assert scheduler.tick().computed == 1
+    records = _records(env, 1)
+    assert sorted(records) == ["*", "a", "d"]
+    assert records["*"]["segments_overflow"] == {"segments": 1, "predictions": 5}
+    assert records["d"]["n"] == 15
+    with env.session_factory() as session:
+        names = session.scalars(
+            select(ModelSegment.name)
+            .where(ModelSegment.model_id == env.model_id("fraud"))
+            .order_by(ModelSegment.position)
+        ).all()
+    assert list(names) == ["a", "b", "d"]
+
+    # A smaller cap computes fewer segments; the set itself stays.
+    response = env.client.put(
+        "/v1/models/fraud", json={"window": "5m", "grace": "0s", "max_segments": 1}
+    )
+    assert response.status_code == 200
+    response = env.client.post(
+        "/v1/models/fraud/recompute",
+        params={"start": _start(0).isoformat(), "end": (_start(0) + FIVE_MINUTES).isoformat()},
+    )
+    assert scheduler.tick().computed == 1
+    records = _records(env, 0)
+    assert sorted(records) == ["*", "a"]
+    assert records["*"]["segments_overflow"] == {"segments": 2, "predictions": 45}
