@@ -2,21 +2,31 @@
 
 PostgreSQL connections time out after ``db_connect_timeout`` seconds, statements after
 ``db_statement_timeout``, waiting for a pooled connection after ``db_pool_timeout``, and pooled
-connections are pinged before use, so a database outage surfaces as an error within a couple
-of seconds and the pool recovers by itself when the database returns. SQLite files get WAL
+connections are pinged before use with a client-side deadline of ``PING_TIMEOUT`` (a frozen
+server still acknowledges TCP, so only the client can notice it does not answer: the watchdog
+shuts the socket down). A database outage thus surfaces as an error within a few seconds, and
+the pool recovers by itself when the database returns. SQLite files get WAL
 journaling, foreign keys, a busy timeout and ``BEGIN IMMEDIATE`` transactions (a writer takes
 the write lock up front instead of failing when upgrading a read snapshot).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import socket
+import threading
+from typing import Any, Final
 
+import psycopg
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
+
+#: seconds a pooled PostgreSQL connection has to answer ``SELECT 1`` before it is dropped
+PING_TIMEOUT: Final = 1.0
 
 
 def create_db_engine(settings: Settings) -> Engine:
@@ -32,9 +42,8 @@ def create_db_engine(settings: Settings) -> Engine:
     if url.get_backend_name() == "postgresql" and url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
     statement_ms = int(settings.db_statement_timeout * 1000)
-    return create_engine(
+    engine = create_engine(
         url,
-        pool_pre_ping=True,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
         pool_timeout=settings.db_pool_timeout,
@@ -47,8 +56,35 @@ def create_db_engine(settings: Settings) -> Engine:
             "keepalives_idle": 10,
             "keepalives_interval": 5,
             "keepalives_count": 2,
+            "tcp_user_timeout": settings.db_connect_timeout * 1000,
         },
     )
+    event.listen(engine, "checkout", _ping_with_deadline)
+    return engine
+
+
+def _cut(dbapi_connection: Any) -> None:
+    """Shut the connection's socket down, which makes a blocked call on it fail at once."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = dbapi_connection.pgconn.socket
+        with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _ping_with_deadline(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """``SELECT 1`` on a connection taken from the pool; a dead or silent one is replaced."""
+    watchdog = threading.Timer(PING_TIMEOUT, _cut, args=(dbapi_connection,))
+    watchdog.daemon = True
+    watchdog.start()
+    autocommit = dbapi_connection.autocommit
+    try:
+        dbapi_connection.autocommit = True
+        dbapi_connection.execute("SELECT 1")
+        dbapi_connection.autocommit = autocommit
+    except psycopg.Error as exc:
+        raise DisconnectionError(str(exc)) from exc
+    finally:
+        watchdog.cancel()
 
 
 def _configure_sqlite(engine: Engine) -> None:

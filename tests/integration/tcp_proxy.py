@@ -2,7 +2,9 @@
 
 Modes: ``up`` forwards to the target; ``refuse`` closes every connection and refuses new ones
 (a stopped server); ``blackhole`` closes every connection and accepts new ones without ever
-answering (an unreachable host).
+answering (an unreachable host); ``freeze`` keeps every connection open but holds all data
+back, and accepts new ones without answering (a paused server, whose kernel still
+acknowledges TCP), until the mode returns to ``up``.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from typing import Literal
 
-Mode = Literal["up", "refuse", "blackhole"]
+Mode = Literal["up", "refuse", "blackhole", "freeze"]
 
 
 class TcpProxy:
@@ -32,7 +35,7 @@ class TcpProxy:
         """Switch mode; leaving ``up`` cuts every open connection."""
         with self._lock:
             self.mode = mode
-            if mode != "up":
+            if mode in ("refuse", "blackhole"):
                 for sock in self._sockets:
                     with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RDWR)
@@ -57,7 +60,7 @@ class TcpProxy:
                     client.close()
                     continue
                 self._sockets.append(client)
-                if mode == "blackhole":
+                if mode in ("blackhole", "freeze"):
                     continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -70,10 +73,11 @@ class TcpProxy:
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                while self.mode == "freeze":
+                    time.sleep(0.02)
                 sink.sendall(data)
         except OSError:
             pass

@@ -1,5 +1,6 @@
-"""Probes and database outages: /healthz, /readyz, and 503 within ~2 s when PostgreSQL goes
-away (refused or unreachable), with recovery on its own when it returns."""
+"""Probes and database outages: /healthz, /readyz, and 503 within a few seconds when
+PostgreSQL goes away (refused, unreachable, or frozen), with recovery on its own when it
+returns."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from app.settings import Settings
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
 from tests.integration.tcp_proxy import Mode, TcpProxy
 
-#: an outage must be reported within this many seconds (connect timeout 2 s, plus slack)
-OUTAGE_BOUND = 3.5
+#: an outage must be reported within this many seconds: ping deadline 1 s + connect timeout
+#: 2 s, plus slack for a loaded machine
+OUTAGE_BOUND = 4.5
 
 
 def test_healthz(client: TestClient) -> None:
@@ -71,7 +73,7 @@ def _timed(call: object) -> tuple[float, object]:
     return time.monotonic() - started, result
 
 
-@pytest.mark.parametrize("outage", ["refuse", "blackhole"])
+@pytest.mark.parametrize("outage", ["refuse", "blackhole", "freeze"])
 def test_database_outage_is_503_fast_and_recovers(
     proxied: tuple[TestClient, TcpProxy], outage: Mode
 ) -> None:
