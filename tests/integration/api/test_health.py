@@ -89,6 +89,7 @@ def test_database_outage_is_503_fast_and_recovers(
     ):
         elapsed, response = _timed(call)
         assert response.status_code == 503, response.text  # type: ignore[attr-defined]
+        assert response.headers["retry-after"] == "1"  # type: ignore[attr-defined]
         assert elapsed < OUTAGE_BOUND
     error = error_of(response)
     assert error["code"] in {"database_unavailable", "not_ready"}

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app import __version__
 from app.log import JsonFormatter, configure_logging
 from tests.integration.api.helpers import create_model, post_labels, post_predictions, prediction
+from tests.integration.conftest import ClientFactory
 
 
 def _samples(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -116,3 +117,22 @@ def test_configure_logging_is_idempotent() -> None:
     assert sum(isinstance(h.formatter, JsonFormatter) for h in root.handlers) == 1
     assert root.level == logging.WARNING
     configure_logging("INFO")
+
+
+def test_rejections_before_routing_are_counted(make_client: ClientFactory) -> None:
+    client = make_client(max_body_bytes=1024)
+    create_model(client, "obs")
+    before = _samples(client)
+    body = json.dumps({"predictions": [prediction(f"id-{i}") for i in range(30)]}).encode()
+    response = client.post(
+        "/v1/models/obs/predictions", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 413
+    client.post("/v1/models/obs/labels", content=b"{}", headers={"content-type": "text/csv"})
+    after = _samples(client)
+    for reason in ("too_large", "unsupported_media_type"):
+        assert (
+            _value(after, "calmon_ingest_rejected_total", reason=reason)
+            - _value(before, "calmon_ingest_rejected_total", reason=reason)
+            == 1
+        )
