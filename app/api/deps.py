@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import ApiError
 from app.db.models import Model
+from app.db.session import session_deadline
 from app.services.models import MODEL_NAME_PATTERN, get_model
 from app.settings import Settings
 
@@ -26,6 +27,8 @@ IMPLIED_SCOPES: Final[dict[str, frozenset[str]]] = {
     "write": frozenset({"write"}),
 }
 JSON_MEDIA_TYPES: Final = frozenset({"application/json"})
+#: seconds a request's database work may run past the statement timeout before it is cut
+REQUEST_DEADLINE_MARGIN: Final = 2.0
 
 
 def get_app_settings(request: Request) -> Settings:
@@ -35,8 +38,14 @@ def get_app_settings(request: Request) -> Settings:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """A session for this request; routes commit once, anything uncommitted is rolled back."""
-    with request.app.state.session_factory() as session:
+    """A session for this request; routes commit once, anything uncommitted is rolled back.
+
+    Its database work is bounded by the statement timeout plus a margin, even when the server
+    stops answering without closing the connection.
+    """
+    settings: Settings = request.app.state.settings
+    deadline = settings.db_statement_timeout + REQUEST_DEADLINE_MARGIN
+    with request.app.state.session_factory() as session, session_deadline(session, deadline):
         yield session
 
 

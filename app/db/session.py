@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Iterator
 from typing import Any, Final
 
 import psycopg
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
@@ -63,7 +64,7 @@ def create_db_engine(settings: Settings) -> Engine:
     return engine
 
 
-def _cut(dbapi_connection: Any) -> None:
+def cut_connection(dbapi_connection: Any) -> None:
     """Shut the connection's socket down, which makes a blocked call on it fail at once."""
     with contextlib.suppress(OSError, ValueError):
         fd = dbapi_connection.pgconn.socket
@@ -73,7 +74,7 @@ def _cut(dbapi_connection: Any) -> None:
 
 def _ping_with_deadline(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     """``SELECT 1`` on a connection taken from the pool; a dead or silent one is replaced."""
-    watchdog = threading.Timer(PING_TIMEOUT, _cut, args=(dbapi_connection,))
+    watchdog = threading.Timer(PING_TIMEOUT, cut_connection, args=(dbapi_connection,))
     watchdog.daemon = True
     watchdog.start()
     autocommit = dbapi_connection.autocommit
@@ -105,3 +106,32 @@ def _configure_sqlite(engine: Engine) -> None:
 def create_session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions that keep loaded objects usable after commit (routes serialise them)."""
     return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextlib.contextmanager
+def session_deadline(session: Session, seconds: float) -> Iterator[None]:
+    """Cut the session's PostgreSQL connections if the block still runs after ``seconds``.
+
+    A server that freezes mid-statement never enforces its own ``statement_timeout``; this
+    turns such a hang into a connection error. SQLite connections are left alone.
+    """
+    connections: list[Any] = []
+
+    def remember(_session: Session, _transaction: Any, connection: Connection) -> None:
+        dbapi_connection = connection.connection.dbapi_connection
+        if hasattr(dbapi_connection, "pgconn"):
+            connections.append(dbapi_connection)
+
+    def expire() -> None:
+        for dbapi_connection in list(connections):
+            cut_connection(dbapi_connection)
+
+    event.listen(session, "after_begin", remember)
+    watchdog = threading.Timer(seconds, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
+        event.remove(session, "after_begin", remember)
