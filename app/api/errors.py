@@ -163,6 +163,14 @@ def payload_too_large(limit: int) -> JSONResponse:
 
 
 def _db_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, sa_exc.TimeoutError):
+        logger.warning("no database connection free within the pool timeout")
+        return error_response(
+            503,
+            "database_busy",
+            "every database connection of this process is in use; retry later",
+            headers={"Retry-After": "1"},
+        )
     logger.warning("database unavailable: %s", type(exc).__name__)
     return error_response(
         503,

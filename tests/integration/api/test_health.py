@@ -103,3 +103,21 @@ def test_database_outage_is_503_fast_and_recovers(
     response = post_predictions(client, [prediction("b")])
     assert response.status_code == 200
     assert response.json()["new"] == 1
+
+
+def test_exhausted_pool_is_503_busy(shared_postgres_url: str) -> None:
+    settings = Settings(database_url=shared_postgres_url, db_pool_size=1, db_pool_timeout=0.5)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        engine = client.app.state.engine  # type: ignore[attr-defined]
+        held = [engine.connect(), engine.connect()]
+        try:
+            started = time.monotonic()
+            response = client.get("/v1/models")
+            assert time.monotonic() - started < 2.0
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "1"
+            assert error_of(response)["code"] == "database_busy"
+        finally:
+            for connection in held:
+                connection.close()
+        assert client.get("/v1/models").status_code == 200
