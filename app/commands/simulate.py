@@ -1,16 +1,311 @@
-"""`calmon simulate`."""
+"""`calmon simulate`: send a synthetic stream with a known prior shift and a known likelihood
+drift to a running server, then show what the server computed."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
+
+from app.windows import WINDOW_SECONDS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from app.simulation.sender import SendTotals
+    from app.simulation.stream import WindowData, WindowPlan
+
+TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
+THRESHOLD: Final = 0.5
+PHASE_NAMES: Final = ("stable", "prior", "likelihood")
+
+EPILOG = """\
+The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
+--phases, ending at the last window boundary before now, so every window is closed.
+  stable      pi = 0.05, ROC AUC 0.90: the model's fixed reference period
+  prior       pi = 0.008 with P(score | y) unchanged: a pure prior shift
+  likelihood  pi = 0.05, ROC AUC 0.80: the classes overlap more, a pure likelihood drift
+The model is created (or replaced) with score_kind probability, threshold 0.5, grace 0s and
+the stable period as its fixed reference; the token needs the admin scope.
+"""
+
+
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
+    return text.rstrip("/")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _batch_size(text: str) -> int:
+    value = _positive(text)
+    if value > 10_000:
+        raise argparse.ArgumentTypeError(f"must be at most 10000: {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0: {text!r}")
+    return value
+
+
+def _phases(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PHASE_NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown phase {unknown[0]!r}; expected some of {', '.join(PHASE_NAMES)}"
+        )
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError("each phase may appear once")
+    if "stable" not in names:
+        raise argparse.ArgumentTypeError("the phases must include stable (the reference period)")
+    return names
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon simulate`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument(
+        "--url", required=True, type=_url, help="root URL of the server, e.g. http://127.0.0.1:8000"
+    )
+    parser.add_argument("--model", required=True, help="model name to create and feed")
+    parser.add_argument(
+        "--window", choices=list(WINDOW_SECONDS), default="5m", help="window length (default 5m)"
+    )
+    parser.add_argument(
+        "--windows-per-phase", type=_positive, default=4, metavar="N", help="default 4"
+    )
+    parser.add_argument(
+        "--per-window",
+        type=_positive,
+        default=20_000,
+        metavar="N",
+        help="predictions per window (default 20000)",
+    )
+    parser.add_argument(
+        "--phases",
+        type=_phases,
+        default=list(PHASE_NAMES),
+        metavar="LIST",
+        help="comma-separated phases in time order (default stable,prior,likelihood)",
+    )
+    parser.add_argument("--seed", type=int, help="random seed (default: a fresh one, printed)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token with the admin scope (default: the {TOKEN_ENV} variable)",
+    )
+    parser.add_argument("--truth", metavar="FILE", help="write the true values per window (JSON)")
+    parser.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=1_000,
+        metavar="N",
+        help="predictions per request, at most 10000 (default 1000)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=2,
+        metavar="N",
+        help="requests in flight (default 2)",
+    )
+    parser.add_argument(
+        "--wait",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for the server to compute every window (default 60; 0: no wait)",
+    )
+
+
+class _Progress:
+    """Sending progress on ``stream``: a bar redrawn in place on a terminal, else a line per
+    window."""
+
+    def __init__(self, stream: TextIO, *, total: int, windows: int) -> None:
+        self.stream = stream
+        self.total = total
+        self.windows = windows
+        self.sent = 0
+        self.tty = stream.isatty()
+
+    def batch(self, data: WindowData, rows: int) -> None:
+        self.sent += rows
+        if self.tty:
+            width = 30
+            done = width * self.sent // self.total
+            self.stream.write(
+                f"\r[{'#' * done}{'.' * (width - done)}] {self.sent}/{self.total} predictions,"
+                f" window {data.plan.index + 1}/{self.windows} ({data.plan.phase.name})"
+            )
+            self.stream.flush()
+
+    def window(self, data: WindowData, totals: SendTotals) -> None:
+        plan = data.plan
+        line = (
+            f"window {plan.index + 1}/{self.windows} {plan.start:%Y-%m-%d %H:%M}Z"
+            f" {plan.phase.name:<10} sent {len(data.ids)} (positives {data.n_pos}):"
+            f" {totals.new} new, {totals.duplicates} repeats"
+        )
+        self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
+
+def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
+    """The configuration the simulated model is created with: the stable period as its fixed
+    reference; grace 0 since every label arrives with its prediction."""
+    from app.simulation.stream import REFERENCE_PHASE, phase_bounds
+
+    bounds = phase_bounds(plans, REFERENCE_PHASE)
+    assert bounds is not None
+    return {
+        "score_kind": "probability",
+        "window": window,
+        "threshold": THRESHOLD,
+        "reference": {
+            "kind": "fixed",
+            "start": bounds[0].isoformat(),
+            "end": bounds[1].isoformat(),
+        },
+        "grace": "0s",
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    print("calmon simulate: not available in this version", file=sys.stderr)
-    return 2
+    """Create the model, send the stream, write the truth file, wait and show the summary."""
+    import secrets
+    from datetime import UTC, datetime
+
+    from app.simulation.sender import SendError
+    from app.simulation.stream import PHASES, plan_windows
+
+    seed: int = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    plans = plan_windows(
+        phases=[PHASES[name] for name in args.phases],
+        window=args.window,
+        windows_per_phase=args.windows_per_phase,
+        per_window=args.per_window,
+        now=datetime.now(UTC),
+    )
+    try:
+        truth = open(args.truth, "wb") if args.truth else None  # noqa: SIM115
+    except OSError as exc:
+        print(f"calmon simulate: cannot write {args.truth}: {exc.strerror}", file=sys.stderr)
+        return 2
+    try:
+        return _simulate(args, plans=plans, seed=seed, truth=truth)
+    except SendError as exc:
+        print(f"calmon simulate: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("calmon simulate: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if truth is not None:
+            truth.close()
+
+
+def _simulate(
+    args: argparse.Namespace, *, plans: list[WindowPlan], seed: int, truth: BinaryIO | None
+) -> int:
+    import time
+
+    import orjson
+
+    from app.simulation.population import truth_document
+    from app.simulation.report import WaitTimeoutError, format_summary, wait_for_windows
+    from app.simulation.sender import make_client, request_json, send_windows
+    from app.simulation.stream import SCORE_MAP, generate_window
+
+    err = sys.stderr
+    print(
+        f"calmon simulate: model {args.model}, {len(plans)} windows of {args.window} from"
+        f" {plans[0].start:%Y-%m-%d %H:%M}Z to {plans[-1].end:%Y-%m-%d %H:%M}Z"
+        f" ({', '.join(args.phases)}), {args.per_window} predictions each, seed {seed}",
+        file=err,
+    )
+    progress = _Progress(err, total=len(plans) * args.per_window, windows=len(plans))
+    positives: list[int] = []
+
+    def windows() -> Iterator[WindowData]:
+        for plan in plans:
+            data = generate_window(plan, seed=seed)
+            positives.append(data.n_pos)
+            yield data
+
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    with make_client(args.url, token=token) as client:
+        body = orjson.dumps(_model_config(plans, args.window))
+        status, _ = request_json(client, "PUT", f"/v1/models/{args.model}", body=body)
+        if status == 200:
+            print(
+                f"calmon simulate: model {args.model} existed; its configuration is replaced"
+                " and its earlier predictions stay (use a new name for a clean run)",
+                file=err,
+            )
+        started = time.monotonic()
+        totals = send_windows(
+            client,
+            model=args.model,
+            windows=windows(),
+            batch_size=args.batch_size,
+            concurrency=args.concurrency,
+            on_batch=progress.batch,
+            on_window=progress.window,
+        )
+        print(
+            f"calmon simulate: sent {sum(p.size for p in plans)} predictions in"
+            f" {time.monotonic() - started:.1f} s ({sum(t.new for t in totals)} new,"
+            f" {sum(t.duplicates for t in totals)} repeats)",
+            file=err,
+        )
+        if truth is not None:
+            document = truth_document(
+                plans=plans,
+                positives=positives,
+                model=args.model,
+                window=args.window,
+                seed=seed,
+                threshold=THRESHOLD,
+                score_map=SCORE_MAP,
+            )
+            truth.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+            truth.flush()
+        if args.wait:
+            print(
+                f"calmon simulate: waiting up to {args.wait:g} s for the server to compute"
+                f" {len(plans)} windows",
+                file=err,
+            )
+        started = time.monotonic()
+        try:
+            records = wait_for_windows(client, model=args.model, plans=plans, timeout=args.wait)
+        except WaitTimeoutError as exc:
+            print(f"calmon simulate: {exc}", file=err)
+            print(format_summary(plans, exc.records))
+            return 1
+    if args.wait:
+        print(
+            f"calmon simulate: every window computed after {time.monotonic() - started:.1f} s",
+            file=err,
+        )
+    print(format_summary(plans, records))
+    return 0

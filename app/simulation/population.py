@@ -24,6 +24,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from app.services.references import iso
 from app.simulation.stream import (
     PHASES,
     REFERENCE_PHASE,
@@ -143,8 +144,8 @@ def truth_document(
         assert ap_at_ref is not None
         rows.append(
             {
-                "start": plan.start.isoformat(),
-                "end": plan.end.isoformat(),
+                "start": iso(plan.start),
+                "end": iso(plan.end),
                 "phase": plan.phase.name,
                 "prior": plan.phase.prior,
                 "n": plan.size,
@@ -170,12 +171,12 @@ def truth_document(
             "intercept": score_map.intercept,
         },
         "phases": {
-            name: {"prior": PHASES[name].prior, "separation": PHASES[name].separation}
-            for name in dict.fromkeys(plan.phase.name for plan in plans)
+            plan.phase.name: {"prior": plan.phase.prior, "separation": plan.phase.separation}
+            for plan in plans
         },
         "reference": {
-            "start": bounds[0].isoformat() if bounds else None,
-            "end": bounds[1].isoformat() if bounds else None,
+            "start": iso(bounds[0]) if bounds else None,
+            "end": iso(bounds[1]) if bounds else None,
             "population": ref_values,
         },
         "windows": rows,
