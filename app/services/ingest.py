@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Final, NotRequired
 
+from psycopg import sql as pg_sql
 from pydantic import AwareDatetime, ConfigDict, Field, TypeAdapter, with_config
 from sqlalchemy import (
     Column,
@@ -187,11 +188,11 @@ def _load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, 
     connection.execute(table.delete())
     if connection.dialect.name == "postgresql":
         driver_connection: Any = connection.connection.driver_connection
-        columns = ", ".join(c.name for c in table.columns)
-        with (
-            driver_connection.cursor() as cursor,
-            cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
-        ):
+        statement = pg_sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+            pg_sql.Identifier(table.name),
+            pg_sql.SQL(", ").join(pg_sql.Identifier(c.name) for c in table.columns),
+        )
+        with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
             copy.set_types(_PG_TYPES[table.name])
             for row in rows:
                 copy.write_row(row)
@@ -201,12 +202,16 @@ def _load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, 
         connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
 
 
+_LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:cls, :obj)")
+_LOCK_EXCLUSIVE = text("SELECT pg_advisory_xact_lock(:cls, :obj)")
+
+
 def _lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> None:
     if connection.dialect.name != "postgresql":
         return
-    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
     connection.execute(
-        text(f"SELECT {function}(:cls, :obj)"), {"cls": MODEL_LOCK_CLASS, "obj": model_id}
+        _LOCK_EXCLUSIVE if exclusive else _LOCK_SHARED,
+        {"cls": MODEL_LOCK_CLASS, "obj": model_id},
     )
 
 
