@@ -9,10 +9,16 @@ import pytest
 from app.db.session import create_db_engine, create_session_factory
 from app.settings import Settings
 from tests.integration.conftest import ClientFactory
-from tests.integration.scheduler.helpers import Env
+from tests.integration.scheduler.helpers import Env, settle
 
 #: seconds of overlap between scans; commits in these tests take milliseconds
 MARGIN = 5.0
+
+
+@pytest.fixture(autouse=True)
+def _settled() -> None:
+    """Tests place data relative to the current 5-minute window; keep it for the test."""
+    settle()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -144,6 +145,26 @@ def by_window(records: list[dict[str, Any]], segment: str = "*") -> dict[str, di
 def iso(moment: datetime) -> str:
     """The API's form of an instant."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+FIVE_MINUTES = timedelta(minutes=5)
+_now_window: list[datetime] = []
+
+
+def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0) -> None:
+    """Fix "now" for :func:`recent` at the start of a test, first waiting past the next
+    window boundary when it is less than ``room`` seconds away, so that which windows are
+    open does not change while the test runs."""
+    seconds = length.total_seconds()
+    left = seconds - datetime.now(UTC).timestamp() % seconds
+    if left < room:
+        time.sleep(left + 0.2)
+    _now_window[:] = [floor(datetime.now(UTC), length)]
+
+
+def recent(windows_ago: int, length: timedelta = FIVE_MINUTES) -> datetime:
+    """Start of the window ``windows_ago`` windows before the one open at :func:`settle`."""
+    return _now_window[0] - windows_ago * length
 
 
 def floor(moment: datetime, length: timedelta) -> datetime:

@@ -19,9 +19,9 @@ from tests.integration.scheduler.helpers import (
     Env,
     by_window,
     create_model,
-    floor,
     iso,
     make_batch,
+    recent,
     send,
     send_labels,
     windows,
@@ -31,7 +31,7 @@ FIVE_MINUTES = timedelta(minutes=5)
 
 
 def _recent_start(windows_ago: int) -> datetime:
-    return floor(datetime.now(UTC), FIVE_MINUTES) - windows_ago * FIVE_MINUTES
+    return recent(windows_ago)
 
 
 def test_windows_are_aligned_to_the_utc_epoch(env: Env) -> None:

@@ -4,7 +4,7 @@ is built once per data version. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from tests.integration.scheduler.helpers import (
     floor,
     iso,
     make_batch,
+    recent,
     send,
     send_labels,
     windows,
@@ -34,7 +35,7 @@ REGULAR = ("precision", "recall", "f1", "roc_auc", "average_precision", "pr_gain
 
 def _start(index: int) -> datetime:
     """Start of the index-th of six consecutive closed 5-minute windows (0 = oldest)."""
-    return floor(datetime.now(UTC), FIVE_MINUTES) - (7 - index) * FIVE_MINUTES
+    return recent(7 - index)
 
 
 def _six_windows(env: Env, model: str, *, segments: list[str | None] | None = None) -> Batch:
@@ -69,7 +70,7 @@ def test_a_ranking_accumulated_by_parts_equals_the_ranking_of_the_pooled_rows(
     parts = []
     for size in (500, 0, 1, 2000, 37):
         labels = (rng.random(size) < 0.05).astype(np.int8)
-        scores = np.round(rng.random(size) * 0.6 + 0.3 * labels, 2)  # many ties across parts
+        scores = np.round(rng.random(size) * 0.6 + 0.3 * labels, 2).astype(np.float64)  # ties
         parts.append((scores, labels))
     scores = np.concatenate([s for s, _ in parts])
     labels = np.concatenate([y for _, y in parts])

@@ -3,7 +3,7 @@ of segments beyond the cap count in '*' and in the overflow report. SQLite and P
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 from sqlalchemy import select
@@ -14,9 +14,9 @@ from tests.integration.scheduler.helpers import (
     Batch,
     Env,
     create_model,
-    floor,
     iso,
     make_batch,
+    recent,
     send,
     windows,
 )
@@ -25,7 +25,7 @@ FIVE_MINUTES = timedelta(minutes=5)
 
 
 def _start(index: int) -> datetime:
-    return floor(datetime.now(UTC), FIVE_MINUTES) - (4 - index) * FIVE_MINUTES
+    return recent(4 - index)
 
 
 def _send_segment(env: Env, window: int, segment: str | None, count: int, seed: int) -> Batch:

@@ -1,0 +1,310 @@
+"""The window API: record shape and values, order, filters, pages, errors, scopes, and the
+recompute endpoint. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.metrics import REGULAR_METRICS, evaluate
+from app.metrics.split import SPLIT_METRICS
+from app.scheduler.runner import WindowScheduler
+from app.settings import Settings
+from tests.integration.api.helpers import error_of
+from tests.integration.conftest import ClientFactory
+from tests.integration.scheduler.helpers import (
+    Batch,
+    by_window,
+    create_model,
+    iso,
+    make_batch,
+    recent,
+    send,
+    settle,
+    windows,
+)
+
+FIVE_MINUTES = timedelta(minutes=5)
+READ = "read-token-0123456789"
+ADMIN = "admin-token-0123456789"
+RECORD_KEYS = {
+    "start",
+    "end",
+    "segment",
+    "computed_at",
+    "n",
+    "n_pos",
+    "unlabelled",
+    "prior",
+    "prior_interval",
+    "regular",
+    "calibrated",
+    "intervals",
+    "split",
+    "reference",
+    "reliability",
+    "segments_overflow",
+}
+PROBABILITY_ONLY = {"brier", "brier_skill", "brier_pos", "brier_neg", "log_loss", "ece", "mce"}
+
+
+def _start(index: int) -> datetime:
+    """Start of the index-th of three closed 5-minute windows (0 = oldest)."""
+    return recent(4 - index)
+
+
+@pytest.fixture(autouse=True)
+def _settled() -> None:
+    """Tests place data relative to the current 5-minute window; keep it for the test."""
+    settle()
+
+
+@pytest.fixture
+def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
+    """A scheduler on the test's database (ticks run in the test)."""
+    settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
+    running = WindowScheduler(settings, instance="api-test")
+    yield running
+    running.shutdown()
+
+
+def _three_windows(client: TestClient, model: str, **config: Any) -> Batch:
+    create_model(client, model, window="5m", grace="0s", **config)
+    batch = make_batch(
+        prefix=model,
+        start=_start(0),
+        count=3 * 100,
+        spacing=timedelta(seconds=3),
+        seed=21,
+        segments=["b", "a", None],
+        unlabelled=0.1,
+    )
+    send(client, model, batch)
+    return batch
+
+
+def test_records_have_the_documented_shape_and_values(
+    client: TestClient, scheduler: WindowScheduler
+) -> None:
+    batch = _three_windows(client, "fraud", pi0=[0.1, 0.5], threshold=0.4)
+    assert scheduler.tick().computed == 3
+    records = windows(client, "fraud")
+    assert len(records) == 9
+    for record in records:
+        assert set(record) == RECORD_KEYS
+        start = datetime.fromisoformat(record["start"])
+        assert datetime.fromisoformat(record["end"]) - start == FIVE_MINUTES
+        segment = None if record["segment"] == "*" else record["segment"]
+        part = batch.where(start, start + FIVE_MINUTES, segment)
+        scores, labels = part.labelled()
+        expected = evaluate(scores, labels, threshold=0.4, pi0=[0.1, 0.5], score_kind="probability")
+        assert (record["n"], record["n_pos"]) == (labels.size, int(labels.sum()))
+        assert record["unlabelled"] == len(part.items) - labels.size
+        assert record["prior"] == pytest.approx(labels.mean(), abs=1e-15)
+        low, high = record["prior_interval"]
+        assert 0.0 <= low < record["prior"] < high <= 1.0
+        assert list(record["regular"]) == list(REGULAR_METRICS)
+        for name, value in expected["regular"].items():
+            assert record["regular"][name] == pytest.approx(value, abs=1e-12), name
+        assert set(record["calibrated"]) == {"reference", "0.1", "0.5"}
+        for key in ("0.1", "0.5"):
+            assert record["calibrated"][key] == pytest.approx(
+                expected["calibrated"][key], abs=1e-12
+            )
+        assert set(record["intervals"]) == {"regular", "calibrated"}
+        assert set(record["intervals"]["calibrated"]) == {"reference", "0.1", "0.5"}
+        for name, bounds in record["intervals"]["regular"].items():
+            assert bounds is None or bounds[0] <= bounds[1], name
+        assert record["intervals"]["regular"]["roc_auc"] is not None
+        assert len(record["reliability"]) == 10
+        assert sum(row["count"] for row in record["reliability"]) == record["n"]
+        assert record["segments_overflow"] == (
+            {"segments": 0, "predictions": 0} if segment is None else None
+        )
+        if start == _start(0):
+            assert record["split"] is None
+            assert record["reference"] is None
+        else:
+            assert set(record["split"]) == set(SPLIT_METRICS)
+            for parts in record["split"].values():
+                assert set(parts) == {"total", "prior", "likelihood", "likelihood_interval"}
+            assert set(record["reference"]) == {
+                "kind",
+                "start",
+                "end",
+                "windows",
+                "n",
+                "n_pos",
+                "prior",
+                "regular",
+            }
+
+
+def test_score_models_have_no_probability_metrics(
+    client: TestClient, scheduler: WindowScheduler
+) -> None:
+    create_model(client, "ranker", window="5m", grace="0s", score_kind="score", threshold=0.0)
+    items = [
+        {"id": f"s{i}", "timestamp": (_start(0) + timedelta(seconds=i)).isoformat(),
+         "score": float(v), "label": i % 2}
+        for i, v in enumerate(np.linspace(-3.0, 5.0, 40))
+    ]  # fmt: skip
+    assert client.post("/v1/models/ranker/predictions", json={"predictions": items}).is_success
+    scheduler.tick()
+    [record] = windows(client, "ranker")
+    assert set(record) == RECORD_KEYS - {"reliability"}
+    assert not PROBABILITY_ONLY & set(record["regular"])
+    assert record["regular"]["roc_auc"] is not None
+
+
+def test_order_filters_and_pages(client: TestClient, scheduler: WindowScheduler) -> None:
+    _three_windows(client, "fraud")
+    scheduler.tick()
+    everything = windows(client, "fraud")
+    order = [(r["start"], r["segment"]) for r in everything]
+    starts = [iso(_start(i)) for i in range(3)]
+    assert order == [(s, name) for s in starts for name in ("*", "a", "b")]
+
+    only = windows(client, "fraud", segment="a")
+    assert [(r["start"], r["segment"]) for r in only] == [(s, "a") for s in starts]
+    assert [r["segment"] for r in windows(client, "fraud", segment="*")] == ["*"] * 3
+    assert windows(client, "fraud", segment="zz") == []
+
+    # Windows overlapping [start, end): a start inside window 1 keeps it.
+    inside = (_start(1) + timedelta(minutes=2)).isoformat()
+    assert list(by_window(windows(client, "fraud", start=inside))) == starts[1:]
+    assert list(by_window(windows(client, "fraud", end=_start(1).isoformat()))) == starts[:1]
+    ranged = windows(client, "fraud", start=_start(1).isoformat(), end=_start(2).isoformat())
+    assert list(by_window(ranged)) == starts[1:2]
+
+    pages: list[list[tuple[str, str]]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 2}
+        if cursor:
+            params["cursor"] = cursor
+        body = client.get("/v1/models/fraud/windows", params=params).json()
+        pages.append([(r["start"], r["segment"]) for r in body["windows"]])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert [len(page) for page in pages] == [2, 2, 2, 2, 1]
+    assert [item for page in pages for item in page] == order
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"start": "2026-01-02T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "end"),
+        ({"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "end"),
+        ({"start": "2026-01-01T00:00:00"}, "start"),
+        ({"end": "yesterday"}, "end"),
+        ({"segment": "no spaces"}, "segment"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"cursor": "garbage"}, "cursor"),
+    ],
+)
+def test_bad_window_queries_are_422(client: TestClient, params: dict[str, Any], field: str) -> None:
+    create_model(client, "fraud")
+    response = client.get("/v1/models/fraud/windows", params=params)
+    assert response.status_code == 422
+    error = error_of(response)
+    assert error["code"] == "validation_error"
+    assert [detail["field"] for detail in error["details"]] == [field]
+
+
+def test_unknown_model_is_404(client: TestClient) -> None:
+    for response in (
+        client.get("/v1/models/nope/windows"),
+        client.post(
+            "/v1/models/nope/recompute",
+            params={"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"},
+        ),
+    ):
+        assert response.status_code == 404
+        assert error_of(response)["code"] == "model_not_found"
+
+
+def test_recompute_marks_windows_and_the_scheduler_computes_them(
+    client: TestClient, scheduler: WindowScheduler
+) -> None:
+    create_model(client, "fraud", window="5m", grace="1h")
+    batch = make_batch(prefix="p", start=_start(1), count=100, spacing=timedelta(seconds=5), seed=8)
+    send(client, "fraud", batch)
+    assert scheduler.tick().computed == 0  # within grace
+    now = datetime.now(UTC)
+    response = client.post(
+        "/v1/models/fraud/recompute",
+        params={"start": _start(0).isoformat(), "end": (now + FIVE_MINUTES).isoformat()},
+    )
+    assert response.status_code == 202
+    body = response.json()
+    # Only ended windows holding predictions; the open window and empty ones are not listed.
+    assert body == {
+        "status": "pending",
+        "windows": [
+            {"start": iso(_start(1)), "end": iso(_start(2))},
+            {"start": iso(_start(2)), "end": iso(_start(3))},
+        ],
+    }
+    assert scheduler.tick().computed == 2
+    first = by_window(windows(client, "fraud"))
+    assert list(first) == [iso(_start(1)), iso(_start(2))]
+    assert scheduler.tick().computed == 0
+
+    response = client.post(
+        "/v1/models/fraud/recompute",
+        params={"start": _start(1).isoformat(), "end": _start(2).isoformat()},
+    )
+    assert response.json()["windows"] == [{"start": iso(_start(1)), "end": iso(_start(2))}]
+    assert scheduler.tick().computed == 1
+    second = by_window(windows(client, "fraud"))
+    assert second[iso(_start(1))]["computed_at"] > first[iso(_start(1))]["computed_at"]
+    assert second[iso(_start(1))]["regular"] == first[iso(_start(1))]["regular"]
+    assert second[iso(_start(2))]["computed_at"] == first[iso(_start(2))]["computed_at"]
+
+    empty = client.post(
+        "/v1/models/fraud/recompute",
+        params={"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"},
+    )
+    assert (empty.status_code, empty.json()["windows"]) == (202, [])
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"start": "2026-01-01T00:00:00Z"}, "end"),
+        ({"start": "2026-01-02T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "end"),
+        ({"start": "2000-01-01T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "end"),
+        ({"start": "2026-01-01", "end": "2026-01-02T00:00:00Z"}, "start"),
+    ],
+)
+def test_bad_recompute_ranges_are_422(
+    client: TestClient, params: dict[str, Any], field: str
+) -> None:
+    create_model(client, "fraud", window="5m")
+    response = client.post("/v1/models/fraud/recompute", params=params)
+    assert response.status_code == 422
+    assert [d["field"] for d in error_of(response)["details"]] == [field]
+
+
+def test_windows_need_read_and_recompute_needs_admin(make_client: ClientFactory) -> None:
+    secured = make_client(api_tokens=f"{READ}:read,{ADMIN}:admin")
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    read = {"authorization": f"Bearer {READ}"}
+    assert secured.put("/v1/models/fraud", json={}, headers=admin).status_code == 201
+    params = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"}
+    assert secured.get("/v1/models/fraud/windows").status_code == 401
+    assert secured.get("/v1/models/fraud/windows", headers=read).status_code == 200
+    assert secured.get("/v1/models/fraud/windows", headers=admin).status_code == 200
+    denied = secured.post("/v1/models/fraud/recompute", params=params, headers=read)
+    assert denied.status_code == 403
+    assert error_of(denied)["code"] == "forbidden"
+    allowed = secured.post("/v1/models/fraud/recompute", params=params, headers=admin)
+    assert allowed.status_code == 202
