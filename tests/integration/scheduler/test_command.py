@@ -1,0 +1,193 @@
+"""`calmon scheduler` (once, unmigrated database, two processes on one SQLite file) and the
+scheduler inside `calmon serve` with its metrics on the API's /metrics."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from app import __version__
+from app.api.app import create_app
+from app.cli import main
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+from tests.integration.scheduler.helpers import make_batch, recent, send, windows
+
+TIMEOUT = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """Unlabelled samples (and labelled ones by their full name) of a /metrics page."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A SQLite file holding a model with two closed 5-minute windows of predictions."""
+    url = f"sqlite:///{tmp_path / 'calmon.db'}"
+    for name in list(os.environ):
+        if name.startswith("CALMON_"):
+            monkeypatch.delenv(name)
+    settings = Settings(database_url=url)
+    engine = create_db_engine(settings)
+    migrate.upgrade(engine)
+    engine.dispose()
+    with TestClient(create_app(settings)) as client:
+        assert client.put("/v1/models/fraud", json={"window": "5m", "grace": "0s"}).is_success
+        batch = make_batch(
+            prefix="p", start=recent(3), count=100, spacing=timedelta(seconds=5), seed=1
+        )
+        send(client, "fraud", batch)
+    return url
+
+
+def _windows_of(url: str) -> list[dict[str, object]]:
+    with TestClient(create_app(Settings(database_url=url))) as client:
+        return windows(client, "fraud")
+
+
+def test_scheduler_once_computes_every_due_window(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CALMON_DATABASE_URL", sqlite_url)
+    monkeypatch.setenv("CALMON_RETENTION_DAYS", "0")
+    assert main(["scheduler", "--once"]) == 0
+    assert [r["start"] for r in _windows_of(sqlite_url)] == [
+        recent(3).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        recent(2).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    ]
+
+
+def test_scheduler_refuses_a_database_not_at_the_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CALMON_DATABASE_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    assert main(["scheduler", "--once"]) == 1
+    assert "run `calmon migrate`" in capsys.readouterr().err
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Subprocesses started by a test, stopped (SIGTERM, then SIGKILL) at its end."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in started:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _environment(url: str) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CALMON_")},
+        "CALMON_DATABASE_URL": url,
+        "CALMON_SCHEDULER_INTERVAL": "0.3",
+        "CALMON_RETENTION_DAYS": "0",
+    }
+
+
+def test_two_schedulers_on_one_sqlite_file_one_leads(
+    sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    ports = [_free_port(), _free_port()]
+    for i, port in enumerate(ports):
+        with (tmp_path / f"scheduler-{i}.log").open("wb") as log:
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port),
+                     "--metrics-host", "127.0.0.1"],
+                    env=_environment(sqlite_url),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )  # fmt: skip
+
+    def leaders() -> list[float]:
+        pages = [_scrape(f"http://127.0.0.1:{port}/metrics") for port in ports]
+        return sorted(page.get("calmon_scheduler_leader", -1.0) for page in pages)
+
+    _wait(lambda: leaders() == [0.0, 1.0], "one leader and one standby")
+    _wait(lambda: len(_windows_of(sqlite_url)) == 2, "both windows computed")
+    page = next(
+        p
+        for p in (_scrape(f"http://127.0.0.1:{port}/metrics") for port in ports)
+        if p.get("calmon_scheduler_leader") == 1.0
+    )
+    assert page["calmon_window_compute_duration_seconds_count"] == 2.0
+    assert page[f'calmon_build_info{{version="{__version__}"}}'] == 1.0
+    assert "calmon_last_compute_success_timestamp_seconds" in page
+    assert page["calmon_windows_pending"] == 0.0
+
+
+def test_serve_runs_the_scheduler_beside_the_api(
+    sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    with (tmp_path / "serve.log").open("wb") as log:
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+                env=_environment(sqlite_url),
+                cwd=tmp_path,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+
+    def computed() -> int:
+        try:
+            return len(httpx.get(f"{base}/v1/models/fraud/windows", timeout=2).json()["windows"])
+        except (httpx.TransportError, ValueError, KeyError):
+            return 0
+
+    _wait(lambda: computed() == 2, "both windows computed by serve")
+    page = _scrape(f"{base}/metrics")
+    assert page["calmon_scheduler_leader"] == 1.0
+    assert page["calmon_window_compute_duration_seconds_count"] == 2.0
+    assert page["calmon_windows_pending"] == 0.0
+    assert page[f'calmon_build_info{{version="{__version__}"}}'] == 1.0
