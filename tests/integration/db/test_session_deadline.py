@@ -3,6 +3,7 @@ session deadline instead of hanging."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -11,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from app.db.session import create_db_engine, create_session_factory, session_deadline
+from app.db.session import Watchdog, create_db_engine, create_session_factory, session_deadline
 from app.settings import Settings
 from tests.integration.tcp_proxy import TcpProxy
 
@@ -56,3 +57,20 @@ def test_deadline_leaves_quick_sessions_alone(proxied_engine: tuple[Engine, TcpP
     time.sleep(0.8)
     with sessions() as session:
         assert session.execute(text("SELECT pg_backend_pid()")).scalar() == backend
+
+
+def test_watchdog_fires_in_deadline_order_and_skips_cancelled() -> None:
+    watchdog = Watchdog()
+    fired: list[str] = []
+    done = threading.Event()
+
+    def last() -> None:
+        fired.append("late")
+        done.set()
+
+    watchdog.arm(0.3, last)
+    cancelled = watchdog.arm(0.1, lambda: fired.append("cancelled"))
+    watchdog.arm(0.2, lambda: fired.append("early"))
+    cancelled.cancel()
+    assert done.wait(5)
+    assert fired == ["early", "late"]
