@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 
 TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
 THRESHOLD: Final = 0.5
-PHASE_NAMES: Final = ("stable", "prior", "likelihood")
 
 EPILOG = """\
 The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
@@ -48,9 +47,11 @@ def _positive(text: str) -> int:
 
 
 def _batch_size(text: str) -> int:
+    from app.services.ingest import MAX_BATCH
+
     value = _positive(text)
-    if value > 10_000:
-        raise argparse.ArgumentTypeError(f"must be at most 10000: {text!r}")
+    if value > MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH}: {text!r}")
     return value
 
 
@@ -65,16 +66,20 @@ def _seconds(text: str) -> float:
 
 
 def _phases(text: str) -> list[str]:
+    from app.simulation.stream import PHASES, REFERENCE_PHASE
+
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in PHASE_NAMES]
+    unknown = [name for name in names if name not in PHASES]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown phase {unknown[0]!r}; expected some of {', '.join(PHASE_NAMES)}"
+            f"unknown phase {unknown[0]!r}; expected some of {', '.join(PHASES)}"
         )
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError("each phase may appear once")
-    if "stable" not in names:
-        raise argparse.ArgumentTypeError("the phases must include stable (the reference period)")
+    if REFERENCE_PHASE not in names:
+        raise argparse.ArgumentTypeError(
+            f"the phases must include {REFERENCE_PHASE} (the reference period)"
+        )
     return names
 
 
@@ -102,7 +107,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--phases",
         type=_phases,
-        default=list(PHASE_NAMES),
+        default=None,
         metavar="LIST",
         help="comma-separated phases in time order (default stable,prior,likelihood)",
     )
@@ -195,9 +200,11 @@ def run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from app.simulation.sender import SendError
-    from app.simulation.stream import PHASES, plan_windows
+    from app.simulation.stream import DEFAULT_PHASES, PHASES, plan_windows
 
     seed: int = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    if args.phases is None:
+        args.phases = list(DEFAULT_PHASES)
     plans = plan_windows(
         phases=[PHASES[name] for name in args.phases],
         window=args.window,

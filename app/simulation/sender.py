@@ -18,10 +18,10 @@ import httpx
 import numpy as np
 import orjson
 
+from app.services.ingest import MAX_BATCH
 from app.simulation.stream import WindowData
 
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
-MAX_BATCH: Final = 10_000
 
 
 class SendError(Exception):

@@ -10,9 +10,16 @@ import numpy as np
 import pytest
 
 from app.cli import build_parser
-from app.commands.simulate import _model_config, _Progress
+from app.commands.simulate import EPILOG, THRESHOLD, _model_config, _Progress
+from app.simulation.population import roc_auc
 from app.simulation.sender import SendTotals
-from app.simulation.stream import PHASES, WindowData, generate_window, plan_windows
+from app.simulation.stream import (
+    DEFAULT_PHASES,
+    PHASES,
+    WindowData,
+    generate_window,
+    plan_windows,
+)
 
 
 def _parse(*extra: str) -> argparse.Namespace:
@@ -30,7 +37,7 @@ def test_defaults() -> None:
         "window": "5m",
         "windows_per_phase": 4,
         "per_window": 20_000,
-        "phases": ["stable", "prior", "likelihood"],
+        "phases": None,
         "seed": None,
         "token": None,
         "truth": None,
@@ -39,6 +46,16 @@ def test_defaults() -> None:
         "wait": 60.0,
         "_run": None,
     }
+
+
+def test_help_states_the_phases_as_they_are() -> None:
+    for phase in PHASES.values():
+        auc = f"ROC AUC {roc_auc(phase.separation):.2f}"
+        line = next(line for line in EPILOG.splitlines() if line.split()[:1] == [phase.name])
+        assert f"pi = {phase.prior:g}" in line
+        assert phase.name == "prior" or auc in line
+    assert f"threshold {THRESHOLD:g}" in EPILOG
+    assert list(PHASES) == list(DEFAULT_PHASES)
 
 
 def test_phases_in_any_order_with_stable() -> None:

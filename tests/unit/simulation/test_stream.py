@@ -183,3 +183,11 @@ def test_separation_for_auc_inverts_roc_auc() -> None:
     for auc in (0.55, 0.7, 0.9, 0.99):
         assert roc_auc(separation_for_auc(auc)) == pytest.approx(auc, abs=1e-12)
     assert isinstance(PHASES["stable"], Phase)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_tiny_windows(size: int) -> None:
+    for seed in range(20):
+        data = generate_window(_plan("stable", size), seed=seed)
+        assert len(data.ids) == data.scores.size == data.labels.size == size
+        assert np.all(np.isfinite(data.scores))
