@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 from app.windows import WINDOW_SECONDS
@@ -143,7 +144,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 class _Progress:
     """Sending progress on ``stream``: a bar redrawn in place on a terminal, else a line per
-    window."""
+    window. ``batch`` is called from the sending threads."""
 
     def __init__(self, stream: TextIO, *, total: int, windows: int) -> None:
         self.stream = stream
@@ -151,17 +152,19 @@ class _Progress:
         self.windows = windows
         self.sent = 0
         self.tty = stream.isatty()
+        self._lock = threading.Lock()
 
     def batch(self, data: WindowData, rows: int) -> None:
-        self.sent += rows
-        if self.tty:
-            width = 30
-            done = width * self.sent // self.total
-            self.stream.write(
-                f"\r[{'#' * done}{'.' * (width - done)}] {self.sent}/{self.total} predictions,"
-                f" window {data.plan.index + 1}/{self.windows} ({data.plan.phase.name})"
-            )
-            self.stream.flush()
+        with self._lock:
+            self.sent += rows
+            if self.tty:
+                width = 30
+                done = width * self.sent // self.total
+                self.stream.write(
+                    f"\r[{'#' * done}{'.' * (width - done)}] {self.sent}/{self.total} predictions,"
+                    f" window {data.plan.index + 1}/{self.windows} ({data.plan.phase.name})"
+                )
+                self.stream.flush()
 
     def window(self, data: WindowData, totals: SendTotals) -> None:
         plan = data.plan
