@@ -234,6 +234,8 @@ class WindowScheduler:
 
     def start(self) -> None:
         """Run ticks in the background, the first one now."""
+        # APScheduler logs every run of the job at INFO; ticks log what they do themselves.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
         scheduler = BackgroundScheduler(timezone=UTC)
         scheduler.add_job(
             self.tick,
