@@ -2,9 +2,11 @@
 
 ``create_app()`` with no argument reads the settings from the environment, which is what
 uvicorn calls in each worker (``app.api.app:create_app`` with ``factory=True``). Other parts
-that must live beside the API in the same process (the scheduler, in ``calmon serve``) are
-passed as ``lifespan_hooks``: async context managers entered at startup, in order, and left at
-shutdown, in reverse order.
+that must live beside the API in the same process are passed as ``lifespan_hooks``: async
+context managers entered at startup, in order, and left at shutdown, in reverse order. By
+default that is the window exporter refreshed on a timer of ``CALMON_SCHEDULER_INTERVAL``
+seconds (``calmon api``); ``calmon serve`` passes the exporter and the scheduler, which
+refreshes it after each tick.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi
 from app.api.routes import health, ingest, models, windows
 from app.db.session import create_db_engine, create_session_factory
+from app.exporter.refresh import WindowExporter
 from app.log import configure_logging
 from app.settings import Settings, get_settings
 
@@ -32,10 +35,12 @@ DESCRIPTION = (
 
 
 def create_app(
-    settings: Settings | None = None, *, lifespan_hooks: Sequence[LifespanHook] = ()
+    settings: Settings | None = None, *, lifespan_hooks: Sequence[LifespanHook] | None = None
 ) -> FastAPI:
     """Build the API for ``settings`` (default: from the environment)."""
     settings = settings or get_settings()
+    if lifespan_hooks is None:
+        lifespan_hooks = [WindowExporter().lifespan(refresh_every=settings.scheduler_interval)]
     configure_logging(settings.log_level)
     engine = create_db_engine(settings)
 

@@ -25,10 +25,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def lifespan_hooks(settings: Settings) -> list[LifespanHook]:
-    """What starts and stops with the API in `calmon serve` (each an async context manager)."""
+    """What starts and stops with the API in `calmon serve` (each an async context manager):
+    the window exporter, refreshed after every tick of the scheduler that runs beside it."""
+    from app.exporter.refresh import WindowExporter
     from app.scheduler.runner import scheduler_lifespan
 
-    return [scheduler_lifespan(settings)]
+    exporter = WindowExporter()
+    return [
+        exporter.lifespan(refresh_every=None),
+        scheduler_lifespan(settings, after_tick=exporter.after_tick),
+    ]
 
 
 def run(args: argparse.Namespace) -> int:

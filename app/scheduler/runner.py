@@ -77,8 +77,10 @@ class WindowScheduler:
         engine: Engine | None = None,
         instance: str | None = None,
         lock: LeaderLock | None = None,
+        after_tick: Callable[[TickReport], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.after_tick = after_tick
         self._own_engine = engine is None
         self.engine = engine if engine is not None else create_db_engine(settings)
         self.session_factory: sessionmaker[Session] = create_session_factory(self.engine)
@@ -232,13 +234,23 @@ class WindowScheduler:
             extra={"cutoff": cutoff.isoformat(), "predictions": result.predictions},
         )
 
+    def _scheduled_tick(self) -> None:
+        """A background tick, then ``after_tick`` (``calmon serve`` refreshes the exporter's
+        snapshot there, leader or not: a standby's windows are computed elsewhere)."""
+        report = self.tick()
+        if self.after_tick is not None:
+            try:
+                self.after_tick(report)
+            except Exception:
+                logger.exception("after-tick hook failed")
+
     def start(self) -> None:
         """Run ticks in the background, the first one now."""
         # APScheduler logs every run of the job at INFO; ticks log what they do themselves.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
         scheduler = BackgroundScheduler(timezone=UTC)
         scheduler.add_job(
-            self.tick,
+            self._scheduled_tick,
             "interval",
             seconds=self.settings.scheduler_interval,
             next_run_time=datetime.now(UTC),
@@ -280,14 +292,15 @@ def _round_robin(
 
 
 def scheduler_lifespan(
-    settings: Settings,
+    settings: Settings, *, after_tick: Callable[[TickReport], None] | None = None
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """A lifespan hook of the API app that runs a :class:`WindowScheduler` beside it
-    (``calmon serve``) and adds the scheduler's metrics to the API's ``/metrics``."""
+    (``calmon serve``) and adds the scheduler's metrics to the API's ``/metrics``;
+    ``after_tick`` is called after each background tick."""
 
     @asynccontextmanager
     async def hook(app: FastAPI) -> AsyncIterator[None]:
-        scheduler = WindowScheduler(settings)
+        scheduler = WindowScheduler(settings, after_tick=after_tick)
         app.state.scrape_collectors.append(metrics.SCHEDULER_REGISTRY)
         app.state.scheduler = scheduler
         scheduler.start()
