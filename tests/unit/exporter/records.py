@@ -1,0 +1,177 @@
+"""Window records of the documented shape (docs/scheduler.md, "The record"), built by hand.
+
+Every value is defined where a real window of a probability model with a usable reference
+has one: every catalogue metric, calibrated values at the reference prior and at each
+configured π0, intervals for the metrics docs/intervals.md lists, the reference's regular
+values, the split of the five split metrics with their likelihood intervals.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.exporter.snapshot import LatestWindow
+from tests.integration.deploy.contract import CATALOGUE, COMPONENTS, PRIOR_DEPENDENT, SPLIT
+
+#: docs/intervals.md: these have no interval
+NO_INTERVAL = frozenset({"best_f1_threshold", "brier_skill", "ece", "mce"})
+#: docs/metrics.md: these exist for probability models only
+PROBABILITY_ONLY = frozenset(
+    {"brier", "brier_skill", "brier_pos", "brier_neg", "ece", "mce", "log_loss"}
+)
+
+Key = tuple[str, frozenset[tuple[str, str]]]
+
+START = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+LENGTH = timedelta(minutes=5)
+COMPUTED = START + timedelta(minutes=15, seconds=3)
+
+_counter = itertools.count(1)
+
+
+def _value() -> float:
+    """A distinct value in (0, 1) per call, so each sample can be traced to its field."""
+    return next(_counter) / 100_003
+
+
+def _metrics(names: tuple[str, ...]) -> dict[str, float]:
+    return {name: _value() for name in names}
+
+
+def _intervals(values: dict[str, float]) -> dict[str, list[float] | None]:
+    return {
+        name: None if name in NO_INTERVAL else [value - 0.01, value + 0.02]
+        for name, value in values.items()
+    }
+
+
+def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> dict[str, Any]:
+    """A record with every value defined; calibrated at "reference" and at each ``pi0``."""
+    regular = _metrics(CATALOGUE)
+    keys = ["reference", *(repr(float(p)) for p in pi0)]
+    calibrated = {key: _metrics(tuple(sorted(PRIOR_DEPENDENT))) for key in keys}
+    split = {}
+    for name in sorted(SPLIT):
+        total, prior = _value(), _value()
+        split[name] = {
+            "total": total,
+            "prior": prior,
+            "likelihood": total - prior,
+            "likelihood_interval": [total - prior - 0.05, total - prior + 0.04],
+        }
+    return {
+        "start": START.isoformat(),
+        "end": (START + LENGTH).isoformat(),
+        "segment": segment,
+        "computed_at": COMPUTED.isoformat(),
+        "n": 20_000,
+        "n_pos": 1_000,
+        "unlabelled": 37,
+        "prior": 0.05,
+        "prior_interval": [0.047, 0.053],
+        "regular": regular,
+        "calibrated": calibrated,
+        "intervals": {
+            "regular": _intervals(regular),
+            "calibrated": {key: _intervals(values) for key, values in calibrated.items()},
+        },
+        "split": split,
+        "reference": {
+            "kind": "trailing",
+            "start": (START - 7 * LENGTH).isoformat(),
+            "end": START.isoformat(),
+            "windows": 7,
+            "n": 140_000,
+            "n_pos": 2_800,
+            "prior": 0.02,
+            "regular": _metrics(CATALOGUE),
+        },
+        "reliability": [],
+        "segments_overflow": {"segments": 3, "predictions": 412} if segment == "*" else None,
+    }
+
+
+def window(model: str, record: dict[str, Any]) -> LatestWindow:
+    """The stored window holding ``record``."""
+    return LatestWindow(
+        model=model,
+        segment=record["segment"],
+        start=START,
+        end=START + LENGTH,
+        computed_at=COMPUTED,
+        record=record,
+    )
+
+
+def key(name: str, **labels: str) -> Key:
+    """The identity of a series: its name and label pairs."""
+    return name, frozenset(labels.items())
+
+
+def _section(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _bounds(value: Any) -> tuple[Any, Any]:
+    return (value[0], value[1]) if value is not None else (None, None)
+
+
+def _unix(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
+    """The series of one window record by the contract's rules (docs/design.md,
+    docs/deployment.md): what /metrics must show for it, undefined values left out."""
+    w = {"model": model, "segment": record["segment"]}
+    out: dict[Key, float] = {}
+
+    def put(name: str, value: Any, **labels: str) -> None:
+        if value is not None:
+            out[key(name, **w, **labels)] = float(value)
+
+    intervals = _section(record["intervals"])
+    reference = _section(record["reference"])
+    for metric in CATALOGUE:
+        name = f"calmon_{metric}"
+        if metric in PRIOR_DEPENDENT:
+            variants = [("observed", record["regular"], _section(intervals.get("regular")))]
+            variants += [
+                (pi0, _section(values), _section(_section(intervals.get("calibrated")).get(pi0)))
+                for pi0, values in record["calibrated"].items()
+            ]
+            for pi0, values, bounds in variants:
+                put(name, values.get(metric), pi0=pi0)
+                lower, upper = _bounds(bounds.get(metric))
+                put(f"{name}_lower", lower, pi0=pi0)
+                put(f"{name}_upper", upper, pi0=pi0)
+        else:
+            put(name, record["regular"].get(metric))
+            lower, upper = _bounds(_section(intervals.get("regular")).get(metric))
+            put(f"{name}_lower", lower)
+            put(f"{name}_upper", upper)
+        put(f"{name}_reference", _section(reference.get("regular")).get(metric))
+    for metric in SPLIT:
+        parts = _section(_section(record["split"]).get(metric))
+        for component in COMPONENTS:
+            put(f"calmon_{metric}_change", parts.get(component), component=component)
+        lower, upper = _bounds(parts.get("likelihood_interval"))
+        put(f"calmon_{metric}_change_lower", lower, component="likelihood")
+        put(f"calmon_{metric}_change_upper", upper, component="likelihood")
+    lower, upper = _bounds(record["prior_interval"])
+    put("calmon_positive_class_ratio", record["prior"])
+    put("calmon_positive_class_ratio_lower", lower)
+    put("calmon_positive_class_ratio_upper", upper)
+    put("calmon_reference_positive_class_ratio", reference.get("prior"))
+    put("calmon_window_predictions", record["n"])
+    put("calmon_window_positives", record["n_pos"])
+    put("calmon_window_unlabelled", record["unlabelled"])
+    put("calmon_window_start_timestamp_seconds", _unix(record["start"]))
+    put("calmon_window_end_timestamp_seconds", _unix(record["end"]))
+    put("calmon_window_computed_timestamp_seconds", _unix(record["computed_at"]))
+    overflow = record["segments_overflow"]
+    if record["segment"] == "*" and overflow is not None:
+        out[key("calmon_segments_overflow_predictions", model=model)] = overflow["predictions"]
+    return out

@@ -1,0 +1,198 @@
+"""Window records become exactly the contract's series: names, labels, values, counts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from app.exporter.snapshot import Snapshot, build_snapshot
+from tests.integration.deploy.contract import (
+    CATALOGUE,
+    COMPONENTS,
+    PRIOR_DEPENDENT,
+    SERIES,
+    SPLIT,
+)
+from tests.unit.exporter.records import (
+    NO_INTERVAL,
+    PROBABILITY_ONLY,
+    Key,
+    expected_series,
+    key,
+    make_record,
+    window,
+)
+
+
+def _series(snapshot: Snapshot) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for family in snapshot.families:
+        for sample in family.samples:
+            key = (sample.name, frozenset(sample.labels.items()))
+            assert key not in out, f"duplicate series {key}"
+            out[key] = sample.value
+    return out
+
+
+def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
+    """Series of one fully defined window, from the contract: every catalogue metric (once,
+    or once per pi0 variant: observed, reference and each configured prior), its interval
+    bounds where docs/intervals.md gives one, its reference value; the three components of
+    each split metric and the two bounds of its likelihood part; ratio, its bounds, its
+    reference; predictions, positives, unlabelled, start, end, computed."""
+    count = 0
+    for metric in CATALOGUE:
+        if not probability and metric in PROBABILITY_ONLY:
+            continue
+        variants = 2 + configured_pi0 if metric in PRIOR_DEPENDENT else 1
+        bounds = 0 if metric in NO_INTERVAL else 2
+        count += variants * (1 + bounds) + 1
+    count += len(SPLIT) * (len(COMPONENTS) + 2)
+    return count + 4 + 6
+
+
+def test_every_field_of_a_record_is_one_series_with_its_value() -> None:
+    record = make_record(segment="country=FR", pi0=(0.01, 0.5))
+    assert _series(build_snapshot([window("fraud", record)])) == expected_series("fraud", record)
+
+
+def test_segment_star_also_reports_the_overflow_of_its_model() -> None:
+    record = make_record(segment="*")
+    series = _series(build_snapshot([window("fraud", record)]))
+    assert series == expected_series("fraud", record)
+    assert series[key("calmon_segments_overflow_predictions", model="fraud")] == 412
+
+
+def test_pi0_labels_are_observed_reference_and_the_configured_priors() -> None:
+    record = make_record(pi0=(0.001, 0.25, 0.5))
+    series = _series(build_snapshot([window("m", record)]))
+    ap = {
+        dict(labels)["pi0"]: value
+        for (name, labels), value in series.items()
+        if name == "calmon_average_precision"
+    }
+    assert ap == {
+        "observed": record["regular"]["average_precision"],
+        "reference": record["calibrated"]["reference"]["average_precision"],
+        "0.001": record["calibrated"]["0.001"]["average_precision"],
+        "0.25": record["calibrated"]["0.25"]["average_precision"],
+        "0.5": record["calibrated"]["0.5"]["average_precision"],
+    }
+
+
+def test_series_count_is_models_times_segments_times_variants() -> None:
+    # (model, configured pi0, named segments)
+    models = [("a", (), []), ("b", (0.5,), ["x"]), ("c", (0.01, 0.1, 0.3), ["x", "y", "z"])]
+    windows = [
+        window(name, make_record(segment=segment, pi0=pi0))
+        for name, pi0, segments in models
+        for segment in ["*", *segments]
+    ]
+    snapshot = build_snapshot(windows)
+    expected = sum(
+        (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
+        for _, pi0, segments in models
+    )
+    # 115 + 16 per configured pi0 for a window; one overflow series per model
+    assert per_window_series(configured_pi0=0) == 115
+    assert per_window_series(configured_pi0=2) == 147
+    assert expected == 1 * 116 + 2 * 131 + 1 + 4 * 163 + 1
+    assert len(_series(snapshot)) == expected
+    assert snapshot.series == expected
+    assert snapshot.windows == len(windows)
+
+
+def test_every_series_is_a_contract_series_with_its_labels() -> None:
+    snapshot = build_snapshot([window("m", make_record(segment=s)) for s in ("*", "b=1")])
+    names = set()
+    for family in snapshot.families:
+        assert family.name in SERIES, family.name
+        assert family.documentation
+        for sample in family.samples:
+            assert sample.name == family.name
+            assert set(sample.labels) == SERIES[family.name], (family.name, sample.labels)
+        names.add(family.name)
+    window_series = {n for n, labels in SERIES.items() if labels >= {"model", "segment"}}
+    without_interval = {f"calmon_{m}_{end}" for m in NO_INTERVAL for end in ("lower", "upper")}
+    assert without_interval <= window_series
+    assert names == (window_series - without_interval) | {"calmon_segments_overflow_predictions"}
+
+
+def test_undefined_values_are_absent_never_nan() -> None:
+    record = make_record(pi0=(0.5,))
+    record["regular"]["precision"] = None
+    record["regular"]["roc_auc"] = math.nan
+    record["regular"]["ks"] = math.inf
+    record["intervals"]["regular"]["recall"] = None
+    record["calibrated"]["reference"] = None
+    record["intervals"]["calibrated"]["reference"] = None
+    record["split"] = None
+    record["reference"] = None
+    record["prior"] = None
+    record["prior_interval"] = None
+    series = _series(build_snapshot([window("m", record)]))
+    assert all(math.isfinite(value) for value in series.values())
+    names = {name for name, _ in series}
+    assert not any(name.endswith(("_change", "_change_lower", "_change_upper")) for name in names)
+    assert not any(name.endswith("_reference") for name in names)
+    assert not names & {
+        "calmon_positive_class_ratio",
+        "calmon_positive_class_ratio_lower",
+        "calmon_positive_class_ratio_upper",
+        "calmon_reference_positive_class_ratio",
+    }
+    assert key("calmon_precision", model="m", segment="*", pi0="observed") not in series
+    assert key("calmon_precision_lower", model="m", segment="*", pi0="observed") in series
+    assert key("calmon_precision", model="m", segment="*", pi0="0.5") in series
+    assert not any(dict(labels).get("pi0") == "reference" for _, labels in series)
+    for name in ("calmon_roc_auc", "calmon_ks", "calmon_recall_lower", "calmon_recall_upper"):
+        assert key(name, model="m", segment="*") not in series
+    assert key("calmon_roc_auc_lower", model="m", segment="*") in series
+    assert series[key("calmon_window_predictions", model="m", segment="*")] == 20_000
+
+
+def test_score_models_have_no_probability_metrics() -> None:
+    record = make_record(pi0=())
+    for section in (record["regular"], record["intervals"]["regular"]):
+        for name in PROBABILITY_ONLY:
+            del section[name]
+    for name in PROBABILITY_ONLY:
+        del record["reference"]["regular"][name]
+    series = _series(build_snapshot([window("s", record)]))
+    assert len(series) == per_window_series(configured_pi0=0, probability=False) + 1
+    assert not any(
+        name.startswith(("calmon_brier", "calmon_ece", "calmon_log_loss")) for name, _ in series
+    )
+
+
+def test_overflow_absent_without_its_field_and_zero_when_zero() -> None:
+    star = make_record()
+    star["segments_overflow"] = None
+    assert key("calmon_segments_overflow_predictions", model="m") not in _series(
+        build_snapshot([window("m", star)])
+    )
+    star["segments_overflow"] = {"segments": 0, "predictions": 0}
+    assert (
+        _series(build_snapshot([window("m", star)]))[
+            key("calmon_segments_overflow_predictions", model="m")
+        ]
+        == 0
+    )
+
+
+@pytest.mark.parametrize("value", [True, "0.5", [0.5], {"x": 1}])
+def test_values_that_are_not_numbers_are_left_out(value: Any) -> None:
+    record = make_record()
+    record["regular"]["roc_auc"] = value
+    record["n"] = value
+    series = _series(build_snapshot([window("m", record)]))
+    assert key("calmon_roc_auc", model="m", segment="*") not in series
+    assert key("calmon_window_predictions", model="m", segment="*") not in series
+
+
+def test_no_window_no_series() -> None:
+    snapshot = build_snapshot([])
+    assert snapshot.families == ()
+    assert (snapshot.series, snapshot.windows) == (0, 0)
