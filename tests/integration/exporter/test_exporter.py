@@ -1,0 +1,311 @@
+"""/metrics serves the latest computed window of each model and segment (SQLite, PostgreSQL).
+
+Windows are computed by a real scheduler tick from predictions sent through the API; the
+expected series are read off the window records the API serves, by the contract's rules
+(``tests.unit.exporter.records.expected_series``), and compared with a real scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import event, text
+
+from app.api.app import create_app
+from app.commands.serve import lifespan_hooks
+from app.exporter.refresh import WindowExporter
+from app.scheduler.runner import WindowScheduler
+from app.settings import Settings
+from tests.integration.conftest import ClientFactory
+from tests.integration.deploy.contract import SERIES
+from tests.integration.scheduler.helpers import (
+    Env,
+    create_model,
+    iso,
+    make_batch,
+    recent,
+    send,
+    windows,
+)
+from tests.unit.exporter.records import Key, expected_series, key, per_window_series
+
+#: every series the exporter owns (window series and the per-model overflow)
+WINDOW_SERIES = {name for name, labels in SERIES.items() if labels >= {"model", "segment"}} | {
+    "calmon_segments_overflow_predictions"
+}
+FRAUD = {"window": "5m", "grace": "0s", "pi0": [0.01, 0.5], "max_segments": 2}
+ADS = {"score_kind": "score", "window": "5m", "grace": "0s", "pi0": [0.2]}
+
+
+def _scrape(client: TestClient) -> dict[Key, float]:
+    """The window series of one scrape of /metrics."""
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return {
+        key(sample.name, **sample.labels): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+        if sample.name in WINDOW_SERIES
+    }
+
+
+def _send_window(client: TestClient, ago: int, seed: int) -> None:
+    """300 predictions of "fraud" (segments a, b, c cycled) and 200 of "ads" in the window
+    that started ``ago`` windows ago."""
+    fraud = make_batch(
+        prefix=f"f{ago}",
+        start=recent(ago),
+        count=300,
+        spacing=timedelta(seconds=1),
+        seed=seed,
+        segments=["a", "b", "c"],
+    )
+    send(client, "fraud", fraud)
+    ads = make_batch(
+        prefix=f"a{ago}", start=recent(ago), count=200, spacing=timedelta(seconds=1.5), seed=seed
+    )
+    send(client, "ads", ads)
+
+
+def _populate(env: Env) -> WindowScheduler:
+    """Two computed windows of each model; fraud tracks segments a and b (c is beyond its
+    max_segments of 2). Returns the scheduler (the leader) that computed them."""
+    create_model(env.client, "fraud", **FRAUD)
+    create_model(env.client, "ads", **ADS)
+    for seed, ago in enumerate((3, 2)):
+        _send_window(env.client, ago, seed)
+    scheduler = env.scheduler()
+    report = scheduler.tick()
+    assert (report.computed, report.failed) == (4, 0)
+    return scheduler
+
+
+def _latest(client: TestClient, model: str) -> dict[str, dict[str, Any]]:
+    """The latest record of each segment of ``model``, through the window API."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in windows(client, model):
+        if record["segment"] not in latest or record["start"] > latest[record["segment"]]["start"]:
+            latest[record["segment"]] = record
+    return latest
+
+
+def _expected(client: TestClient, segments: dict[str, set[str]]) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for model, names in segments.items():
+        latest = _latest(client, model)
+        assert set(latest) >= names
+        for name in names:
+            out |= expected_series(model, latest[name])
+    return out
+
+
+def _exporter(client: TestClient) -> WindowExporter:
+    exporter: WindowExporter = client.app.state.window_exporter  # type: ignore[attr-defined]
+    return exporter
+
+
+def _wait_loaded(exporter: WindowExporter) -> None:
+    """Wait for the timer's first refresh, so that it does not run inside a measurement."""
+    deadline = time.monotonic() + 10
+    while exporter.collector.snapshot.loaded_at == 0.0:
+        assert time.monotonic() < deadline, "the exporter never refreshed"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def quiet_client(make_client: ClientFactory) -> TestClient:
+    """An API whose exporter refreshed once at start and then only when asked."""
+    client = make_client(scheduler_interval=3600)
+    _wait_loaded(_exporter(client))
+    return client
+
+
+def test_metrics_are_the_latest_window_of_each_model_and_segment(
+    env: Env, quiet_client: TestClient
+) -> None:
+    _populate(env)
+    exporter = _exporter(quiet_client)
+    snapshot = exporter.refresh()
+    assert snapshot is not None
+    scraped = _scrape(quiet_client)
+    expected = _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
+    assert scraped == expected
+    # the latest window, not the first; tracked segments only; c counted as overflow
+    starts = {v for (name, _), v in scraped.items() if name.endswith("start_timestamp_seconds")}
+    assert starts == {recent(2).timestamp()}
+    assert {dict(labels)["segment"] for _, labels in scraped if "segment" in dict(labels)} == {
+        "*",
+        "a",
+        "b",
+    }
+    assert scraped[key("calmon_segments_overflow_predictions", model="fraud")] == 100
+    assert scraped[key("calmon_segments_overflow_predictions", model="ads")] == 0
+    assert scraped[key("calmon_window_predictions", model="fraud", segment="a")] == 100
+    # models x segments x metrics x pi0 variants: fraud has 2 configured priors and 3
+    # segments, ads (a score model) 1 prior and segment * only
+    count = (
+        3 * per_window_series(configured_pi0=2)
+        + 1
+        + per_window_series(configured_pi0=1, probability=False)
+        + 1
+    )
+    assert count == 3 * 147 + 1 + 109 + 1
+    assert len(scraped) == count
+    assert snapshot.series == count
+    assert snapshot.windows == 4
+
+
+def test_a_scrape_reads_memory_and_a_refresh_is_one_select(
+    env: Env, quiet_client: TestClient
+) -> None:
+    _populate(env)
+    exporter = _exporter(quiet_client)
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    engine = quiet_client.app.state.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        assert exporter.refresh() is not None
+        selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert len(selects) == 1, statements
+        assert "window_results" in selects[0]
+        statements.clear()
+        first = _scrape(quiet_client)
+        for _ in range(3):
+            assert _scrape(quiet_client) == first
+        assert statements == []
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert len(first) > 0
+
+
+def test_history_does_not_change_what_is_read(env: Env, quiet_client: TestClient) -> None:
+    scheduler = _populate(env)
+    exporter = _exporter(quiet_client)
+    before = exporter.refresh()
+    assert before is not None
+    _send_window(env.client, 1, seed=7)
+    assert scheduler.tick().computed == 2
+    after = exporter.refresh()
+    assert after is not None
+    assert after.windows == before.windows == 4
+    scraped = _scrape(quiet_client)
+    assert scraped == _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
+    starts = {v for (name, _), v in scraped.items() if name.endswith("start_timestamp_seconds")}
+    assert starts == {recent(1).timestamp()}
+
+
+def test_lowering_max_segments_drops_the_segments_beyond_it(
+    env: Env, quiet_client: TestClient
+) -> None:
+    _populate(env)
+    response = env.client.put("/v1/models/fraud", json={**FRAUD, "max_segments": 1})
+    assert response.status_code == 200, response.text
+    assert _exporter(quiet_client).refresh() is not None
+    segments = {
+        dict(labels)["segment"]
+        for _, labels in _scrape(quiet_client)
+        if dict(labels).get("model") == "fraud" and "segment" in dict(labels)
+    }
+    assert segments == {"*", "a"}
+
+
+def test_a_failed_refresh_keeps_the_last_snapshot(
+    env: Env, quiet_client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    _populate(env)
+    exporter = _exporter(quiet_client)
+    assert exporter.refresh() is not None
+    served = _scrape(quiet_client)
+    with env.session_factory() as session:
+        session.execute(text("ALTER TABLE window_results RENAME TO window_results_away"))
+        session.commit()
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.exporter.refresh"):
+            assert exporter.refresh() is None
+            assert exporter.refresh() is None
+        assert _scrape(quiet_client) == served
+        warnings = [r for r in caplog.records if r.name == "app.exporter.refresh"]
+        assert len(warnings) == 1, "one warning per run of failures"
+    finally:
+        with env.session_factory() as session:
+            session.execute(text("ALTER TABLE window_results_away RENAME TO window_results"))
+            session.commit()
+    assert exporter.refresh() is not None
+    assert _scrape(quiet_client) == served
+
+
+def test_api_processes_refresh_on_their_timer(env: Env, make_client: ClientFactory) -> None:
+    client = make_client(scheduler_interval=0.2)
+    _wait_loaded(_exporter(client))
+    assert _scrape(client) == {}
+    _populate(env)
+    expected = _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
+    deadline = time.monotonic() + 10
+    while (scraped := _scrape(client)) != expected:
+        assert time.monotonic() < deadline, "the timer did not refresh the series"
+        time.sleep(0.1)
+    assert len(scraped) == len(expected)
+
+
+@pytest.fixture
+def serve_client(env: Env) -> Iterator[TestClient]:
+    """The app as `calmon serve` builds it: exporter and scheduler in the process."""
+    settings = Settings(
+        database_url=env.url, scheduler_interval=0.3, scheduler_scan_margin=5, retention_days=0
+    )
+    with TestClient(create_app(settings, lifespan_hooks=lifespan_hooks(settings))) as client:
+        yield client
+
+
+def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestClient) -> None:
+    create_model(serve_client, "fraud", **FRAUD)
+    create_model(serve_client, "ads", **ADS)
+
+    def latest_start() -> float | None:
+        scraped = _scrape(serve_client)
+        return scraped.get(key("calmon_window_start_timestamp_seconds", model="fraud", segment="*"))
+
+    for seed, ago in enumerate((3, 2, 1)):
+        _send_window(serve_client, ago, seed)
+        deadline = time.monotonic() + 20
+        while latest_start() != recent(ago).timestamp():
+            assert time.monotonic() < deadline, f"window {iso(recent(ago))} not exported"
+            time.sleep(0.1)
+    # a tick may have stored windows it has not exported yet: compare once it is over
+    deadline = time.monotonic() + 20
+    while (scraped := _scrape(serve_client)) != (
+        expected := _expected(serve_client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
+    ):
+        assert time.monotonic() < deadline, (len(scraped), len(expected))
+        time.sleep(0.2)
+
+
+def test_promtool_check_metrics_passes_on_the_real_output(
+    env: Env, quiet_client: TestClient, promtool: str
+) -> None:
+    _populate(env)
+    assert _exporter(quiet_client).refresh() is not None
+    body = quiet_client.get("/metrics").text
+    assert "calmon_average_precision_change_upper{" in body
+    result = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=body,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "", result.stdout
