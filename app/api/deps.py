@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from app.api.errors import ApiError
 from app.db.models import Model
 from app.db.session import session_deadline
-from app.services.models import MODEL_NAME_PATTERN, get_model
+from app.names import MODEL_NAME_PATTERN
+from app.services.models import get_model
 from app.settings import Settings
 
 IMPLIED_SCOPES: Final[dict[str, frozenset[str]]] = {

@@ -12,7 +12,7 @@ The format:
   counts towards ``unlabelled``).
 - ``timestamp`` (optional): ISO 8601 with a UTC offset or ``Z``, as the HTTP API requires,
   from 1900 to 9998.
-- ``segment`` (optional): a name matching :data:`SEGMENT_PATTERN`, or empty for a row that
+- ``segment`` (optional): a name matching :data:`app.names.SEGMENT_PATTERN`, or empty for a row that
   belongs to no segment (it still counts in ``*``, the whole population).
 - Any other column is ignored: exports usually carry ids and features. A misspelt column that an
   option needs is reported as missing.
@@ -41,16 +41,15 @@ from typing import Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from app.names import SEGMENT_PATTERN
 from app.offline.timestamps import common_layout_seconds
 
 FloatArray = npt.NDArray[np.float64]
 Int8Array = npt.NDArray[np.int8]
 IntArray = npt.NDArray[np.int64]
 
-#: Segment names as the HTTP API accepts them (``app.services.ingest.SEGMENT_PATTERN``, which
-#: this command does not import: it pulls in the database layer, about 2 s of start-up; a test
-#: keeps the two equal). ``*`` is reserved for the whole population.
-SEGMENT_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63}")
+#: Segment names as the HTTP API accepts them; ``*`` is reserved for the whole population.
+SEGMENT_RE: Final = re.compile(SEGMENT_PATTERN)
 #: The columns this format knows; ``score`` and ``label`` are required.
 KNOWN_COLUMNS: Final = ("score", "label", "timestamp", "segment")
 REQUIRED_COLUMNS: Final = ("score", "label")
@@ -395,7 +394,7 @@ def _parse_segments(
     """Sorted distinct segment names and each row's index into them (-1: no segment)."""
     distinct = dict.fromkeys(values)  # in order of first appearance
     for name in distinct:
-        if name and SEGMENT_PATTERN.fullmatch(name) is None:
+        if name and SEGMENT_RE.fullmatch(name) is None:
             return None, _Problem(
                 values.index(name),
                 f"segment {_shown(name)} is not a valid name "

@@ -49,10 +49,10 @@ from sqlalchemy.schema import CreateTable
 from typing_extensions import TypedDict
 
 from app.db.models import Model, UTCDateTime
+from app.names import SEGMENT_PATTERN
 from app.services.errors import ConflictError
 
 MAX_BATCH: Final = 10_000
-SEGMENT_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63}$"
 CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f]{1,128}$"
 #: first key of the two-key advisory locks taken per model ("calm")
 MODEL_LOCK_CLASS: Final = 0x63616C6D

@@ -31,7 +31,6 @@ from app.db.models import Model, Prediction
 from app.services.errors import ConflictError
 from app.windows import WINDOW_SECONDS
 
-MODEL_NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 DURATION_PATTERN: Final = r"^([0-9]{1,7})(s|m|h|d)$"
 DURATION_UNITS: Final[dict[str, int]] = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 MAX_PI0: Final = 5

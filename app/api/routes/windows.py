@@ -20,6 +20,7 @@ from pydantic import AwareDatetime, BaseModel
 
 from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_model
 from app.api.errors import ApiError
+from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.references import iso
 from app.services.windows import (
     MAX_PAGE,
@@ -33,7 +34,6 @@ from app.windows import window_length
 
 router = APIRouter(prefix="/v1/models", tags=["windows"])
 
-WINDOW_SEGMENT_PATTERN = r"^(\*|[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63})$"
 DEFAULT_PAGE = 100
 
 
@@ -90,7 +90,7 @@ def get_windows(
     ] = None,
     segment: Annotated[
         str | None,
-        Query(pattern=WINDOW_SEGMENT_PATTERN, description="one segment (`*` = all rows)"),
+        Query(pattern=SEGMENT_OR_ALL_PATTERN, description="one segment (`*` = all rows)"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.offline.csv_input import (
-    SEGMENT_PATTERN,
     UNLABELLED,
     EvaluationRows,
     InputError,
@@ -265,9 +264,3 @@ def test_timestamps_agree_with_datetime() -> None:
     rows = parse(text)
     assert rows.timestamps is not None
     assert rows.timestamps.tolist() == [datetime.fromisoformat(s).timestamp() for s in stamps]
-
-
-def test_segment_names_are_the_apis() -> None:
-    from app.services.ingest import SEGMENT_PATTERN as API_PATTERN
-
-    assert f"^{SEGMENT_PATTERN.pattern}$" == API_PATTERN
