@@ -3,8 +3,10 @@ and ask for recomputation.
 
 One computation reads the window's predictions and its reference sets in one snapshot,
 evaluates segment ``*`` (every prediction) and each tracked segment present in the window,
-and replaces the window's stored results, sorted scores and state, all in the caller's
-transaction: a window is stored whole or not at all.
+and replaces the window's stored results, sorted scores and state in one transaction: a
+window is stored whole or not at all. On PostgreSQL reading and writing share that
+transaction; SQLite, which has one writer at a time, commits the reads first so that the
+write lock is not held while the metrics are computed.
 
 The record of a window and segment (``GET /v1/models/{model}/windows``)::
 
@@ -62,7 +64,6 @@ from app.services.references import (
     UNTRACKED,
     Reference,
     ReferenceCache,
-    WindowRows,
     encode_scores,
     iso,
     load_rows,
@@ -306,7 +307,8 @@ def compute_window(
     pause_before_commit: float = 0.0,
 ) -> ComputedWindow | None:
     """Compute every segment of the window of ``model`` that starts at ``start`` and store the
-    results in the session's transaction, which must not have begun (the caller commits once).
+    results; the session's transaction must not have begun, and the caller commits the
+    writes (SQLite: the reads were committed before the evaluation).
 
     ``now`` is taken before the transaction begins; it becomes the window's checkpoint.
     Returns None when the window has no state or another scheduler is computing it.
@@ -339,38 +341,68 @@ def compute_window(
     overflow_segments = (
         _overflow_segments(session, model=model, start=start) if overflow_predictions else 0
     )
-    session.execute(
-        delete(WindowResult).where(
-            WindowResult.model_id == model.id, WindowResult.starts_at == start
-        )
-    )
-    session.execute(
-        delete(WindowScores).where(
-            WindowScores.model_id == model.id, WindowScores.starts_at == start
-        )
-    )
-    stored: list[str] = []
+    if session.get_bind().dialect.name == "sqlite":
+        # SQLite has one writer at a time: do not hold the write lock while evaluating. What
+        # commits meanwhile is a change after the checkpoint, found by the next scan.
+        session.commit()
     groups: list[tuple[str, int | None]] = [(ALL, None)]
     present = set(np.unique(rows.segments).tolist())
     groups += [
         (name, position) for position, name in sorted(segments.items()) if position in present
     ]
     overflow = {"segments": overflow_segments, "predictions": overflow_predictions}
+    outputs = []
     for name, position in groups:
-        _store_segment(
-            session,
+        if position is None:
+            scores, labels = rows.scores, rows.labels
+        else:
+            mask = rows.segments == position
+            scores, labels = rows.scores[mask], rows.labels[mask]
+        computed_at = datetime.now(UTC)
+        record, positives, negatives = evaluate_segment(
             model=model,
             segment=name,
-            position=position,
-            rows=rows,
             start=start,
             end=end,
+            scores=scores,
+            labels=labels,
             reference=references.get(name),
-            version=version,
-            instance=instance,
-            overflow=overflow if name == ALL else None,
+            computed_at=computed_at,
         )
-        stored.append(name)
+        record["segments_overflow"] = overflow if name == ALL else None
+        outputs.append((name, computed_at, record, positives, negatives))
+        del scores, labels
+    predictions = int(rows.scores.size)
+    del rows
+    for table in (WindowResult, WindowScores):
+        session.execute(delete(table).where(table.model_id == model.id, table.starts_at == start))
+    for name, computed_at, record, positives, negatives in outputs:
+        session.execute(
+            insert(WindowResult).values(
+                model_id=model.id,
+                segment=name,
+                starts_at=start,
+                ends_at=end,
+                computed_at=computed_at,
+                computed_by=instance,
+                version=version,
+                n=record["n"],
+                n_pos=record["n_pos"],
+                unlabelled=record["unlabelled"],
+                prior=record["prior"],
+                record=record,
+            )
+        )
+        session.execute(
+            insert(WindowScores).values(
+                model_id=model.id,
+                segment=name,
+                starts_at=start,
+                version=version,
+                positives=positives,
+                negatives=negatives,
+            )
+        )
     state.computed_version = version
     state.checkpoint_at = now
     state.band_count = band.count
@@ -385,70 +417,10 @@ def compute_window(
         start=start,
         end=end,
         version=version,
-        predictions=int(rows.scores.size),
-        segments=stored,
+        predictions=predictions,
+        segments=[name for name, *_ in outputs],
         overflow_segments=overflow_segments,
         overflow_predictions=overflow_predictions,
-    )
-
-
-def _store_segment(
-    session: Session,
-    *,
-    model: Model,
-    segment: str,
-    position: int | None,
-    rows: WindowRows,
-    start: datetime,
-    end: datetime,
-    reference: Reference | None,
-    version: int,
-    instance: str,
-    overflow: dict[str, int] | None,
-) -> None:
-    if position is None:
-        scores, labels = rows.scores, rows.labels
-    else:
-        mask = rows.segments == position
-        scores, labels = rows.scores[mask], rows.labels[mask]
-    computed_at = datetime.now(UTC)
-    record, positives, negatives = evaluate_segment(
-        model=model,
-        segment=segment,
-        start=start,
-        end=end,
-        scores=scores,
-        labels=labels,
-        reference=reference,
-        computed_at=computed_at,
-    )
-    del scores, labels
-    record["segments_overflow"] = overflow
-    session.execute(
-        insert(WindowResult).values(
-            model_id=model.id,
-            segment=segment,
-            starts_at=start,
-            ends_at=end,
-            computed_at=computed_at,
-            computed_by=instance,
-            version=version,
-            n=record["n"],
-            n_pos=record["n_pos"],
-            unlabelled=record["unlabelled"],
-            prior=record["prior"],
-            record=record,
-        )
-    )
-    session.execute(
-        insert(WindowScores).values(
-            model_id=model.id,
-            segment=segment,
-            starts_at=start,
-            version=version,
-            positives=positives,
-            negatives=negatives,
-        )
     )
 
 
