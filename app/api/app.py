@@ -11,8 +11,10 @@ refreshes it after each tick.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from functools import cache
 
 from fastapi import FastAPI
 
@@ -34,6 +36,19 @@ DESCRIPTION = (
 )
 
 
+@cache
+def freeze_startup_objects() -> None:
+    """Put what is alive after the first startup of this process out of the garbage
+    collector's reach, once per process.
+
+    Those objects (modules, the application, pools) live as long as the process; left in
+    sight, every full collection triggered by request garbage walks them all again, which
+    was about a tenth of an ingestion worker's CPU.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(
     settings: Settings | None = None, *, lifespan_hooks: Sequence[LifespanHook] | None = None
 ) -> FastAPI:
@@ -50,6 +65,7 @@ def create_app(
             async with AsyncExitStack() as stack:
                 for hook in lifespan_hooks:
                     await stack.enter_async_context(hook(app))
+                freeze_startup_objects()
                 yield
         finally:
             engine.dispose()
