@@ -76,7 +76,7 @@ LABELS_INGESTED = Counter(
 )
 INGEST_REJECTED = Counter(
     "calmon_ingest_rejected",
-    "Prediction and label requests rejected, by reason",
+    "Predictions rejected (every prediction of a rejected request), by reason",
     ["reason"],
     registry=SERVICE_REGISTRY,
 )

@@ -3,6 +3,11 @@
 The body limit is enforced before the application parses anything: a ``Content-Length`` over
 the limit is answered 413 at once, and a chunked (or lying) body is counted as it streams in;
 the read that crosses the limit raises :class:`BodyTooLargeError`, answered 413.
+
+``calmon_ingest_rejected_total`` counts rejected *predictions*, so that alerts can compare it
+with the predictions stored: a rejected prediction request counts the length of its
+``predictions`` array, or 1 when that cannot be read (not JSON, cut at the size limit, or
+refused before its body was read).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import time
 import uuid
 from typing import Any, Final
 
+import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import observability
@@ -24,7 +30,7 @@ logger = logging.getLogger("calmon.access")
 REQUEST_ID_HEADER: Final = "x-request-id"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _DOC_PATHS: Final = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
-_INGEST_PATH = re.compile(r"^/v1/models/[^/]+/(predictions|labels)$")
+_PREDICTIONS_PATH = re.compile(r"^/v1/models/[^/]+/predictions$")
 
 
 class RequestContextMiddleware:
@@ -58,14 +64,17 @@ class RequestContextMiddleware:
             await send(message)
 
         received = 0
+        chunks: list[bytes] = []
 
         async def limited_receive() -> Message:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
-                received += len(message.get("body", b""))
+                chunk = message.get("body", b"")
+                received += len(chunk)
                 if received > self.max_body_bytes:
                     raise BodyTooLargeError
+                chunks.append(chunk)
             return message
 
         try:
@@ -80,7 +89,7 @@ class RequestContextMiddleware:
                 response = error_response(500, "internal_error", "internal server error")
                 await response(scope, receive, send_with_id)
         finally:
-            self._record(scope, state["status"], time.perf_counter() - started)
+            self._record(scope, state["status"], time.perf_counter() - started, chunks)
             request_id_var.reset(token)
 
     def _early_answer(self, headers: dict[bytes, bytes]) -> Any:
@@ -95,7 +104,7 @@ class RequestContextMiddleware:
             return payload_too_large(self.max_body_bytes)
         return None
 
-    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+    def _record(self, scope: Scope, status: int, seconds: float, body: list[bytes]) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or (
             scope["path"] if scope["path"] in _DOC_PATHS else "unmatched"
@@ -103,8 +112,10 @@ class RequestContextMiddleware:
         method = scope["method"] if scope["method"] in observability.HTTP_METHODS else "other"
         observability.HTTP_REQUESTS.labels(template, method, f"{status // 100}xx").inc()
         observability.HTTP_DURATION.labels(template, method).observe(seconds)
-        if status >= 400 and method == "POST" and _INGEST_PATH.match(scope["path"]):
-            observability.INGEST_REJECTED.labels(observability.reject_reason(status)).inc()
+        if status >= 400 and method == "POST" and _PREDICTIONS_PATH.match(scope["path"]):
+            observability.INGEST_REJECTED.labels(observability.reject_reason(status)).inc(
+                predictions_in(b"".join(body))
+            )
         level = logging.WARNING if status >= 500 else logging.INFO
         logger.log(
             level,
@@ -120,3 +131,15 @@ class RequestContextMiddleware:
                 "duration_ms": round(seconds * 1000, 2),
             },
         )
+
+
+def predictions_in(body: bytes) -> int:
+    """How many predictions a request body carries: the length of its ``predictions`` array,
+    or 1 when the body is not a JSON object with such an array (not JSON, cut, or never read)."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return 1
+    if isinstance(document, dict) and isinstance(document.get("predictions"), list):
+        return len(document["predictions"])
+    return 1

@@ -128,7 +128,7 @@ def test_rejections_before_routing_are_counted(make_client: ClientFactory) -> No
         "/v1/models/obs/predictions", content=body, headers={"content-type": "application/json"}
     )
     assert response.status_code == 413
-    client.post("/v1/models/obs/labels", content=b"{}", headers={"content-type": "text/csv"})
+    client.post("/v1/models/obs/predictions", content=b"{}", headers={"content-type": "text/csv"})
     after = _samples(client)
     for reason in ("too_large", "unsupported_media_type"):
         assert (
@@ -136,3 +136,33 @@ def test_rejections_before_routing_are_counted(make_client: ClientFactory) -> No
             - _value(before, "calmon_ingest_rejected_total", reason=reason)
             == 1
         )
+
+
+def test_rejections_count_the_predictions_of_the_request(client: TestClient) -> None:
+    create_model(client, "obs")
+    post_predictions(client, [prediction("p0")], model="obs")
+    before = _samples(client)
+    conflict = [prediction("p0", 0.9), prediction("p1"), prediction("p2")]
+    assert post_predictions(client, conflict, model="obs").status_code == 409
+    invalid = [prediction(f"q{i}") for i in range(4)] + [{"id": "bad"}]
+    assert post_predictions(client, invalid, model="obs").status_code == 422
+    missing = [prediction("r0"), prediction("r1")]
+    assert post_predictions(client, missing, model="absent").status_code == 404
+    cut = client.post(
+        "/v1/models/obs/predictions",
+        content=b'{"predictions": [',
+        headers={"content-type": "application/json"},
+    )
+    assert cut.status_code == 400
+    assert post_labels(client, [{"id": "p0", "label": 7}], model="obs").status_code == 422
+    after = _samples(client)
+
+    def delta(reason: str) -> float:
+        return _value(after, "calmon_ingest_rejected_total", reason=reason) - _value(
+            before, "calmon_ingest_rejected_total", reason=reason
+        )
+
+    assert delta("conflict") == 3
+    assert delta("invalid") == 5
+    assert delta("unknown_model") == 2
+    assert delta("invalid_json") == 1
