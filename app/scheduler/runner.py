@@ -246,8 +246,9 @@ class WindowScheduler:
 
     def start(self) -> None:
         """Run ticks in the background, the first one now."""
-        # APScheduler logs every run of the job at INFO; ticks log what they do themselves.
-        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        # APScheduler logs every run (INFO) and every run skipped while a long tick goes on
+        # (WARNING); ticks log what they do themselves, and catch their own errors.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = BackgroundScheduler(timezone=UTC)
         scheduler.add_job(
             self._scheduled_tick,
