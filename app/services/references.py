@@ -303,7 +303,9 @@ def _finish(
 
 
 @dataclass(frozen=True, slots=True)
-class _StoredWindow:
+class StoredWindow:
+    """A computed window: its bounds and the version its results were computed from."""
+
     start: datetime
     end: datetime
     version: int
@@ -311,7 +313,7 @@ class _StoredWindow:
 
 def trailing_windows(
     session: Session, *, model: Model, before: datetime, count: int
-) -> list[_StoredWindow]:
+) -> list[StoredWindow]:
     """The ``count`` most recent computed windows of ``model`` that start before ``before``,
     oldest first."""
     rows = session.execute(
@@ -324,7 +326,7 @@ def trailing_windows(
         .order_by(WindowResult.starts_at.desc())
         .limit(count)
     ).all()
-    return [_StoredWindow(start, end, version) for start, end, version in reversed(rows)]
+    return [StoredWindow(start, end, version) for start, end, version in reversed(rows)]
 
 
 def _stored_negatives(
@@ -343,7 +345,7 @@ def _stored_negatives(
 
 
 def _trailing_reference(
-    session: Session, *, model: Model, segment: str, windows: Sequence[_StoredWindow]
+    session: Session, *, model: Model, segment: str, windows: Sequence[StoredWindow]
 ) -> Reference:
     starts = [w.start for w in windows]
     positives = session.scalars(
@@ -380,7 +382,7 @@ def _chunks(
 
 def _fixed_references(
     session: Session, *, model: Model, segments: dict[int, str]
-) -> dict[str, Reference | None]:
+) -> dict[str, Reference]:
     """Every segment's reference over the model's fixed period, read in window-sized chunks:
     positives in one pass, then negatives chunk by chunk."""
     assert model.reference_start is not None
@@ -407,8 +409,6 @@ def _fixed_references(
             )
             pools[name].add_negatives(np.sort(scores))
         del negatives
-    if pools[ALL].ranking().n_pos + pools[ALL].ranking().n_neg == 0:
-        return dict.fromkeys(names)
     return {
         name: _finish(
             pool,
@@ -448,8 +448,9 @@ def references_for(
     cache: ReferenceCache,
 ) -> dict[str, Reference | None]:
     """The reference of segment ``*`` and of each tracked segment (``segments``: position ->
-    name) for the window of ``model`` starting at ``window_start``; None where there is none
-    yet (no computed window before it, or nothing in the fixed period).
+    name) for the window of ``model`` starting at ``window_start``; None while a trailing
+    reference has no computed window before it. A reference may hold no labelled prediction
+    (n = 0: an empty fixed period, or trailing windows not labelled yet).
 
     Reads happen in the session's transaction, so a reference and the window it is used for
     see one snapshot.
