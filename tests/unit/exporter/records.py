@@ -175,3 +175,20 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
     if record["segment"] == "*" and overflow is not None:
         out[key("calmon_segments_overflow_predictions", model=model)] = overflow["predictions"]
     return out
+
+
+def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
+    """Series of one fully defined window, from the contract: every catalogue metric (once,
+    or once per pi0 variant: observed, reference and each configured prior), its interval
+    bounds where docs/intervals.md gives one, its reference value; the three components of
+    each split metric and the two bounds of its likelihood part; ratio, its bounds, its
+    reference; predictions, positives, unlabelled, start, end, computed."""
+    count = 0
+    for metric in CATALOGUE:
+        if not probability and metric in PROBABILITY_ONLY:
+            continue
+        variants = 2 + configured_pi0 if metric in PRIOR_DEPENDENT else 1
+        bounds = 0 if metric in NO_INTERVAL else 2
+        count += variants * (1 + bounds) + 1
+    count += len(SPLIT) * (len(COMPONENTS) + 2)
+    return count + 4 + 6

@@ -9,11 +9,7 @@ import pytest
 
 from app.exporter.snapshot import Snapshot, build_snapshot
 from tests.integration.deploy.contract import (
-    CATALOGUE,
-    COMPONENTS,
-    PRIOR_DEPENDENT,
     SERIES,
-    SPLIT,
 )
 from tests.unit.exporter.records import (
     NO_INTERVAL,
@@ -22,6 +18,7 @@ from tests.unit.exporter.records import (
     expected_series,
     key,
     make_record,
+    per_window_series,
     window,
 )
 
@@ -34,23 +31,6 @@ def _series(snapshot: Snapshot) -> dict[Key, float]:
             assert key not in out, f"duplicate series {key}"
             out[key] = sample.value
     return out
-
-
-def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
-    """Series of one fully defined window, from the contract: every catalogue metric (once,
-    or once per pi0 variant: observed, reference and each configured prior), its interval
-    bounds where docs/intervals.md gives one, its reference value; the three components of
-    each split metric and the two bounds of its likelihood part; ratio, its bounds, its
-    reference; predictions, positives, unlabelled, start, end, computed."""
-    count = 0
-    for metric in CATALOGUE:
-        if not probability and metric in PROBABILITY_ONLY:
-            continue
-        variants = 2 + configured_pi0 if metric in PRIOR_DEPENDENT else 1
-        bounds = 0 if metric in NO_INTERVAL else 2
-        count += variants * (1 + bounds) + 1
-    count += len(SPLIT) * (len(COMPONENTS) + 2)
-    return count + 4 + 6
 
 
 def test_every_field_of_a_record_is_one_series_with_its_value() -> None:
