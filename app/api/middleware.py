@@ -7,7 +7,9 @@ the read that crosses the limit raises :class:`BodyTooLargeError`, answered 413.
 ``calmon_ingest_rejected_total`` counts rejected *predictions*, so that alerts can compare it
 with the predictions stored: a rejected prediction request counts the length of its
 ``predictions`` array, or 1 when that cannot be read (not JSON, cut at the size limit, or
-refused before its body was read).
+refused before its body was read). A client that goes away before its body has fully arrived
+gets no answer; the request is logged and counted with status 499 (not an error of the
+service, nor a rejection: the client will send it again).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import uuid
 from typing import Any, Final
 
 import orjson
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import observability
@@ -28,6 +31,8 @@ from app.log import request_id_var
 logger = logging.getLogger("calmon.access")
 
 REQUEST_ID_HEADER: Final = "x-request-id"
+#: status recorded (never sent) for a request whose client left before sending all of it
+CLIENT_CLOSED_REQUEST: Final = 499
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _DOC_PATHS: Final = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _PREDICTIONS_PATH = re.compile(r"^/v1/models/[^/]+/predictions$")
@@ -83,6 +88,8 @@ class RequestContextMiddleware:
                 await early(scope, receive, send_with_id)
             else:
                 await self.app(scope, limited_receive, send_with_id)
+        except ClientDisconnect:
+            state["status"] = CLIENT_CLOSED_REQUEST
         except Exception:
             logger.exception("unhandled error")
             if not state["started"]:
@@ -112,7 +119,8 @@ class RequestContextMiddleware:
         method = scope["method"] if scope["method"] in observability.HTTP_METHODS else "other"
         observability.HTTP_REQUESTS.labels(template, method, f"{status // 100}xx").inc()
         observability.HTTP_DURATION.labels(template, method).observe(seconds)
-        if status >= 400 and method == "POST" and _PREDICTIONS_PATH.match(scope["path"]):
+        rejected = status >= 400 and status != CLIENT_CLOSED_REQUEST
+        if rejected and method == "POST" and _PREDICTIONS_PATH.match(scope["path"]):
             observability.INGEST_REJECTED.labels(observability.reject_reason(status)).inc(
                 predictions_in(b"".join(body))
             )
