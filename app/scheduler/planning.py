@@ -62,8 +62,15 @@ def _window_epoch_seconds(session: Session, length: int) -> Any:
     """SQL: the epoch second at which the window of length ``length`` holding ``ts`` starts."""
     if session.get_bind().dialect.name == "postgresql":
         return cast(func.floor(extract("epoch", Prediction.ts) / length) * length, BigInteger)
-    seconds = cast(func.strftime("%s", Prediction.ts), Integer)
+    seconds = cast(func.strftime("%s", _whole_seconds(Prediction.ts)), Integer)
     return seconds - ((seconds % length) + length) % length
+
+
+def _whole_seconds(column: Any) -> Any:
+    """SQLite: the instant's text cut to whole seconds ('YYYY-MM-DD HH:MM:SS'), because
+    ``strftime('%s')`` rounds fractions to the millisecond and would carry 23:59:59.9996 into
+    the next second (and window)."""
+    return func.substr(column, 1, 19)
 
 
 def _changed_microseconds(session: Session) -> Any:
@@ -71,7 +78,7 @@ def _changed_microseconds(session: Session) -> Any:
     if session.get_bind().dialect.name == "postgresql":
         return cast(extract("epoch", Prediction.changed_at) * 1_000_000, BigInteger)
     # SQLite keeps the instant as text 'YYYY-MM-DD HH:MM:SS.ffffff'.
-    whole = cast(func.strftime("%s", Prediction.changed_at), Integer) * 1_000_000
+    whole = cast(func.strftime("%s", _whole_seconds(Prediction.changed_at)), Integer) * 1_000_000
     return whole + cast(func.substr(Prediction.changed_at, 21, 6), Integer)
 
 

@@ -62,6 +62,19 @@ def test_windows_are_aligned_to_the_utc_epoch(env: Env) -> None:
     assert weekly["2026-02-26T00:00:00Z"]["n"] == 3
 
 
+def test_the_last_microseconds_of_a_window_stay_in_it(env: Env) -> None:
+    create_model(env.client, "edge", window="1h", grace="0s")
+    items = [
+        {"id": "a", "timestamp": "2026-03-04T08:59:59.9996Z", "score": 0.7, "label": 1},
+        {"id": "b", "timestamp": "2026-03-04T08:59:59.999999Z", "score": 0.2, "label": 0},
+    ]
+    response = env.client.post("/v1/models/edge/predictions", json={"predictions": items})
+    assert response.status_code == 200
+    report = env.scheduler().tick()
+    assert report.computed == 1
+    assert list(by_window(windows(env.client, "edge"))) == ["2026-03-04T08:00:00Z"]
+
+
 def test_only_closed_windows_past_their_grace_are_computed(env: Env) -> None:
     create_model(env.client, "fraud", window="5m", grace="20m")
     batches = {
