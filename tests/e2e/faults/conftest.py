@@ -1,0 +1,44 @@
+"""Fixtures for fault tests: a fresh migrated PostgreSQL database and `calmon api` processes
+stopped after the test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+from tests.e2e.faults.helpers import ApiProcess
+
+ApiFactory = Callable[..., ApiProcess]
+
+
+@pytest.fixture
+def database_url(postgres_database: str) -> str:
+    """A fresh migrated PostgreSQL database (SQLAlchemy URL)."""
+    url = postgres_database.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_db_engine(Settings(database_url=url))
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    return url
+
+
+@pytest.fixture
+def api_factory(tmp_path: Path) -> Iterator[ApiFactory]:
+    """Build :class:`ApiProcess` objects (``database_url``, ``workers=2``), stopped after the
+    test."""
+    built: list[ApiProcess] = []
+
+    def factory(database_url: str, *, workers: int = 2) -> ApiProcess:
+        api = ApiProcess(database_url, tmp_path / f"api-{len(built)}.log", workers=workers)
+        built.append(api)
+        return api
+
+    yield factory
+    for api in built:
+        api.stop()
