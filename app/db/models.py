@@ -213,6 +213,32 @@ class WindowState(Base):
     failures: Mapped[int] = mapped_column(Integer)
     retry_at: Mapped[datetime | None]
 
+    @classmethod
+    def first_seen(
+        cls,
+        *,
+        model_id: int,
+        starts_at: datetime,
+        ends_at: datetime,
+        version: int,
+        now: datetime,
+    ) -> WindowState:
+        """The state of a window the scheduler has just learnt of: never computed, no
+        fingerprint yet, no request, no failure."""
+        return cls(
+            model_id=model_id,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            version=version,
+            computed_version=None,
+            checkpoint_at=now,
+            band_count=None,
+            band_sum=None,
+            requested_at=None,
+            failures=0,
+            retry_at=None,
+        )
+
 
 class WindowResult(Base):
     """The computed result of one window and segment (``*`` = every prediction).

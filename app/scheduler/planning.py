@@ -157,18 +157,12 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
         state = states.get(start)
         if state is None:
             session.add(
-                WindowState(
+                WindowState.first_seen(
                     model_id=model.id,
                     starts_at=start,
                     ends_at=start + step,
                     version=1,
-                    computed_version=None,
-                    checkpoint_at=now,
-                    band_count=None,
-                    band_sum=None,
-                    requested_at=None,
-                    failures=0,
-                    retry_at=None,
+                    now=now,
                 )
             )
             new += 1

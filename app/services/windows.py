@@ -532,18 +532,12 @@ def request_recompute(
         )
         if holds:
             session.add(
-                WindowState(
+                WindowState.first_seen(
                     model_id=model.id,
                     starts_at=window,
                     ends_at=window + length,
                     version=0,
-                    computed_version=None,
-                    checkpoint_at=now,
-                    band_count=None,
-                    band_sum=None,
-                    requested_at=None,
-                    failures=0,
-                    retry_at=None,
+                    now=now,
                 )
             )
             known.add(window)
