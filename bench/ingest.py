@@ -1,0 +1,541 @@
+"""Ingestion throughput on PostgreSQL, end to end through `calmon api` (a script, not a test).
+
+    .venv/bin/python bench/ingest.py [--predictions 1000000] [--batch 1000] [--clients 8]
+        [--workers 2] [--postgres URL] [--keep]
+
+Creates a scratch database on ``--postgres`` (default ``CALMON_TEST_POSTGRES_URL``, else the
+local server's ``postgres`` database), migrates it, starts ``calmon api --workers N`` on it
+(default settings, logs to a scratch file) and creates a ``probability`` model. Then, in one
+run, and described in docs/ingestion.md:
+
+- api: ``--clients`` client processes send ``--predictions`` predictions in batches of
+  ``--batch`` (random 32-character ids, event times spread over the last day, a segment on
+  every prediction, a label on half of them). Bodies are serialised before the clock starts and
+  each client keeps one connection alive (opened 50 ms apart), so the clients cost little. The
+  rate is predictions over the time from the first request sent to the last answer received.
+  Every answer must be 200 with ``new`` equal to the batch size. Also printed: latency
+  percentiles per request, CPU per prediction of the workers (and each worker's CPU seconds,
+  which shows how connections were shared), of the database server processes serving them,
+  and of the clients, and how many cores the machine had busy (ours and others').
+- stored exactly once: ``count(*)`` and ``count(DISTINCT client_id)`` of the model's rows equal
+  the number of predictions sent (and no request failed).
+- memory: each worker's resident set (``VmRSS`` in ``/proc``) sampled every 0.2 s during the
+  load: first sample, sample after a tenth of the run, peak, last sample.
+- copy: the API is stopped, ``predictions`` truncated, and the same rows (the columns the API
+  writes, with the same values) loaded by one binary ``COPY`` and one commit from one
+  process. The COPY stream is built before the clock starts.
+- ratio of the two rates, against the targets (≥ 0.4 of the COPY rate and ≥ 80,000
+  predictions/s).
+
+The scratch database is dropped at the end (``--keep`` keeps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing as mp
+import multiprocessing.synchronize
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import psycopg
+from psycopg import sql
+
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+
+RATE_TARGET = 80_000
+RATIO_TARGET = 0.4
+MODEL = "bench"
+SEGMENTS = ("country=FR", "country=DE", "country=GB", "country=US")
+PRIOR = 0.05
+STARTUP_SECONDS = 60
+RSS_PERIOD = 0.2
+#: seconds between the connections of two clients: connections opened in one burst are all
+#: accepted by whichever worker wakes first, and a kept-alive connection stays with it
+CONNECT_SPACING = 0.05
+PG_EPOCH_US = 946_684_800 * 1_000_000
+COLUMNS = "model_id, client_id, ts, score, label, segment, received_at, labelled_at, changed_at"
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The predictions of one run, column by column (``label`` is -1 when absent)."""
+
+    ids: np.ndarray[Any, np.dtype[np.bytes_]]
+    ts_us: np.ndarray[Any, np.dtype[np.int64]]
+    scores: np.ndarray[Any, np.dtype[np.float64]]
+    labels: np.ndarray[Any, np.dtype[np.int8]]
+    segments: np.ndarray[Any, np.dtype[np.int8]]
+
+
+def make_rows(n: int, seed: int) -> Rows:
+    """``n`` predictions of a ``probability`` model: random ids, the last day of event times."""
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+    ids = np.array([bytes(row).hex().encode() for row in raw], dtype="S32")
+    now_us = int(time.time()) * 1_000_000
+    ts_us = now_us - rng.integers(0, 86_400 * 1_000_000, size=n)
+    truth = rng.random(n) < PRIOR
+    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=n) + 2.5 * truth - 3.0)))
+    labels = np.where(rng.random(n) < 0.5, truth.astype(np.int8), np.int8(-1)).astype(np.int8)
+    segments = rng.integers(0, len(SEGMENTS), size=n).astype(np.int8)
+    return Rows(ids, ts_us.astype(np.int64), scores, labels, segments)
+
+
+def json_bodies(rows: Rows, batches: list[range]) -> list[bytes]:
+    """The request bodies of ``batches`` (ranges of row positions)."""
+    stamps = np.char.add(
+        np.datetime_as_string(rows.ts_us.astype("datetime64[us]"), unit="us").astype("U26"), "Z"
+    )
+    bodies = []
+    for batch in batches:
+        items = []
+        for i in batch:
+            item: dict[str, object] = {
+                "id": rows.ids[i].decode(),
+                "timestamp": str(stamps[i]),
+                "score": float(rows.scores[i]),
+                "segment": SEGMENTS[rows.segments[i]],
+            }
+            if rows.labels[i] >= 0:
+                item["label"] = int(rows.labels[i])
+            items.append(item)
+        bodies.append(orjson.dumps({"predictions": items}))
+    return bodies
+
+
+def copy_stream(rows: Rows, model_id: int) -> bytes:
+    """The binary COPY stream of ``rows`` for the columns in ``COLUMNS``, as the API stores them
+    (received, labelled and changed now)."""
+    now = int(time.time() * 1_000_000) - PG_EPOCH_US
+    segment_fields = [s.encode() for s in SEGMENTS]
+    pack_head = struct.Struct(">hii").pack  # field count, then model_id (length, value)
+    pack_int8 = struct.Struct(">iq").pack
+    pack_float8 = struct.Struct(">id").pack
+    pack_int2 = struct.Struct(">ih").pack
+    null = struct.pack(">i", -1)
+    parts = [b"PGCOPY\n\xff\r\n\x00" + bytes(8)]
+    for i in range(len(rows.ids)):
+        client_id = bytes(rows.ids[i])
+        segment = segment_fields[rows.segments[i]]
+        label = int(rows.labels[i])
+        parts.append(
+            pack_head(9, 4, model_id)
+            + struct.pack(">i", len(client_id))
+            + client_id
+            + pack_int8(8, int(rows.ts_us[i]) - PG_EPOCH_US)
+            + pack_float8(8, float(rows.scores[i]))
+            + (pack_int2(2, label) if label >= 0 else null)
+            + struct.pack(">i", len(segment))
+            + segment
+            + pack_int8(8, now)
+            + (pack_int8(8, now) if label >= 0 else null)
+            + pack_int8(8, now)
+        )
+    parts.append(b"\xff\xff")
+    return b"".join(parts)
+
+
+@dataclass
+class ClientResult:
+    """What one client process saw."""
+
+    started: float = 0.0
+    finished: float = 0.0
+    predictions: int = 0
+    cpu: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+
+
+def client_main(
+    port: int,
+    delay: float,
+    bodies: list[bytes],
+    sizes: list[int],
+    barrier: multiprocessing.synchronize.Barrier,
+    results: mp.Queue[ClientResult],
+) -> None:
+    """Send ``bodies`` one after the other on one kept-alive connection, opened after
+    ``delay`` seconds."""
+    result = ClientResult()
+    time.sleep(delay)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    connection.connect()
+    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    headers = {"Content-Type": "application/json"}
+    path = f"/v1/models/{MODEL}/predictions"
+    barrier.wait()
+    result.started = time.perf_counter()
+    cpu = time.process_time()
+    for body, size in zip(bodies, sizes, strict=True):
+        sent = time.perf_counter()
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        answer = response.read()
+        result.latencies.append(time.perf_counter() - sent)
+        new = orjson.loads(answer).get("new") if response.status == 200 else None
+        if new != size:
+            result.failures.append(f"{response.status} {answer[:200]!r}")
+        else:
+            result.predictions += size
+    result.finished = time.perf_counter()
+    result.cpu = time.process_time() - cpu
+    connection.close()
+    results.put(result)
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The uvicorn worker processes under ``parent`` (spawned children running the app)."""
+    pids = []
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
+                pids.append(int(child))
+    return sorted(pids)
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of ``pid`` in KiB (``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise LookupError(f"no VmRSS for {pid}")
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds spent so far by the whole machine, all cores (not idle, not waiting)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class RssSampler(threading.Thread):
+    """Samples the resident set of some processes until stopped."""
+
+    def __init__(self, pids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.samples: dict[int, list[int]] = {pid: [] for pid in pids}
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            for pid, samples in self.samples.items():
+                samples.append(rss_kib(pid))
+            self._done.wait(RSS_PERIOD)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+        for pid, samples in self.samples.items():
+            samples.append(rss_kib(pid))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_api(url: str, port: int, workers: int, log: Path) -> subprocess.Popen[bytes]:
+    """``calmon api`` on ``url``; returns once ``/readyz`` answers 200."""
+    calmon = Path(sys.executable).parent / "calmon"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CALMON_")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env["CALMON_DATABASE_URL"] = url
+    process = subprocess.Popen(
+        [str(calmon), "api", "--workers", str(workers), "--port", str(port)],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"calmon api exited with {process.returncode}; see {log}")
+        try:
+            if http_call(port, "GET", "/readyz")[0] == 200 and len(worker_pids(process.pid)) == (
+                workers if workers > 1 else 0
+            ):
+                return process
+        except OSError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit(f"calmon api did not become ready; see {log}")
+
+
+def http_call(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def backend_cpu(admin_url: str, database: str) -> dict[int, float]:
+    """CPU seconds used so far by each client's server process on ``database`` (background
+    work such as autovacuum is left out, as it is for the COPY)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        pids = [
+            int(row[0])
+            for row in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+                " AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+                (database,),
+            )
+        ]
+    found = {}
+    for pid in pids:
+        try:
+            found[pid] = cpu_seconds(pid)
+        except OSError:
+            continue
+    return found
+
+
+def checkpoint(admin_url: str, database: str) -> None:
+    """Flush dirty pages so that neither measurement pays for the other's checkpoint."""
+    base = admin_url.rpartition("/")[0]
+    with psycopg.connect(f"{base}/{database}", autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
+@dataclass
+class ApiRun:
+    """What the API phase measured."""
+
+    seconds: float
+    clients: list[ClientResult]
+    rss_kib: dict[int, list[int]]
+    worker_cpu: dict[int, float]
+    database_cpu: float
+    machine_cpu: float
+
+
+def run_api(
+    args: argparse.Namespace, port: int, database: str, rows: Rows, workers: list[int]
+) -> ApiRun:
+    """Send every prediction through the API from ``args.clients`` processes."""
+    n = len(rows.ids)
+    batches = [range(start, min(start + args.batch, n)) for start in range(0, n, args.batch)]
+    context = mp.get_context("fork")
+    barrier = context.Barrier(args.clients + 1)
+    results: mp.Queue[ClientResult] = context.Queue()
+    clients = []
+    for c in range(args.clients):
+        mine = batches[c :: args.clients]
+        bodies = json_bodies(rows, mine)
+        process = context.Process(
+            target=client_main,
+            args=(port, c * CONNECT_SPACING, bodies, [len(b) for b in mine], barrier, results),
+            daemon=True,
+        )
+        process.start()
+        clients.append(process)
+    sampler = RssSampler(workers)
+    worker_before = {pid: cpu_seconds(pid) for pid in workers}
+    database_before = backend_cpu(args.postgres, database)
+    machine_before = machine_cpu_seconds()
+    sampler.start()
+    barrier.wait()
+    outcome = [results.get() for _ in clients]
+    machine = machine_cpu_seconds() - machine_before
+    sampler.stop()
+    database_after = backend_cpu(args.postgres, database)
+    for process in clients:
+        process.join()
+    return ApiRun(
+        seconds=max(r.finished for r in outcome) - min(r.started for r in outcome),
+        clients=outcome,
+        rss_kib=sampler.samples,
+        worker_cpu={pid: cpu_seconds(pid) - worker_before[pid] for pid in workers},
+        database_cpu=sum(t - database_before.get(pid, 0.0) for pid, t in database_after.items()),
+        machine_cpu=machine,
+    )
+
+
+def run_copy(libpq_url: str, rows: Rows, model_id: int) -> tuple[float, float]:
+    """Seconds to load ``rows`` into an emptied ``predictions`` with one binary COPY, and the
+    server process's CPU seconds."""
+    stream = copy_stream(rows, model_id)
+    with psycopg.connect(libpq_url) as conn:
+        conn.execute("TRUNCATE predictions")
+        conn.commit()
+        conn.execute("CHECKPOINT")
+        conn.commit()
+        cpu_before = cpu_seconds(conn.info.backend_pid)
+        started = time.perf_counter()
+        with conn.cursor().copy(f"COPY predictions ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+            for offset in range(0, len(stream), 1 << 20):
+                copy.write(stream[offset : offset + (1 << 20)])
+        conn.commit()
+        seconds = time.perf_counter() - started
+        cpu = cpu_seconds(conn.info.backend_pid) - cpu_before
+        count = conn.execute("SELECT count(*) FROM predictions").fetchone()
+        assert count is not None
+        assert count[0] == len(rows.ids), count
+    return seconds, cpu
+
+
+def stored_counts(libpq_url: str, model_id: int) -> tuple[int, int]:
+    with psycopg.connect(libpq_url) as conn:
+        row = conn.execute(
+            "SELECT count(*), count(DISTINCT client_id) FROM predictions WHERE model_id = %s",
+            (model_id,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def mib(kib: int) -> str:
+    return f"{kib / 1024:.1f}"
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--predictions", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=1000, help="predictions per request")
+    parser.add_argument("--clients", type=int, default=8, help="client processes")
+    parser.add_argument("--workers", type=int, default=2, help="workers of calmon api")
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("CALMON_TEST_POSTGRES_URL")
+        or "postgresql://postgres@127.0.0.1:5432/postgres",
+        help="libpq URL of a maintenance database on a server where databases may be created",
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    args = parser.parse_args()
+
+    name = f"calmon_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(args.postgres, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    libpq_url = f"{args.postgres.rpartition('/')[0]}/{name}"
+    url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    log = Path(tempfile.mkdtemp(prefix="calmon-bench-")) / "api.log"
+    api: subprocess.Popen[bytes] | None = None
+    try:
+        engine = create_db_engine(Settings(database_url=url))
+        migrate.upgrade(engine)
+        engine.dispose()
+        t0 = time.perf_counter()
+        rows = make_rows(args.predictions, args.seed)
+        print(f"rows generated in {time.perf_counter() - t0:.1f} s", flush=True)
+
+        port = free_port()
+        api = start_api(url, port, args.workers, log)
+        workers = worker_pids(api.pid) or [api.pid]
+        status, answer = http_call(
+            port, "PUT", f"/v1/models/{MODEL}", orjson.dumps({"score_kind": "probability"})
+        )
+        assert status == 201, answer
+        with psycopg.connect(libpq_url) as conn:
+            found = conn.execute("SELECT id FROM models WHERE name = %s", (MODEL,)).fetchone()
+        assert found is not None
+        model_id = int(found[0])
+        checkpoint(args.postgres, name)
+
+        run = run_api(args, port, name, rows, workers)
+        n = args.predictions
+        sent = sum(r.predictions for r in run.clients)
+        failures = [f for r in run.clients for f in r.failures]
+        latencies = np.array([x for r in run.clients for x in r.latencies]) * 1000
+        api_rate = n / run.seconds
+        p50, p90, p99 = np.percentile(latencies, [50, 90, 99])
+        print(
+            f"api:   {n:,} predictions in {run.seconds:.2f} s = {api_rate:,.0f} predictions/s"
+            f" ({len(latencies):,} requests of {args.batch}, {args.clients} clients,"
+            f" {args.workers} workers; latency ms p50 {p50:.0f} p90 {p90:.0f} p99 {p99:.0f})"
+        )
+        worker_cpu = sum(run.worker_cpu.values())
+        client_cpu = sum(r.cpu for r in run.clients)
+        other_cpu = run.machine_cpu - worker_cpu - run.database_cpu - client_cpu
+        print(
+            f"       CPU µs per prediction: workers {worker_cpu / n * 1e6:.1f} ("
+            + ", ".join(f"{seconds:.1f} s" for seconds in run.worker_cpu.values())
+            + f"), database {run.database_cpu / n * 1e6:.1f}, clients {client_cpu / n * 1e6:.1f}"
+        )
+        print(
+            f"       cores busy: {run.machine_cpu / run.seconds:.2f} of {os.cpu_count()}, of which"
+            f" other processes of the machine {other_cpu / run.seconds:.2f}"
+        )
+        count, distinct = stored_counts(libpq_url, model_id)
+        exact = count == distinct == n == sent and not failures
+        print(
+            f"stored: {count:,} rows, {distinct:,} distinct ids, {len(failures)} failed requests:"
+            f" {'each prediction stored exactly once' if exact else 'MISMATCH'}"
+        )
+        for failure in failures[:5]:
+            print(f"       failed: {failure}")
+        print(
+            f"worker RSS MiB, sampled every {RSS_PERIOD} s: first / after 10 % of the run /"
+            " peak / last"
+        )
+        for pid, samples in run.rss_kib.items():
+            warm = samples[len(samples) // 10]
+            print(
+                f"       {pid}: {mib(samples[0])} / {mib(warm)} / {mib(max(samples))} /"
+                f" {mib(samples[-1])} ({len(samples)} samples)"
+            )
+
+        api.send_signal(signal.SIGINT)
+        api.wait(timeout=30)
+        api = None
+        copy_seconds, copy_cpu = run_copy(libpq_url, rows, model_id)
+        copy_rate = n / copy_seconds
+        print(
+            f"copy:  {n:,} rows in {copy_seconds:.2f} s = {copy_rate:,.0f} rows/s"
+            f" (database CPU µs per row {copy_cpu / n * 1e6:.1f})"
+        )
+        ratio = api_rate / copy_rate
+        print(
+            f"ratio: {ratio:.2f} of COPY (target ≥ {RATIO_TARGET}: "
+            f"{'met' if ratio >= RATIO_TARGET else 'MISSED'}); rate target {RATE_TARGET:,}/s: "
+            f"{'met' if api_rate >= RATE_TARGET else 'MISSED'}"
+        )
+        if not exact:
+            raise SystemExit(1)
+    finally:
+        if api is not None:
+            api.kill()
+            api.wait()
+        if not args.keep:
+            with psycopg.connect(args.postgres, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+            shutil.rmtree(log.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
