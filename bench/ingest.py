@@ -1,7 +1,7 @@
 """Ingestion throughput on PostgreSQL, end to end through `calmon api` (a script, not a test).
 
     .venv/bin/python bench/ingest.py [--predictions 1000000] [--batch 1000] [--clients 8]
-        [--workers 2] [--postgres URL] [--keep]
+        [--workers 2] [--postgres URL] [--service] [--keep]
 
 Creates a scratch database on ``--postgres`` (default ``CALMON_TEST_POSTGRES_URL``, else the
 local server's ``postgres`` database), migrates it, starts ``calmon api --workers N`` on it
@@ -21,6 +21,10 @@ run, and described in docs/ingestion.md:
   the number of predictions sent (and no request failed).
 - memory: each worker's resident set (``VmRSS`` in ``/proc``) sampled every 0.2 s during the
   load: first sample, sample after a tenth of the run, peak, last sample.
+- service (``--service``): the API is stopped, ``predictions`` truncated, and the same bodies
+  stored from as many processes through the service layer in-process (model look-up,
+  validation, ``ingest_predictions``, commit: what the route does, without HTTP, uvicorn and
+  FastAPI), which splits the workers' CPU between the web layer and the rest.
 - copy: the API is stopped, ``predictions`` truncated, and the same rows (the columns the API
   writes, with the same values) loaded by one binary ``COPY`` and one commit from one
   process. The COPY stream is built before the clock starts.
@@ -47,7 +51,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +63,13 @@ import psycopg
 from psycopg import sql
 
 from app.db import migrate
-from app.db.session import create_db_engine
+from app.db.session import create_db_engine, create_session_factory
+from app.services.ingest import (
+    PROBABILITY_PREDICTION_BATCH,
+    ingest_predictions,
+    prediction_rows,
+)
+from app.services.models import get_model
 from app.settings import Settings
 
 RATE_TARGET = 80_000
@@ -83,6 +95,8 @@ class Rows:
     scores: np.ndarray[Any, np.dtype[np.float64]]
     labels: np.ndarray[Any, np.dtype[np.int8]]
     segments: np.ndarray[Any, np.dtype[np.int8]]
+    #: the event times as clients send them (ISO 8601, UTC, microseconds)
+    stamps: np.ndarray[Any, np.dtype[np.str_]]
 
 
 def make_rows(n: int, seed: int) -> Rows:
@@ -96,21 +110,19 @@ def make_rows(n: int, seed: int) -> Rows:
     scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=n) + 2.5 * truth - 3.0)))
     labels = np.where(rng.random(n) < 0.5, truth.astype(np.int8), np.int8(-1)).astype(np.int8)
     segments = rng.integers(0, len(SEGMENTS), size=n).astype(np.int8)
-    return Rows(ids, ts_us.astype(np.int64), scores, labels, segments)
+    stamps = np.char.add(np.datetime_as_string(ts_us.astype("datetime64[us]"), unit="us"), "Z")
+    return Rows(ids, ts_us.astype(np.int64), scores, labels, segments, stamps)
 
 
 def json_bodies(rows: Rows, batches: list[range]) -> list[bytes]:
     """The request bodies of ``batches`` (ranges of row positions)."""
-    stamps = np.char.add(
-        np.datetime_as_string(rows.ts_us.astype("datetime64[us]"), unit="us").astype("U26"), "Z"
-    )
     bodies = []
     for batch in batches:
         items = []
         for i in batch:
             item: dict[str, object] = {
                 "id": rows.ids[i].decode(),
-                "timestamp": str(stamps[i]),
+                "timestamp": str(rows.stamps[i]),
                 "score": float(rows.scores[i]),
                 "segment": SEGMENTS[rows.segments[i]],
             }
@@ -198,8 +210,9 @@ def client_main(
             result.predictions += size
     result.finished = time.perf_counter()
     result.cpu = time.process_time() - cpu
-    connection.close()
     results.put(result)
+    barrier.wait()
+    connection.close()
 
 
 def worker_pids(parent: int) -> list[int]:
@@ -330,57 +343,95 @@ def checkpoint(admin_url: str, database: str) -> None:
 
 
 @dataclass
-class ApiRun:
-    """What the API phase measured."""
+class Run:
+    """What one phase measured: wall time from the first request to the last answer, what
+    each client saw, CPU seconds of the server processes serving them, of the machine, and
+    the resident sets and CPU of the API workers (API phase)."""
 
     seconds: float
     clients: list[ClientResult]
-    rss_kib: dict[int, list[int]]
-    worker_cpu: dict[int, float]
     database_cpu: float
     machine_cpu: float
+    rss_kib: dict[int, list[int]]
+    worker_cpu: dict[int, float]
 
 
-def run_api(
-    args: argparse.Namespace, port: int, database: str, rows: Rows, workers: list[int]
-) -> ApiRun:
-    """Send every prediction through the API from ``args.clients`` processes."""
-    n = len(rows.ids)
-    batches = [range(start, min(start + args.batch, n)) for start in range(0, n, args.batch)]
+def run_phase(
+    target: Callable[..., None],
+    per_client: list[tuple[Any, ...]],
+    *,
+    admin_url: str,
+    database: str,
+    workers: list[int],
+) -> Run:
+    """Start one process per entry of ``per_client`` running ``target(*entry, barrier,
+    results)``, release them together, and measure until every one has reported. Each waits on
+    the barrier again before closing its connections, so that the server processes serving
+    them are still there to be measured."""
     context = mp.get_context("fork")
-    barrier = context.Barrier(args.clients + 1)
+    barrier = context.Barrier(len(per_client) + 1)
     results: mp.Queue[ClientResult] = context.Queue()
-    clients = []
-    for c in range(args.clients):
-        mine = batches[c :: args.clients]
-        bodies = json_bodies(rows, mine)
-        process = context.Process(
-            target=client_main,
-            args=(port, c * CONNECT_SPACING, bodies, [len(b) for b in mine], barrier, results),
-            daemon=True,
-        )
+    processes = [
+        context.Process(target=target, args=(*entry, barrier, results), daemon=True)
+        for entry in per_client
+    ]
+    for process in processes:
         process.start()
-        clients.append(process)
     sampler = RssSampler(workers)
     worker_before = {pid: cpu_seconds(pid) for pid in workers}
-    database_before = backend_cpu(args.postgres, database)
+    database_before = backend_cpu(admin_url, database)
     machine_before = machine_cpu_seconds()
     sampler.start()
     barrier.wait()
-    outcome = [results.get() for _ in clients]
+    outcome = [results.get() for _ in processes]
     machine = machine_cpu_seconds() - machine_before
     sampler.stop()
-    database_after = backend_cpu(args.postgres, database)
-    for process in clients:
+    database_after = backend_cpu(admin_url, database)
+    barrier.wait()
+    for process in processes:
         process.join()
-    return ApiRun(
+    return Run(
         seconds=max(r.finished for r in outcome) - min(r.started for r in outcome),
         clients=outcome,
-        rss_kib=sampler.samples,
-        worker_cpu={pid: cpu_seconds(pid) - worker_before[pid] for pid in workers},
         database_cpu=sum(t - database_before.get(pid, 0.0) for pid, t in database_after.items()),
         machine_cpu=machine,
+        rss_kib=sampler.samples,
+        worker_cpu={pid: cpu_seconds(pid) - worker_before[pid] for pid in workers},
     )
+
+
+def service_main(
+    url: str,
+    bodies: list[bytes],
+    barrier: multiprocessing.synchronize.Barrier,
+    results: mp.Queue[ClientResult],
+) -> None:
+    """Store ``bodies`` through the service layer in this process, as the route does between
+    reading a body and writing the answer (model look-up, validation, ingestion, commit), but
+    without HTTP, uvicorn or FastAPI."""
+    engine = create_db_engine(Settings(database_url=url))
+    sessions = create_session_factory(engine)
+    result = ClientResult()
+    barrier.wait()
+    result.started = time.perf_counter()
+    cpu = time.process_time()
+    for body in bodies:
+        with sessions() as session:
+            model = get_model(session, name=MODEL)
+            assert model is not None
+            items = PROBABILITY_PREDICTION_BATCH.validate_json(body)["predictions"]
+            rows = prediction_rows(items)
+            stored = ingest_predictions(session, model=model, rows=rows, now=datetime.now(UTC))
+            session.commit()
+        if stored.new == len(rows):
+            result.predictions += len(rows)
+        else:
+            result.failures.append(f"{stored}")
+    result.finished = time.perf_counter()
+    result.cpu = time.process_time() - cpu
+    results.put(result)
+    barrier.wait()
+    engine.dispose()
 
 
 def run_copy(libpq_url: str, rows: Rows, model_id: int) -> tuple[float, float]:
@@ -434,6 +485,11 @@ def main() -> None:
         help="libpq URL of a maintenance database on a server where databases may be created",
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--service",
+        action="store_true",
+        help="also store the same batches through the service layer without HTTP (cost split)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()
 
@@ -448,9 +504,14 @@ def main() -> None:
         engine = create_db_engine(Settings(database_url=url))
         migrate.upgrade(engine)
         engine.dispose()
+        n = args.predictions
         t0 = time.perf_counter()
-        rows = make_rows(args.predictions, args.seed)
-        print(f"rows generated in {time.perf_counter() - t0:.1f} s", flush=True)
+        rows = make_rows(n, args.seed)
+        batches = [range(start, min(start + args.batch, n)) for start in range(0, n, args.batch)]
+        shares = [batches[c :: args.clients] for c in range(args.clients)]
+        bodies = [json_bodies(rows, share) for share in shares]
+        sizes = [[len(batch) for batch in share] for share in shares]
+        print(f"rows and bodies built in {time.perf_counter() - t0:.1f} s", flush=True)
 
         port = free_port()
         api = start_api(url, port, args.workers, log)
@@ -465,8 +526,13 @@ def main() -> None:
         model_id = int(found[0])
         checkpoint(args.postgres, name)
 
-        run = run_api(args, port, name, rows, workers)
-        n = args.predictions
+        run = run_phase(
+            client_main,
+            [(port, c * CONNECT_SPACING, bodies[c], sizes[c]) for c in range(args.clients)],
+            admin_url=args.postgres,
+            database=name,
+            workers=workers,
+        )
         sent = sum(r.predictions for r in run.clients)
         failures = [f for r in run.clients for f in r.failures]
         latencies = np.array([x for r in run.clients for x in r.latencies]) * 1000
@@ -511,6 +577,28 @@ def main() -> None:
         api.send_signal(signal.SIGINT)
         api.wait(timeout=30)
         api = None
+        if args.service:
+            with psycopg.connect(libpq_url, autocommit=True) as conn:
+                conn.execute("TRUNCATE predictions")
+                conn.execute("CHECKPOINT")
+            service = run_phase(
+                service_main,
+                [(url, bodies[c]) for c in range(args.clients)],
+                admin_url=args.postgres,
+                database=name,
+                workers=[],
+            )
+            service_failures = [f for r in service.clients for f in r.failures]
+            assert not service_failures, service_failures[:3]
+            print(
+                f"service: {n:,} predictions in {service.seconds:.2f} s ="
+                f" {n / service.seconds:,.0f} predictions/s ({args.clients} processes)"
+            )
+            print(
+                "       CPU µs per prediction: service processes"
+                f" {sum(r.cpu for r in service.clients) / n * 1e6:.1f},"
+                f" database {service.database_cpu / n * 1e6:.1f}"
+            )
         copy_seconds, copy_cpu = run_copy(libpq_url, rows, model_id)
         copy_rate = n / copy_seconds
         print(
