@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import httpx
+import pytest
 
 from tests.e2e.faults.conftest import ApiFactory
 from tests.e2e.faults.helpers import (
@@ -19,6 +20,8 @@ from tests.e2e.faults.helpers import (
     send_until_acknowledged,
     stored,
 )
+
+pytestmark = pytest.mark.slow
 
 BATCHES = 160
 PER_BATCH = 250

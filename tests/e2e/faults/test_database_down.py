@@ -19,12 +19,14 @@ from tests.e2e.faults.conftest import ApiFactory
 from tests.e2e.faults.helpers import JSON, MODEL, batch_body, stored
 from tests.integration.tcp_proxy import Mode, TcpProxy
 
+pytestmark = pytest.mark.slow
+
 #: seconds within which a request that needs the database must fail: a refused connection is
 #: immediate; an unanswered one waits for libpq's connect timeout (CALMON_DB_CONNECT_TIMEOUT=1,
 #: which libpq raises to its minimum of 2 s)
 BOUNDS: dict[Mode, float] = {"refuse": 2.0, "blackhole": 3.0}
 #: requests of each kind during the outage, each on a new connection, so both workers answer
-ATTEMPTS = 4
+ATTEMPTS = 3
 
 
 def timed(call: Any) -> tuple[float, httpx.Response]:

@@ -4,11 +4,14 @@ client that retries every batch until it is acknowledged stores each prediction 
 from __future__ import annotations
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.faults.conftest import ApiFactory
 from tests.e2e.faults.cutting_proxy import CuttingProxy
 from tests.e2e.faults.helpers import MODEL, batch_body, in_threads, send_until_acknowledged, stored
+
+pytestmark = pytest.mark.slow
 
 BATCHES = 60
 PER_BATCH = 100
