@@ -60,11 +60,20 @@ def test_kill_restart_and_replay(database_url: str, api_factory: ApiFactory) -> 
                     else:
                         unacknowledged.add(batch)
 
-    threads = threading.Thread(target=in_threads, args=(CLIENTS, client))
-    threads.start()
+    failures: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            in_threads(CLIENTS, client)
+        except BaseException as exc:
+            failures.append(exc)
+
+    loader = threading.Thread(target=load)
+    loader.start()
     assert enough.wait(timeout=120), "the load did not start"
     api.kill()
-    threads.join()
+    loader.join()
+    assert not failures, failures
 
     assert len(acknowledged) + len(unacknowledged) == BATCHES
     assert KILL_AFTER <= len(acknowledged) < BATCHES
