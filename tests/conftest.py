@@ -20,7 +20,9 @@ _skipped_for_postgres: list[str] = []
 
 
 def _admin_url() -> str | None:
-    url = os.environ.get("CALMON_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    url = os.environ.get(
+        "CALMON_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
     return url or None
 
 

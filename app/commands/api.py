@@ -26,9 +26,7 @@ def add_bind_options(parser: argparse.ArgumentParser) -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon api`."""
     add_bind_options(parser)
-    parser.add_argument(
-        "--workers", type=int, help="worker processes (default: CALMON_WORKERS, 1)"
-    )
+    parser.add_argument("--workers", type=int, help="worker processes (default: CALMON_WORKERS, 1)")
 
 
 def prepare_multiprocess_dir(*, workers: int) -> Path | None:
@@ -59,13 +57,11 @@ def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; exit code 2 for a configuration that must not be served."""
     import uvicorn
 
-    from app.log import configure_logging
-    from app.settings import ConfigError, bind_refusal, get_settings
+    from app.commands.common import load_settings
+    from app.settings import bind_refusal
 
-    try:
-        settings = get_settings()
-    except ConfigError as exc:
-        print(f"calmon api: invalid configuration: {exc}", file=sys.stderr)
+    settings = load_settings("api")
+    if settings is None:
         return 2
     host = args.host or settings.host
     port = args.port or settings.port
@@ -74,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
     if refusal is not None:
         print(f"calmon api: {refusal}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
     created = prepare_multiprocess_dir(workers=workers)
     try:
         uvicorn.run(

@@ -25,17 +25,13 @@ def run(args: argparse.Namespace) -> int:
     """Upgrade to head (default), downgrade, or check; returns the exit code."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.commands.common import load_settings
     from app.db import migrate
     from app.db.session import create_db_engine
-    from app.log import configure_logging
-    from app.settings import ConfigError, get_settings
 
-    try:
-        settings = get_settings()
-    except ConfigError as exc:
-        print(f"calmon migrate: invalid configuration: {exc}", file=sys.stderr)
+    settings = load_settings("migrate")
+    if settings is None:
         return 2
-    configure_logging(settings.log_level)
     engine = create_db_engine(settings)
     try:
         if args.check:

@@ -42,20 +42,16 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.commands.common import load_settings
     from app.db import migrate
     from app.db.session import create_db_engine
-    from app.log import configure_logging
     from app.observability import build_scrape_registry
     from app.scheduler.metrics import SCHEDULER_REGISTRY
     from app.scheduler.runner import WindowScheduler
-    from app.settings import ConfigError, get_settings
 
-    try:
-        settings = get_settings()
-    except ConfigError as exc:
-        print(f"calmon scheduler: invalid configuration: {exc}", file=sys.stderr)
+    settings = load_settings("scheduler")
+    if settings is None:
         return 2
-    configure_logging(settings.log_level)
     engine = create_db_engine(settings)
     try:
         with engine.connect() as connection:

@@ -43,15 +43,13 @@ def run(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.commands.api import prepare_multiprocess_dir
+    from app.commands.common import load_settings
     from app.db import migrate
     from app.db.session import create_db_engine
-    from app.log import configure_logging
-    from app.settings import ConfigError, bind_refusal, get_settings
+    from app.settings import bind_refusal
 
-    try:
-        settings = get_settings()
-    except ConfigError as exc:
-        print(f"calmon serve: invalid configuration: {exc}", file=sys.stderr)
+    settings = load_settings("serve")
+    if settings is None:
         return 2
     host = args.host or settings.host
     port = args.port or settings.port
@@ -59,7 +57,6 @@ def run(args: argparse.Namespace) -> int:
     if refusal is not None:
         print(f"calmon serve: {refusal}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
     prepare_multiprocess_dir(workers=1)
     if not args.no_migrate:
         engine = create_db_engine(settings)

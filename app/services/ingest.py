@@ -130,9 +130,7 @@ def prediction_rows(
     items: Sequence[PredictionIn] | Sequence[ProbabilityPredictionIn],
 ) -> list[PredictionRow]:
     """The stored form of validated request items."""
-    return [
-        (p["id"], p["timestamp"], p["score"], p.get("label"), p.get("segment")) for p in items
-    ]
+    return [(p["id"], p["timestamp"], p["score"], p.get("label"), p.get("segment")) for p in items]
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,9 +319,7 @@ def ingest_predictions(
     if new and connection.execute(_HAS_PENDING, params).first() is not None:
         applied = connection.execute(_APPLY_PENDING, params).rowcount
         connection.execute(_DROP_APPLIED_PENDING, params)
-    return PredictionsResult(
-        new=new, duplicates=len(rows) - new, pending_labels_applied=applied
-    )
+    return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
 
 
 def ingest_labels(

@@ -25,9 +25,7 @@ _DELETE_PREDICTIONS = text(
     " (SELECT client_id FROM predictions WHERE model_id = :model_id AND ts < :before"
     " LIMIT :limit)"
 ).bindparams(_BEFORE)
-_DELETE_PENDING = text("DELETE FROM pending_labels WHERE received_at < :before").bindparams(
-    _BEFORE
-)
+_DELETE_PENDING = text("DELETE FROM pending_labels WHERE received_at < :before").bindparams(_BEFORE)
 
 
 @dataclass(frozen=True, slots=True)
