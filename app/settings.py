@@ -92,6 +92,12 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn workers of `calmon api`")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    write_rate_limit: float = Field(
+        default=0.0,
+        ge=0,
+        description="write requests per second per token and API worker (429 beyond); 0 = off",
+    )
+    write_rate_burst: int = Field(default=50, ge=1, description="write requests in one burst")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_connect_timeout: int = Field(default=2, ge=1, le=60, description="seconds")
     db_statement_timeout: float = Field(default=30.0, gt=0, description="seconds (PostgreSQL)")

@@ -22,6 +22,7 @@ from app import __version__
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi
+from app.api.ratelimit import RateLimiter
 from app.api.routes import health, ingest, models, windows
 from app.db.session import create_db_engine, create_session_factory
 from app.exporter.refresh import WindowExporter
@@ -76,6 +77,11 @@ def create_app(
     app.state.session_factory = create_session_factory(engine)
     app.state.tokens = [(token.encode(), scopes) for token, scopes in settings.tokens.items()]
     app.state.scrape_collectors = []
+    app.state.write_limiter = (
+        RateLimiter(rate=settings.write_rate_limit, burst=settings.write_rate_burst)
+        if settings.write_rate_limit > 0
+        else None
+    )
     install_error_handlers(app)
     install_openapi(app)
     app.include_router(models.router)

@@ -16,6 +16,7 @@ from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
 from app.api.errors import ApiError
+from app.api.ratelimit import RateLimiter
 from app.db.models import Model
 from app.db.session import session_deadline
 from app.names import MODEL_NAME_PATTERN
@@ -55,13 +56,32 @@ SessionDep = Annotated[Session, Depends(get_session)]
 ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="model name")]
 
 
-def granted_scopes(tokens: list[tuple[bytes, frozenset[str]]], credential: bytes) -> frozenset[str]:
-    """Scopes of ``credential``: every configured token is compared, in constant time each."""
+def matched_token(
+    tokens: list[tuple[bytes, frozenset[str]]], credential: bytes
+) -> tuple[int, frozenset[str]]:
+    """The position of ``credential`` among the configured tokens (-1 if none) and its scopes;
+    every configured token is compared, in constant time each."""
     granted: frozenset[str] = frozenset()
-    for token, scopes in tokens:
+    position = -1
+    for index, (token, scopes) in enumerate(tokens):
         if hmac.compare_digest(token, credential):
             granted = granted | scopes
-    return frozenset().union(*(IMPLIED_SCOPES[scope] for scope in granted))
+            position = index
+    return position, frozenset().union(*(IMPLIED_SCOPES[scope] for scope in granted))
+
+
+def _check_rate(request: Request, key: int) -> None:
+    limiter: RateLimiter | None = request.app.state.write_limiter
+    if limiter is None:
+        return
+    wait = limiter.retry_after(key)
+    if wait is not None:
+        raise ApiError(
+            429,
+            "too_many_requests",
+            f"too many write requests; retry in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
 
 
 def require_scope(scope: str) -> Callable[[Request], None]:
@@ -70,16 +90,20 @@ def require_scope(scope: str) -> Callable[[Request], None]:
     def check(request: Request) -> None:
         tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
         if not tokens:
+            if scope == "write":
+                _check_rate(request, -1)
             return
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
         challenge = {"WWW-Authenticate": 'Bearer realm="calmon"'}
         if scheme.lower() != "bearer" or not credential.strip():
             raise ApiError(401, "unauthorized", "a bearer token is required", headers=challenge)
-        scopes = granted_scopes(tokens, credential.strip().encode())
+        position, scopes = matched_token(tokens, credential.strip().encode())
         if not scopes:
             raise ApiError(401, "unauthorized", "unknown bearer token", headers=challenge)
         if scope not in scopes:
             raise ApiError(403, "forbidden", f"this token lacks the {scope!r} scope")
+        if scope == "write":
+            _check_rate(request, position)
 
     return check
 
