@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.metrics.curves import curve_metrics
+from app.metrics.poisson import poisson
 from app.metrics.ranking import FloatArray, IntArray, Ranking
 from app.metrics.thresholded import threshold_metrics
 
@@ -162,61 +163,6 @@ def observed(ranking: Ranking, cut: ThresholdCut) -> Replicates:
     )
 
 
-def _unit_poisson_tables() -> tuple[FloatArray, npt.NDArray[np.int8]]:
-    """Inverse-CDF tables of Poisson(1) for 16-bit uniforms.
-
-    Returns the CDF (k = 0..25; P(X > 25) < 1e-26) and, for each of the 65,536 equal slices of
-    [0, 1), the value every uniform of that slice maps to, or -1 when a CDF step falls inside
-    the slice (8 slices), which is then resolved with a fresh uniform inside the slice.
-    """
-    pmf = np.exp(-1.0) / np.cumprod(np.r_[1.0, np.arange(1.0, 26.0)])
-    cdf = np.cumsum(pmf)
-    edges = np.arange(65_537, dtype=np.float64) / 65_536
-    first = np.searchsorted(cdf, edges[:-1], side="right")
-    last = np.searchsorted(cdf, np.nextafter(edges[1:], 0.0), side="right")
-    table = np.where(first == last, first, -1).astype(np.int8)
-    return cdf, table
-
-
-_UNIT_CDF, _UNIT_TABLE = _unit_poisson_tables()
-
-
-def _unit_poisson(rng: np.random.Generator, shape: tuple[int, int]) -> IntArray:
-    """Poisson(1) draws of ``shape`` by table lookup: an exact inverse CDF, several times
-    faster than numpy's sampler. Blocks of continuous scores hold one positive each, so most
-    of a bootstrap's positive draws are Poisson(1).
-    """
-    bits = rng.integers(0, 65_536, size=shape, dtype=np.uint16)
-    small = _UNIT_TABLE[bits]
-    flat = small.reshape(-1)
-    fix = np.flatnonzero(flat < 0)
-    if fix.size:
-        u = (bits.reshape(-1)[fix] + rng.random(fix.size)) / 65_536
-        flat[fix] = np.searchsorted(_UNIT_CDF, u, side="right")
-    out: IntArray = small.astype(np.int64)
-    return out
-
-
-def _poisson(rng: np.random.Generator, lam: IntArray, size: int) -> IntArray:
-    """Shape (size, K): independent Poisson(lam[k]) draws; columns with lam[k] = 0 are free."""
-    k = lam.size
-    unit = lam == 1
-    other = lam > 1
-    n_unit, n_other = int(np.count_nonzero(unit)), int(np.count_nonzero(other))
-    out: IntArray
-    if n_unit == k:
-        return _unit_poisson(rng, (size, k))
-    if n_other == k:
-        out = rng.poisson(lam, size=(size, k)).astype(np.int64, copy=False)
-        return out
-    out = np.zeros((size, k), dtype=np.int64)
-    if n_unit:
-        out[:, unit] = _unit_poisson(rng, (size, n_unit))
-    if n_other:
-        out[:, other] = rng.poisson(lam[other], size=(size, n_other))
-    return out
-
-
 def draw_replicates(
     ranking: Ranking, cut: ThresholdCut, *, size: int, rng: np.random.Generator
 ) -> Replicates:
@@ -229,12 +175,12 @@ def draw_replicates(
     """
     m = cut.blocks
     k = ranking.thresholds.size
-    pos = _poisson(rng, ranking.pos, size)
-    neg_tied = _poisson(rng, ranking.neg_tied, size)
+    pos = poisson(rng, ranking.pos, size)
+    neg_tied = poisson(rng, ranking.neg_tied, size)
     above_mean = ranking.neg_above.copy()
     if m < k:
         above_mean[m] = 0
-    neg_above = _poisson(rng, above_mean, size)
+    neg_above = poisson(rng, above_mean, size)
     neg_hi = rng.poisson(cut.neg_hi, size=size).astype(np.int64, copy=False)
     neg_lo = rng.poisson(cut.neg_lo, size=size).astype(np.int64, copy=False)
     if m < k:
@@ -389,12 +335,18 @@ def _check(level: float, replicates: int | None) -> None:
         raise ValueError(f"replicates must be ≥ 2, got {replicates}")
 
 
-def _normal_mean(values: FloatArray, z: float) -> Interval:
-    """mean ± z·sd/√m of ``values`` (m,); None below two values."""
-    if values.size < 2:
+def _normal_mean(parts: Sequence[FloatArray], z: float) -> Interval:
+    """mean ± z·sd/√m of the m values of ``parts`` taken together, from their sums and sums
+    of squares (one pass each; the terms here are bounded or logs, far from cancellation);
+    None below two values."""
+    m = sum(part.size for part in parts)
+    if m < 2:
         return None
-    mean = float(np.mean(values))
-    half = z * float(np.std(values, ddof=1)) / math.sqrt(values.size)
+    total = sum(float(part.sum()) for part in parts)
+    squares = sum(float(np.einsum("i,i->", part, part)) for part in parts)
+    mean = total / m
+    variance = max(0.0, (squares - total * mean) / (m - 1))
+    half = z * math.sqrt(variance / m)
     return [mean - half, mean + half]
 
 
@@ -412,7 +364,7 @@ def mean_intervals(
     ``brier`` (terms (s-y)²), ``brier_pos`` ((s-1)² over positives), ``brier_neg`` (s² over
     negatives) and ``log_loss`` (-y log s - (1-y) log(1-s), s clipped to [1e-15, 1 - 1e-15]),
     each clipped to its range ([0, 1] for Brier scores, [0, ∞) for log loss). None when a
-    needed class has fewer than two rows. O(n).
+    needed class has fewer than two rows. O(n), each term computed once per row.
     """
     _check(level, None)
     z = NormalDist().inv_cdf(0.5 + level / 2)
@@ -425,16 +377,17 @@ def mean_intervals(
         out["ks_abc"] = [diff - half, diff + half]
     if score_kind != "probability":
         return out
-    y = is_pos.astype(np.float64)
-    clipped = np.clip(scores, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS)
+    brier_pos, brier_neg = np.square(pos - 1.0), np.square(neg)
+    loss_pos = -np.log(np.clip(pos, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS))
+    loss_neg = -np.log1p(-np.clip(neg, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS))
     terms = {
-        "brier": (scores - y) ** 2,
-        "brier_pos": (pos - 1.0) ** 2,
-        "brier_neg": neg**2,
-        "log_loss": -np.where(is_pos, np.log(clipped), np.log1p(-clipped)),
+        "brier": [brier_pos, brier_neg],
+        "brier_pos": [brier_pos],
+        "brier_neg": [brier_neg],
+        "log_loss": [loss_pos, loss_neg],
     }
-    for name, values in terms.items():
-        interval = _normal_mean(values, z)
+    for name, parts in terms.items():
+        interval = _normal_mean(parts, z)
         if interval is not None:
             upper = math.inf if name == "log_loss" else 1.0
             interval = [max(interval[0], 0.0), min(interval[1], upper)]
