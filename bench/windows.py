@@ -8,7 +8,8 @@ with binary ``COPY`` straight into ``predictions`` (π = 0.01, every prediction 
 prints, each timing in the same run as its baseline (the machine may be shared):
 
 - baseline: ``SELECT score, label`` of one window's rows, psycopg ``fetchall`` then
-  ``np.array`` (the plain way to get the rows into NumPy);
+  ``np.array`` (the plain way to get the rows into NumPy), through the (model_id, ts) index
+  as the scheduler's read;
 - load: the scheduler's read of the same rows (``array_send(array_agg(...))``);
 - one window: scan + compute + store + commit of the first window (no reference exists yet),
   i.e. load, every metric at 3 priors with 95% intervals, store; and its ratio to the
@@ -117,7 +118,12 @@ def _copy(conn: psycopg.Connection[tuple[object, ...]], data: bytes) -> None:
 def _baseline(
     conn: psycopg.Connection[tuple[object, ...]], model_id: int, start: datetime
 ) -> float:
-    """Seconds to read one window's (score, label) the plain way into NumPy."""
+    """Seconds to read one window's (score, label) the plain way into NumPy, through the
+    same access path as the scheduler (the (model_id, ts) index, no JIT): left to itself the
+    planner may scan the whole table once a window is a few percent of it, which would make
+    the baseline slower than the read it is compared with."""
+    conn.execute("SET enable_seqscan = off")
+    conn.execute("SET jit = off")
     began = time.perf_counter()
     rows = conn.execute(
         "SELECT score, label FROM predictions WHERE model_id = %s AND ts >= %s AND ts < %s",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -34,6 +35,7 @@ from sqlalchemy import (
     and_,
     case,
     cast,
+    exists,
     func,
     select,
 )
@@ -85,6 +87,29 @@ def _array_from_send(data: bytes | None, element: str) -> npt.NDArray[Any]:
     return values.astype(np.dtype(element).newbyteorder("="))
 
 
+_PLANNER_SETTINGS: Final = {"enable_seqscan": "off", "jit": "off"}
+"""PostgreSQL settings for reading one window's rows: a window is a narrow slice of a table
+that holds months of predictions, which the (model_id, ts) index reads in physical order; the
+planner may still price a parallel scan of the whole table lower once a window is a few
+percent of it, and JIT compilation of the aggregate costs more than it saves."""
+
+
+@contextmanager
+def _planner_settings(session: Session) -> Iterator[None]:
+    """Apply ``_PLANNER_SETTINGS`` for the statements inside, then restore the previous
+    values (transaction-local, so nothing outlives the transaction either way)."""
+    names = list(_PLANNER_SETTINGS)
+    previous = session.execute(select(*(func.current_setting(name) for name in names))).one()
+    session.execute(
+        select(*(func.set_config(name, _PLANNER_SETTINGS[name], True) for name in names))
+    )
+    try:
+        yield
+    finally:
+        restore = zip(names, previous, strict=True)
+        session.execute(select(*(func.set_config(name, str(old), True) for name, old in restore)))
+
+
 def load_rows(
     session: Session,
     *,
@@ -99,18 +124,27 @@ def load_rows(
     :class:`~app.scheduler.planning.Fingerprint` of those changed since then, read in the
     same statement (PostgreSQL) or the same transaction.
 
-    PostgreSQL sends each column as one binary array (``array_send(array_agg(…))``), parsed
-    by NumPy without a Python object per row; SQLite rows are fetched as tuples.
+    PostgreSQL sends the scores and a packed (label, segment) code each as one binary array
+    (``array_send(array_agg(…))``), parsed by NumPy without a Python object per row, through
+    the (model_id, ts) index; SQLite rows are fetched as tuples. Segment names are only
+    matched against the tracked segments when the model has any.
     """
-    segment_code = case(
-        (Prediction.segment.is_(None), NO_SEGMENT),
-        (ModelSegment.position.is_(None), UNTRACKED),
-        else_=ModelSegment.position,
-    )
-    label_code = func.coalesce(Prediction.label, UNLABELLED)
-    joined = (
-        select(Prediction.score)
-        .outerjoin(
+    tracked = session.execute(
+        select(
+            exists().where(
+                ModelSegment.model_id == model.id, ModelSegment.position < model.max_segments
+            )
+        )
+    ).scalar_one()
+    query = select(Prediction.score)
+    segment_code: Any
+    if tracked:
+        segment_code = case(
+            (Prediction.segment.is_(None), NO_SEGMENT),
+            (ModelSegment.position.is_(None), UNTRACKED),
+            else_=ModelSegment.position,
+        )
+        query = query.outerjoin(
             ModelSegment,
             and_(
                 ModelSegment.model_id == Prediction.model_id,
@@ -118,31 +152,34 @@ def load_rows(
                 ModelSegment.position < model.max_segments,
             ),
         )
-        .where(Prediction.model_id == model.id, Prediction.ts >= start, Prediction.ts < end)
+    else:
+        segment_code = case((Prediction.segment.is_(None), NO_SEGMENT), else_=UNTRACKED)
+    label_code = func.coalesce(Prediction.label, UNLABELLED)
+    query = query.where(
+        Prediction.model_id == model.id, Prediction.ts >= start, Prediction.ts < end
     )
     if label is not None:
-        joined = joined.where(Prediction.label == label)
+        query = query.where(Prediction.label == label)
     if session.get_bind().dialect.name == "postgresql":
 
         def sent(expr: Any) -> Any:
             return func.array_send(func.array_agg(expr), type_=LargeBinary)
 
-        columns = [
-            sent(Prediction.score),
-            sent(cast(label_code, SmallInteger)),
-            sent(cast(segment_code, SmallInteger)),
-        ]
+        packed = (segment_code - UNTRACKED) * 4 + (label_code - UNLABELLED)
+        columns = [sent(Prediction.score), sent(cast(packed, SmallInteger))]
         if band_since is not None:
             columns += fingerprint_columns(session, since=band_since)
-        row = session.execute(joined.with_only_columns(*columns)).one()
+        with _planner_settings(session):
+            row = session.execute(query.with_only_columns(*columns)).one()
+        codes = _array_from_send(row[1], ">i2")
         return WindowRows(
             scores=_array_from_send(row[0], ">f8"),
-            labels=_array_from_send(row[1], ">i2").astype(np.int8),
-            segments=_array_from_send(row[2], ">i2"),
-            band=None if band_since is None else Fingerprint(int(row[3]), str(int(row[4]))),
+            labels=((codes & 3) + UNLABELLED).astype(np.int8),
+            segments=((codes >> 2) + UNTRACKED).astype(np.int16),
+            band=None if band_since is None else Fingerprint(int(row[2]), str(int(row[3]))),
         )
     rows = session.execute(
-        joined.with_only_columns(Prediction.score, label_code, segment_code)
+        query.with_only_columns(Prediction.score, label_code, segment_code)
     ).all()
     band = None
     if band_since is not None:
