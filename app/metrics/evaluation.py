@@ -240,9 +240,7 @@ def evaluate(
         from app.metrics.intervals import bootstrap_intervals
 
         result["intervals"] = bootstrap_intervals(
-            prepared.scores,
-            prepared.is_pos.view(np.int8),
-            prepared.ranking,
+            prepared,
             threshold=float(threshold),
             pi0=pi0_values,
             seed=seed,

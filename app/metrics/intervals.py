@@ -13,8 +13,8 @@ Intervals are bias-corrected normal intervals on a scale where the metric is unb
 for metrics in [0, 1], log(1 - x) for AUPRG, which is ≤ 1; the identity for likelihood
 differences), using the replicates' standard deviation and mean on that scale; percentile
 intervals where the scale is infinite (a value at 0 or 1). The metrics that are plain means
-(Brier scores, log loss, ``ks_abc``) get normal-approximation intervals computed in O(n) from
-the raw arrays.
+(Brier scores, log loss, ``ks_abc``) get normal-approximation intervals from each class's
+sorted scores (O(n), or one term per distinct score when ties are heavy).
 
 Everything here is pure NumPy; replicates are processed in chunks of bounded size.
 """
@@ -31,8 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from app.metrics.curves import curve_metrics
+from app.metrics.evaluation import PreparedSet
 from app.metrics.poisson import poisson
-from app.metrics.ranking import FloatArray, IntArray, Ranking
+from app.metrics.ranking import FloatArray, IntArray, Ranking, distinct_runs
 from app.metrics.thresholded import threshold_metrics
 
 Interval = list[float] | None
@@ -335,59 +336,91 @@ def _check(level: float, replicates: int | None) -> None:
         raise ValueError(f"replicates must be ≥ 2, got {replicates}")
 
 
-def _normal_mean(parts: Sequence[FloatArray], z: float) -> Interval:
-    """mean ± z·sd/√m of the m values of ``parts`` taken together, from their sums and sums
-    of squares (one pass each; the terms here are bounded or logs, far from cancellation);
-    None below two values."""
-    m = sum(part.size for part in parts)
+def _normal_interval(total: float, squares: float, m: int, z: float) -> Interval:
+    """mean ± z·sd/√m of m values given their sum and sum of squares (the terms here are
+    bounded or logs, far from cancellation); None below two values."""
     if m < 2:
         return None
-    total = sum(float(part.sum()) for part in parts)
-    squares = sum(float(np.einsum("i,i->", part, part)) for part in parts)
     mean = total / m
     variance = max(0.0, (squares - total * mean) / (m - 1))
     half = z * math.sqrt(variance / m)
     return [mean - half, mean + half]
 
 
+def _term_sums(
+    sorted_scores: FloatArray, term: Callable[[FloatArray], FloatArray]
+) -> tuple[float, float]:
+    """Σ term(s) and Σ term(s)² over ascending ``sorted_scores``; over runs of tied scores
+    when ties make that cheaper (one term per distinct score)."""
+    runs = distinct_runs(sorted_scores, max_runs=sorted_scores.size // 8)
+    if runs is None:
+        values = term(sorted_scores)
+        return float(values.sum()), float(np.einsum("i,i->", values, values))
+    distinct, counts = runs
+    values = term(distinct)
+    weighted = values * counts
+    return float(weighted.sum()), float(np.einsum("i,i->", weighted, values))
+
+
+def _mean_var(sorted_scores: FloatArray) -> tuple[float, float]:
+    """Mean and sample variance (two passes: scores may sit far from 0) of ascending
+    ``sorted_scores`` (≥ 2 values), over runs of tied scores when ties make that cheaper."""
+    runs = distinct_runs(sorted_scores, max_runs=sorted_scores.size // 8)
+    m = sorted_scores.size
+    if runs is None:
+        return float(np.mean(sorted_scores)), float(np.var(sorted_scores, ddof=1))
+    distinct, counts = runs
+    mean = float(np.dot(distinct, counts)) / m
+    deviation = distinct - mean
+    return mean, float(np.einsum("i,i,i->", deviation, deviation, counts)) / (m - 1)
+
+
+def _clip(values: FloatArray) -> FloatArray:
+    clipped: FloatArray = np.clip(values, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS)
+    return clipped
+
+
 def mean_intervals(
-    scores: FloatArray,
-    labels: Labels,
+    pos_sorted: FloatArray,
+    neg_sorted: FloatArray,
     *,
     score_kind: str,
     level: float = 0.95,
 ) -> dict[str, Interval]:
-    """Normal-approximation intervals for the metrics that are means of per-row terms.
+    """Normal-approximation intervals for the metrics that are means of per-row terms, given
+    each class's scores ascending (``PreparedSet.pos_sorted``, ``neg_sorted``).
 
     ``ks_abc`` = mean(s | y=1) - mean(s | y=0): the two means are independent, so its
     standard error is √(var₁/n_pos + var₀/n_neg). For ``score_kind="probability"`` also
     ``brier`` (terms (s-y)²), ``brier_pos`` ((s-1)² over positives), ``brier_neg`` (s² over
     negatives) and ``log_loss`` (-y log s - (1-y) log(1-s), s clipped to [1e-15, 1 - 1e-15]),
     each clipped to its range ([0, 1] for Brier scores, [0, ∞) for log loss). None when a
-    needed class has fewer than two rows. O(n), each term computed once per row.
+    needed class has fewer than two rows. O(n), or O(distinct scores) for heavily tied sets.
     """
     _check(level, None)
     z = NormalDist().inv_cdf(0.5 + level / 2)
-    is_pos = labels.astype(bool, copy=False)
-    pos, neg = scores[is_pos], scores[~is_pos]
+    pos, neg = pos_sorted, neg_sorted
     out: dict[str, Interval] = {"ks_abc": None}
     if pos.size >= 2 and neg.size >= 2:
-        diff = float(np.mean(pos) - np.mean(neg))
-        half = z * math.sqrt(np.var(pos, ddof=1) / pos.size + np.var(neg, ddof=1) / neg.size)
+        (pos_mean, pos_var), (neg_mean, neg_var) = _mean_var(pos), _mean_var(neg)
+        diff = pos_mean - neg_mean
+        half = z * math.sqrt(pos_var / pos.size + neg_var / neg.size)
         out["ks_abc"] = [diff - half, diff + half]
     if score_kind != "probability":
         return out
-    brier_pos, brier_neg = np.square(pos - 1.0), np.square(neg)
-    loss_pos = -np.log(np.clip(pos, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS))
-    loss_neg = -np.log1p(-np.clip(neg, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS))
+    brier_pos = _term_sums(pos, lambda v: np.square(1.0 - v))
+    brier_neg = _term_sums(neg, np.square)
+    loss_pos = _term_sums(pos, lambda v: -np.log(_clip(v)))
+    loss_neg = _term_sums(neg, lambda v: -np.log1p(-_clip(v)))
+    n = pos.size + neg.size
     terms = {
-        "brier": [brier_pos, brier_neg],
-        "brier_pos": [brier_pos],
-        "brier_neg": [brier_neg],
-        "log_loss": [loss_pos, loss_neg],
+        "brier": (brier_pos[0] + brier_neg[0], brier_pos[1] + brier_neg[1], n),
+        "brier_pos": (*brier_pos, pos.size),
+        "brier_neg": (*brier_neg, neg.size),
+        "log_loss": (loss_pos[0] + loss_neg[0], loss_pos[1] + loss_neg[1], n),
     }
-    for name, parts in terms.items():
-        interval = _normal_mean(parts, z)
+    for name, (total, squares, m) in terms.items():
+        interval = _normal_interval(total, squares, m, z)
         if interval is not None:
             upper = math.inf if name == "log_loss" else 1.0
             interval = [max(interval[0], 0.0), min(interval[1], upper)]
@@ -396,9 +429,7 @@ def mean_intervals(
 
 
 def bootstrap_intervals(
-    scores: FloatArray,
-    labels: Labels,
-    ranking: Ranking,
+    prepared: PreparedSet,
     *,
     threshold: float,
     pi0: Sequence[float],
@@ -409,9 +440,9 @@ def bootstrap_intervals(
 ) -> dict[str, Any]:
     """Confidence intervals at ``level`` for the metrics of one set.
 
-    ``scores`` (n,), ``labels`` (n,) are the validated set and ``ranking`` = ``rank(scores,
-    labels)``. Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0):
-    {metric: [lo, hi] | None}}}`` for REGULAR_METRICS and CALIBRATED_METRICS (see
+    ``prepared`` is the validated set sorted once (:func:`app.metrics.evaluation.prepare`).
+    Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0): {metric:
+    [lo, hi] | None}}}`` for REGULAR_METRICS and CALIBRATED_METRICS (see
     :func:`replicate_interval`; ``replicates`` Poisson-bootstrap replicates, by default
     :func:`default_replicates`; a calibrated replicate uses its own prior, as the point value
     does), plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS under "regular"
@@ -419,9 +450,12 @@ def bootstrap_intervals(
     or too few replicates are defined. The same ``seed`` gives the same intervals.
     """
     _check(level, replicates)
+    ranking = prepared.ranking
     b = default_replicates(ranking.thresholds.size) if replicates is None else replicates
     pi0s = [float(p) for p in pi0]
-    cut = cut_at(scores, labels, ranking, threshold)
+    neg = prepared.neg_sorted
+    fp = neg.size - int(np.searchsorted(neg, threshold, side="left"))
+    cut = cut_with_fp(ranking, threshold, fp)
     point_regular, point_calibrated = evaluate_replicates(
         ranking.thresholds, observed(ranking, cut), pi0s
     )
@@ -445,7 +479,9 @@ def bootstrap_intervals(
     out_regular: dict[str, Interval] = {
         name: interval(name, parts, point_regular[name]) for name, parts in regular_parts.items()
     }
-    out_regular |= mean_intervals(scores, labels, score_kind=score_kind, level=level)
+    out_regular |= mean_intervals(
+        prepared.pos_sorted, prepared.neg_sorted, score_kind=score_kind, level=level
+    )
     out_calibrated = {
         repr(p): {
             name: interval(name, parts, point_calibrated[p][name])

@@ -61,14 +61,15 @@ def poisson(rng: np.random.Generator, lam: IntArray, size: int) -> IntArray:
     Means below TABLE_MEANS are drawn from the tables (columns of mean 0 are free when they
     are the majority), larger ones with NumPy's sampler.
     """
-    nonzero = np.flatnonzero(lam)
-    large = np.flatnonzero(lam >= TABLE_MEANS)
-    if not large.size and 2 * nonzero.size > lam.size:
-        return _table_draws(rng, lam, size)
-    out = np.zeros((size, lam.size), dtype=np.int64)
-    small = nonzero if not large.size else np.flatnonzero((lam > 0) & (lam < TABLE_MEANS))
-    if small.size:
-        out[:, small] = _table_draws(rng, lam[small], size)
+    tabled = lam < TABLE_MEANS
+    large = np.flatnonzero(~tabled)
+    small = np.flatnonzero(tabled & (lam > 0))
+    if 2 * small.size > lam.size:
+        out = _table_draws(rng, np.where(tabled, lam, 0), size)
+    else:
+        out = np.zeros((size, lam.size), dtype=np.int64)
+        if small.size:
+            out[:, small] = _table_draws(rng, lam[small], size)
     if large.size:
         out[:, large] = rng.poisson(lam[large], size=(size, large.size))
     return out

@@ -168,9 +168,7 @@ def evaluate_segment(
     seed = _seed(model, segment, start)
     is_pos = prepared.is_pos.view(np.int8)
     intervals = bootstrap_intervals(
-        prepared.scores,
-        is_pos,
-        ranking,
+        prepared,
         threshold=model.threshold,
         pi0=pi0,
         level=LEVEL,

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
+from app.metrics.evaluation import prepare
 from app.metrics.intervals import bootstrap_intervals, likelihood_intervals, mean_intervals
 from app.metrics.ranking import rank
 
@@ -154,9 +155,8 @@ def test_bootstrap_intervals_cover_the_population_values() -> None:
     rng = np.random.default_rng(20240601)
     for i in range(SETS):
         scores, labels = binormal_set(rng, PRIOR)
-        out = bootstrap_intervals(
-            scores, labels, rank(scores, labels), threshold=THRESHOLD, pi0=[PI0], seed=i
-        )
+        prepared = prepare(scores, labels, score_kind="score")
+        out = bootstrap_intervals(prepared, threshold=THRESHOLD, pi0=[PI0], seed=i)
         intervals = out["regular"] | {
             f"{name}@{PI0}": value for name, value in out["calibrated"][repr(PI0)].items()
         }
@@ -225,7 +225,8 @@ def test_mean_intervals_cover_the_population_values() -> None:
     for _ in range(sets):
         scores = rng.random(2000)
         labels = (rng.random(2000) < scores).astype(np.int8)
-        out = mean_intervals(scores, labels, score_kind="probability")
+        prepared = prepare(scores, labels, score_kind="probability")
+        out = mean_intervals(prepared.pos_sorted, prepared.neg_sorted, score_kind="probability")
         for name, value in truth.items():
             hits[name] += covered(out[name], value)
     coverage = {name: count / sets for name, count in hits.items()}

@@ -11,6 +11,7 @@ import pytest
 from scipy import special, stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from app.metrics.evaluation import prepare
 from app.metrics.intervals import (
     BELOW_ONE,
     CALIBRATED_METRICS,
@@ -226,11 +227,10 @@ def test_chunks_keep_memory_bounded() -> None:
     scores, labels = binormal(400_000, 0.25, 1.0, seed=1)
     ranking = rank(scores, labels)
     assert ranking.thresholds.size == pytest.approx(100_000, rel=0.01)
+    prepared = prepare(scores, labels, score_kind="score")
     tracemalloc.start()
     try:
-        out = bootstrap_intervals(
-            scores, labels, ranking, threshold=1.0, pi0=[0.5], replicates=25, seed=0
-        )
+        out = bootstrap_intervals(prepared, threshold=1.0, pi0=[0.5], replicates=25, seed=0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -245,9 +245,13 @@ def typical() -> tuple[FloatArray, Labels, Ranking]:
 
 
 def test_shapes_and_keys() -> None:
-    scores, labels, ranking = typical()
+    scores, labels, _ = typical()
     out = bootstrap_intervals(
-        scores, labels, ranking, threshold=1.0, pi0=[0.5, 0.01], replicates=200, seed=1
+        prepare(scores, labels, score_kind="score"),
+        threshold=1.0,
+        pi0=[0.5, 0.01],
+        replicates=200,
+        seed=1,
     )
     assert set(out) == {"regular", "calibrated"}
     assert set(out["regular"]) == set(REGULAR_METRICS) | {"ks_abc"}
@@ -266,9 +270,7 @@ def test_shapes_and_keys() -> None:
 def test_probability_models_get_mean_metric_intervals() -> None:
     scores, labels = probabilities(3000, seed=2)
     out = bootstrap_intervals(
-        scores,
-        labels,
-        rank(scores, labels),
+        prepare(scores, labels, score_kind="score"),
         threshold=0.5,
         pi0=[],
         replicates=50,
@@ -280,11 +282,15 @@ def test_probability_models_get_mean_metric_intervals() -> None:
 
 
 def test_same_seed_same_intervals() -> None:
-    scores, labels, ranking = typical()
+    scores, labels, _ = typical()
 
     def run(seed: int) -> dict[str, object]:
         return bootstrap_intervals(
-            scores, labels, ranking, threshold=1.0, pi0=[0.5], replicates=100, seed=seed
+            prepare(scores, labels, score_kind="score"),
+            threshold=1.0,
+            pi0=[0.5],
+            replicates=100,
+            seed=seed,
         )
 
     assert run(7) == run(7)
@@ -294,7 +300,9 @@ def test_same_seed_same_intervals() -> None:
 def test_intervals_contain_the_point_estimate() -> None:
     scores, labels, ranking = typical()
     pi0 = [0.5, 0.02]
-    out = bootstrap_intervals(scores, labels, ranking, threshold=1.0, pi0=pi0, seed=3)
+    out = bootstrap_intervals(
+        prepare(scores, labels, score_kind="score"), threshold=1.0, pi0=pi0, seed=3
+    )
     regular, calibrated = evaluate_replicates(
         ranking.thresholds, observed(ranking, cut_at(scores, labels, ranking, 1.0)), pi0
     )
@@ -313,7 +321,7 @@ def test_width_shrinks_as_one_over_root_n() -> None:
     for n in (4000, 16000):
         scores, labels = binormal(n, 0.1, 1.5, seed=n)
         out = bootstrap_intervals(
-            scores, labels, rank(scores, labels), threshold=1.0, pi0=[0.5], seed=0
+            prepare(scores, labels, score_kind="score"), threshold=1.0, pi0=[0.5], seed=0
         )
         intervals = {**out["regular"], **{f"c_{k}": v for k, v in out["calibrated"]["0.5"].items()}}
         widths.append({k: v[1] - v[0] for k, v in intervals.items() if v is not None})
@@ -333,7 +341,7 @@ def test_undefined_sets_give_none() -> None:
     scores = np.linspace(0, 1, 50)
     negatives = np.zeros(50, dtype=np.int8)
     out = bootstrap_intervals(
-        scores, negatives, rank(scores, negatives), threshold=0.5, pi0=[0.5], seed=0
+        prepare(scores, negatives, score_kind="score"), threshold=0.5, pi0=[0.5], seed=0
     )
     assert out["regular"]["fpr"] is not None
     assert out["regular"]["precision"] is not None  # [0, 0]: predicted positives, none right
@@ -343,13 +351,15 @@ def test_undefined_sets_give_none() -> None:
 
     # One positive: a third of the replicates lose it, too few are defined.
     single = (scores == scores[40]).astype(np.int8)
-    out = bootstrap_intervals(scores, single, rank(scores, single), threshold=0.5, pi0=[0.5])
+    out = bootstrap_intervals(prepare(scores, single, score_kind="score"), threshold=0.5, pi0=[0.5])
     for name in ("roc_auc", "average_precision", "recall"):
         assert out["regular"][name] is None, name
 
     # τ above every score: precision is undefined, recall is a sure 0.
-    scores, labels, ranking = typical()
-    out = bootstrap_intervals(scores, labels, ranking, threshold=99.0, pi0=[0.5], seed=0)
+    scores, labels, _ = typical()
+    out = bootstrap_intervals(
+        prepare(scores, labels, score_kind="score"), threshold=99.0, pi0=[0.5], seed=0
+    )
     assert out["regular"]["precision"] is None
     assert out["calibrated"]["0.5"]["precision"] is None
     assert out["regular"]["recall"] == [0.0, 0.0]
@@ -357,11 +367,15 @@ def test_undefined_sets_give_none() -> None:
 
 
 def test_bad_arguments_are_refused() -> None:
-    scores, labels, ranking = typical()
+    scores, labels, _ = typical()
     with pytest.raises(ValueError, match="level"):
-        bootstrap_intervals(scores, labels, ranking, threshold=0.5, pi0=[], level=1.0)
+        bootstrap_intervals(
+            prepare(scores, labels, score_kind="score"), threshold=0.5, pi0=[], level=1.0
+        )
     with pytest.raises(ValueError, match="replicates"):
-        bootstrap_intervals(scores, labels, ranking, threshold=0.5, pi0=[], replicates=0)
+        bootstrap_intervals(
+            prepare(scores, labels, score_kind="score"), threshold=0.5, pi0=[], replicates=0
+        )
 
 
 def test_calibrating_by_scaling_negatives_equals_calibration_at_pi0() -> None:
@@ -451,27 +465,43 @@ def test_likelihood_interval_is_none_without_positives() -> None:
     assert out == dict.fromkeys(LIKELIHOOD_METRICS)
 
 
-def test_mean_intervals() -> None:
+def classes(scores: FloatArray, labels: Labels) -> tuple[FloatArray, FloatArray]:
+    """Each class's scores, ascending (as ``PreparedSet`` holds them)."""
+    prepared = prepare(scores, labels, score_kind="probability")
+    return prepared.pos_sorted, prepared.neg_sorted
+
+
+@pytest.mark.parametrize("decimals", [None, 2])
+def test_mean_intervals(decimals: int | None) -> None:
+    """mean ± 1.96·sd/√m of each metric's per-row terms, computed row by row here; with
+    heavy ties (2 decimals) the sums over runs of tied scores give the same intervals."""
     scores, labels = probabilities(4000, seed=8)
-    out = mean_intervals(scores, labels, score_kind="probability")
+    if decimals is not None:
+        scores = np.round(scores, decimals)
+    out = mean_intervals(*classes(scores, labels), score_kind="probability")
     y = labels.astype(np.float64)
-    points = {
-        "brier": np.mean((scores - y) ** 2),
-        "brier_pos": np.mean((scores[y == 1] - 1) ** 2),
-        "brier_neg": np.mean(scores[y == 0] ** 2),
-        "log_loss": -np.mean(y * np.log(scores) + (1 - y) * np.log(1 - scores)),
-        "ks_abc": scores[y == 1].mean() - scores[y == 0].mean(),
+    clipped = np.clip(scores, 1e-15, 1 - 1e-15)
+    terms = {
+        "brier": (scores - y) ** 2,
+        "brier_pos": (scores[y == 1] - 1) ** 2,
+        "brier_neg": scores[y == 0] ** 2,
+        "log_loss": -(y * np.log(clipped) + (1 - y) * np.log(1 - clipped)),
     }
-    assert set(out) == set(points)
-    for name, point in points.items():
+    for name, values in terms.items():
+        half = 1.959963984540054 * values.std(ddof=1) / math.sqrt(values.size)
+        expected = [values.mean() - half, values.mean() + half]
         interval = out[name]
         assert interval is not None
-        lo, hi = interval
-        # Symmetric about the point, and about as wide as 2·1.96 standard errors.
-        assert (lo + hi) / 2 == pytest.approx(point, abs=1e-12), name
-        assert 0 < hi - lo < 0.1, name
-    assert mean_intervals(scores, labels, score_kind="score").keys() == {"ks_abc"}
-    wider = mean_intervals(scores, labels, score_kind="probability", level=0.99)
+        np.testing.assert_allclose(interval, expected, rtol=0, atol=1e-12, err_msg=name)
+    pos, neg = scores[y == 1], scores[y == 0]
+    half = 1.959963984540054 * math.sqrt(pos.var(ddof=1) / pos.size + neg.var(ddof=1) / neg.size)
+    diff = pos.mean() - neg.mean()
+    ks_abc = out["ks_abc"]
+    assert ks_abc is not None
+    np.testing.assert_allclose(ks_abc, [diff - half, diff + half], atol=1e-12)
+    assert set(out) == {*terms, "ks_abc"}
+    assert mean_intervals(*classes(scores, labels), score_kind="score").keys() == {"ks_abc"}
+    wider = mean_intervals(*classes(scores, labels), score_kind="probability", level=0.99)
     assert wider["brier"] is not None
     assert out["brier"] is not None
     assert wider["brier"][1] - wider["brier"][0] > out["brier"][1] - out["brier"][0]
@@ -480,11 +510,13 @@ def test_mean_intervals() -> None:
 def test_mean_intervals_edge_cases() -> None:
     perfect = np.array([0.0, 0.0, 1.0, 1.0])
     labels = np.array([0, 0, 1, 1], dtype=np.int8)
-    out = mean_intervals(perfect, labels, score_kind="probability")
+    out = mean_intervals(*classes(perfect, labels), score_kind="probability")
     assert out["brier"] == [0.0, 0.0]
     assert out["ks_abc"] == [1.0, 1.0]
     one_pos = np.array([0, 0, 0, 1], dtype=np.int8)
-    out = mean_intervals(np.array([0.1, 0.2, 0.3, 0.9]), one_pos, score_kind="probability")
+    out = mean_intervals(
+        *classes(np.array([0.1, 0.2, 0.3, 0.9]), one_pos), score_kind="probability"
+    )
     assert out["brier_pos"] is None
     assert out["ks_abc"] is None
     assert out["brier_neg"] is not None
