@@ -71,7 +71,7 @@ REGULAR_METRICS = (
 )
 CALIBRATED_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
 LIKELIHOOD_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
-MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss")
+MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
 """Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
 
 _CURVE_REGULAR = ("roc_auc", "average_precision", "best_f1", "pr_gain_auc", "ks")
@@ -396,8 +396,9 @@ def mean_intervals(
     standard error is √(var₁/n_pos + var₀/n_neg). For ``score_kind="probability"`` also
     ``brier`` (terms (s-y)²), ``brier_pos`` ((s-1)² over positives), ``brier_neg`` (s² over
     negatives) and ``log_loss`` (-y log s - (1-y) log(1-s), s clipped to [1e-15, 1 - 1e-15]),
-    each clipped to its range ([0, 1] for Brier scores, [0, ∞) for log loss). None when a
-    needed class has fewer than two rows. O(n), or O(distinct scores) for heavily tied sets.
+    each clipped to its range ([0, 1] for Brier scores, [0, ∞) for log loss), and
+    ``brier_skill`` by the delta method (:func:`_brier_skill_interval`). None when a needed
+    class has fewer than two rows. O(n), or O(distinct scores) for heavily tied sets.
     """
     _check(level, None)
     z = NormalDist().inv_cdf(0.5 + level / 2)
@@ -427,7 +428,38 @@ def mean_intervals(
             upper = math.inf if name == "log_loss" else 1.0
             interval = [max(interval[0], 0.0), min(interval[1], upper)]
         out[name] = interval
+    out["brier_skill"] = _brier_skill_interval(pos.size, neg.size, brier_pos, brier_neg, z)
     return out
+
+
+def _brier_skill_interval(
+    n_pos: int,
+    n_neg: int,
+    brier_pos: tuple[float, float],
+    brier_neg: tuple[float, float],
+    z: float,
+) -> Interval:
+    """Delta-method interval of brier_skill = 1 - B/(p(1-p)), B the mean Brier term t and p
+    the prior, from Σt and Σt² of each class: the estimate's influence per row is
+    a·(t - B) + b·(y - p) with a = -1/(p(1-p)) and b = B(1-2p)/(p(1-p))², whose variance
+    a²·var(t) + b²·var(y) + 2ab·cov(t, y) over n gives the standard error. Clipped to ≤ 1;
+    None unless both classes are present and n ≥ 3."""
+    n = n_pos + n_neg
+    if n_pos == 0 or n_neg == 0 or n < 3:
+        return None
+    total = brier_pos[0] + brier_neg[0]
+    squares = brier_pos[1] + brier_neg[1]
+    brier, p = total / n, n_pos / n
+    spread = p * (1 - p)
+    var_t = max(0.0, (squares - n * brier * brier) / (n - 1))
+    var_y = spread * n / (n - 1)
+    cov_ty = (brier_pos[0] - n * brier * p) / (n - 1)
+    a = -1.0 / spread
+    b = brier * (1 - 2 * p) / (spread * spread)
+    variance = max(0.0, a * a * var_t + b * b * var_y + 2 * a * b * cov_ty)
+    point = 1.0 - brier / spread
+    half = z * math.sqrt(variance / n)
+    return [point - half, min(point + half, 1.0)]
 
 
 def bootstrap_intervals(

@@ -216,9 +216,10 @@ def test_likelihood_intervals_cover_the_population_likelihood_part(
 @pytest.mark.slow
 def test_mean_intervals_cover_the_population_values() -> None:
     """s ~ U(0, 1), y ~ Bernoulli(s): brier = brier_pos = brier_neg = 1/6, log loss = 1/2,
-    ks_abc = E[s | y=1] - E[s | y=0] = 2/3 - 1/3 = 1/3."""
+    ks_abc = E[s | y=1] - E[s | y=0] = 2/3 - 1/3 = 1/3, brier_skill = 1 - (1/6)/(1/4) = 1/3."""
     truth = {"brier": 1 / 6, "brier_pos": 1 / 6, "brier_neg": 1 / 6, "log_loss": 0.5}
     truth["ks_abc"] = 1 / 3
+    truth["brier_skill"] = 1 / 3
     hits = dict.fromkeys(truth, 0)
     rng = np.random.default_rng(20240603)
     sets = 400

@@ -493,13 +493,22 @@ def test_mean_intervals(decimals: int | None) -> None:
         interval = out[name]
         assert interval is not None
         np.testing.assert_allclose(interval, expected, rtol=0, atol=1e-12, err_msg=name)
+    # brier_skill = 1 - B/(p(1-p)): delta method, from each row's influence on the estimate.
+    t, p = terms["brier"], y.mean()
+    brier, spread = t.mean(), p * (1 - p)
+    influence = -(t - brier) / spread + brier * (1 - 2 * p) / spread**2 * (y - p)
+    half = 1.959963984540054 * influence.std(ddof=1) / math.sqrt(t.size)
+    skill = 1 - brier / spread
+    interval = out["brier_skill"]
+    assert interval is not None
+    np.testing.assert_allclose(interval, [skill - half, skill + half], rtol=0, atol=1e-12)
     pos, neg = scores[y == 1], scores[y == 0]
     half = 1.959963984540054 * math.sqrt(pos.var(ddof=1) / pos.size + neg.var(ddof=1) / neg.size)
     diff = pos.mean() - neg.mean()
     ks_abc = out["ks_abc"]
     assert ks_abc is not None
     np.testing.assert_allclose(ks_abc, [diff - half, diff + half], atol=1e-12)
-    assert set(out) == {*terms, "ks_abc"}
+    assert set(out) == {*terms, "ks_abc", "brier_skill"}
     assert mean_intervals(*classes(scores, labels), score_kind="score").keys() == {"ks_abc"}
     wider = mean_intervals(*classes(scores, labels), score_kind="probability", level=0.99)
     assert wider["brier"] is not None
@@ -520,6 +529,11 @@ def test_mean_intervals_edge_cases() -> None:
     assert out["brier_pos"] is None
     assert out["ks_abc"] is None
     assert out["brier_neg"] is not None
+    only_negatives = np.zeros(4, dtype=np.int8)
+    out = mean_intervals(
+        *classes(np.array([0.1, 0.2, 0.3, 0.9]), only_negatives), score_kind="probability"
+    )
+    assert out["brier_skill"] is None
 
 
 def test_replicates_of_the_set_itself() -> None:
