@@ -140,6 +140,14 @@ def cut_at(scores: FloatArray, labels: Labels, ranking: Ranking, threshold: floa
     return cut_with_fp(ranking, threshold, fp)
 
 
+def cut_prepared(prepared: PreparedSet, threshold: float) -> ThresholdCut:
+    """Locate ``threshold`` in a prepared set's ranking: its negatives with s ≥ τ are found by
+    binary search in the sorted negatives (O(log n))."""
+    neg = prepared.neg_sorted
+    fp = neg.size - int(np.searchsorted(neg, threshold, side="left"))
+    return cut_with_fp(prepared.ranking, threshold, fp)
+
+
 def cut_with_fp(ranking: Ranking, threshold: float, fp: int) -> ThresholdCut:
     """Locate ``threshold`` in ``ranking`` given ``fp``, the set's negatives with s ≥ τ (for
     a set that is not held as arrays, such as a pooled reference)."""
@@ -349,31 +357,33 @@ def _normal_interval(total: float, squares: float, m: int, z: float) -> Interval
     return [mean - half, mean + half]
 
 
-def _term_sums(
-    sorted_scores: FloatArray, term: Callable[[FloatArray], FloatArray]
-) -> tuple[float, float]:
-    """Σ term(s) and Σ term(s)² over ascending ``sorted_scores``; over runs of tied scores
-    when ties make that cheaper (one term per distinct score)."""
-    runs = distinct_runs(sorted_scores, max_runs=sorted_scores.size // 8)
-    if runs is None:
-        values = term(sorted_scores)
-        return float(values.sum()), float(np.einsum("i,i->", values, values))
-    distinct, counts = runs
-    values = term(distinct)
-    weighted = values * counts
-    return float(weighted.sum()), float(np.einsum("i,i->", weighted, values))
+Weighted = tuple[FloatArray, IntArray | None]
+"""A class's scores as (values, counts): its distinct scores and their counts when ties make
+that cheaper, else the sorted scores themselves with counts None."""
 
 
-def _mean_var(sorted_scores: FloatArray) -> tuple[float, float]:
-    """Mean and sample variance (two passes: scores may sit far from 0) of ascending
-    ``sorted_scores`` (≥ 2 values), over runs of tied scores when ties make that cheaper."""
+def _weighted(sorted_scores: FloatArray) -> Weighted:
+    """One pass over ascending ``sorted_scores`` deciding how the sums below run over them."""
     runs = distinct_runs(sorted_scores, max_runs=sorted_scores.size // 8)
-    m = sorted_scores.size
-    if runs is None:
-        return float(np.mean(sorted_scores)), float(np.var(sorted_scores, ddof=1))
-    distinct, counts = runs
-    mean = float(np.dot(distinct, counts)) / m
-    deviation = distinct - mean
+    return (sorted_scores, None) if runs is None else runs
+
+
+def _term_sums(scores: Weighted, term: Callable[[FloatArray], FloatArray]) -> tuple[float, float]:
+    """Σ term(s) and Σ term(s)² over a class (one term per distinct score when weighted)."""
+    values, counts = scores
+    terms = term(values)
+    weighted = terms if counts is None else terms * counts
+    return float(weighted.sum()), float(np.einsum("i,i->", weighted, terms))
+
+
+def _mean_var(scores: Weighted, m: int) -> tuple[float, float]:
+    """Mean and sample variance of a class of m ≥ 2 scores, in two passes (scores may sit
+    far from 0, where a sum of squares would cancel)."""
+    values, counts = scores
+    if counts is None:
+        return float(np.mean(values)), float(np.var(values, ddof=1))
+    mean = float(np.dot(values, counts)) / m
+    deviation = values - mean
     return mean, float(np.einsum("i,i,i->", deviation, deviation, counts)) / (m - 1)
 
 
@@ -403,18 +413,20 @@ def mean_intervals(
     _check(level, None)
     z = NormalDist().inv_cdf(0.5 + level / 2)
     pos, neg = pos_sorted, neg_sorted
+    pos_w, neg_w = _weighted(pos), _weighted(neg)
     out: dict[str, Interval] = {"ks_abc": None}
     if pos.size >= 2 and neg.size >= 2:
-        (pos_mean, pos_var), (neg_mean, neg_var) = _mean_var(pos), _mean_var(neg)
+        (pos_mean, pos_var) = _mean_var(pos_w, pos.size)
+        (neg_mean, neg_var) = _mean_var(neg_w, neg.size)
         diff = pos_mean - neg_mean
         half = z * math.sqrt(pos_var / pos.size + neg_var / neg.size)
         out["ks_abc"] = [diff - half, diff + half]
     if score_kind != "probability":
         return out
-    brier_pos = _term_sums(pos, lambda v: np.square(1.0 - v))
-    brier_neg = _term_sums(neg, np.square)
-    loss_pos = _term_sums(pos, lambda v: -np.log(_clip(v)))
-    loss_neg = _term_sums(neg, lambda v: -np.log1p(-_clip(v)))
+    brier_pos = _term_sums(pos_w, lambda v: np.square(1.0 - v))
+    brier_neg = _term_sums(neg_w, np.square)
+    loss_pos = _term_sums(pos_w, lambda v: -np.log(_clip(v)))
+    loss_neg = _term_sums(neg_w, lambda v: -np.log1p(-_clip(v)))
     n = pos.size + neg.size
     terms = {
         "brier": (brier_pos[0] + brier_neg[0], brier_pos[1] + brier_neg[1], n),
@@ -487,9 +499,7 @@ def bootstrap_intervals(
     ranking = prepared.ranking
     b = default_replicates(ranking.thresholds.size) if replicates is None else replicates
     pi0s = [float(p) for p in pi0]
-    neg = prepared.neg_sorted
-    fp = neg.size - int(np.searchsorted(neg, threshold, side="left"))
-    cut = cut_with_fp(ranking, threshold, fp)
+    cut = cut_prepared(prepared, threshold)
     point_regular, point_calibrated = evaluate_replicates(
         ranking.thresholds, observed(ranking, cut), pi0s
     )

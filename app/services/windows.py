@@ -53,7 +53,7 @@ from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowS
 from app.metrics.evaluation import evaluate_prepared, prepare
 from app.metrics.intervals import (
     bootstrap_intervals,
-    cut_at,
+    cut_prepared,
     cut_with_fp,
     likelihood_intervals_ranked,
 )
@@ -166,7 +166,6 @@ def evaluate_segment(
         prepared, threshold=model.threshold, pi0=pi0, score_kind=model.score_kind
     )
     seed = _seed(model, segment, start)
-    is_pos = prepared.is_pos.view(np.int8)
     intervals = bootstrap_intervals(
         prepared,
         threshold=model.threshold,
@@ -182,7 +181,7 @@ def evaluate_segment(
         if reference_key is not None and ranking.n_pos + ranking.n_neg:
             bounds = likelihood_intervals_ranked(
                 ranking,
-                cut_at(prepared.scores, is_pos, ranking, model.threshold),
+                cut_prepared(prepared, model.threshold),
                 reference.ranking,
                 cut_with_fp(reference.ranking, model.threshold, reference.sums.fp),
                 level=LEVEL,

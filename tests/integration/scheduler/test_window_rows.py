@@ -4,13 +4,20 @@ model has tracked segments, on SQLite and PostgreSQL, without leaving settings b
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from app.db.models import Model
-from app.services.references import NO_SEGMENT, UNTRACKED, load_rows, tracked_segments
+from app.services.references import (
+    NO_SEGMENT,
+    UNTRACKED,
+    _planner_settings,
+    load_rows,
+    tracked_segments,
+)
 from tests.integration.scheduler.helpers import Env, create_model, make_batch, recent, send
 
 
@@ -83,3 +90,21 @@ def test_reading_a_window_leaves_the_session_settings_as_they_were(env: Env) -> 
         after = session.execute(select(setting("enable_seqscan"), setting("jit"))).one()
         assert tuple(after) == tuple(before)
         assert before[0] == "on"
+        with _planner_settings(session):
+            during = session.execute(select(setting("enable_seqscan"), setting("jit"))).one()
+        assert tuple(during) == ("off", "off")
+        # The window's statement runs inside those settings: set, read, restore.
+        statements: list[str] = []
+        engine = session.get_bind()
+
+        def seen(*args: Any) -> None:
+            statements.append(args[2])
+
+        event.listen(engine, "before_cursor_execute", seen)
+        try:
+            load_rows(session, model=model, start=start, end=start + timedelta(minutes=5))
+        finally:
+            event.remove(engine, "before_cursor_execute", seen)
+        read = next(i for i, text in enumerate(statements) if "array_agg" in text)
+        assert "set_config" in statements[read - 1]
+        assert "set_config" in statements[read + 1]

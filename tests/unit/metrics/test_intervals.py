@@ -26,6 +26,7 @@ from app.metrics.intervals import (
     Replicates,
     bootstrap_intervals,
     cut_at,
+    cut_prepared,
     cut_with_fp,
     default_replicates,
     draw_replicates,
@@ -93,9 +94,11 @@ def test_cut_gives_the_counts_at_tau(tau: float) -> None:
 def test_cut_from_a_count_equals_the_cut_from_rows() -> None:
     scores, labels = tied_set()
     ranking = rank(scores, labels)
-    for tau in (0.95, 0.5, 0.0):
+    prepared = prepare(scores, labels, score_kind="score")
+    for tau in (0.95, 0.5, 0.55, 0.0, 2.0):
         _, fp = direct_counts(scores, labels, tau)
         assert cut_with_fp(ranking, tau, fp) == cut_at(scores, labels, ranking, tau)
+        assert cut_prepared(prepared, tau) == cut_at(scores, labels, ranking, tau)
 
 
 def test_cut_inside_a_run_of_negatives() -> None:
