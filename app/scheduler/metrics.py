@@ -37,7 +37,7 @@ SCHEDULER_LEADER: Final = Gauge(
 SEGMENTS_OVERFLOW: Final = Counter(
     "calmon_segments_overflow",
     "Predictions in segments beyond the model's max_segments (counted in '*' only), "
-    "counted at each computation of their window",
+    "counted once (a recomputation adds only what its window gained)",
     ["model"],
     registry=SCHEDULER_REGISTRY,
 )

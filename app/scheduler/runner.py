@@ -184,8 +184,8 @@ class WindowScheduler:
             return True
         metrics.WINDOW_COMPUTE_DURATION.observe(seconds)
         metrics.LAST_COMPUTE_SUCCESS.set(time.time())
-        if result.overflow_predictions:
-            metrics.SEGMENTS_OVERFLOW.labels(model.name).inc(result.overflow_predictions)
+        if result.overflow_added:
+            metrics.SEGMENTS_OVERFLOW.labels(model.name).inc(result.overflow_added)
         logger.info(
             "window computed",
             extra={

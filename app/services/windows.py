@@ -92,6 +92,9 @@ class ComputedWindow:
     segments: list[str]
     overflow_segments: int
     overflow_predictions: int
+    #: overflow predictions beyond those of the window's previous computation (what a
+    #: counter of predictions in untracked segments should add)
+    overflow_added: int
 
 
 def wilson_interval(successes: int, n: int, level: float = LEVEL) -> list[float] | None:
@@ -283,7 +286,10 @@ def _begin(session: Session, *, model: Model) -> bool:
         session.connection()
         return True
     session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-    session.execute(text(f"SET LOCAL statement_timeout = {COMPUTE_STATEMENT_TIMEOUT_MS}"))
+    session.execute(
+        text("SELECT set_config('statement_timeout', :value, true)"),
+        {"value": str(COMPUTE_STATEMENT_TIMEOUT_MS)},
+    )
     return bool(
         session.scalar(
             text("SELECT pg_try_advisory_xact_lock(:cls, :obj)"),
@@ -371,6 +377,14 @@ def compute_window(
         del scores, labels
     predictions = int(rows.scores.size)
     del rows
+    previous = session.scalar(
+        select(WindowResult.record).where(
+            WindowResult.model_id == model.id,
+            WindowResult.starts_at == start,
+            WindowResult.segment == ALL,
+        )
+    )
+    previous_overflow = ((previous or {}).get("segments_overflow") or {}).get("predictions") or 0
     for table in (WindowResult, WindowScores):
         session.execute(delete(table).where(table.model_id == model.id, table.starts_at == start))
     for name, computed_at, record, positives, negatives in outputs:
@@ -418,6 +432,7 @@ def compute_window(
         segments=[name for name, *_ in outputs],
         overflow_segments=overflow_segments,
         overflow_predictions=overflow_predictions,
+        overflow_added=max(0, overflow_predictions - int(previous_overflow)),
     )
 
 

@@ -70,6 +70,24 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
     assert records["a"]["segments_overflow"] is None
     assert metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
 
+    # A recomputation counts only what the window gained beyond the cap.
+    window0 = {"start": _start(0).isoformat(), "end": (_start(0) + FIVE_MINUTES).isoformat()}
+    assert env.client.post("/v1/models/fraud/recompute", params=window0).status_code == 202
+    assert scheduler.tick().computed == 1
+    assert metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
+    late = make_batch(
+        prefix="late-c",
+        start=_start(0) + timedelta(seconds=100),
+        count=4,
+        spacing=timedelta(seconds=2),
+        seed=8,
+        segments=["c"],
+    )
+    send(env.client, "fraud", late)
+    assert scheduler.tick().computed == 1
+    assert _records(env, 0)["*"]["segments_overflow"] == {"segments": 1, "predictions": 29}
+    assert metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 29
+
     # Later windows keep the same set, whatever they hold.
     for name, count, seed in (("d", 15, 5), ("c", 5, 6), ("a", 12, 7)):
         _send_segment(env, 1, name, count, seed)
@@ -120,4 +138,4 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
     assert scheduler.tick().computed == 1
     records = _records(env, 0)
     assert sorted(records) == ["*", "a"]
-    assert records["*"]["segments_overflow"] == {"segments": 2, "predictions": 45}
+    assert records["*"]["segments_overflow"] == {"segments": 2, "predictions": 49}
