@@ -100,9 +100,10 @@ def curve_metrics(
             negatives); the part with RG < 0 is cut at RG = 0 by linear interpolation in
             (TP, FP) at TP* = c·n_pos; trapezoids from there on; PG is not clipped.
 
-    Undefined (NaN): everything when n_pos = 0; roc_auc, ks and pr_gain_auc also when
-    n_neg = 0; every calibrated value when π ∉ (0, 1). With n_neg = 0 the regular average
-    precision and best F1 are 1 (every prediction is a positive).
+    Undefined (NaN): every value unless both classes are present (n_pos > 0 and n_neg > 0).
+    Each of these metrics compares the two classes: without negatives average precision and
+    best F1 would be 1 and best_f1_threshold the lowest positive score whatever the model
+    does, so those are not reported as values either.
     """
     blocks = _blocks(thresholds, pos, neg_tied, neg_above, neg_below)
     nan = np.float64(np.nan)
@@ -115,17 +116,13 @@ def curve_metrics(
                 for p in pi0
             },
         )
-    has_pos = blocks.n_pos > 0
-    both = has_pos & (blocks.n_neg > 0)
+    both = (blocks.n_pos > 0) & (blocks.n_neg > 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         shared = _Shared(blocks)
-        regular = _prior_dependent(blocks, shared, ratio=None, crossing=blocks.prior)
-        regular["average_precision"] = np.where(has_pos, regular["average_precision"], nan)
-        regular["best_f1"] = np.where(has_pos, regular["best_f1"], nan)
-        regular["best_f1_threshold"] = np.where(has_pos, regular["best_f1_threshold"], nan)
-        regular["pr_gain_auc"] = np.where(both, regular["pr_gain_auc"], nan)
-        regular["roc_auc"] = np.where(both, _roc_auc(blocks), nan)
-        regular["ks"] = np.where(both, _ks(blocks), nan)
+        computed = _prior_dependent(blocks, shared, ratio=None, crossing=blocks.prior)
+        computed["roc_auc"] = _roc_auc(blocks)
+        computed["ks"] = _ks(blocks)
+        regular = {name: np.where(both, values, nan) for name, values in computed.items()}
         calibrated: dict[float, dict[str, FloatArray]] = {}
         for value in pi0:
             key = float(value)

@@ -75,33 +75,34 @@ def threshold_metrics(
     ``n_neg`` broadcast to a common leading shape (...,); counts may be int or float. Each
     leading index is calibrated with its own π = n_pos / (n_pos + n_neg).
 
-    Undefined (NaN): precision when TP + FP = 0; recall when n_pos = 0; fpr when n_neg = 0;
-    f1 when precision or recall is undefined (0 when both are 0); calibrated precision and f1
-    also when π ∉ (0, 1).
+    Undefined (NaN): recall when n_pos = 0; fpr when n_neg = 0; precision and f1 (regular
+    and calibrated) unless both classes are present, and precision when TP + FP = 0; f1
+    when precision is undefined (0 when precision and recall are both 0). Without negatives
+    precision would be 1, without positives 0, whatever the model does, so a set with one
+    class has no precision. Recall and fpr only need their own class.
     """
     tp_a, fp_a, pos_a, neg_a = (
         np.asarray(x, dtype=np.float64) for x in np.broadcast_arrays(tp, fp, n_pos, n_neg)
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         predicted = tp_a + fp_a
-        has_pred = predicted > 0
         has_pos = pos_a > 0
-        f1_defined = has_pred & has_pos
+        has_neg = neg_a > 0
+        defined = (predicted > 0) & has_pos & has_neg
         nan = np.float64(np.nan)
         regular = {
-            "precision": np.where(has_pred, tp_a / predicted, nan),
+            "precision": np.where(defined, tp_a / predicted, nan),
             "recall": np.where(has_pos, tp_a / pos_a, nan),
-            "fpr": np.where(neg_a > 0, fp_a / neg_a, nan),
-            "f1": np.where(f1_defined, f1_from_counts(2.0 * tp_a, predicted, pos_a), nan),
+            "fpr": np.where(has_neg, fp_a / neg_a, nan),
+            "f1": np.where(defined, f1_from_counts(2.0 * tp_a, predicted, pos_a), nan),
         }
         prior = pos_a / (pos_a + neg_a)
-        both = has_pos & (neg_a > 0)
         calibrated: dict[float, dict[str, FloatArray]] = {}
         for value in pi0:
             key = float(value)
             flagged = tp_a + calibration_ratio(prior, key) * fp_a
             calibrated[key] = {
-                "precision": np.where(has_pred & both, tp_a / flagged, nan),
-                "f1": np.where(f1_defined & both, f1_from_counts(2.0 * tp_a, flagged, pos_a), nan),
+                "precision": np.where(defined, tp_a / flagged, nan),
+                "f1": np.where(defined, f1_from_counts(2.0 * tp_a, flagged, pos_a), nan),
             }
     return ThresholdValues(regular=regular, calibrated=calibrated)

@@ -95,10 +95,9 @@ def test_undefined_rows_are_nan() -> None:
     thresholds, pos, tied, above, below = _random_counts(0)
     values = curve_metrics(thresholds, pos, tied, above, below, pi0=PI0)
     for name in REGULAR_CURVE_METRICS:
-        assert np.isnan(values.regular[name][0])  # row 0 has no positives
-    for name in ("roc_auc", "ks", "pr_gain_auc"):
-        assert np.isnan(values.regular[name][1])  # row 1 has no negatives
-    assert values.regular["average_precision"][1] == 1.0
+        assert np.isnan(values.regular[name][0]), name  # row 0 has no positives
+        assert np.isnan(values.regular[name][1]), name  # row 1 has no negatives
+        assert np.isfinite(values.regular[name][2:]).all(), name
     for p in PI0:
         for name in CALIBRATED_CURVE_METRICS:
             assert np.isnan(values.calibrated[p][name][:2]).all()
@@ -130,10 +129,11 @@ def test_threshold_metrics_batched() -> None:
     n_neg = np.array([6, 2, 5, 0, 8])
     values = threshold_metrics(tp, fp, n_pos, n_neg, pi0=[0.5])
     reg = values.regular
-    np.testing.assert_allclose(reg["precision"], [0.75, np.nan, 0.0, 1.0, 0.5])
+    # Row 2 has no positives and row 3 no negatives: precision would be a sure 0 and 1 there.
+    np.testing.assert_allclose(reg["precision"], [0.75, np.nan, np.nan, np.nan, 0.5])
     np.testing.assert_allclose(reg["recall"], [0.75, 0.0, np.nan, 1.0, 1.0])
     np.testing.assert_allclose(reg["fpr"], [1 / 6, 0.0, 0.8, np.nan, 0.25])
-    np.testing.assert_allclose(reg["f1"], [0.75, np.nan, np.nan, 1.0, 2 / 3])
+    np.testing.assert_allclose(reg["f1"], [0.75, np.nan, np.nan, np.nan, 2 / 3])
     cal = values.calibrated[0.5]
     # r = pi/(1-pi) at pi0 = 0.5: row 0 r = 4/6, P_c = 3/(3 + 4/6).
     np.testing.assert_allclose(cal["precision"], [3 / (3 + 4 / 6), np.nan, np.nan, np.nan, 2 / 2.5])

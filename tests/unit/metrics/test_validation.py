@@ -68,25 +68,55 @@ def test_empty_set() -> None:
     assert evaluate([], [], reliability_strategy="quantile")["reliability"] == []
 
 
+COMPARING = (
+    "precision",
+    "f1",
+    "roc_auc",
+    "ks",
+    "ks_abc",
+    "average_precision",
+    "best_f1",
+    "best_f1_threshold",
+    "pr_gain_auc",
+    "brier_skill",
+)
+"""Metrics that compare the two classes: undefined (never a sure 0 or 1) with one class."""
+
+
 def test_one_class_sets() -> None:
     negatives = evaluate([0.2, 0.7, 0.7], [0, 0, 0], pi0=[0.5])
     reg = negatives["regular"]
-    assert reg["precision"] == 0.0  # two flagged, none positive: defined
-    for name in ("recall", "f1", "roc_auc", "ks", "ks_abc", "average_precision", "best_f1"):
-        assert reg[name] is None, name
-    for name in ("best_f1_threshold", "pr_gain_auc", "brier_skill", "brier_pos"):
+    for name in (*COMPARING, "recall", "brier_pos"):
         assert reg[name] is None, name
     assert reg["fpr"] == pytest.approx(2 / 3)
     assert reg["brier_neg"] == pytest.approx((0.04 + 0.49 + 0.49) / 3)
+    assert reg["brier"] == reg["brier_neg"]
     assert all(v is None for v in negatives["calibrated"]["0.5"].values())
 
-    positives = evaluate([0.2, 0.7], [1, 1], pi0=[0.5])
+    positives = evaluate([0.2, 0.7, 0.9], [1, 1, 1], pi0=[0.5])
     reg = positives["regular"]
-    assert reg["recall"] == 0.5
-    assert reg["fpr"] is None
-    assert reg["roc_auc"] is None
-    assert reg["brier_neg"] is None
+    for name in (*COMPARING, "fpr", "brier_neg"):
+        assert reg[name] is None, name
+    assert reg["recall"] == pytest.approx(2 / 3)
+    assert reg["brier_pos"] == pytest.approx((0.64 + 0.09 + 0.01) / 3)
     assert all(v is None for v in positives["calibrated"]["0.5"].values())
+
+
+@pytest.mark.parametrize("labels", [[0, 0, 0, 0], [1, 1, 1, 1]], ids=["negatives", "positives"])
+def test_one_class_intervals_and_split(labels: list[int]) -> None:
+    scores = [0.1, 0.4, 0.6, 0.9]
+    got = evaluate(scores, labels, pi0=[0.5], intervals=True, seed=1)
+    for name in COMPARING:
+        if name in got["intervals"]["regular"]:
+            assert got["intervals"]["regular"][name] is None, name
+    assert all(v is None for v in got["intervals"]["calibrated"]["0.5"].values())
+    split = split_from_arrays(scores, labels, GOOD_S, GOOD_Y, threshold=0.5)
+    for parts in split.values():
+        assert parts == {"total": None, "prior": None, "likelihood": None}
+    both = split_from_arrays(GOOD_S, GOOD_Y, scores, labels, threshold=0.5, intervals=True)
+    for parts in both.values():
+        assert parts["total"] is None
+        assert parts["likelihood_interval"] is None
 
 
 def test_nothing_flagged_leaves_precision_undefined() -> None:
