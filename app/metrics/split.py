@@ -6,7 +6,9 @@ For a prior-dependent metric M, a window t and a reference set with prior π_ref
     prior      = M_t - M_t^c(π_ref)      the part the change of class ratio alone explains
     likelihood = M_t^c(π_ref) - M_ref    the part due to P(score | y) changing
 
-so prior + likelihood = total up to float rounding.
+``prior`` and ``likelihood`` are computed as defined and ``total`` as their sum, so
+prior + likelihood = total holds bit for bit (``total`` may differ from M_t - M_ref by a
+rounding of the last bit).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def drift_split(window: dict[str, Any], reference: dict[str, Any]) -> Split:
     the key ``repr(float(reference["prior"]))``), else ValueError. Returns
     ``{metric: {"total", "prior", "likelihood"}}``, each a float or None where any of M_t,
     M_ref, M_t^c(π_ref) is undefined (so all None when the reference prior is undefined,
-    0 or 1, since nothing can be calibrated at it).
+    0 or 1, since nothing can be calibrated at it). ``total`` is ``prior + likelihood``, so
+    the parts add up exactly, as ``docs/metrics.md`` requires.
     """
     ref_prior = reference.get("prior")
     calibrated_at_ref: dict[str, Any] | None = None
@@ -53,11 +56,9 @@ def drift_split(window: dict[str, Any], reference: dict[str, Any]) -> Split:
         if current is None or baseline is None or recalibrated is None:
             split[name] = {"total": None, "prior": None, "likelihood": None}
         else:
-            split[name] = {
-                "total": current - baseline,
-                "prior": current - recalibrated,
-                "likelihood": recalibrated - baseline,
-            }
+            prior = current - recalibrated
+            likelihood = recalibrated - baseline
+            split[name] = {"total": prior + likelihood, "prior": prior, "likelihood": likelihood}
     return split
 
 
