@@ -4,10 +4,14 @@ PostgreSQL connections time out after ``db_connect_timeout`` seconds, statements
 ``db_statement_timeout``, waiting for a pooled connection after ``db_pool_timeout``, and pooled
 connections are pinged before use with a client-side deadline of ``PING_TIMEOUT`` (a frozen
 server still acknowledges TCP, so only the client can notice it does not answer: the watchdog
-shuts the socket down). A database outage thus surfaces as an error within a few seconds, and
-the pool recovers by itself when the database returns. SQLite files get WAL
-journaling, foreign keys, a busy timeout and ``BEGIN IMMEDIATE`` transactions (a writer takes
-the write lock up front instead of failing when upgrading a read snapshot).
+shuts the socket down). Once a connection attempt fails or a ping goes unanswered, an
+:class:`OutageGate` fails every further connection at once, without waiting for the connect
+timeout, while one background probe reconnects; its first success reopens the gate. A database
+outage thus costs the first request that meets it at most one ping deadline or one connect
+timeout, the next ones nothing, and everything recovers by itself when the database returns.
+SQLite files get WAL journaling, foreign keys, a busy timeout and ``BEGIN IMMEDIATE``
+transactions (a writer takes the write lock up front instead of failing when upgrading a read
+snapshot).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import logging
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -31,6 +37,12 @@ from app.settings import Settings
 
 #: seconds a pooled PostgreSQL connection has to answer ``SELECT 1`` before it is dropped
 PING_TIMEOUT: Final = 1.0
+#: seconds between two connection attempts of the probe while the database is down
+PROBE_INTERVAL: Final = 0.5
+#: connection attempts of the probe under way at once
+MAX_PROBES: Final = 4
+
+logger = logging.getLogger(__name__)
 
 
 def create_db_engine(settings: Settings) -> Engine:
@@ -63,8 +75,128 @@ def create_db_engine(settings: Settings) -> Engine:
             "tcp_user_timeout": settings.db_connect_timeout * 1000,
         },
     )
-    event.listen(engine, "checkout", _ping_with_deadline)
+    gate = OutageGate()
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        return gate.connect(lambda: dialect.connect(*cargs, **cparams))
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if gate.down:
+            raise DisconnectionError("the database is down")
+        if not _ping_with_deadline(dbapi_connection):
+            gate.close("a pooled connection did not answer its ping in time")
+            raise DisconnectionError("the database did not answer in time")
+
+    engine.pool.outage_gate = gate  # type: ignore[attr-defined]
     return engine
+
+
+def outage_gate(engine: Engine) -> OutageGate | None:
+    """The outage gate of a PostgreSQL engine made by :func:`create_db_engine` (else None)."""
+    gate: OutageGate | None = getattr(engine.pool, "outage_gate", None)
+    return gate
+
+
+class OutageGate:
+    """Fails new database connections at once while the database is known to be down.
+
+    Closed by a failed connection attempt or an unanswered ping; reopened by a background probe
+    that tries to connect every ``PROBE_INTERVAL`` seconds with the same arguments. Without it,
+    each request during an outage would wait for the connect timeout (libpq's minimum is 2 s)
+    before its 503. Errors raised while closed are ``psycopg.OperationalError``, like a failed
+    connection, so callers need no new case.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reason: str | None = None
+        self._opener: Callable[[], Any] | None = None
+        #: outages seen so far (each one closes the gate once)
+        self.outages = 0
+
+    @property
+    def down(self) -> bool:
+        """True while the database is known to be down (the probe has not reconnected yet)."""
+        return self._reason is not None
+
+    def connect(self, opener: Callable[[], Any]) -> Any:
+        """Open a connection with ``opener``, unless the database is down (then fail at once)."""
+        reason = self._reason
+        if reason is not None:
+            raise psycopg.OperationalError(f"the database is down ({reason}); reconnecting")
+        try:
+            connection = opener()
+        except psycopg.OperationalError as exc:
+            self.close(f"connection failed: {type(exc).__name__}", opener)
+            raise
+        self._opener = opener
+        return connection
+
+    def close(self, reason: str, opener: Callable[[], Any] | None = None) -> None:
+        """Mark the database down and start the probe (once per outage)."""
+        opener = opener or self._opener
+        if opener is None:
+            return
+        with self._lock:
+            if self._reason is not None:
+                return
+            self._reason = reason
+            self.outages += 1
+        logger.warning("database down: %s", reason)
+        probe = threading.Thread(
+            target=_probe, args=(weakref.ref(self), opener), name="calmon-db-probe"
+        )
+        probe.daemon = True
+        probe.start()
+
+    def _reopen(self) -> None:
+        with self._lock:
+            if self._reason is None:
+                return
+            self._reason = None
+        logger.warning("database reachable again")
+
+
+def _probe(gate_ref: weakref.ref[OutageGate], opener: Callable[[], Any]) -> None:
+    """Start a connection attempt every ``PROBE_INTERVAL`` (up to ``MAX_PROBES`` at once, so
+    one silent attempt does not delay the next) until one reopens the gate; stop when the gate
+    (and its engine) is gone."""
+    in_flight = threading.BoundedSemaphore(MAX_PROBES)
+    while True:
+        time.sleep(PROBE_INTERVAL)
+        gate = gate_ref()
+        if gate is None or not gate.down:
+            return
+        del gate
+        if in_flight.acquire(blocking=False):
+            attempt = threading.Thread(
+                target=_probe_once, args=(gate_ref, opener, in_flight), name="calmon-db-probe"
+            )
+            attempt.daemon = True
+            attempt.start()
+
+
+def _probe_once(
+    gate_ref: weakref.ref[OutageGate],
+    opener: Callable[[], Any],
+    in_flight: threading.BoundedSemaphore,
+) -> None:
+    try:
+        connection = opener()
+        try:
+            answered = _ping_with_deadline(connection)
+        finally:
+            with contextlib.suppress(Exception):
+                connection.close()
+        gate = gate_ref()
+        if answered and gate is not None:
+            gate._reopen()
+    except Exception:  # noqa: S110
+        pass
+    finally:
+        in_flight.release()
 
 
 class Watchdog:
@@ -125,18 +257,29 @@ def cut_connection(dbapi_connection: Any) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-def _ping_with_deadline(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    """``SELECT 1`` on a connection taken from the pool; a dead or silent one is replaced."""
-    alarm = WATCHDOG.arm(PING_TIMEOUT, lambda: cut_connection(dbapi_connection))
+def _ping_with_deadline(dbapi_connection: Any) -> bool:
+    """``SELECT 1`` on a connection: True if it answered, False if it stayed silent past
+    ``PING_TIMEOUT`` (its socket is then shut down). A connection that fails at once (closed
+    by the server, say) raises ``DisconnectionError``, and the pool replaces it."""
+    fired = threading.Event()
+
+    def cut() -> None:
+        fired.set()
+        cut_connection(dbapi_connection)
+
+    alarm = WATCHDOG.arm(PING_TIMEOUT, cut)
     autocommit = dbapi_connection.autocommit
     try:
         dbapi_connection.autocommit = True
         dbapi_connection.execute("SELECT 1")
         dbapi_connection.autocommit = autocommit
     except psycopg.Error as exc:
+        if fired.is_set():
+            return False
         raise DisconnectionError(str(exc)) from exc
     finally:
         alarm.cancel()
+    return True
 
 
 def _configure_sqlite(engine: Engine) -> None:
