@@ -25,7 +25,8 @@ FILE is a CSV file with a header line (or - for standard input). Columns, in any
   timestamp  optional; ISO 8601 with a UTC offset or Z (needed by --window)
   segment    optional; a segment name such as country=FR, or empty for none (needed by
              --by-segment; rows without a segment only count in '*')
-Other columns are ignored. Known columns are always validated. Fields may be quoted.
+Other columns are ignored. Known columns are always validated. Fields may be quoted;
+spaces around a score or a label are ignored, and so are blank lines at the end of FILE.
 
 Output: one record per window and segment, oldest window first, segment '*' (all rows)
 first, then the segments by name. Errors in FILE are reported as FILE:LINE: reason (the

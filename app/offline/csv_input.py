@@ -4,12 +4,14 @@ The format:
 
 - UTF-8 (a leading byte-order mark is ignored), LF or CRLF line ends, comma-separated, one
   header line naming the columns, then one line per prediction with exactly as many fields as
-  the header. Empty lines are errors. Fields may be quoted as in RFC 4180.
+  the header. Empty lines at the end of the file are ignored (editors and shell redirections
+  leave them); elsewhere they are errors. Fields may be quoted as in RFC 4180.
 - ``score`` (required): a decimal number as Python's ``float()`` reads it; finite; in [0, 1]
   when the scores are probabilities.
 - ``label`` (required): ``0`` or ``1`` (``0.0`` and ``1.0`` too, as tools write an integer
   column that holds blanks), or empty when the label is not known yet (the row then only
-  counts towards ``unlabelled``).
+  counts towards ``unlabelled``). Spaces around it are ignored, as they are around a score
+  (``float()`` ignores them), so ``0.5, 1`` is one labelled row.
 - ``timestamp`` (optional): ISO 8601 with a UTC offset or ``Z``, as the HTTP API requires,
   from 1900 to 9998.
 - ``segment`` (optional): a name matching :data:`app.names.SEGMENT_PATTERN`, or empty for a row that
@@ -59,6 +61,7 @@ UNLABELLED: Final = -1
 _LABEL_CODES: Final[dict[str, int]] = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "": UNLABELLED}
 _BAD_LABEL: Final = 2
 _SHOWN_CHARS: Final = 40
+_BLANK_BYTES: Final = b" \t\r\n\f\v"
 #: Timestamps from 1900-01-01 (inclusive) to 9999-01-01 (exclusive), UTC: every window of
 #: such a moment starts and ends within what ``datetime`` represents.
 _EARLIEST: Final = -2_208_988_800
@@ -169,6 +172,7 @@ def _shown(text: str) -> str:
 def _split(data: bytes, *, required: Collection[str]) -> _Fields:
     if not data or data.isspace():
         raise InputError(1, "empty file: expected a header line such as 'score,label'")
+    data = _without_trailing_blank_lines(data)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -194,6 +198,16 @@ def _split(data: bytes, *, required: Collection[str]) -> _Fields:
         name: flat[width + index : width * (n + 1) : width] for name, index in positions.items()
     }
     return _Fields(columns=columns, n=n, lines=None)
+
+
+def _without_trailing_blank_lines(data: bytes) -> bytes:
+    """``data`` without the blank (empty or whitespace-only) lines that end it, keeping the
+    line end of the last line that has content. Only the end is looked at."""
+    content_end = len(data)
+    while content_end and data[content_end - 1] in _BLANK_BYTES:
+        content_end -= 1
+    line_end = data.find(b"\n", content_end)
+    return data if line_end < 0 or line_end == len(data) - 1 else data[: line_end + 1]
 
 
 def _check_header(header: list[str], *, required: Collection[str]) -> dict[str, int]:
@@ -317,14 +331,16 @@ def _range_problem(scores: FloatArray, values: list[str], *, score_kind: str) ->
 
 
 def _parse_labels(values: list[str]) -> tuple[Int8Array | None, _Problem | None]:
-    """Labels as 1, 0, or UNLABELLED for an empty field."""
+    """Labels as 1, 0, or UNLABELLED for an empty field; spaces around a label are ignored."""
     codes = np.fromiter(
         map(_LABEL_CODES.get, values, repeat(_BAD_LABEL)), dtype=np.int8, count=len(values)
     )
-    bad = np.flatnonzero(codes == _BAD_LABEL)
-    if bad.size:
-        index = int(bad[0])
-        return None, _Problem(index, f"label {_shown(values[index])} is not 0, 1 or empty")
+    for index in np.flatnonzero(codes == _BAD_LABEL).tolist():
+        field = values[index]
+        code = _LABEL_CODES.get(field.strip(), _BAD_LABEL)
+        if code == _BAD_LABEL:
+            return None, _Problem(index, f"label {_shown(field)} is not 0, 1 or empty")
+        codes[index] = code
     return codes, None
 
 

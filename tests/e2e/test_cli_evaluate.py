@@ -217,6 +217,14 @@ def test_quoted_fields_and_extra_columns(tmp_path: Path) -> None:
     assert record["regular"]["precision"] == 0.5
 
 
+def test_spaced_labels_and_blank_lines_at_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "edited.csv"
+    path.write_text("score,label\n0.75, 1\n 0.25 ,0 \n0.5,\t0\n\n\n")
+    [record] = evaluate_json(path)
+    assert (record["n"], record["n_pos"], record["unlabelled"]) == (3, 1, 0)
+    assert record["regular"]["roc_auc"] == 1.0
+
+
 @pytest.mark.parametrize(
     ("content", "options", "line", "reason"),
     [
@@ -228,6 +236,7 @@ def test_quoted_fields_and_extra_columns(tmp_path: Path) -> None:
         ("score,label\n0.5,1\ninf,0\n", ["--score-kind", "score"], 3, "score 'inf' is not finite"),
         ("score,label\n0.5,1\n0.5,true\n", [], 3, "label 'true' is not 0, 1 or empty"),
         ("score,label\n0.5,1\n0.5,1,0\n", [], 3, "expected 2 fields like the header, found 3"),
+        ("score,label\n0.5,1\n\n0.5,0\n\n", [], 3, "empty line"),
         (
             "score,label,timestamp\n0.5,1,2024-03-01T00:00:00\n",
             [],

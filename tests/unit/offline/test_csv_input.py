@@ -54,6 +54,28 @@ def test_crlf_bom_no_final_newline_and_spaces_in_header() -> None:
     np.testing.assert_array_equal(rows.labels, [1, 0])
 
 
+@pytest.mark.parametrize(
+    "ending",
+    ["\n\n", "\n\n\n", "\r\n\r\n", "\n \n\t\n", "\n  ", "\n\n  \n"],
+    ids=["one", "two", "crlf", "spaces", "no-final-newline", "mixed"],
+)
+@pytest.mark.parametrize("quoted", [False, True], ids=["plain", "quoted"])
+def test_blank_lines_at_the_end_are_ignored(ending: str, quoted: bool) -> None:
+    first = '"0.5",1' if quoted else "0.5,1"
+    rows = parse(f"score,label\n{first}\n0.25,0{ending}")
+    np.testing.assert_array_equal(rows.scores, [0.5, 0.25])
+    np.testing.assert_array_equal(rows.labels, [1, 0])
+
+
+def test_spaces_around_labels_are_ignored_like_around_scores() -> None:
+    text = "score,label\n 0.5 , 1\n0.25,0 \n0.75,\t1.0\t\n0.125, \n0.375,0\n"
+    rows = parse(text)
+    np.testing.assert_array_equal(rows.scores, [0.5, 0.25, 0.75, 0.125, 0.375])
+    np.testing.assert_array_equal(rows.labels, [1, 0, 1, UNLABELLED, 0])
+    quoted = parse('score,label,note\n"0.5"," 1","a, b"\n0.25,"0 ",c\n')
+    np.testing.assert_array_equal(quoted.labels, [1, 0])
+
+
 def test_scores_round_trip_exactly() -> None:
     values = np.random.default_rng(3).random(1000).tolist()
     text = "score,label\n" + "".join(f"{value!r},1\n" for value in values)
@@ -123,7 +145,10 @@ def test_required_optional_column() -> None:
         ("score,label\n0.5,1\n0.5\n", 3, "expected 2 fields like the header, found 1"),
         ("score,label\n0.5,1,3\n", 2, "expected 2 fields like the header, found 3"),
         ("score,label\n0.5,1\n\n0.5,1\n", 3, "empty line"),
-        ("score,label\n0.5,1\n0.5,1\n\n", 4, "empty line"),
+        ("score,label\n0.5,1\n\n0.5,1\n\n", 3, "empty line"),
+        ("score,label\n0.5,1\n  \n0.5,1\n", 3, "empty line"),
+        ('score,label\n"0.5",1\n\n0.5,1\n\n', 3, "empty line"),
+        ("score,label\n\n\n", 1, "no data lines"),
         ("score,label\n0.5,1\nabc,1\n", 3, "score 'abc' is not a number"),
         ("score,label\n0.5,1\n,1\n", 3, "score is empty"),
         ("score,label\nnan,1\n", 2, "score 'nan' is not finite"),
@@ -133,7 +158,9 @@ def test_required_optional_column() -> None:
         ("score,label\n0,1\n-0.01,0\n", 3, "score '-0.01' is outside [0, 1]"),
         ("score,label\n0.5,2\n", 2, "label '2' is not 0, 1 or empty"),
         ("score,label\n0.5,yes\n", 2, "label 'yes' is not 0, 1 or empty"),
-        ("score,label\n0.5, 1\n", 2, "label ' 1' is not 0, 1 or empty"),
+        ("score,label\n0.5, 2\n", 2, "label ' 2' is not 0, 1 or empty"),
+        ("score,label\n0.5,1\n0.5,1 1\n", 3, "label '1 1' is not 0, 1 or empty"),
+        ("score,label\n0.5,1\n 0.5 , \t0.0x \n", 3, "label ' \\t0.0x ' is not 0, 1"),
         ("score,label,timestamp\n0.5,1,yesterday\n", 2, "timestamp 'yesterday' is not ISO 8601"),
         ("score,label,timestamp\n0.5,1,\n", 2, "timestamp is empty"),
         (
