@@ -216,17 +216,21 @@ def _lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> No
 
 _NOW = bindparam("now", type_=UTCDateTime())
 
-_INSERT_ALL = (
+_INSERT_NEW_ONLY = text(
     "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
     " labelled_at, changed_at)"
     " SELECT :model_id, client_id, ts, score, label, segment, :now,"
     " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now"
     " FROM calmon_prediction_stage WHERE true ORDER BY client_id, label IS NULL"
-)
-_INSERT_NEW_ONLY = text(_INSERT_ALL + " ON CONFLICT (model_id, client_id) DO NOTHING").bindparams(
-    _NOW
-)
-_INSERT_ALL_OR_FAIL = text(_INSERT_ALL).bindparams(_NOW)
+    " ON CONFLICT (model_id, client_id) DO NOTHING"
+).bindparams(_NOW)
+_INSERT_ALL_OR_FAIL = text(
+    "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
+    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now"
+    " FROM calmon_prediction_stage WHERE true ORDER BY client_id, label IS NULL"
+).bindparams(_NOW)
 UNIQUE_VIOLATION: Final = "23505"
 
 _CONFLICTING_IDS = text(

@@ -94,8 +94,8 @@ def upgrade() -> None:
     )
     if op.get_bind().dialect.name == "postgresql":
         # Sorted float64 scores do not compress: store them out of line without trying.
-        for column in ("positives", "negatives"):
-            op.execute(f"ALTER TABLE window_scores ALTER COLUMN {column} SET STORAGE EXTERNAL")
+        op.execute("ALTER TABLE window_scores ALTER COLUMN positives SET STORAGE EXTERNAL")
+        op.execute("ALTER TABLE window_scores ALTER COLUMN negatives SET STORAGE EXTERNAL")
 
 
 def downgrade() -> None:

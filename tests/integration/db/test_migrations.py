@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from app.db import migrate
 from app.db.models import Base
@@ -68,3 +68,23 @@ def test_upgrade_twice_is_a_no_op(engine: Engine) -> None:
     migrate.upgrade(engine)
     migrate.upgrade(engine)
     assert _tables(engine) == TABLES
+
+
+def test_window_scores_are_stored_out_of_line_on_postgresql(postgres_database: str) -> None:
+    """Sorted scores do not compress: PostgreSQL keeps them out of line, uncompressed."""
+    engine = create_db_engine(Settings(database_url=postgres_database))
+    try:
+        migrate.upgrade(engine)
+        with engine.connect() as conn:
+            storage = dict(
+                conn.execute(
+                    text(
+                        "SELECT attname, attstorage FROM pg_attribute"
+                        " WHERE attrelid = 'window_scores'::regclass"
+                        " AND attname IN ('positives', 'negatives')"
+                    )
+                ).all()
+            )
+    finally:
+        engine.dispose()
+    assert storage == {"positives": "e", "negatives": "e"}
