@@ -296,6 +296,35 @@ def _insert_staged(connection: Connection, params: dict[str, Any]) -> int:
     return int(connection.execute(_INSERT_NEW_ONLY, params).rowcount)
 
 
+def _disagreeing_copies(rows: Sequence[PredictionRow], ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` that the batch itself sends twice with other content: another
+    timestamp (instant), score or segment, or two different labels (a copy without a label
+    agrees with any)."""
+    wanted = set(ids)
+    contents: dict[str, tuple[datetime, float, str | None]] = {}
+    labels: dict[str, int] = {}
+    disagreeing: set[str] = set()
+    for client_id, ts, score, label, segment in rows:
+        if client_id not in wanted:
+            continue
+        if contents.setdefault(client_id, (ts, score, segment)) != (ts, score, segment):
+            disagreeing.add(client_id)
+        if label is not None and labels.setdefault(client_id, label) != label:
+            disagreeing.add(client_id)
+    return disagreeing
+
+
+def _conflict_message(conflicting: Sequence[str], rows: Sequence[PredictionRow]) -> str:
+    within = len(_disagreeing_copies(rows, conflicting))
+    stored = len(conflicting) - within
+    parts = []
+    if within:
+        parts.append(f"{within} prediction id(s) conflict within the batch (copies differ)")
+    if stored:
+        parts.append(f"{stored} prediction id(s) already exist with other content")
+    return "; ".join(parts)
+
+
 def ingest_predictions(
     session: Session, *, model: Model, rows: Sequence[PredictionRow], now: datetime
 ) -> PredictionsResult:
@@ -316,7 +345,7 @@ def ingest_predictions(
         if conflicting:
             raise ConflictError(
                 "prediction_conflict",
-                f"{len(conflicting)} prediction id(s) already exist with other content",
+                _conflict_message(conflicting, rows),
                 [{"id": client_id} for client_id in conflicting],
             )
     applied = 0

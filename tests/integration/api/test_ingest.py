@@ -97,11 +97,55 @@ def test_409_names_every_conflicting_id_sorted(fraud: TestClient) -> None:
     assert set(stored_predictions(fraud)) == {"x", "b", "m"}
 
 
-def test_conflict_inside_one_batch(fraud: TestClient) -> None:
-    response = post_predictions(fraud, [prediction("a", 0.1), prediction("a", 0.2)])
+def test_conflict_with_stored_prediction_says_the_id_exists(fraud: TestClient) -> None:
+    post_predictions(fraud, [prediction("a", 0.1)])
+    response = post_predictions(fraud, [prediction("a", 0.2), prediction("a", 0.2)])
     assert response.status_code == 409
-    assert error_of(response)["details"] == [{"id": "a"}]
+    error = error_of(response)
+    assert error["message"] == "1 prediction id(s) already exist with other content"
+    assert error["details"] == [{"id": "a"}]
+
+
+@pytest.mark.parametrize(
+    "copies",
+    [
+        [prediction("a", 0.1), prediction("a", 0.2)],
+        [prediction("a", label=0), prediction("a"), prediction("a", label=1)],
+        [prediction("a"), {**prediction("a"), "timestamp": "2024-05-01T10:00:00.000001+02:00"}],
+        [prediction("a", segment="s1"), prediction("a")],
+    ],
+)
+def test_conflict_inside_one_batch(fraud: TestClient, copies: list[dict[str, Any]]) -> None:
+    response = post_predictions(fraud, [prediction("b"), *copies])
+    assert response.status_code == 409
+    error = error_of(response)
+    assert error["code"] == "prediction_conflict"
+    assert error["message"] == "1 prediction id(s) conflict within the batch (copies differ)"
+    assert error["details"] == [{"id": "a"}]
     assert stored_predictions(fraud) == {}
+
+
+def test_conflicts_within_the_batch_and_with_stored_ones_are_both_told(
+    fraud: TestClient,
+) -> None:
+    post_predictions(fraud, [prediction("s", 0.1), prediction("w", 0.1)])
+    batch = [
+        prediction("s", 0.2),
+        prediction("w", 0.1),
+        prediction("w", 0.3),
+        prediction("x", 0.1),
+        prediction("x", 0.3),
+        prediction("ok"),
+    ]
+    response = post_predictions(fraud, batch)
+    assert response.status_code == 409
+    error = error_of(response)
+    assert error["message"] == (
+        "2 prediction id(s) conflict within the batch (copies differ);"
+        " 1 prediction id(s) already exist with other content"
+    )
+    assert error["details"] == [{"id": "s"}, {"id": "w"}, {"id": "x"}]
+    assert set(stored_predictions(fraud)) == {"s", "w"}
 
 
 def test_repeat_inside_one_batch_prefers_labelled_copy(fraud: TestClient) -> None:
