@@ -76,7 +76,7 @@ def test_window_scores_are_stored_out_of_line_on_postgresql(postgres_database: s
     try:
         migrate.upgrade(engine)
         with engine.connect() as conn:
-            storage = dict(
+            storage: dict[str, str] = dict(
                 conn.execute(
                     text(
                         "SELECT attname, attstorage FROM pg_attribute"
