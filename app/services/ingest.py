@@ -144,11 +144,16 @@ class PredictionsResult:
 
 @dataclass(frozen=True, slots=True)
 class LabelsResult:
-    """Outcome of a label batch (distinct ids): ``updated + unchanged + len(pending)``."""
+    """Outcome of a label batch (distinct ids): ``updated + unchanged + len(pending)``.
+
+    ``pending_changed`` counts the pending ids whose label was not pending already (new, or
+    replacing the other label); ``updated + pending_changed`` labels changed something.
+    """
 
     updated: int
     unchanged: int
     pending: list[str]
+    pending_changed: int
 
 
 _stage_metadata = MetaData()
@@ -270,6 +275,13 @@ _UPDATE_LABELS = text(
     " AND COALESCE(predictions.label, -1) <> s.label"
 ).bindparams(_NOW)
 
+_REPEATED_PENDING = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
+    " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
+    " WHERE NOT EXISTS"
+    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
+)
+
 _UPSERT_PENDING = text(
     "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
     " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
@@ -361,7 +373,7 @@ def ingest_labels(
     """Apply a batch of labels; ids without a prediction become pending labels."""
     latest = {item["id"]: item["label"] for item in labels}
     if not latest:
-        return LabelsResult(updated=0, unchanged=0, pending=[])
+        return LabelsResult(updated=0, unchanged=0, pending=[], pending_changed=0)
     connection = session.connection()
     params = {"model_id": model.id, "now": now}
     _load_stage(connection, label_stage, list(latest.items()))
@@ -369,10 +381,16 @@ def ingest_labels(
     if unknown:
         _lock_model(connection, model.id, exclusive=True)
     updated = connection.execute(_UPDATE_LABELS, params).rowcount
+    pending_changed = 0
     if unknown:
         unknown = connection.execute(_UNKNOWN_LABEL_IDS, params).scalars().all()
         if unknown:
+            repeated = connection.execute(_REPEATED_PENDING, params).scalar_one()
+            pending_changed = len(unknown) - int(repeated)
             connection.execute(_UPSERT_PENDING, params)
     return LabelsResult(
-        updated=updated, unchanged=len(latest) - updated - len(unknown), pending=list(unknown)
+        updated=updated,
+        unchanged=len(latest) - updated - len(unknown),
+        pending=list(unknown),
+        pending_changed=pending_changed,
     )

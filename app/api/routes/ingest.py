@@ -66,7 +66,5 @@ def post_labels(model: ModelName, body: JsonBody, session: SessionDep) -> Labels
     labels = parse_json(LABEL_BATCH, body)["labels"]
     result = ingest_labels(session, model=stored, labels=labels, now=datetime.now(UTC))
     session.commit()
-    observability.LABELS_INGESTED.labels(model).inc(
-        result.updated + result.unchanged + len(result.pending)
-    )
+    observability.LABELS_INGESTED.labels(model).inc(result.updated + result.pending_changed)
     return LabelsOut(updated=result.updated, unchanged=result.unchanged, pending=result.pending)

@@ -60,6 +60,44 @@ def test_ingest_counters_move_by_what_happened(client: TestClient) -> None:
     assert not any(name.endswith("_created") for name, _ in after)
 
 
+def test_labels_counter_counts_only_labels_that_changed_something(client: TestClient) -> None:
+    create_model(client, "obs")
+    post_predictions(client, [prediction("a"), prediction("b", label=1)], model="obs")
+    before = _samples(client)
+    first = post_labels(
+        client,
+        [
+            {"id": "a", "label": 0},
+            {"id": "b", "label": 1},
+            {"id": "p", "label": 1},
+            {"id": "q", "label": 0},
+        ],
+        model="obs",
+    )
+    assert first.json() == {"updated": 1, "unchanged": 1, "pending": ["p", "q"]}
+    middle = _samples(client)
+    again = post_labels(
+        client,
+        [
+            {"id": "a", "label": 0},
+            {"id": "b", "label": 0},
+            {"id": "p", "label": 1},
+            {"id": "q", "label": 1},
+            {"id": "r", "label": 1},
+        ],
+        model="obs",
+    )
+    assert again.json() == {"updated": 1, "unchanged": 1, "pending": ["p", "q", "r"]}
+    rejected = post_labels(client, [{"id": "a", "label": 1}, {"id": "c", "label": 5}], "obs")
+    assert rejected.status_code == 422
+    after = _samples(client)
+    name = "calmon_labels_ingested_total"
+    # first: a set, p and q newly pending; b repeats its label
+    assert _value(middle, name, model="obs") - _value(before, name, model="obs") == 3
+    # again: b changed, q's pending label replaced, r newly pending; a and p are repeats
+    assert _value(after, name, model="obs") - _value(middle, name, model="obs") == 3
+
+
 def test_unmatched_paths_share_one_label(client: TestClient) -> None:
     for path in ("/a", "/b/c", "/v1/models/x/y/z"):
         client.get(path)
