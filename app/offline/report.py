@@ -19,6 +19,8 @@ _NUMBER_WIDTH: Final = 10
 _GAP: Final = "  "
 _LOW: Final = "  95% low"
 _HIGH: Final = "  95% high"
+_PI0_DIGITS: Final = 3
+_EXACT_DIGITS: Final = 17
 
 
 def make_record(group: Group, result: Mapping[str, Any]) -> Record:
@@ -71,6 +73,12 @@ def render_table(records: Sequence[Record]) -> str:
     wrapped when it is wider than :data:`TABLE_WIDTH`; then one row per metric with the regular
     value and, side by side, the calibrated value for each π0 (blank where the metric has no
     calibrated version). With intervals, two rows under each metric give the 95% bounds.
+
+    π0 columns are titled ``pi0=`` and the value to 3 significant digits, more where two π0
+    would look the same or a value would show as 0 or 1 (see :func:`pi0_titles`); the exact
+    values are the keys of the JSON output. With up to 5 π0 every line fits
+    :data:`TABLE_WIDTH`: should titles that tell the values apart be too wide, the columns are
+    numbered (``pi0#1``...) and a legend line under the header gives each exact value.
     """
     return "\n".join(_record_table(record) for record in records)
 
@@ -81,9 +89,14 @@ def _record_table(record: Record) -> str:
     calibrated: Mapping[str, Mapping[str, Any]] = record.get("calibrated", {})
     intervals: Mapping[str, Any] | None = record.get("intervals")
     pi0s = list(calibrated)
-    titles = ["regular", *(f"pi0={_short_pi0(pi0)}" for pi0 in pi0s)]
-    widths = [max(_NUMBER_WIDTH, len(title)) for title in titles]
     name_width = max(len(name) for name in ("metric", _HIGH, *regular))
+    pi0_width = max(_NUMBER_WIDTH, _pi0_column_width(name_width, len(pi0s)))
+    pi0_columns = [f"pi0={title}" for title in pi0_titles(pi0s)]
+    if any(len(title) > pi0_width for title in pi0_columns):
+        pi0_columns = [f"pi0#{i}" for i in range(1, len(pi0s) + 1)]
+        lines += _wrapped([f"{title}={pi0}" for title, pi0 in zip(pi0_columns, pi0s, strict=True)])
+    titles = ["regular", *pi0_columns]
+    widths = [max(_NUMBER_WIDTH, len(title)) for title in titles]
 
     def row(name: str, cells: Sequence[str]) -> str:
         padded = [cell.rjust(width) for cell, width in zip(cells, widths, strict=True)]
@@ -118,6 +131,12 @@ def _header_lines(record: Record) -> list[str]:
         f"prior {format_number(record.get('prior'))}",
         f"unlabelled {format_number(record.get('unlabelled'))}",
     ]
+    return _wrapped(fields)
+
+
+def _wrapped(fields: Sequence[str]) -> list[str]:
+    """``fields`` joined by two spaces into lines of at most :data:`TABLE_WIDTH` characters
+    (a field is never cut)."""
     lines = [""]
     for field in fields:
         candidate = f"{lines[-1]}{_GAP}{field}" if lines[-1] else field
@@ -133,9 +152,41 @@ def _minutes(iso: str) -> str:
     return iso[:16] + "Z" if iso.endswith(":00Z") else iso
 
 
-def _short_pi0(pi0: str) -> str:
-    """A π0 key as a column title: the exact value, or 6 significant digits if that is long."""
-    return pi0 if len(pi0) <= 8 else format(float(pi0), ".6g")
+def _pi0_column_width(name_width: int, columns: int) -> int:
+    """The widest π0 column that keeps a row of ``columns`` π0 columns within TABLE_WIDTH."""
+    if not columns:
+        return 0
+    rest = TABLE_WIDTH - name_width - len(_GAP) - _NUMBER_WIDTH - columns * len(_GAP)
+    return rest // columns
+
+
+def pi0_titles(pi0s: Sequence[str]) -> list[str]:
+    """Short titles for π0 keys (``repr`` of floats in (0, 1)), as in ``0.5``, ``0.000123``,
+    ``1.23e-7``.
+
+    Each value is shown to 3 significant digits (general format, exponent without padding).
+    A value gets more digits while its title equals another's, since distinct π0 must stay
+    distinct columns, or reads as 0 or 1, which no π0 is; 17 digits show every float
+    exactly, so no value needs more.
+    """
+    values = [float(pi0) for pi0 in pi0s]
+    digits = [_PI0_DIGITS] * len(values)
+    while True:
+        titles = [_compact(value, n) for value, n in zip(values, digits, strict=True)]
+        clashes = [
+            n < _EXACT_DIGITS and (titles.count(title) > 1 or float(title) in (0.0, 1.0))
+            for title, n in zip(titles, digits, strict=True)
+        ]
+        if not any(clashes):
+            return titles
+        digits = [n + clash for n, clash in zip(digits, clashes, strict=True)]
+
+
+def _compact(value: float, digits: int) -> str:
+    """``value`` to ``digits`` significant digits, ``1.23e-7`` rather than ``1.23e-07``."""
+    text = format(value, f".{digits}g")
+    mantissa, exponent_mark, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent_mark else text
 
 
 def _interval_cells(

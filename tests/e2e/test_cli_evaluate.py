@@ -184,6 +184,30 @@ def test_stdin_table(tmp_path: Path) -> None:
     assert table["brier"] == [format((0.01 + 0.04 + 0.09 + 0.36) / 4, "#.4g")]
 
 
+def test_table_with_five_awkward_pi0_fits_100_columns(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    labels = rng.random(300) < 0.3
+    scores = np.clip(rng.normal(0.3 + 0.3 * labels, 0.2), 0.0, 1.0)
+    path = write(
+        tmp_path / "set.csv",
+        ["score,label"] + [f"{float(s)!r},{int(y)}" for s, y in zip(scores, labels, strict=True)],
+    )
+    pi0s = ["0.00012345678", "0.00023456789", "0.00034567891", "0.00045678912", "0.00056789"]
+    done = calmon(path, "--intervals", "--seed", "3", *(f"--pi0={p}" for p in pi0s))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert lines[1].split() == [
+        "metric",
+        "regular",
+        "pi0=0.000123",
+        "pi0=0.000235",
+        "pi0=0.000346",
+        "pi0=0.000457",
+        "pi0=0.000568",
+    ]
+
+
 def test_undefined_values_and_score_kind_score(tmp_path: Path) -> None:
     path = write(tmp_path / "positives.csv", ["score,label", "3.5,1", "-2,1", "7,"])
     [record] = evaluate_json(path, "--score-kind", "score", "--threshold", "0")

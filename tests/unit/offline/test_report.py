@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.metrics import evaluate
 from app.offline.grouping import Group
 from app.offline.report import (
     TABLE_WIDTH,
     format_number,
     make_record,
+    pi0_titles,
     render_json,
     render_table,
 )
@@ -159,8 +161,59 @@ def test_widest_table_fits_100_columns() -> None:
     record = make_record(group(segment="s" * 64, start=datetime(2024, 1, 1, tzinfo=UTC)), result)
     text = render_table([record])
     assert max(len(line) for line in text.splitlines()) <= TABLE_WIDTH
-    assert "pi0=0.123457" in text
+    assert "pi0=0.123" in text
     assert "s" * 64 in text
+
+
+@pytest.mark.parametrize(
+    ("pi0s", "titles"),
+    [
+        (["0.5", "0.01", "0.30000000000000004"], ["0.5", "0.01", "0.3"]),
+        (["0.00012345678", "1.2345678e-07", "0.123456789"], ["0.000123", "1.23e-7", "0.123"]),
+        (["0.00012345678", "0.00012349", "0.5"], ["0.00012346", "0.00012349", "0.5"]),
+        (["0.12345", "0.1235", "0.124"], ["0.12345", "0.1235", "0.124"]),
+        (["0.999999", "0.99951", "1e-20"], ["0.999999", "0.9995", "1e-20"]),
+        (["0.1", "0.1000000000000001"], ["0.1", "0.1000000000000001"]),
+        (["1.0", "0.5"], ["1", "0.5"]),  # not a π0 an evaluation gives, still no endless loop
+        ([], []),
+    ],
+)
+def test_pi0_titles_are_short_and_distinct(pi0s: list[str], titles: list[str]) -> None:
+    assert pi0_titles(pi0s) == titles
+
+
+AWKWARD_PI0 = {
+    "small": [0.00012345678, 0.00023456789, 0.00034567891, 0.00045678912, 0.00056789123],
+    "mixed": [0.999999, 1.2345678e-10, 0.30000000000000004, 0.000999999, 0.123456789],
+    "close": [0.00012345678, 0.00012345679, 0.1, 0.1000000000000001, 0.9999999999],
+}
+
+
+@pytest.mark.parametrize("name", list(AWKWARD_PI0))
+def test_five_awkward_pi0_fit_100_columns(name: str) -> None:
+    pi0s = AWKWARD_PI0[name]
+    rng = np.random.default_rng(5)
+    labels = (rng.random(400) < 0.3).astype(np.int8)
+    scores = np.clip(rng.normal(0.3 + 0.3 * labels, 0.2), 0.0, 1.0)
+    result = evaluate(scores, labels, pi0=pi0s, intervals=True, seed=1)
+    assert result["regular"]["best_f1_threshold"] is not None  # the widest metric name
+    record = make_record(group(segment="country=FR"), result)
+    lines = render_table([record]).splitlines()
+    assert max(len(line) for line in lines) <= TABLE_WIDTH, "\n".join(lines)
+    [title_row] = [line for line in lines if line.startswith("metric ")]
+    titles = title_row.split()[2:]
+    assert len(titles) == len(set(titles)) == 5
+    if titles[0].startswith("pi0#"):  # numbered columns, exact values in a legend
+        assert name == "close"
+        legend = " ".join(lines[: lines.index(title_row)]).split()
+        for i, pi0 in enumerate(pi0s, start=1):
+            assert titles[i - 1] == f"pi0#{i}"
+            assert f"pi0#{i}={pi0!r}" in legend
+    else:
+        assert name != "close"
+        for title, pi0 in zip(titles, pi0s, strict=True):
+            assert title.startswith("pi0=")
+            assert float(title[4:]) == pytest.approx(pi0, rel=5e-3)
 
 
 def test_intervals_rows() -> None:
