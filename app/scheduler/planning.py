@@ -51,6 +51,8 @@ from app.windows import WINDOW_SECONDS
 
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
+#: how far back a change of a fixed reference refreshes computed windows, in window lengths
+FIXED_REFRESH_WINDOWS: Final = 168
 
 
 def microseconds(moment: datetime) -> int:
@@ -257,3 +259,48 @@ def request_windows(
             retry_at=None,
         )
     )
+
+
+def refresh_for_fixed_reference(session: Session, *, model: Model, now: datetime) -> int:
+    """Request the computed windows whose fixed reference changed after they were computed;
+    returns how many.
+
+    A window computed before late predictions or labels reached the fixed period holds a
+    stale reference (its split and its values calibrated at the reference prior). The period's
+    windows keep their latest computation time in ``checkpoint_at`` (also set when the scan
+    sees them change), and so does every other computed window: a window computed before the
+    period's latest one is stale. The refresh waits until every window of the period is
+    computed and the period has been quiet for the model's ``grace`` (a trickle of late
+    labels costs one refresh, not one per scan), and reaches back ``FIXED_REFRESH_WINDOWS``
+    windows (older windows keep what they were computed with; a recompute request refreshes
+    them). The period's own windows are left alone: they are recomputed when their own data
+    changes, and refreshing them would move the period's checkpoint again.
+    """
+    if model.reference_kind != "fixed":
+        return 0
+    assert model.reference_start is not None
+    assert model.reference_end is not None
+    length = timedelta(seconds=WINDOW_SECONDS[model.window])
+    in_period = and_(
+        WindowState.starts_at > model.reference_start - length,
+        WindowState.starts_at < model.reference_end,
+    )
+    latest, pending = session.execute(
+        select(
+            func.max(WindowState.checkpoint_at),
+            func.count().filter(PENDING_WINDOW),
+        ).where(WindowState.model_id == model.id, in_period)
+    ).one()
+    if latest is None or pending or latest > now - timedelta(seconds=model.grace_seconds):
+        return 0
+    starts = session.scalars(
+        select(WindowState.starts_at).where(
+            WindowState.model_id == model.id,
+            WindowState.computed_version == WindowState.version,
+            WindowState.checkpoint_at < latest,
+            WindowState.starts_at >= now - FIXED_REFRESH_WINDOWS * length,
+            ~in_period,
+        )
+    ).all()
+    request_windows(session, model_id=model.id, starts=list(starts), now=now)
+    return len(starts)

@@ -38,7 +38,13 @@ from app.db.models import Model, WindowResult, WindowScores, WindowState
 from app.db.session import create_db_engine, create_session_factory
 from app.scheduler import metrics
 from app.scheduler.lock import LeaderLock, leader_lock
-from app.scheduler.planning import DueWindow, due_windows, record_failure, scan_model
+from app.scheduler.planning import (
+    DueWindow,
+    due_windows,
+    record_failure,
+    refresh_for_fixed_reference,
+    scan_model,
+)
 from app.services.references import ReferenceCache
 from app.services.retention import retention_cutoff, run_retention
 from app.services.windows import compute_window
@@ -136,7 +142,13 @@ class WindowScheduler:
         now = datetime.now(UTC)
         with self.session_factory() as session:
             scan_model(session, model=model, now=now, margin=self.margin)
+            refreshed = refresh_for_fixed_reference(session, model=model, now=now)
             session.commit()
+            if refreshed:
+                logger.info(
+                    "fixed reference changed: windows computed before it requested",
+                    extra={"model": model.name, "windows": refreshed},
+                )
             return due_windows(session, model=model, now=now)
 
     def _compute(self, model: Model, window: DueWindow) -> bool:

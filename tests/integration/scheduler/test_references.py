@@ -4,16 +4,23 @@ is built once per data version. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import select
 
+from app.db.models import Model, WindowState
 from app.metrics import evaluate
 from app.metrics.evaluation import evaluate_ranked
 from app.metrics.ranking import RankingAccumulator, rank
 from app.metrics.split import SPLIT_METRICS
+from app.scheduler.planning import (
+    FIXED_REFRESH_WINDOWS,
+    refresh_for_fixed_reference,
+    scan_model,
+)
 from app.services.references import Pool
 from tests.integration.scheduler.helpers import (
     Batch,
@@ -195,10 +202,78 @@ def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: E
     send_labels(env.client, "fraud", {period.items[index]["id"]: 1})
     assert scheduler.tick().computed == 1  # the window holding that prediction
     assert scheduler.cache.builds == 2
-    record = by_window(windows(env.client, "fraud"))[iso(floor(period.ts[index], FIVE_MINUTES))]
-    assert record["reference"]["n_pos"] == int(period.labelled()[1].sum()) + 1
+    changed = iso(floor(period.ts[index], FIVE_MINUTES))
+    n_pos = int(period.labelled()[1].sum()) + 1
+    stars = by_window(windows(env.client, "fraud"))
+    assert stars[changed]["reference"]["n_pos"] == n_pos
+
+    # Then the windows outside the period, computed before the change, are refreshed once
+    # (grace 0s: the period is quiet at once); the period's other window is left alone.
+    outside = [iso(_start(i)) for i in (0, 3, 4, 5)]
+    for key in outside:
+        assert stars[key]["reference"]["n_pos"] == n_pos - 1
+    assert scheduler.tick().computed == len(outside)
+    assert scheduler.cache.builds == 2
+    stars = by_window(windows(env.client, "fraud"))
+    for key in outside:
+        assert stars[key]["reference"]["n_pos"] == n_pos
+        assert stars[key]["split"] is not None
+    (untouched,) = {iso(_start(1)), iso(_start(2))} - {changed}
+    assert stars[untouched]["reference"]["n_pos"] == n_pos - 1
     assert scheduler.tick().computed == 0
     assert scheduler.cache.builds == 2
+
+
+def test_fixed_reference_refresh_waits_for_a_quiet_period_and_reaches_back_a_bounded_span(
+    env: Env,
+) -> None:
+    period_start, period_end = _start(1), _start(2)
+    create_model(
+        env.client,
+        "fraud",
+        window="5m",
+        grace="10m",
+        reference={"kind": "fixed", "start": iso(period_start), "end": iso(period_end)},
+    )
+    batch = _six_windows(env, "fraud")
+    model_id = env.model_id("fraud")
+    with env.session_factory() as session:
+        model = session.get(Model, model_id)
+        assert model is not None
+        # Mark every window computed at an old checkpoint, the period's window later.
+        now = datetime.now(UTC)
+        assert scan_model(session, model=model, now=now, margin=FIVE_MINUTES).new == 6
+        early, late = now - timedelta(minutes=40), now - timedelta(minutes=20)
+        for state in session.scalars(select(WindowState).where(WindowState.model_id == model_id)):
+            state.computed_version = state.version
+            state.checkpoint_at = late if state.starts_at == period_start else early
+        session.commit()
+
+        def refreshed(at: datetime) -> int:
+            nested = session.begin_nested()
+            try:
+                return refresh_for_fixed_reference(session, model=model, now=at)
+            finally:
+                nested.rollback()
+
+        # Quiet for 20 minutes, more than the grace: every window outside the period.
+        assert refreshed(now) == 5
+        # Not quiet for the grace yet: nothing.
+        assert refreshed(late + timedelta(minutes=5)) == 0
+        # Only the last FIXED_REFRESH_WINDOWS window lengths are reached.
+        assert refreshed(_start(5) + FIXED_REFRESH_WINDOWS * FIVE_MINUTES) == 1
+        # Once requested, the windows are pending: no second request.
+        assert refresh_for_fixed_reference(session, model=model, now=now) == 5
+        assert refresh_for_fixed_reference(session, model=model, now=now) == 0
+        # A window of the period pending again: wait for it.
+        for state in session.scalars(select(WindowState).where(WindowState.model_id == model_id)):
+            state.computed_version = state.version
+            if state.starts_at == period_start:
+                state.computed_version -= 1
+        session.flush()
+        assert refresh_for_fixed_reference(session, model=model, now=now) == 0
+        session.rollback()
+    assert len(batch.items) == 6 * 60
 
 
 def test_no_split_without_a_reference(env: Env) -> None:
