@@ -1,10 +1,12 @@
 """Coverage study: do the nominal 95% intervals cover the population value about 95% of the time?
 
-Binormal model: negatives N(0, 1), positives N(µ, 1) with µ = 1.5 (population ROC AUC
-Φ(µ/√2) ≈ 0.856); each of the n = 20,000 rows is positive with probability π = 0.01
-(Bernoulli, so n_pos varies from set to set, ≈ 200); decision threshold 1.5. Population values
-come from numerical integration along the population curve, independently of the code under
-test. With S sets a coverage estimate has a standard error of about √(0.05·0.95/S).
+Binormal model: negatives N(0, 1), positives N(µ, 1), over the range of separations a
+monitored model lives in: µ = 1.0, 1.5 and 2.2 (population ROC AUC Φ(µ/√2) ≈ 0.760, 0.856,
+0.940); each of the n = 20,000 rows is positive with probability π = 0.01 (Bernoulli, so n_pos
+varies from set to set, ≈ 200); decision threshold 1.5. Population values come from numerical
+integration along the population curve, independently of the code under test. With S sets a
+coverage estimate has a standard error of about √(0.05·0.95/S). The likelihood intervals are
+studied at µ = 1.5 for the reference.
 """
 
 from __future__ import annotations
@@ -20,19 +22,26 @@ from app.metrics.intervals import bootstrap_intervals, likelihood_intervals, mea
 from app.metrics.ranking import rank
 
 MU = 1.5
+MUS = (1.0, MU, 2.2)
+"""Separations of the bootstrap study: population ROC AUC from 0.76 to 0.94."""
+AUC_RANGE = (0.75, 0.95)
 PRIOR = 0.01
 N = 20_000
 THRESHOLD = 1.5
 PI0 = 0.5
 SETS = 600
+"""Sets per separation (1,800 in all)."""
 LIKELIHOOD_SETS = 300
 
 STRICT = (0.90, 0.99)
 """Band for smooth metrics: about ±4.5 standard errors of the coverage estimate at 600 sets."""
 LOOSE = (0.85, 0.99)
-"""Band for non-smooth metrics: best F1 and KS are maxima over thresholds, and regular AUPRG
-at π = 0.01 starts at recall gain 0, i.e. at TP = π·n_pos ≈ 2 positives; the bootstrap
+"""Band for non-smooth metrics: best F1 and KS are maxima over thresholds; the bootstrap
 describes such statistics less well (``docs/intervals.md``)."""
+AUPRG_BAND = (0.80, 0.99)
+"""Band for regular AUPRG: at π = 0.01 its curve starts at recall gain 0, i.e. at
+TP = π·n_pos ≈ 2 positives, so it hinges on the few top-scored positives; it covers 85-91%
+(least for the best separated model, whose AUPRG is nearest its bound 1)."""
 
 
 def tpr(t: float, mu: float = MU) -> float:
@@ -97,7 +106,7 @@ def population_auprg(c: float, mu: float = MU) -> float:
 def population_values(mu: float = MU) -> dict[str, float]:
     """Every metric with a bootstrap interval, at PRIOR ("name") and at PI0 ("name@0.5")."""
     values = {
-        "roc_auc": float(stats.norm.cdf(mu / math.sqrt(2))),
+        "roc_auc": population_roc_auc(mu),
         "ks": float(2 * stats.norm.cdf(mu / 2) - 1),  # TPR - FPR peaks where φ(t - µ) = φ(t)
         "recall": tpr(THRESHOLD, mu),
         "fpr": fpr(THRESHOLD),
@@ -131,30 +140,47 @@ def covered(interval: list[float] | None, value: float) -> bool:
     return interval[0] <= value <= interval[1]
 
 
-def test_population_values_are_right() -> None:
-    assert population_roc_auc() == pytest.approx(stats.norm.cdf(MU / math.sqrt(2)), abs=1e-9)
+@pytest.mark.parametrize("mu", MUS)
+def test_population_values_are_right(mu: float) -> None:
+    auc = population_roc_auc(mu)
+    assert auc == pytest.approx(stats.norm.cdf(mu / math.sqrt(2)), abs=1e-9)
+    assert AUC_RANGE[0] < auc < AUC_RANGE[1]
     # With π = 1 every threshold has precision 1; with µ = 0 precision is π everywhere.
-    assert population_average_precision(1 - 1e-12) == pytest.approx(1.0, abs=1e-9)
+    assert population_average_precision(1 - 1e-12, mu) == pytest.approx(1.0, abs=1e-9)
     assert population_average_precision(0.3, mu=0.0) == pytest.approx(0.3, abs=1e-9)
-    values = population_values()
+    values = population_values(mu)
     t = np.linspace(-5, 8, 200_001)
-    assert values["ks"] == pytest.approx(np.max(stats.norm.sf(t - MU) - stats.norm.sf(t)))
-    assert values["best_f1"] == pytest.approx(max(f1(x, PRIOR) for x in t[::100]), abs=1e-5)
+    assert values["ks"] == pytest.approx(np.max(stats.norm.sf(t - mu) - stats.norm.sf(t)))
+    assert values["best_f1"] == pytest.approx(max(f1(x, PRIOR, mu) for x in t[::100]), abs=1e-5)
+    # AP by the trapezoid rule in recall along a fine grid of thresholds.
+    recall = stats.norm.sf(t - mu)
+    fp = stats.norm.sf(t)
+    for prior, name in ((PRIOR, "average_precision"), (PI0, f"average_precision@{PI0}")):
+        curve = prior * recall / (prior * recall + (1 - prior) * fp)
+        assert values[name] == pytest.approx(-np.trapezoid(curve, recall), abs=1e-6), name
     # AUPRG by the trapezoid rule on a fine grid of the population PRG curve (c = π0).
-    grid = np.linspace(-8, MU + float(stats.norm.isf(PI0)), 400_001)
-    tp, fp = stats.norm.sf(grid - MU), stats.norm.sf(grid)
+    grid = np.linspace(-8, mu + float(stats.norm.isf(PI0)), 400_001)
+    tp, fp = stats.norm.sf(grid - mu), stats.norm.sf(grid)
     gain = 1 - fp / tp
     recall_gain = 1 - PI0 / (1 - PI0) * (1 - tp) / tp
     assert values[f"pr_gain_auc@{PI0}"] == pytest.approx(-np.trapezoid(gain, recall_gain), abs=1e-6)
 
 
+REQUIRED = ("roc_auc", "average_precision", f"average_precision@{PI0}")
+"""The metrics whose coverage the monitoring contract states: 90-99% at every separation."""
+BANDS = {"best_f1": LOOSE, f"best_f1@{PI0}": LOOSE, "ks": LOOSE, "pr_gain_auc": AUPRG_BAND}
+"""Coverage bands of the metrics not held to STRICT."""
+
+
 @pytest.mark.slow
-def test_bootstrap_intervals_cover_the_population_values() -> None:
-    truth = population_values()
+@pytest.mark.parametrize("mu", MUS)
+def test_bootstrap_intervals_cover_the_population_values(mu: float) -> None:
+    truth = population_values(mu)
+    assert AUC_RANGE[0] < truth["roc_auc"] < AUC_RANGE[1]
     hits = dict.fromkeys(truth, 0)
-    rng = np.random.default_rng(20240601)
+    rng = np.random.default_rng([20240601, round(mu * 100)])
     for i in range(SETS):
-        scores, labels = binormal_set(rng, PRIOR)
+        scores, labels = binormal_set(rng, PRIOR, mu)
         prepared = prepare(scores, labels, score_kind="score")
         out = bootstrap_intervals(prepared, threshold=THRESHOLD, pi0=[PI0], seed=i)
         intervals = out["regular"] | {
@@ -163,14 +189,13 @@ def test_bootstrap_intervals_cover_the_population_values() -> None:
         for name, value in truth.items():
             hits[name] += covered(intervals[name], value)
     coverage = {name: count / SETS for name, count in hits.items()}
-    print(f"\ncoverage of nominal 95% intervals over {SETS} sets:")
+    print(f"\ncoverage of nominal 95% intervals over {SETS} sets, µ = {mu}:")
     for name, value in coverage.items():
         print(f"  {name:24s} {value:.3f}   population value {truth[name]:.4f}")
-    loose = {"best_f1", "best_f1@0.5", "ks", "pr_gain_auc"}
     for name, value in coverage.items():
-        low, high = LOOSE if name in loose else STRICT
+        low, high = BANDS.get(name, STRICT)
         assert low <= value <= high, (name, value)
-    for name in ("roc_auc", "average_precision", f"average_precision@{PI0}"):
+    for name in REQUIRED:
         assert STRICT[0] <= coverage[name] <= STRICT[1], (name, coverage[name])
 
 
