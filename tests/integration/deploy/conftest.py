@@ -1,8 +1,9 @@
-"""Fixtures for the deployment files' tests: the Prometheus tools and the compose client.
+"""Fixtures for the deployment files' tests: the Prometheus tools, the compose client, and the
+scheduler tests' database environment (``env``) for the scrape of the real processes.
 
-Without ``promtool``/``prometheus`` these tests skip and the run ends with a loud warning,
-unless ``CALMON_REQUIRE_PROMETHEUS=1`` (CI), which turns that into a failure. Debian's
-``prometheus`` package provides both.
+Without ``promtool``/``prometheus`` or a compose client these tests skip and the run ends with a
+loud warning, unless ``CALMON_REQUIRE_PROMETHEUS=1`` (CI), which turns that into a failure.
+Debian's ``prometheus`` package provides both tools.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
+
+from tests.integration.scheduler.conftest import env as env
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
@@ -20,15 +24,19 @@ DEPLOY = REPO / "deploy"
 _skipped: list[str] = []
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is not None:
-        return path
-    reason = f"{name} not found (Debian: apt-get install prometheus prometheus-alertmanager)"
+def _missing(reason: str) -> NoReturn:
+    """Skip, remembering why for the summary; fail instead under CALMON_REQUIRE_PROMETHEUS=1."""
     if os.environ.get("CALMON_REQUIRE_PROMETHEUS") == "1":
         pytest.fail(f"{reason} and CALMON_REQUIRE_PROMETHEUS=1")
     _skipped.append(reason)
     pytest.skip(reason)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    _missing(f"{name} not found (Debian: apt-get install prometheus prometheus-alertmanager)")
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +59,13 @@ def amtool() -> str:
 
 @pytest.fixture(scope="session")
 def compose_command() -> list[str]:
-    """`docker compose` (v2) or `docker-compose` (v1); skips loudly when neither runs."""
+    """`docker compose` (v2) or `docker-compose` (v1); skips loudly when neither runs (fails
+    in CI)."""
+    return find_compose()
+
+
+def find_compose() -> list[str]:
+    """The first compose client that answers `version`; :func:`_missing` when none does."""
     candidates = [["docker", "compose"], ["docker-compose"]]
     for command in candidates:
         if shutil.which(command[0]) is None:
@@ -61,9 +75,7 @@ def compose_command() -> list[str]:
         )
         if probe.returncode == 0:
             return command
-    reason = "neither `docker compose` nor `docker-compose` is available"
-    _skipped.append(reason)
-    pytest.skip(reason)
+    _missing("neither `docker compose` nor `docker-compose` is available")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

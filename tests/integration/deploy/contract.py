@@ -1,15 +1,22 @@
 """The Prometheus series contract (docs/design.md, "Prometheus series"), as data.
 
-``SERIES`` maps every series name calmon exports to the label names it carries (target labels
-such as ``job`` and ``instance`` are added by Prometheus, see ``TARGET_LABELS``). Dashboards and
-rules are checked against it; the exporter's tests can import it to check the other side.
-Histograms appear under their exposition names (``_bucket`` with ``le``, ``_sum``, ``_count``).
+``FAMILIES`` names every metric family calmon exports, with its type, its label names (target
+labels such as ``job`` and ``instance`` are added by Prometheus, see ``TARGET_LABELS``) and the
+processes that export it: the API (`calmon api`) or the scheduler (`calmon scheduler`);
+`calmon serve` exports both sets. ``SERIES`` expands the families into the sample names a query
+uses: a gauge under its own name, a counter as ``<name>_total``, a histogram as ``_bucket``
+(with ``le``), ``_sum`` and ``_count``.
+
+Dashboards and rules are checked against ``SERIES``; tests/integration/deploy/test_scrape.py
+checks both lists against a real scrape of both processes, both ways: every family and sample
+name listed here is exported, with exactly these labels, and nothing else under ``calmon_``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, Literal
 
 from tests.integration.deploy.promql import Selector, selectors
 
@@ -40,6 +47,9 @@ PRIOR_DEPENDENT: Final[frozenset[str]] = frozenset(
     {"precision", "f1", "average_precision", "best_f1", "best_f1_threshold", "pr_gain_auc"}
 )
 
+#: metrics without a 95% interval (docs/intervals.md): no ``_lower``/``_upper`` series
+NO_INTERVAL: Final[frozenset[str]] = frozenset({"best_f1_threshold", "ece", "mce"})
+
 #: metrics whose change is split into prior and likelihood parts
 SPLIT: Final[tuple[str, ...]] = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
 
@@ -54,25 +64,45 @@ TARGET_LABELS: Final[frozenset[str]] = frozenset({"job", "instance"})
 
 WINDOW: Final[frozenset[str]] = frozenset({"model", "segment"})
 
+Kind = Literal["gauge", "counter", "histogram"]
+Process = Literal["api", "scheduler"]
 
-def _histogram(name: str, labels: frozenset[str]) -> dict[str, frozenset[str]]:
-    return {
-        f"{name}_bucket": labels | {"le"},
-        f"{name}_sum": labels,
-        f"{name}_count": labels,
-    }
+API: Final[frozenset[Process]] = frozenset({"api"})
+SCHEDULER: Final[frozenset[Process]] = frozenset({"scheduler"})
 
 
-def _series() -> dict[str, frozenset[str]]:
-    series: dict[str, frozenset[str]] = {}
+@dataclass(frozen=True)
+class Family:
+    """One metric family: its type, label names and the processes exporting it."""
+
+    kind: Kind
+    labels: frozenset[str]
+    processes: frozenset[Process] = API
+
+    def samples(self, name: str) -> dict[str, frozenset[str]]:
+        """Sample name -> label names of the family called ``name``."""
+        if self.kind == "counter":
+            return {f"{name}_total": self.labels}
+        if self.kind == "histogram":
+            return {
+                f"{name}_bucket": self.labels | {"le"},
+                f"{name}_sum": self.labels,
+                f"{name}_count": self.labels,
+            }
+        return {name: self.labels}
+
+
+def _families() -> dict[str, Family]:
+    families: dict[str, Family] = {}
     for metric in CATALOGUE:
         labels = WINDOW | {"pi0"} if metric in PRIOR_DEPENDENT else WINDOW
-        for suffix in ("", "_lower", "_upper"):
-            series[f"calmon_{metric}{suffix}"] = labels
-        series[f"calmon_{metric}_reference"] = WINDOW
+        bounds = ("",) if metric in NO_INTERVAL else ("", "_lower", "_upper")
+        for suffix in bounds:
+            families[f"calmon_{metric}{suffix}"] = Family("gauge", labels)
+        families[f"calmon_{metric}_reference"] = Family("gauge", WINDOW)
     for metric in SPLIT:
         for suffix in ("_change", "_change_lower", "_change_upper"):
-            series[f"calmon_{metric}{suffix}"] = WINDOW | {"component"}
+            families[f"calmon_{metric}{suffix}"] = Family("gauge", WINDOW | {"component"})
     for name in (
         "positive_class_ratio",
         "positive_class_ratio_lower",
@@ -85,35 +115,44 @@ def _series() -> dict[str, frozenset[str]]:
         "window_end_timestamp_seconds",
         "window_computed_timestamp_seconds",
     ):
-        series[f"calmon_{name}"] = WINDOW
-    series["calmon_segments_overflow_predictions"] = frozenset({"model"})
-    series["calmon_predictions_ingested_total"] = frozenset({"model"})
-    series["calmon_labels_ingested_total"] = frozenset({"model"})
-    series["calmon_ingest_rejected_total"] = frozenset({"reason"})
-    series["calmon_http_requests_total"] = frozenset({"method", "route", "status"})
-    series.update(
-        _histogram("calmon_http_request_duration_seconds", frozenset({"method", "route"}))
-    )
-    series.update(_histogram("calmon_window_compute_duration_seconds", frozenset()))
-    series["calmon_last_compute_success_timestamp_seconds"] = frozenset()
-    series["calmon_windows_pending"] = frozenset()
-    series["calmon_scheduler_leader"] = frozenset()
-    series["calmon_build_info"] = frozenset({"version"})
-    return series
-
-
-#: series name -> label names of the series (without target labels)
-SERIES: Final[dict[str, frozenset[str]]] = _series()
-
-#: series the scheduler process exports (`calmon scheduler`); the API exports all the others
-SCHEDULER_SERIES: Final[frozenset[str]] = frozenset(
-    {
-        *_histogram("calmon_window_compute_duration_seconds", frozenset()),
-        "calmon_last_compute_success_timestamp_seconds",
-        "calmon_windows_pending",
-        "calmon_scheduler_leader",
-        "calmon_build_info",
+        families[f"calmon_{name}"] = Family("gauge", WINDOW)
+    model = frozenset({"model"})
+    none = frozenset[str]()
+    families |= {
+        "calmon_segments_overflow_predictions": Family("gauge", model),
+        "calmon_predictions_ingested": Family("counter", model),
+        "calmon_predictions_duplicate": Family("counter", model),
+        "calmon_labels_ingested": Family("counter", model),
+        "calmon_ingest_rejected": Family("counter", frozenset({"reason"})),
+        "calmon_http_requests": Family("counter", frozenset({"method", "route", "status"})),
+        "calmon_http_request_duration_seconds": Family("histogram", frozenset({"method", "route"})),
+        "calmon_window_compute_duration_seconds": Family("histogram", none, SCHEDULER),
+        "calmon_window_compute_failures": Family("counter", model, SCHEDULER),
+        "calmon_segments_overflow": Family("counter", model, SCHEDULER),
+        "calmon_last_compute_success_timestamp_seconds": Family("gauge", none, SCHEDULER),
+        "calmon_windows_pending": Family("gauge", none, SCHEDULER),
+        "calmon_scheduler_leader": Family("gauge", none, SCHEDULER),
+        "calmon_build_info": Family("gauge", frozenset({"version"}), API | SCHEDULER),
     }
+    return families
+
+
+#: family name (as a scrape's parser reports it: counters without ``_total``) -> family
+FAMILIES: Final[dict[str, Family]] = _families()
+
+#: sample name -> label names of the series (without target labels)
+SERIES: Final[dict[str, frozenset[str]]] = {
+    sample: labels
+    for name, family in FAMILIES.items()
+    for sample, labels in family.samples(name).items()
+}
+
+#: sample names the scheduler process exports (`calmon scheduler`)
+SCHEDULER_SERIES: Final[frozenset[str]] = frozenset(
+    sample
+    for name, family in FAMILIES.items()
+    if "scheduler" in family.processes
+    for sample in family.samples(name)
 )
 
 
