@@ -9,14 +9,14 @@ A malformed JSON document is 400 ``invalid_json``; a well-formed one that breaks
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -118,10 +118,11 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
     )
 
 
-def parse_json(adapter: TypeAdapter[T], body: bytes) -> T:
-    """Validate a raw JSON body in one pass (pydantic's Rust parser and validator)."""
+def parse_json(validate: Callable[[bytes], T], body: bytes) -> T:
+    """Validate a raw JSON body in one pass with ``validate`` (pydantic's Rust parser and
+    validator: ``TypeAdapter.validate_json`` or the like)."""
     try:
-        return adapter.validate_json(body)
+        return validate(body)
     except ValidationError as exc:
         raise validation_error(exc.errors(include_url=False, include_input=False)) from None
 

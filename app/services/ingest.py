@@ -24,13 +24,14 @@ same moment cannot miss each other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Annotated, Any, Final, NotRequired
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Final, Generic, NotRequired, TypeVar, cast
 
 from psycopg import sql as pg_sql
 from pydantic import AwareDatetime, ConfigDict, Field, TypeAdapter, with_config
+from pydantic_core import PydanticKnownError, SchemaValidator
 from sqlalchemy import (
     Column,
     Connection,
@@ -56,6 +57,12 @@ MAX_BATCH: Final = 10_000
 CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f]{1,128}$"
 #: first key of the two-key advisory locks taken per model ("calm")
 MODEL_LOCK_CLASS: Final = 0x63616C6D
+#: earliest event time taken: the UTC epoch, where windows are aligned
+EARLIEST_TIMESTAMP: Final = datetime(1970, 1, 1, tzinfo=UTC)
+#: how far an event time may lie past the server's clock (other hosts' clocks run ahead)
+FUTURE_TOLERANCE: Final = timedelta(days=1)
+
+T = TypeVar("T")
 
 ClientId = Annotated[str, Field(max_length=128, pattern=CLIENT_ID_PATTERN)]
 Segment = Annotated[str, Field(pattern=SEGMENT_PATTERN)]
@@ -63,6 +70,9 @@ Segment = Annotated[str, Field(pattern=SEGMENT_PATTERN)]
 Label = Annotated[int, Field(strict=True, ge=0, le=1)]
 Score = Annotated[float, Field(allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+#: an event time, with an offset, not before the epoch; the upper bound moves with the clock
+#: and is added by :class:`EventSchema`
+Timestamp = Annotated[AwareDatetime, Field(ge=EARLIEST_TIMESTAMP)]
 #: what a stored prediction is made of: (id, timestamp, score, label, segment)
 PredictionRow = tuple[str, datetime, float, int | None, str | None]
 
@@ -75,7 +85,7 @@ class PredictionIn(TypedDict):
     """One prediction as clients send it (``score_kind = score``: any finite score)."""
 
     id: ClientId
-    timestamp: AwareDatetime
+    timestamp: Timestamp
     score: Score
     label: NotRequired[Label | None]
     segment: NotRequired[Segment | None]
@@ -86,7 +96,7 @@ class ProbabilityPredictionIn(TypedDict):
     """One prediction of a ``probability`` model: the score lies in [0, 1]."""
 
     id: ClientId
-    timestamp: AwareDatetime
+    timestamp: Timestamp
     score: Probability
     label: NotRequired[Label | None]
     segment: NotRequired[Segment | None]
@@ -124,6 +134,73 @@ class LabelBatch(TypedDict):
 PREDICTION_BATCH = TypeAdapter(PredictionBatch)
 PROBABILITY_PREDICTION_BATCH = TypeAdapter(ProbabilityPredictionBatch)
 LABEL_BATCH = TypeAdapter(LabelBatch)
+
+
+def latest_timestamp(now: datetime) -> datetime:
+    """The latest event time taken when the server's clock reads ``now``: one day later, to
+    the second below."""
+    return now.replace(microsecond=0) + FUTURE_TOLERANCE
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def check_event_time(moment: datetime, now: datetime) -> None:
+    """Refuse an event time out of ``[EARLIEST_TIMESTAMP, latest_timestamp(now)]`` with the
+    error pydantic gives a batch item out of that range (for validators of single values)."""
+    if moment < EARLIEST_TIMESTAMP:
+        raise PydanticKnownError("greater_than_equal", {"ge": _iso(EARLIEST_TIMESTAMP)})
+    latest = latest_timestamp(now)
+    if moment > latest:
+        raise PydanticKnownError("less_than_equal", {"le": _iso(latest)})
+
+
+def _bounded_above(node: Any, latest: datetime) -> Any:
+    """A copy of a core schema in which every datetime is at most ``latest``."""
+    if isinstance(node, dict):
+        copied = {key: _bounded_above(value, latest) for key, value in node.items()}
+        if copied.get("type") == "datetime":
+            copied["le"] = latest
+        return copied
+    if isinstance(node, list):
+        return [_bounded_above(item, latest) for item in node]
+    return node
+
+
+class EventSchema(Generic[T]):
+    """The schema of ``adapter`` with every instant at most ``latest_timestamp(now)``.
+
+    That bound moves with the clock, so the validator carrying it is rebuilt from the adapter's
+    core schema each time it moves to the next second (some 20 µs). Pydantic's core then checks
+    every item's time in the same pass as its other fields, at no cost per item, and an
+    instant too late is reported like any other invalid field (``less_than_equal`` at
+    ``predictions[i].timestamp``). Only for schemas without pydantic models, which would
+    bring their own validator.
+    """
+
+    def __init__(self, adapter: TypeAdapter[T]) -> None:
+        self.adapter = adapter
+        self._built: tuple[datetime, SchemaValidator] | None = None
+
+    def at(self, now: datetime) -> Callable[[bytes], T]:
+        """The JSON validator in force when the server's clock reads ``now``."""
+        latest = latest_timestamp(now)
+        built = self._built
+        if built is None or built[0] != latest:
+            schema = _bounded_above(self.adapter.core_schema, latest)
+            built = (latest, SchemaValidator(schema))
+            self._built = built
+        validator = built[1]
+
+        def validate(body: bytes) -> T:
+            return cast(T, validator.validate_json(body))
+
+        return validate
+
+
+PREDICTIONS = EventSchema(PREDICTION_BATCH)
+PROBABILITY_PREDICTIONS = EventSchema(PROBABILITY_PREDICTION_BATCH)
 
 
 def prediction_rows(

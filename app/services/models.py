@@ -21,6 +21,8 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from sqlalchemy import exists, select
@@ -29,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Model, Prediction
 from app.services.errors import ConflictError
+from app.services.ingest import check_event_time
 from app.windows import WINDOW_SECONDS
 
 DURATION_PATTERN: Final = r"^([0-9]{1,7})(s|m|h|d)$"
@@ -79,7 +82,8 @@ class ReferenceConfig(BaseModel):
 
     ``{"kind": "trailing", "windows": K}``: the K windows before the evaluated one, pooled
     (``DEFAULT_TRAILING_WINDOWS`` when left out). ``{"kind": "fixed", "start": …, "end": …}``:
-    the predictions with ``start <= timestamp < end`` (both with an offset, start first).
+    the predictions with ``start <= timestamp < end`` (both with an offset, start first; in a
+    request, both where event times may lie, see :func:`parse_config`).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -88,6 +92,14 @@ class ReferenceConfig(BaseModel):
     windows: int | None = Field(default=None, ge=1, le=1000)
     start: AwareDatetime | None = None
     end: AwareDatetime | None = None
+
+    @field_validator("start", "end")
+    @classmethod
+    def _event_time(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        now = info.context.get("now") if isinstance(info.context, dict) else None
+        if value is not None and isinstance(now, datetime):
+            check_event_time(value, now)
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> ReferenceConfig:
@@ -121,6 +133,13 @@ class ModelConfig(BaseModel):
 
 
 MODEL_CONFIG = TypeAdapter(ModelConfig)
+
+
+def parse_config(body: bytes, *, now: datetime) -> ModelConfig:
+    """A ``PUT`` body as a configuration. A fixed reference's ``start`` and ``end`` must lie
+    where event times may (from the epoch to a day past ``now``), as ingestion requires of
+    predictions; configurations read back from the database are not held to it."""
+    return MODEL_CONFIG.validate_json(body, context={"now": now})
 
 
 def config_of(model: Model) -> ModelConfig:

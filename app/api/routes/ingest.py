@@ -1,8 +1,9 @@
 """Ingestion routes: ``POST /v1/models/{model}/predictions`` and ``…/labels``.
 
 Bodies are read raw and validated in one pass by pydantic's Rust JSON parser. A batch is all
-or nothing: any invalid item (422, with ``predictions[i].field``) or conflicting id (409) and
-nothing of it is stored.
+or nothing: any invalid item (422, with ``predictions[i].field``; a timestamp before the epoch
+or more than a day past the server's clock is invalid) or conflicting id (409) and nothing of
+it is stored.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from app.api.schemas import LabelsOut, PredictionsOut
 from app.services.ingest import (
     LABEL_BATCH,
     PREDICTION_BATCH,
-    PROBABILITY_PREDICTION_BATCH,
+    PREDICTIONS,
+    PROBABILITY_PREDICTIONS,
     PredictionRow,
     ingest_labels,
     ingest_predictions,
@@ -39,12 +41,13 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
 def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
     stored = existing_model(session, model)
+    now = datetime.now(UTC)
     rows: Sequence[PredictionRow]
     if stored.score_kind == "probability":
-        rows = prediction_rows(parse_json(PROBABILITY_PREDICTION_BATCH, body)["predictions"])
+        rows = prediction_rows(parse_json(PROBABILITY_PREDICTIONS.at(now), body)["predictions"])
     else:
-        rows = prediction_rows(parse_json(PREDICTION_BATCH, body)["predictions"])
-    result = ingest_predictions(session, model=stored, rows=rows, now=datetime.now(UTC))
+        rows = prediction_rows(parse_json(PREDICTIONS.at(now), body)["predictions"])
+    result = ingest_predictions(session, model=stored, rows=rows, now=now)
     session.commit()
     observability.PREDICTIONS_INGESTED.labels(model).inc(result.new)
     observability.PREDICTIONS_DUPLICATE.labels(model).inc(result.duplicates)
@@ -63,7 +66,7 @@ def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> P
 def post_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction."""
     stored = existing_model(session, model)
-    labels = parse_json(LABEL_BATCH, body)["labels"]
+    labels = parse_json(LABEL_BATCH.validate_json, body)["labels"]
     result = ingest_labels(session, model=stored, labels=labels, now=datetime.now(UTC))
     session.commit()
     observability.LABELS_INGESTED.labels(model).inc(result.updated + result.pending_changed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 
 from fastapi import APIRouter, Response
 
@@ -10,7 +11,7 @@ from app.api.deps import AdminScope, JsonBody, ModelName, ReadScope, SessionDep,
 from app.api.errors import parse_json
 from app.api.openapi import json_request_body
 from app.api.schemas import ModelList, ModelOut
-from app.services.models import MODEL_CONFIG, list_models, put_model
+from app.services.models import MODEL_CONFIG, list_models, parse_config, put_model
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -26,8 +27,9 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 def put(model: ModelName, body: JsonBody, session: SessionDep, response: Response) -> ModelOut:
     """Create the model (201) or replace its configuration (200); fields left out take their
     defaults, so the same body twice gives the same state."""
-    config = parse_json(MODEL_CONFIG, body)
-    stored, created = put_model(session, name=model, config=config, now=datetime.now(UTC))
+    now = datetime.now(UTC)
+    config = parse_json(partial(parse_config, now=now), body)
+    stored, created = put_model(session, name=model, config=config, now=now)
     session.commit()
     if created:
         response.status_code = 201

@@ -7,6 +7,11 @@ segment ``*`` first then by name, a page of at most ``limit`` at a time.
 Recompute marks windows and answers 202 at once: the scheduler computes them at its next tick
 (``CALMON_SCHEDULER_INTERVAL``), without waiting for the grace period. A window of 10^6
 predictions takes seconds, so no range is computed inside the request.
+
+Any instant with an offset is taken as a bound, and the answer is the same as for the range cut
+to where windows can be: a window query's range to the instants representable in UTC, a
+recompute range from the epoch (no event time lies before it) to now (only windows that have
+ended are recomputed).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pydantic import AwareDatetime, BaseModel
 from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_model
 from app.api.errors import ApiError
 from app.names import SEGMENT_OR_ALL_PATTERN
+from app.services.ingest import EARLIEST_TIMESTAMP
 from app.services.references import iso
 from app.services.windows import (
     MAX_PAGE,
@@ -28,13 +34,14 @@ from app.services.windows import (
     decode_cursor,
     list_window_results,
     request_recompute,
-    windows_in_range,
 )
-from app.windows import window_length
+from app.windows import window_length, window_start
 
 router = APIRouter(prefix="/v1/models", tags=["windows"])
 
 DEFAULT_PAGE = 100
+_FIRST_UTC = datetime.min.replace(tzinfo=UTC)
+_LAST_UTC = datetime.max.replace(tzinfo=UTC)
 
 
 class WindowPage(BaseModel):
@@ -73,6 +80,18 @@ def _check_range(start: datetime | None, end: datetime | None) -> None:
         raise _range_error("end", "end must be after start")
 
 
+def _within_utc(moment: datetime | None) -> datetime | None:
+    """``moment``, or the first or last instant representable in UTC when it lies beyond."""
+    return None if moment is None else min(max(moment, _FIRST_UTC), _LAST_UTC)
+
+
+def _window_count(window: str, start: datetime, end: datetime) -> int:
+    """How many windows of kind ``window`` overlap ``[start, end)``, counted without listing
+    them."""
+    first = window_start(start, window)
+    return max(0, -((first - end) // window_length(window)))
+
+
 @router.get(
     "/{model}/windows",
     dependencies=[ReadScope],
@@ -98,6 +117,7 @@ def get_windows(
     """Stored window results overlapping ``[start, end)``, oldest first (``*`` first within
     a window); ``next_cursor`` is set when more records follow."""
     _check_range(start, end)
+    start, end = _within_utc(start), _within_utc(end)
     after = None
     if cursor is not None:
         try:
@@ -134,12 +154,14 @@ def post_recompute(
     predictions: they are marked pending at once (202) and computed at the scheduler's next
     tick, even within their grace period."""
     _check_range(start, end)
+    now = datetime.now(UTC)
+    start, end = max(start, EARLIEST_TIMESTAMP), min(end, now)
     stored = existing_model(session, model)
-    if len(windows_in_range(stored, start, end)) > MAX_RECOMPUTE_WINDOWS:
+    if _window_count(stored.window, start, end) > MAX_RECOMPUTE_WINDOWS:
         raise _range_error(
             "end", f"the range holds more than {MAX_RECOMPUTE_WINDOWS} windows; split it"
         )
-    starts = request_recompute(session, model=stored, start=start, end=end, now=datetime.now(UTC))
+    starts = request_recompute(session, model=stored, start=start, end=end, now=now)
     session.commit()
     length = window_length(stored.window)
     return RecomputeOut(

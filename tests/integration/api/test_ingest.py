@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -199,6 +199,70 @@ def test_invalid_prediction_field(
     assert response.status_code == 422, response.text
     assert f"predictions[1].{field}" in [d["field"] for d in error_of(response)["details"]]
     assert stored_predictions(sqlite_client) == {}
+
+
+def _in(delta: timedelta) -> str:
+    """The server's clock (well, the test's) moved by ``delta``, with an offset."""
+    return (datetime.now(UTC) + delta).astimezone(timezone(timedelta(hours=-3))).isoformat()
+
+
+@pytest.mark.parametrize("score_kind", ["probability", "score"])
+@pytest.mark.parametrize(
+    ("timestamp", "error_type"),
+    [
+        ("9999-12-31T23:59:59-01:00", "less_than_equal"),
+        ("0001-01-01T00:00:00+01:00", "greater_than_equal"),
+        ("1969-12-31T23:59:59.999999Z", "greater_than_equal"),
+        ("1970-01-01T00:59:59+01:00", "greater_than_equal"),
+        ("2200-01-01T00:00:00Z", "less_than_equal"),
+        (timedelta(days=1, minutes=1), "less_than_equal"),
+    ],
+)
+def test_timestamp_before_epoch_or_over_a_day_ahead_is_422(
+    client: TestClient, score_kind: str, timestamp: str | timedelta, error_type: str
+) -> None:
+    create_model(client, "m", score_kind=score_kind)
+    stamp = _in(timestamp) if isinstance(timestamp, timedelta) else timestamp
+    batch = [prediction("ok"), {**prediction("bad"), "timestamp": stamp}, prediction("ok2")]
+    response = post_predictions(client, batch, model="m")
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert error["code"] == "validation_error"
+    assert error["message"] == "1 invalid field: predictions[1].timestamp"
+    [detail] = error["details"]
+    assert detail["field"] == "predictions[1].timestamp"
+    assert detail["type"] == error_type
+    bound = "1970-01-01T00:00:00Z" if error_type == "greater_than_equal" else "Z"
+    assert detail["message"].startswith("Input should be ")
+    assert detail["message"].endswith(bound)
+    assert stored_predictions(client) == {}
+
+
+def test_timestamp_bound_names_the_latest_instant(client: TestClient) -> None:
+    create_model(client, "m")
+    before = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
+    response = post_predictions(client, [prediction("a", timestamp=_in(timedelta(days=3)))], "m")
+    after = datetime.now(UTC) + timedelta(days=1)
+    message = error_of(response)["details"][0]["message"]
+    prefix = "Input should be less than or equal to "
+    assert message.startswith(prefix)
+    assert before <= datetime.fromisoformat(message.removeprefix(prefix)) <= after
+
+
+def test_timestamps_from_the_epoch_to_a_day_ahead_are_stored(client: TestClient) -> None:
+    create_model(client, "m")
+    ahead = _in(timedelta(days=1, seconds=-2))
+    items = [
+        prediction("epoch", timestamp="1970-01-01T00:00:00Z"),
+        prediction("epoch-in-paris", timestamp="1970-01-01T01:00:00+01:00"),
+        prediction("ahead", timestamp=ahead),
+    ]
+    response = post_predictions(client, items, model="m")
+    assert response.json()["new"] == 3, response.text
+    stored = stored_predictions(client)
+    assert stored["epoch"]["ts"] == datetime(1970, 1, 1, tzinfo=UTC)
+    assert stored["epoch-in-paris"]["ts"] == datetime(1970, 1, 1, tzinfo=UTC)
+    assert stored["ahead"]["ts"] == datetime.fromisoformat(ahead)
 
 
 @pytest.mark.parametrize("raw", [b"NaN", b"Infinity", b"-Infinity", b"1e999"])

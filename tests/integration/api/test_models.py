@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 
+from app.db.models import Model
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
 
 FULL = {
@@ -144,6 +147,70 @@ def test_invalid_configuration_is_422_naming_the_field(
     assert error["code"] == "validation_error"
     assert field in [d["field"] for d in error["details"]]
     assert client.get("/v1/models/m1").status_code == 404
+
+
+def _fixed(start: str, end: str) -> dict[str, Any]:
+    return {"reference": {"kind": "fixed", "start": start, "end": end}}
+
+
+def _days_ahead(days: float) -> str:
+    return (datetime.now(UTC) + timedelta(days=days)).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "errors"),
+    [
+        ("0001-01-01T00:00:00+01:00", "2024-01-01T00:00:00Z", {"start": "greater_than_equal"}),
+        ("1969-12-31T23:59:59Z", "2024-01-01T00:00:00Z", {"start": "greater_than_equal"}),
+        ("2024-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00", {"end": "less_than_equal"}),
+        ("2024-01-01T00:00:00Z", "+2", {"end": "less_than_equal"}),
+        ("+2", "+3", {"start": "less_than_equal", "end": "less_than_equal"}),
+    ],
+)
+def test_fixed_reference_outside_event_times_is_422(
+    client: TestClient, start: str, end: str, errors: dict[str, str]
+) -> None:
+    start, end = (_days_ahead(float(t)) if t.startswith("+") else t for t in (start, end))
+    response = client.put("/v1/models/m1", json=_fixed(start, end))
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert error["code"] == "validation_error"
+    assert {d["field"]: d["type"] for d in error["details"]} == {
+        f"reference.{field}": error_type for field, error_type in errors.items()
+    }
+    assert all(d["message"].startswith("Input should be ") for d in error["details"])
+    assert client.get("/v1/models/m1").status_code == 404
+
+
+def test_fixed_reference_from_the_epoch_to_a_day_ahead_is_stored(client: TestClient) -> None:
+    ahead = _days_ahead(1 - 2 / 86_400)
+    response = client.put("/v1/models/m1", json=_fixed("1970-01-01T01:00:00+01:00", ahead))
+    assert response.status_code == 201, response.text
+    reference = client.get("/v1/models/m1").json()["reference"]
+    assert reference["start"] == "1970-01-01T00:00:00Z"
+    assert datetime.fromisoformat(reference["end"]) == datetime.fromisoformat(ahead)
+
+
+def test_stored_reference_out_of_range_is_still_served(client: TestClient) -> None:
+    """The range is a rule for requests: a model stored before it (or whose end was ahead
+    then) is read back as stored."""
+    client.put("/v1/models/m1", json=_fixed("2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"))
+    factory = client.app.state.session_factory  # type: ignore[attr-defined]
+    with factory() as session:
+        session.execute(
+            update(Model).values(
+                reference_start=datetime(1960, 1, 1, tzinfo=UTC),
+                reference_end=datetime(2200, 1, 1, tzinfo=UTC),
+            )
+        )
+        session.commit()
+    response = client.get("/v1/models/m1")
+    assert response.status_code == 200
+    assert response.json()["reference"] == {
+        "kind": "fixed",
+        "start": "1960-01-01T00:00:00Z",
+        "end": "2200-01-01T00:00:00Z",
+    }
 
 
 @pytest.mark.parametrize("name", ["Upper", "-lead", "a" * 64, "sp ace", "é"])

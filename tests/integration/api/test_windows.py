@@ -197,6 +197,55 @@ def test_order_filters_and_pages(client: TestClient, scheduler: WindowScheduler)
     assert [item for page in pages for item in page] == order
 
 
+FIRST = "0001-01-01T00:00:00+01:00"
+LAST = "9999-12-31T23:59:59-01:00"
+
+
+def test_window_query_bounds_beyond_utc_cut_nothing(
+    client: TestClient, scheduler: WindowScheduler
+) -> None:
+    _three_windows(client, "fraud")
+    scheduler.tick()
+    everything = windows(client, "fraud")
+    assert len(everything) == 9
+    assert windows(client, "fraud", start=FIRST, end=LAST) == everything
+    assert windows(client, "fraud", start=FIRST) == everything
+    assert windows(client, "fraud", end=LAST, segment="a") == windows(client, "fraud", segment="a")
+    assert windows(client, "fraud", start=LAST) == []
+    assert windows(client, "fraud", end=FIRST) == []
+    assert windows(client, "fraud", start="1969-12-31T23:00:00-05:00") == everything
+    reversed_range = client.get("/v1/models/fraud/windows", params={"start": LAST, "end": FIRST})
+    assert reversed_range.status_code == 422
+    assert [d["field"] for d in error_of(reversed_range)["details"]] == ["end"]
+
+
+def test_recompute_range_is_cut_to_the_epoch_and_now(client: TestClient) -> None:
+    create_model(client, "weekly", window="7d")
+    old = datetime.now(UTC) - timedelta(days=8)
+    week = datetime.fromtimestamp(old.timestamp() // 604_800 * 604_800, tz=UTC)
+    item = {"id": "a", "timestamp": old.isoformat(), "score": 0.5, "label": 1}
+    assert client.post("/v1/models/weekly/predictions", json={"predictions": [item]}).is_success
+    for start, end in ((FIRST, LAST), ("1900-01-01T00:00:00Z", "2200-01-01T00:00:00Z")):
+        response = client.post("/v1/models/weekly/recompute", params={"start": start, "end": end})
+        assert response.status_code == 202, response.text
+        assert response.json()["windows"] == [
+            {"start": iso(week), "end": iso(week + timedelta(days=7))}
+        ]
+    future = {"start": (datetime.now(UTC) + timedelta(days=1)).isoformat(), "end": LAST}
+    response = client.post("/v1/models/weekly/recompute", params=future)
+    assert (response.status_code, response.json()["windows"]) == (202, [])
+
+
+def test_recompute_of_too_many_windows_is_422_however_far_the_range(client: TestClient) -> None:
+    create_model(client, "fraud", window="5m")
+    for start, end in ((FIRST, LAST), ("1970-01-01T00:00:00Z", "2200-01-01T00:00:00Z")):
+        response = client.post("/v1/models/fraud/recompute", params={"start": start, "end": end})
+        assert response.status_code == 422
+        [detail] = error_of(response)["details"]
+        assert detail["field"] == "end"
+        assert "more than 10000 windows" in detail["message"]
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
