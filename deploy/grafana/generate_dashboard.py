@@ -410,11 +410,16 @@ def panels() -> list[Panel]:
         ),
         timeseries(
             "Scheduler",
-            "Which scheduler instance holds the computation lock (1), windows waiting to be "
-            "computed, and how many processes run each version.",
+            "Which scheduler instance holds the computation lock (1), how many do (exactly one "
+            "should), windows waiting to be computed as the leader counts them, and how many "
+            "processes run each version.",
             [
                 ("max by (instance) (calmon_scheduler_leader)", "leader {{instance}}"),
-                ("max(calmon_windows_pending)", "pending windows"),
+                ("sum(max by (instance) (calmon_scheduler_leader))", "leaders"),
+                (
+                    "max(calmon_windows_pending and on (instance) (calmon_scheduler_leader == 1))",
+                    "pending windows",
+                ),
                 (
                     "count by (version) (max by (instance, version) (calmon_build_info))",
                     "processes running {{version}}",

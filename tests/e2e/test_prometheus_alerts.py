@@ -6,11 +6,11 @@ simulated prior shift and a simulated likelihood drift.
 stable, prior: π 0.05 -> 0.008 with P(score | y) unchanged) and "likelihood-drift" (phases
 stable, likelihood: ROC AUC 0.90 -> 0.80 at π 0.05), so the latest window of each is in its
 drift phase. Prometheus (the Debian package's ``prometheus``) runs a copy of
-``deploy/prometheus`` in which only two things change: the target files point both jobs at
-the one `calmon serve` process (as docs/deployment.md says for a single process) and name no
-Alertmanager, and the global scrape and evaluation intervals are 1 s instead of 15 s. The rules
-are the repository's, ``for: 1m`` included, so an alert fires a minute after its condition
-first holds.
+``deploy/prometheus`` in which only two things change (``tests.e2e.stack.prometheus_config``):
+both jobs scrape the one `calmon serve` process instead of discovering the compose services
+by DNS (as docs/deployment.md says for a single process) and no Alertmanager is named, and the
+global scrape and evaluation intervals are 1 s instead of 15 s. The rules are the repository's,
+``for: 1m`` included, so an alert fires a minute after its condition first holds.
 
 Through Prometheus's HTTP API: `CalmonCalibratedMetricDrop` fires for "likelihood-drift" and
 never shows (not even pending) for "prior-shift"; `CalmonPriorShift` fires for "prior-shift"
@@ -32,26 +32,19 @@ import time
 import urllib.parse
 import urllib.request
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 
-from tests.e2e.test_serve_quickstart import (
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.stack import SERVE, LocalStack, prometheus_config, running
+from tests.e2e.test_serve_quickstart import calmon_command, free_port, wait_until_up
 
 pytestmark = pytest.mark.slow
 
-DEPLOY_PROMETHEUS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 #: (model, phases, seed): one model per scenario
 SCENARIOS = (("prior-shift", "stable,prior", 7), ("likelihood-drift", "stable,likelihood", 12))
 WINDOWS_PER_PHASE = "2"
@@ -69,39 +62,6 @@ def _prometheus_binary() -> str:
         pytest.fail(f"{reason} and CALMON_REQUIRE_PROMETHEUS=1")
     warnings.warn(f"end-to-end alert test NOT RUN: {reason}", stacklevel=1)
     pytest.skip(f"end-to-end alert test NOT RUN: {reason}")
-
-
-@contextmanager
-def _running(
-    args: list[str], *, log: Path, env: dict[str, str] | None = None
-) -> Iterator[subprocess.Popen[bytes]]:
-    """A process writing to ``log``, terminated (and awaited) on exit."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            args, env=env, cwd=log.parent, stdout=out, stderr=subprocess.STDOUT
-        )
-        try:
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _prometheus_config(directory: Path, target: str) -> Path:
-    """A copy of deploy/prometheus with the targets replaced and 1 s intervals."""
-    shutil.copytree(DEPLOY_PROMETHEUS, directory)
-    config_path = directory / "prometheus.yml"
-    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
-    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    for name in ("api.yml", "scheduler.yml"):
-        (directory / "targets" / name).write_text(yaml.safe_dump([{"targets": [target]}]))
-    (directory / "targets" / "alertmanager.yml").write_text("[]\n")
-    return config_path
 
 
 def _api(base: str, path: str, **params: str) -> Any:
@@ -180,20 +140,19 @@ def _simulate(
 
 def test_drop_alert_for_likelihood_drift_only_prior_alert_for_prior_shift(tmp_path: Path) -> None:
     prometheus_binary = _prometheus_binary()
-    port, prometheus_port = free_port(), free_port()
-    base, prometheus = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{prometheus_port}"
-    env = {
-        **clean_environment(),
-        "CALMON_DATABASE_URL": f"sqlite:///{tmp_path / 'calmon.db'}",
-        "CALMON_SCHEDULER_INTERVAL": "1",
-        "CALMON_LOG_LEVEL": "WARNING",
-    }
-    config = _prometheus_config(tmp_path / "prometheus", f"127.0.0.1:{port}")
+    stack = LocalStack.create(
+        tmp_path, database_url=f"sqlite:///{tmp_path / 'calmon.db'}", scheduler_interval="1"
+    )
+    base, env = stack.base, stack.environment()
+    prometheus_port = free_port()
+    prometheus = f"http://127.0.0.1:{prometheus_port}"
+    target = f"127.0.0.1:{stack.placement.api_port}"
+    config = prometheus_config(
+        tmp_path / "prometheus", {"calmon-api": [target], "calmon-scheduler": [target]}
+    )
     with (
-        _running(
-            [*calmon_command(), "serve", "--port", str(port)], env=env, log=tmp_path / "serve.log"
-        ) as serve,
-        _running(
+        stack.start(SERVE) as serve,
+        running(
             [
                 prometheus_binary,
                 f"--config.file={config}",

@@ -2,8 +2,9 @@
 the known likelihood drift.
 
 Each variant starts real processes on free ports (SQLite through `calmon serve`; PostgreSQL
-through `calmon migrate`, `calmon api` and `calmon scheduler`), sends the default stream
-(20,000 predictions per window, 4 windows per phase) and checks every window of each phase:
+through `calmon migrate`, `calmon api` and `calmon scheduler`, the process set of the compose
+deployment as ``tests/e2e/stack.py`` defines it), sends the default stream (20,000 predictions
+per window, 4 windows per phase) and checks every window of each phase:
 
 - pure prior shift (π 0.05 -> 0.008, P(score | y) unchanged): regular average precision falls
   by more than half of the reference value; the likelihood part of its change has an interval
@@ -29,8 +30,6 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,12 +37,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_serve_quickstart import (
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.stack import API, MIGRATE, SCHEDULER, SERVE, LocalStack
+from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
 
 pytestmark = pytest.mark.slow
 
@@ -51,30 +46,6 @@ PRIOR_BOUND = 0.15
 """|prior part| <= PRIOR_BOUND x |likelihood part| during the likelihood drift."""
 TICK_SECONDS = "2"
 SIMULATE_TIMEOUT = 400
-
-
-@contextmanager
-def _process(
-    args: list[str], *, env: dict[str, str], log: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """A calmon process writing to ``log``, stopped (and awaited) on exit."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*calmon_command(), *args],
-            env=env,
-            cwd=log.parent,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def _simulate(
@@ -192,16 +163,14 @@ def _check_summary(out: str, phases: list[str]) -> None:
 
 
 def test_prior_shift_and_likelihood_drift_on_sqlite(tmp_path: Path) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {
-        **clean_environment(),
-        "CALMON_DATABASE_URL": f"sqlite:///{tmp_path / 'calmon.db'}",
-        "CALMON_SCHEDULER_INTERVAL": TICK_SECONDS,
-        "CALMON_LOG_LEVEL": "WARNING",
-    }
+    stack = LocalStack.create(
+        tmp_path,
+        database_url=f"sqlite:///{tmp_path / 'calmon.db'}",
+        scheduler_interval=TICK_SECONDS,
+    )
+    base, env = stack.base, stack.environment()
     truth_file = tmp_path / "truth.json"
-    with _process(["serve", "--port", str(port)], env=env, log=tmp_path / "serve.log") as serve:
+    with stack.start(SERVE) as serve:
         wait_until_up(base, serve)
         out = _finished(_simulate(base, "drift", seed=20240501, truth=truth_file, env=env))
         truth = json.loads(truth_file.read_text())
@@ -216,24 +185,16 @@ def test_prior_shift_and_likelihood_drift_on_sqlite(tmp_path: Path) -> None:
 def test_prior_shift_and_likelihood_drift_on_postgresql(
     postgres_database: str, tmp_path: Path
 ) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {
-        **clean_environment(),
-        "CALMON_DATABASE_URL": postgres_database.replace(
-            "postgresql://", "postgresql+psycopg://", 1
-        ),
-        "CALMON_SCHEDULER_INTERVAL": TICK_SECONDS,
-        "CALMON_LOG_LEVEL": "WARNING",
-    }
-    migrated = subprocess.run(
-        [*calmon_command(), "migrate"], env=env, capture_output=True, text=True, timeout=120
+    """The compose deployment's processes (tests/e2e/stack.py), on loopback ports."""
+    stack = LocalStack.create(
+        tmp_path,
+        database_url=postgres_database.replace("postgresql://", "postgresql+psycopg://", 1),
+        scheduler_interval=TICK_SECONDS,
     )
+    base, env = stack.base, stack.environment()
+    migrated = stack.run(MIGRATE)
     assert migrated.returncode == 0, migrated.stderr
-    with (
-        _process(["api", "--port", str(port)], env=env, log=tmp_path / "api.log") as api,
-        _process(["scheduler", "--metrics-port", "0"], env=env, log=tmp_path / "scheduler.log"),
-    ):
+    with stack.start(API) as api, stack.start(SCHEDULER):
         wait_until_up(base, api)
         # one model per scenario, both sent at the same time
         prior_truth, drift_truth = tmp_path / "prior.json", tmp_path / "drift.json"

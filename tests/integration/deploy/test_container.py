@@ -1,4 +1,5 @@
-"""Dockerfile, .dockerignore and docker-compose.yml agree with the CLI and deploy/ (no engine)."""
+"""Dockerfile, .dockerignore and docker-compose.yml agree with the CLI, deploy/ and the
+end-to-end tests' process set (``tests/e2e/stack.py``); no container engine needed."""
 
 from __future__ import annotations
 
@@ -22,22 +23,25 @@ import yaml
 from sqlalchemy.engine import make_url
 
 from app.cli import build_parser
-from tests.integration.deploy.conftest import DEPLOY, REPO
+from tests.e2e.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
+from tests.integration.deploy import conftest
+from tests.integration.deploy.conftest import DEPLOY, REPO, find_compose
 
-COMPOSE = REPO / "docker-compose.yml"
+COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
-CALMON_SERVICES = {"migrate", "api", "scheduler"}
-#: the commands docs/deployment.md documents for the compose services
-EXPECTED_COMMANDS = {
-    "migrate": ["migrate"],
-    "api": ["api", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"],
-    "scheduler": ["scheduler", "--metrics-port", "9464"],
-}
+CALMON_SERVICES = {role.name for role in STACK}
 DATABASE_URL = "postgresql+psycopg://calmon:calmon@postgres:5432/calmon"
+#: how the end-to-end tests place the processes (the API port is a free one)
+LOCAL = LocalStack.create(REPO, database_url="sqlite://", scheduler_interval="1").placement
+#: required: compose stops with this message while it is unset or empty
+TOKENS = (
+    "${CALMON_API_TOKENS:?set CALMON_API_TOKENS (token:scope+scope), e.g. in .env next to "
+    "docker-compose.yml; see docs/deployment.md}"
+)
 
 
 def _compose() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    data: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
     return data
 
 
@@ -68,18 +72,15 @@ def _args(stage: list[tuple[str, str]], keyword: str) -> list[str]:
     return [rest for kw, rest in stage if kw == keyword]
 
 
-def _port(target: str) -> int:
-    return int(target.rsplit(":", 1)[1])
+def _container_ports(service: dict[str, Any]) -> set[int]:
+    """Container ports a compose service publishes (``[address:]host:container``) or exposes."""
+    published = {int(str(p).rsplit(":", 1)[-1].split("/")[0]) for p in service.get("ports", [])}
+    return published | {int(str(p).split("/")[0]) for p in service.get("expose", [])}
 
 
-def _parse_cli(command: list[str]) -> argparse.Namespace | None:
-    """Parse with the real CLI; None while the sub-command declares no options yet."""
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    command_parser = sub.choices[command[0]]
-    if len(command) > 1 and all(a.dest == "help" for a in command_parser._actions):
-        return None
-    return parser.parse_args(command)
+def _parse_cli(command: list[str]) -> argparse.Namespace:
+    """Parse with the real CLI (exits, failing the test, on an unknown option)."""
+    return build_parser().parse_args(command)
 
 
 def _option(namespace: argparse.Namespace, command: str, option: str) -> Any:
@@ -98,7 +99,6 @@ def test_compose_services_and_commands() -> None:
         service = services[name]
         assert service["build"]["context"] == "."
         assert service["image"] == services["api"]["image"]
-        assert service["command"] == EXPECTED_COMMANDS[name]
         assert service["environment"]["CALMON_DATABASE_URL"] == DATABASE_URL
     assert services["migrate"]["restart"] == "no"
     assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
@@ -108,25 +108,37 @@ def test_compose_services_and_commands() -> None:
         }
 
 
-def test_compose_commands_parse_with_the_cli() -> None:
-    """Each calmon service's command is accepted by `calmon` with the documented values."""
-    unbuilt: list[str] = []
-    for command in EXPECTED_COMMANDS.values():
-        namespace = _parse_cli(command)
-        if namespace is None:
-            unbuilt.append(command[0])
-            continue
-        assert namespace.command == command[0]
-    namespace = _parse_cli(EXPECTED_COMMANDS["api"])
-    if namespace is not None:
-        assert _option(namespace, "api", "--host") == "0.0.0.0"
-        assert _option(namespace, "api", "--port") == 8000
-        assert _option(namespace, "api", "--workers") == 2
-    namespace = _parse_cli(EXPECTED_COMMANDS["scheduler"])
-    if namespace is not None:
-        assert _option(namespace, "scheduler", "--metrics-port") == 9464
-    if unbuilt:
-        pytest.skip(f"`calmon {', '.join(unbuilt)}` declare no options yet: not checked")
+def test_compose_runs_the_end_to_end_process_set() -> None:
+    """Each calmon service runs its role's command with the compose placement substituted,
+    publishes or exposes exactly the role's ports, and sets every variable the role reads."""
+    services = _compose()["services"]
+    for role in STACK:
+        service = services[role.name]
+        assert service["command"] == role.command(COMPOSE), role.name
+        assert _container_ports(service) == role.listening(COMPOSE), role.name
+        missing = role.env - set(service["environment"])
+        assert not missing, f"{role.name} does not set {sorted(missing)}"
+    assert set().union(*(role.env for role in STACK)) == SETTINGS
+    assert services["api"]["environment"][API_TOKENS] == TOKENS
+
+
+def test_the_process_set_has_the_same_options_in_both_placements() -> None:
+    """Compose and the end-to-end tests differ only in option values (addresses, ports, worker
+    count): the same options, accepted by `calmon`'s own parser, each value where it belongs."""
+    for role in STACK:
+        compose, local = role.command(COMPOSE), role.command(LOCAL)
+        assert compose[0] == local[0] == role.name
+        assert [a for a in compose if a.startswith("-")] == [a for a in local if a.startswith("-")]
+        for placement, command in ((COMPOSE, compose), (LOCAL, local)):
+            assert _parse_cli(command).command == role.name
+            assert role.listening(placement) <= {int(a) for a in command if a.isdigit()}
+    for placement in (COMPOSE, LOCAL):
+        namespace = _parse_cli(API.command(placement))
+        assert _option(namespace, "api", "--host") == placement.host
+        assert _option(namespace, "api", "--port") == placement.api_port
+        assert _option(namespace, "api", "--workers") == placement.workers
+        namespace = _parse_cli(SCHEDULER.command(placement))
+        assert _option(namespace, "scheduler", "--metrics-port") == placement.metrics_port
 
 
 def test_postgres_service_matches_the_database_url() -> None:
@@ -144,27 +156,28 @@ def test_postgres_service_matches_the_database_url() -> None:
     assert any(v.endswith(":/var/lib/postgresql/data") for v in services["postgres"]["volumes"])
 
 
-def test_api_tokens_come_from_the_environment_without_a_usable_default() -> None:
-    env = _compose()["services"]["api"]["environment"]
-    assert env["CALMON_API_TOKENS"] == "${CALMON_API_TOKENS:-}"
-
-
-def test_prometheus_targets_match_compose_ports_and_commands() -> None:
+def test_prometheus_discovers_every_replica_of_the_compose_services() -> None:
+    """Each job resolves its compose service's name to all replicas (A records) on the port the
+    role listens on, so a scaled scheduler is one target per replica."""
     services = _compose()["services"]
-    targets = DEPLOY / "prometheus" / "targets"
-
-    def hosts(name: str) -> list[str]:
-        return [t for g in yaml.safe_load((targets / name).read_text()) for t in g["targets"]]
-
-    api_port = int(EXPECTED_COMMANDS["api"][EXPECTED_COMMANDS["api"].index("--port") + 1])
-    scheduler = EXPECTED_COMMANDS["scheduler"]
-    metrics_port = int(scheduler[scheduler.index("--metrics-port") + 1])
-    assert hosts("api.yml") == [f"api:{api_port}"]
-    assert hosts("scheduler.yml") == [f"scheduler:{metrics_port}"]
-    assert hosts("alertmanager.yml") == ["alertmanager:9093"]
-    assert f"127.0.0.1:{metrics_port}" in services["scheduler"]["environment"]["HEALTHCHECK_URL"]
-    published = [p.rsplit(":", 1)[1] for p in services["api"]["ports"]]
-    assert published == [str(api_port)]
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {"calmon-api", "calmon-scheduler"}
+    for job, role in (("calmon-api", API), ("calmon-scheduler", SCHEDULER)):
+        assert set(jobs[job]) == {"job_name", "metrics_path", "dns_sd_configs"}, job
+        (discovery,) = jobs[job]["dns_sd_configs"]
+        assert discovery["names"] == [role.name]
+        assert discovery["type"] == "A"
+        assert {discovery["port"]} == role.listening(COMPOSE)
+        assert role.name in services
+    healthcheck = services["scheduler"]["environment"]["HEALTHCHECK_URL"]
+    assert healthcheck == f"http://127.0.0.1:{COMPOSE.metrics_port}/metrics"
+    (alertmanagers,) = config["alerting"]["alertmanagers"]
+    (files,) = alertmanagers["file_sd_configs"]
+    groups = [yaml.safe_load((DEPLOY / "prometheus" / f).read_text()) for f in files["files"]]
+    assert [t for g in groups for group in g for t in group["targets"]] == ["alertmanager:9093"]
+    assert "alertmanager" in services
+    assert not (DEPLOY / "prometheus" / "targets" / "scheduler.yml").exists()
 
 
 def test_prometheus_and_alertmanager_services_mount_deploy() -> None:
@@ -194,12 +207,10 @@ def test_dockerfile_multi_stage_non_root_and_entrypoint() -> None:
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["calmon"] == "app.cli:main"
     cmd = json.loads(_args(runtime, "CMD")[-1])
-    assert cmd == ["api", "--host", "0.0.0.0", "--port", "8000"]
-    namespace = _parse_cli(cmd)
-    if namespace is not None:
-        assert _option(namespace, "api", "--port") == 8000
+    assert cmd == ["api", "--host", COMPOSE.host, "--port", str(COMPOSE.api_port)]
+    assert _option(_parse_cli(cmd), "api", "--port") == COMPOSE.api_port
     exposed = {int(p) for p in _args(runtime, "EXPOSE")[-1].split()}
-    assert exposed == {8000, 9464}
+    assert exposed == set().union(*(role.listening(COMPOSE) for role in STACK))
 
 
 def test_dockerfile_copies_the_installed_packages_and_dockerignore_keeps_them() -> None:
@@ -300,14 +311,54 @@ def test_healthcheck_command_exits_0_when_healthy_and_1_otherwise(health_server:
     assert probe(closed) == 1
 
 
-def test_docker_compose_config_is_valid(compose_command: list[str]) -> None:
-    result = subprocess.run(
-        [*compose_command, "-f", str(COMPOSE), "config", "-q"],
+def _compose_config(
+    compose_command: list[str], tmp_path: Path, tokens: str | None
+) -> subprocess.CompletedProcess[str]:
+    """`compose config -q` with ``CALMON_API_TOKENS`` set to ``tokens`` (unset for None) and
+    an empty env file, so that a developer's .env does not decide the outcome."""
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != API_TOKENS}
+    if tokens is not None:
+        env[API_TOKENS] = tokens
+    return subprocess.run(
+        [*compose_command, "--env-file", str(env_file), "-f", str(COMPOSE_FILE), "config", "-q"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, "CALMON_API_TOKENS": "0123456789abcdef:write+read"},
+        env=env,
     )
+
+
+def test_docker_compose_config_is_valid(compose_command: list[str], tmp_path: Path) -> None:
+    result = _compose_config(compose_command, tmp_path, "0123456789abcdef:write+read")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("tokens", [None, ""])
+def test_docker_compose_refuses_to_start_without_api_tokens(
+    compose_command: list[str], tmp_path: Path, tokens: str | None
+) -> None:
+    result = _compose_config(compose_command, tmp_path, tokens)
+    assert result.returncode != 0
+    assert "set CALMON_API_TOKENS (token:scope+scope)" in result.stdout + result.stderr
+
+
+def test_a_missing_compose_client_fails_when_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(conftest, "_skipped", [])
+    monkeypatch.setenv("CALMON_REQUIRE_PROMETHEUS", "1")
+    # BaseException: a skip must not pass for the failure (nor turn this test into a skip)
+    with pytest.raises(BaseException, match="CALMON_REQUIRE_PROMETHEUS=1") as required:
+        find_compose()
+    assert required.type is pytest.fail.Exception
+    assert conftest._skipped == []
+    monkeypatch.delenv("CALMON_REQUIRE_PROMETHEUS")
+    with pytest.raises(BaseException, match="docker-compose") as optional:
+        find_compose()
+    assert optional.type is pytest.skip.Exception
+    assert len(conftest._skipped) == 1

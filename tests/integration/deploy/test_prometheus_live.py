@@ -1,6 +1,7 @@
 """A real Prometheus runs the repository's config and rules against a contract-shaped exporter.
 
-The config is copied with only the targets replaced and the intervals shortened to one second;
+The config is copied with only each job's DNS discovery replaced by a static target, no
+Alertmanager, and the intervals shortened to one second (``tests.e2e.stack.prometheus_config``);
 both jobs scrape the same exporter, as with `calmon serve`. The exporter serves fixed series of
 two models: "drift" (calibrated AP far below its reference) and "shift" (more positives, the
 calibrated AP at its reference). Checks: both targets up, every rule evaluates without error,
@@ -10,7 +11,6 @@ the drop alert is active for "drift" only, the prior-shift alert for "shift" onl
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import threading
@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.stack import localised, prometheus_config
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import SERIES
 
@@ -148,15 +149,9 @@ def _wait(what: str, check: Any, timeout: float = 45.0) -> Any:
 
 @pytest.fixture
 def prometheus(prometheus_binary: str, exporter: str, tmp_path: Path) -> Iterator[str]:
-    config_dir = tmp_path / "prometheus"
-    shutil.copytree(DEPLOY / "prometheus", config_dir)
-    config_path = config_dir / "prometheus.yml"
-    config = yaml.safe_load(config_path.read_text())
-    config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
-    config_path.write_text(yaml.safe_dump(config))
-    for name in ("api.yml", "scheduler.yml"):
-        (config_dir / "targets" / name).write_text(yaml.safe_dump([{"targets": [exporter]}]))
-    (config_dir / "targets" / "alertmanager.yml").write_text("[]\n")
+    config_path = prometheus_config(
+        tmp_path / "prometheus", {"calmon-api": [exporter], "calmon-scheduler": [exporter]}
+    )
     port = _free_port()
     log = (tmp_path / "prometheus.log").open("w")
     process = subprocess.Popen(
@@ -179,6 +174,25 @@ def prometheus(prometheus_binary: str, exporter: str, tmp_path: Path) -> Iterato
             process.kill()
             process.wait()
         log.close()
+
+
+def test_the_local_copy_changes_only_discovery_and_intervals() -> None:
+    production = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    local = localised(production, {"calmon-api": ["a:1"], "calmon-scheduler": ["b:2"]})
+    jobs = {job["job_name"]: job for job in local["scrape_configs"]}
+    assert jobs["calmon-api"]["static_configs"] == [{"targets": ["a:1"]}]
+    assert jobs["calmon-scheduler"]["static_configs"] == [{"targets": ["b:2"]}]
+    for job, original in zip(local["scrape_configs"], production["scrape_configs"], strict=True):
+        assert "dns_sd_configs" not in job
+        rest = {k: v for k, v in job.items() if k != "static_configs"}
+        assert rest == {k: v for k, v in original.items() if k != "dns_sd_configs"}
+    assert {k: v for k, v in local.items() if k not in {"global", "scrape_configs"}} == {
+        k: v for k, v in production.items() if k not in {"global", "scrape_configs"}
+    }
+    assert set(local["global"]) == set(production["global"])
+    assert "dns_sd_configs" in production["scrape_configs"][0]
+    with pytest.raises(AssertionError):
+        localised(production, {"calmon-api": ["a:1"]})
 
 
 def test_served_series_are_contract_series() -> None:

@@ -20,6 +20,8 @@ REQUIRED_ALERTS = {
     "CalmonMetricsStale",
     "CalmonIngestRejections",
     "CalmonSchedulerDown",
+    "CalmonSchedulerReplicaDown",
+    "CalmonSchedulerLeaders",
 }
 #: series Prometheus itself provides, allowed in rules beside the contract
 PROMETHEUS_SERIES = {"up": frozenset[str]()}
@@ -121,27 +123,29 @@ def test_contract_check_rejects_unknown_series_labels_and_values() -> None:
     ]
 
 
-def test_config_jobs_targets_and_alertmanager_use_file_sd() -> None:
+def test_config_jobs_discover_by_dns_and_alertmanager_uses_file_sd() -> None:
+    """Scrape jobs resolve the compose services (every replica; the names and ports are checked
+    against docker-compose.yml in test_container.py); the Alertmanager list is a target file."""
     config = _load(PROMETHEUS / "prometheus.yml")
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert set(jobs) == {"calmon-api", "calmon-scheduler"}
+    for job in jobs.values():
+        assert "file_sd_configs" not in job
+        assert "static_configs" not in job
+        assert [sd["type"] for sd in job["dns_sd_configs"]] == ["A"]
     files = [
-        PROMETHEUS / name
-        for job in jobs.values()
-        for sd in job["file_sd_configs"]
-        for name in sd["files"]
-    ]
-    files += [
         PROMETHEUS / name
         for am in config["alerting"]["alertmanagers"]
         for sd in am["file_sd_configs"]
         for name in sd["files"]
     ]
+    assert files
     for path in files:
         assert path.parent == PROMETHEUS / "targets"
         groups = _load(path)
         assert groups, path
         assert all(group["targets"] for group in groups), path
+    assert sorted(p.name for p in (PROMETHEUS / "targets").iterdir()) == ["alertmanager.yml"]
     assert any(RULES.match(pattern) for pattern in config["rule_files"])
     evaluation = _seconds(config["global"]["evaluation_interval"])
     assert 0 < evaluation <= 60
