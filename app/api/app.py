@@ -84,9 +84,12 @@ def create_app(
     )
     install_error_handlers(app)
     install_openapi(app)
-    app.include_router(models.router)
-    app.include_router(ingest.router)
-    app.include_router(windows.router)
-    app.include_router(health.router)
-    app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes)
+    routers = (models.router, ingest.router, windows.router, health.router)
+    for router in routers:
+        app.include_router(router)
+    app.add_middleware(
+        RequestContextMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        routes=[route for router in routers for route in router.routes],
+    )
     return app

@@ -18,10 +18,12 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, Final
 
 import orjson
 from starlette.requests import ClientDisconnect
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import observability
@@ -40,11 +42,20 @@ _PREDICTIONS_PATH = re.compile(r"^/v1/models/[^/]+/predictions$")
 
 class RequestContextMiddleware:
     """Give each request an id (``X-Request-ID`` in, or a new one; echoed back), bound its body,
-    log it as one JSON line, and count it in the service metrics."""
+    log it as one JSON line, and count it in the service metrics.
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    Metrics and logs name a request by its route template. A request answered before routing
+    (413, or 400 for a bad ``Content-Length``) is matched against ``routes`` for it, as the
+    router would match it; a path no route matches is ``unmatched``, which keeps the label
+    values bounded.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, routes: Sequence[BaseRoute] = ()
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.routes = [(route, path) for route in routes if (path := _path_of(route))]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one request."""
@@ -111,11 +122,24 @@ class RequestContextMiddleware:
             return payload_too_large(self.max_body_bytes)
         return None
 
+    def _template(self, scope: Scope) -> str:
+        """The template of the route that serves (or would serve) the request."""
+        routed = _path_of(scope.get("route"))
+        if routed:
+            return routed
+        if scope["path"] in _DOC_PATHS:
+            return str(scope["path"])
+        other_method = None
+        for route, path in self.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return path
+            if match is Match.PARTIAL and other_method is None:
+                other_method = path
+        return other_method or "unmatched"
+
     def _record(self, scope: Scope, status: int, seconds: float, body: list[bytes]) -> None:
-        route = scope.get("route")
-        template = getattr(route, "path", None) or (
-            scope["path"] if scope["path"] in _DOC_PATHS else "unmatched"
-        )
+        template = self._template(scope)
         method = scope["method"] if scope["method"] in observability.HTTP_METHODS else "other"
         observability.HTTP_REQUESTS.labels(template, method, f"{status // 100}xx").inc()
         observability.HTTP_DURATION.labels(template, method).observe(seconds)
@@ -139,6 +163,11 @@ class RequestContextMiddleware:
                 "duration_ms": round(seconds * 1000, 2),
             },
         )
+
+
+def _path_of(route: Any) -> str | None:
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) and path else None
 
 
 def predictions_in(body: bytes) -> int:

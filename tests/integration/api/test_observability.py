@@ -176,6 +176,37 @@ def test_rejections_before_routing_are_counted(make_client: ClientFactory) -> No
         )
 
 
+def test_answers_before_routing_are_counted_under_their_route(make_client: ClientFactory) -> None:
+    client = make_client(max_body_bytes=1024)
+    create_model(client, "obs")
+    before = _samples(client)
+    big = json.dumps({"predictions": [prediction(f"id-{i}") for i in range(30)]}).encode()
+    json_type = {"content-type": "application/json"}
+    response = client.post("/v1/models/obs/predictions", content=big, headers=json_type)
+    assert response.status_code == 413
+    assert client.put("/v1/models/obs", content=big, headers=json_type).status_code == 413
+    assert client.post("/v1/models/obs/labels", content=big, headers=json_type).status_code == 413
+    assert client.post("/not/a/route", content=big, headers=json_type).status_code == 413
+    malformed = {**json_type, "content-length": "many"}
+    response = client.post("/v1/models/obs/labels", content=b"{}", headers=malformed)
+    assert response.status_code == 400
+    after = _samples(client)
+
+    def delta(name: str, **labels: str) -> float:
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    requests = "calmon_http_requests_total"
+    predictions = "/v1/models/{model}/predictions"
+    labels = "/v1/models/{model}/labels"
+    assert delta(requests, route=predictions, method="POST", status="4xx") == 1
+    assert delta(requests, route="/v1/models/{model}", method="PUT", status="4xx") == 1
+    assert delta(requests, route=labels, method="POST", status="4xx") == 2
+    assert delta(requests, route="unmatched", method="POST", status="4xx") == 1
+    duration = "calmon_http_request_duration_seconds_count"
+    assert delta(duration, route=labels, method="POST") == 2
+    assert delta(duration, route="unmatched", method="POST") == 1
+
+
 def test_rejections_count_the_predictions_of_the_request(client: TestClient) -> None:
     create_model(client, "obs")
     post_predictions(client, [prediction("p0")], model="obs")
