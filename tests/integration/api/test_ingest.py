@@ -328,14 +328,40 @@ def test_malformed_bodies(sqlite_client: TestClient, body: bytes, code: str) -> 
     assert error_of(response)["code"] == code
 
 
-@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
-def test_wrong_content_type_is_415(sqlite_client: TestClient, content_type: str | None) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "document"),
+    [
+        ("POST", "/v1/models/fraud/predictions", {"predictions": [prediction("a")]}),
+        ("POST", "/v1/models/fraud/labels", {"labels": [{"id": "b", "label": 1}]}),
+        ("PUT", "/v1/models/fraud", {"threshold": 0.7}),
+        ("PUT", "/v1/models/new", {}),
+    ],
+)
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "text/json"]
+)
+def test_wrong_content_type_is_415(
+    sqlite_client: TestClient,
+    content_type: str | None,
+    method: str,
+    path: str,
+    document: dict[str, Any],
+) -> None:
     create_model(sqlite_client, "fraud")
+    post_predictions(sqlite_client, [prediction("b")])
+    before = (sqlite_client.get("/v1/models").json(), stored_predictions(sqlite_client))
     headers = {"content-type": content_type} if content_type else {}
-    body = json.dumps({"predictions": [prediction("a")]}).encode()
-    response = sqlite_client.post("/v1/models/fraud/predictions", content=body, headers=headers)
+    body = json.dumps(document).encode()
+    response = sqlite_client.request(method, path, content=body, headers=headers)
     assert response.status_code == 415
-    assert error_of(response)["code"] == "unsupported_media_type"
+    error = error_of(response)
+    assert error["code"] == "unsupported_media_type"
+    assert error["details"] == [
+        {"field": "Content-Type", "message": f"got {content_type or 'nothing'!r}"}
+    ]
+    assert (sqlite_client.get("/v1/models").json(), stored_predictions(sqlite_client)) == before
+    json_type = {"content-type": "application/json"}
+    assert sqlite_client.request(method, path, content=body, headers=json_type).is_success
 
 
 def test_json_with_charset_is_accepted(sqlite_client: TestClient) -> None:
