@@ -13,10 +13,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.exporter.snapshot import LatestWindow
-from tests.integration.deploy.contract import CATALOGUE, COMPONENTS, PRIOR_DEPENDENT, SPLIT
+from tests.integration.deploy.contract import (
+    CATALOGUE,
+    COMPONENTS,
+    NO_INTERVAL,
+    PRIOR_DEPENDENT,
+    SPLIT,
+)
 
 #: docs/intervals.md: these have no interval
-NO_INTERVAL = frozenset({"best_f1_threshold", "ece", "mce"})
 #: docs/metrics.md: these exist for probability models only
 PROBABILITY_ONLY = frozenset(
     {"brier", "brier_skill", "brier_pos", "brier_neg", "ece", "mce", "log_loss"}
