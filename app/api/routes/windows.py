@@ -122,7 +122,7 @@ def get_windows(
     if cursor is not None:
         try:
             after = decode_cursor(cursor)
-        except ValueError:
+        except (ValueError, OverflowError, OSError):
             raise _range_error("cursor", "not a cursor of this API") from None
     stored = existing_model(session, model)
     page = list_window_results(

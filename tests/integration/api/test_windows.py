@@ -257,6 +257,9 @@ def test_recompute_of_too_many_windows_is_422_however_far_the_range(client: Test
         ({"limit": 0}, "limit"),
         ({"limit": 1001}, "limit"),
         ({"cursor": "garbage"}, "cursor"),
+        ({"cursor": "253402300800:*"}, "cursor"),
+        ({"cursor": "-62135596801:*"}, "cursor"),
+        ({"cursor": "99999999999999999999:*"}, "cursor"),
     ],
 )
 def test_bad_window_queries_are_422(client: TestClient, params: dict[str, Any], field: str) -> None:
