@@ -70,7 +70,8 @@ PREDICTIONS_DUPLICATE = Counter(
 )
 LABELS_INGESTED = Counter(
     "calmon_labels_ingested",
-    "Labels accepted (distinct ids per request: updated, unchanged or pending)",
+    "Labels that changed something: a prediction's label set or changed, or a pending label "
+    "new or replaced (repeats not counted)",
     ["model"],
     registry=SERVICE_REGISTRY,
 )

@@ -21,10 +21,12 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from sqlalchemy import exists, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -38,6 +40,8 @@ DURATION_PATTERN: Final = r"^([0-9]{1,7})(s|m|h|d)$"
 DURATION_UNITS: Final[dict[str, int]] = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 MAX_PI0: Final = 5
 DEFAULT_TRAILING_WINDOWS: Final = 7
+#: longest fixed reference period, in the model's windows (it is read a window at a time)
+MAX_REFERENCE_WINDOWS: Final = 10_000
 
 
 def _known_window(name: str) -> str:
@@ -138,8 +142,29 @@ MODEL_CONFIG = TypeAdapter(ModelConfig)
 def parse_config(body: bytes, *, now: datetime) -> ModelConfig:
     """A ``PUT`` body as a configuration. A fixed reference's ``start`` and ``end`` must lie
     where event times may (from the epoch to a day past ``now``), as ingestion requires of
-    predictions; configurations read back from the database are not held to it."""
-    return MODEL_CONFIG.validate_json(body, context={"now": now})
+    predictions, and span at most ``MAX_REFERENCE_WINDOWS`` of the model's windows (the
+    reference is read a window at a time); configurations read back from the database are
+    not held to it."""
+    config = MODEL_CONFIG.validate_json(body, context={"now": now})
+    ref = config.reference
+    if ref.kind == "fixed" and ref.start is not None and ref.end is not None:
+        windows = (ref.end - ref.start).total_seconds() / WINDOW_SECONDS[config.window]
+        if windows > MAX_REFERENCE_WINDOWS:
+            message = (
+                f"a fixed reference spans at most {MAX_REFERENCE_WINDOWS} windows of the model "
+                f"({config.window}); this one spans {math.ceil(windows)}"
+            )
+            raise ValidationError.from_exception_data(
+                "ModelConfig",
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("value_error", message),
+                        loc=("reference",),
+                        input=ref.model_dump(mode="json"),
+                    )
+                ],
+            )
+    return config
 
 
 def config_of(model: Model) -> ModelConfig:

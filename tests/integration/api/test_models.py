@@ -184,11 +184,31 @@ def test_fixed_reference_outside_event_times_is_422(
 
 def test_fixed_reference_from_the_epoch_to_a_day_ahead_is_stored(client: TestClient) -> None:
     ahead = _days_ahead(1 - 2 / 86_400)
-    response = client.put("/v1/models/m1", json=_fixed("1970-01-01T01:00:00+01:00", ahead))
+    body = {"window": "7d", **_fixed("1970-01-01T01:00:00+01:00", ahead)}
+    response = client.put("/v1/models/m1", json=body)
     assert response.status_code == 201, response.text
     reference = client.get("/v1/models/m1").json()["reference"]
     assert reference["start"] == "1970-01-01T00:00:00Z"
     assert datetime.fromisoformat(reference["end"]) == datetime.fromisoformat(ahead)
+
+
+@pytest.mark.parametrize(
+    ("window", "days", "status"),
+    [("5m", 34, 201), ("5m", 35, 422), ("1h", 416, 201), ("1h", 417, 422)],
+)
+def test_fixed_reference_spans_at_most_ten_thousand_windows(
+    client: TestClient, window: str, days: float, status: int
+) -> None:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    end = start + timedelta(days=days)
+    body = {"window": window, **_fixed(start.isoformat(), end.isoformat())}
+    response = client.put("/v1/models/m1", json=body)
+    assert response.status_code == status, response.text
+    if status == 422:
+        (detail,) = error_of(response)["details"]
+        assert detail["field"] == "reference"
+        assert "at most 10000 windows" in detail["message"]
+        assert client.get("/v1/models/m1").status_code == 404
 
 
 def test_stored_reference_out_of_range_is_still_served(client: TestClient) -> None:
