@@ -8,11 +8,8 @@ from typing import Any
 import pytest
 
 from app.exporter.snapshot import Snapshot, build_snapshot
-from tests.integration.deploy.contract import (
-    SERIES,
-)
+from tests.integration.deploy.contract import NO_INTERVAL, SERIES
 from tests.unit.exporter.records import (
-    NO_INTERVAL,
     PROBABILITY_ONLY,
     Key,
     expected_series,
