@@ -4,6 +4,8 @@
 each (model, segment) pair the model exports: segment ``*`` and its first ``max_segments``
 tracked segments. The statement returns at most models x (1 + max_segments) rows, each found
 through the primary key (a descending index probe per pair), however much history is stored.
+A segment whose latest window is more than ``QUIET_SEGMENT_WINDOWS`` windows older than the
+model's ``*`` window has gone quiet and is left out.
 
 :func:`build_snapshot` turns those records into the series of ``docs/design.md``
 ("Prometheus series"), all gauges:
@@ -42,6 +44,8 @@ from app.metrics.evaluation import CALIBRATED_METRICS, REGULAR_METRICS
 from app.metrics.split import SPLIT_METRICS
 
 ALL_SEGMENTS: Final = "*"
+#: a segment whose latest window is older than the model's by more windows is not exported
+QUIET_SEGMENT_WINDOWS: Final = 7
 COMPONENTS: Final = ("total", "prior", "likelihood")
 WINDOW_LABELS: Final = ("model", "segment")
 
@@ -107,9 +111,28 @@ class Snapshot:
 EMPTY_SNAPSHOT: Final = Snapshot(families=(), windows=0, series=0, loaded_at=0.0)
 
 
+def current_windows(windows: Iterable[LatestWindow]) -> list[LatestWindow]:
+    """The windows still worth exporting: every model's ``*`` window, and the segments whose
+    latest window started at most ``QUIET_SEGMENT_WINDOWS`` window lengths before it.
+
+    A segment that stopped receiving predictions would otherwise show its last window's
+    values, and fire alerts on them, for ever; its history stays in Prometheus and in the
+    window API.
+    """
+    latest = {w.model: w.start for w in windows if w.segment == ALL_SEGMENTS}
+    return [
+        w
+        for w in windows
+        if w.segment == ALL_SEGMENTS
+        or w.model not in latest
+        or w.start >= latest[w.model] - QUIET_SEGMENT_WINDOWS * (w.end - w.start)
+    ]
+
+
 def load_latest_windows(session: Session) -> list[LatestWindow]:
-    """The latest stored window of each model and exported segment, ordered by model name,
-    then ``*`` first and the other segments by name."""
+    """The latest stored window of each model and exported segment (see
+    :func:`current_windows`), ordered by model name, then ``*`` first and the other segments by
+    name."""
     pairs = union_all(
         select(
             Model.id.label("model_id"),
@@ -156,7 +179,7 @@ def load_latest_windows(session: Session) -> list[LatestWindow]:
         for model, segment, start, end, computed_at, record in rows
     ]
     windows.sort(key=lambda w: (w.model, w.segment != ALL_SEGMENTS, w.segment))
-    return windows
+    return current_windows(windows)
 
 
 def _number(value: Any) -> float | None:

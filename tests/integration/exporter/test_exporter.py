@@ -22,6 +22,7 @@ from sqlalchemy import event, text
 from app.api.app import create_app
 from app.commands.serve import lifespan_hooks
 from app.exporter.refresh import WindowExporter
+from app.exporter.snapshot import QUIET_SEGMENT_WINDOWS
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
 from tests.integration.conftest import ClientFactory
@@ -309,3 +310,25 @@ def test_promtool_check_metrics_passes_on_the_real_output(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "", result.stdout
+
+
+def test_a_segment_gone_quiet_leaves_the_export(env: Env, quiet_client: TestClient) -> None:
+    create_model(env.client, "fraud", window="5m", grace="0s", max_segments=3)
+    old = 2 + QUIET_SEGMENT_WINDOWS + 1
+    plan: list[tuple[int, list[str | None]]] = [(old, ["gone", "kept"]), (2, ["kept"])]
+    for ago, segments in plan:
+        batch = make_batch(
+            prefix=f"q{ago}",
+            start=recent(ago),
+            count=120,
+            spacing=timedelta(seconds=2),
+            seed=ago,
+            segments=segments,
+        )
+        send(env.client, "fraud", batch)
+    assert env.scheduler().tick().computed == 2
+    assert {r["segment"] for r in windows(env.client, "fraud")} == {"*", "gone", "kept"}
+    exporter = _exporter(quiet_client)
+    assert exporter.refresh() is not None
+    exported = {dict(labels).get("segment") for _, labels in _scrape(quiet_client)}
+    assert exported == {"*", "kept", None}  # None: the per-model overflow series

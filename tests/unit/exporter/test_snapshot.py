@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from app.exporter.snapshot import Snapshot, build_snapshot
+from app.exporter.snapshot import (
+    QUIET_SEGMENT_WINDOWS,
+    LatestWindow,
+    Snapshot,
+    build_snapshot,
+    current_windows,
+)
 from tests.integration.deploy.contract import NO_INTERVAL, SERIES
 from tests.unit.exporter.records import (
     PROBABILITY_ONLY,
@@ -173,3 +180,33 @@ def test_no_window_no_series() -> None:
     snapshot = build_snapshot([])
     assert snapshot.families == ()
     assert (snapshot.series, snapshot.windows) == (0, 0)
+
+
+def test_segments_gone_quiet_are_not_exported() -> None:
+    def at(model: str, segment: str, windows_ago: int) -> LatestWindow:
+        found = window(model, make_record(segment=segment))
+        shift = windows_ago * (found.end - found.start)
+        return replace(found, start=found.start - shift, end=found.end - shift)
+
+    windows = [
+        at("m", "*", 0),
+        at("m", "recent", QUIET_SEGMENT_WINDOWS),
+        at("m", "quiet", QUIET_SEGMENT_WINDOWS + 1),
+        at("old", "*", 30),
+        at("old", "a", 30),
+        at("no-star", "a", 50),
+    ]
+    kept = current_windows(windows)
+    assert [(w.model, w.segment) for w in kept] == [
+        ("m", "*"),
+        ("m", "recent"),
+        ("old", "*"),
+        ("old", "a"),
+        ("no-star", "a"),
+    ]
+    names = {
+        dict(sample.labels).get("segment")
+        for family in build_snapshot(kept).families
+        for sample in family.samples
+    }
+    assert "quiet" not in names
