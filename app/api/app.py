@@ -33,7 +33,9 @@ LifespanHook = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 DESCRIPTION = (
     "Production monitoring of binary classifiers with prior-calibrated metrics. "
-    'Errors are `{"error": {"code", "message", "details"}}`.'
+    'Errors are `{"error": {"code", "message", "details"}}`; each operation lists the statuses '
+    "it answers. A request that announces a body over `CALMON_MAX_BODY_BYTES` is answered 413 "
+    "whatever its path."
 )
 
 

@@ -118,6 +118,16 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
     )
 
 
+def field_error(field: str, message: str, error_type: str = "value_error") -> ApiError:
+    """A 422 on one field, for rules checked after the schema."""
+    return ApiError(
+        422,
+        "validation_error",
+        f"1 invalid field: {field}",
+        [{"field": field, "message": message, "type": error_type}],
+    )
+
+
 def parse_json(validate: Callable[[bytes], T], body: bytes) -> T:
     """Validate a raw JSON body in one pass with ``validate`` (pydantic's Rust parser and
     validator: ``TypeAdapter.validate_json`` or the like)."""

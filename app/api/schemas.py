@@ -4,16 +4,44 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 from app.db.models import Model
-from app.services.models import ModelConfig, config_of
+from app.services.models import DURATION_PATTERN, ModelConfig, config_of
+
+
+class ErrorDetail(TypedDict, total=False):
+    """One detail of an error: a field and what is wrong with it (``type`` for validation
+    errors), or an ``id`` (conflicting predictions)."""
+
+    field: str
+    message: str
+    type: str
+    id: str
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong: a stable ``code``, a message for people and the details."""
+
+    code: str = Field(description="stable machine-readable code, e.g. `validation_error`")
+    message: str
+    details: list[ErrorDetail]
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorInfo
 
 
 class ModelOut(ModelConfig):
     """A model: its name, its full configuration (defaults filled in) and when it changed."""
 
     name: str
+    #: shown in its largest exact unit, which may have more digits than the schema of a request
+    #: lets through (``6000000m`` is shown as ``100000h``)
+    grace: str = Field(pattern=DURATION_PATTERN)
     created_at: datetime
     updated_at: datetime
 

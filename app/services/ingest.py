@@ -66,13 +66,27 @@ T = TypeVar("T")
 
 ClientId = Annotated[str, Field(max_length=128, pattern=CLIENT_ID_PATTERN)]
 Segment = Annotated[str, Field(pattern=SEGMENT_PATTERN)]
-#: 0 or 1; JSON booleans are refused
-Label = Annotated[int, Field(strict=True, ge=0, le=1)]
-Score = Annotated[float, Field(allow_inf_nan=False)]
+#: 0 or 1; JSON booleans are refused, and so is ``0.0`` (the schema says it with an enum)
+Label = Annotated[int, Field(strict=True, ge=0, le=1, json_schema_extra={"enum": [0, 1]})]
+#: the schema of a batch cannot depend on the model, so it says the [0, 1] bound in words
+Score = Annotated[
+    float,
+    Field(
+        allow_inf_nan=False,
+        description="finite; in [0, 1] when the model's `score_kind` is `probability`",
+    ),
+]
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 #: an event time, with an offset, not before the epoch; the upper bound moves with the clock
 #: and is added by :class:`EventSchema`
-Timestamp = Annotated[AwareDatetime, Field(ge=EARLIEST_TIMESTAMP)]
+Timestamp = Annotated[
+    AwareDatetime,
+    Field(
+        ge=EARLIEST_TIMESTAMP,
+        description="event time with an offset, from 1970-01-01T00:00:00Z to one day after "
+        "the server's clock",
+    ),
+]
 #: what a stored prediction is made of: (id, timestamp, score, label, segment)
 PredictionRow = tuple[str, datetime, float, int | None, str | None]
 

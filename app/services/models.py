@@ -37,6 +37,11 @@ from app.services.ingest import check_event_time
 from app.windows import WINDOW_SECONDS
 
 DURATION_PATTERN: Final = r"^([0-9]{1,7})(s|m|h|d)$"
+#: the durations the schema shows for ``grace``: those of :data:`DURATION_PATTERN` that fit
+#: in the stored 32-bit count of seconds whatever their digits
+GRACE_SCHEMA_PATTERN: Final = r"^([0-9]{1,7}[sm]|[0-9]{1,5}h|[0-9]{1,4}d)$"
+#: longest grace, in seconds (the largest 32-bit integer)
+MAX_GRACE_SECONDS: Final = 2**31 - 1
 DURATION_UNITS: Final[dict[str, int]] = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 MAX_PI0: Final = 5
 DEFAULT_TRAILING_WINDOWS: Final = 7
@@ -81,6 +86,50 @@ def format_duration(seconds: int) -> str:
 Pi0 = Annotated[float, Field(gt=0.0, lt=1.0)]
 
 
+def _reference_schema(schema: dict[str, Any]) -> None:
+    """Say the rules between the fields of a reference, which a plain object schema cannot:
+    one schema per kind (the order of ``start`` and ``end`` and how many windows they span
+    stay in the description)."""
+    properties = schema.pop("properties")
+    nothing = {"type": "null"}
+    schema["oneOf"] = [
+        {
+            "title": "TrailingReference",
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "kind": {"const": "trailing", "default": "trailing"},
+                "windows": properties["windows"],
+                "start": nothing,
+                "end": nothing,
+            },
+        },
+        {
+            "title": "FixedReference",
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["kind", "start", "end"],
+            "properties": {
+                "kind": {"const": "fixed"},
+                "windows": nothing,
+                "start": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "with an offset, before `end`, where event times may lie",
+                },
+                "end": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": f"with an offset, after `start`, at most "
+                    f"{MAX_REFERENCE_WINDOWS} of the model's windows later",
+                },
+            },
+        },
+    ]
+    schema.pop("type", None)
+    schema.pop("additionalProperties", None)
+
+
 class ReferenceConfig(BaseModel):
     """How the reference set of a model is chosen.
 
@@ -90,7 +139,9 @@ class ReferenceConfig(BaseModel):
     request, both where event times may lie, see :func:`parse_config`).
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, json_schema_extra=_reference_schema
+    )
 
     kind: Literal["trailing", "fixed"] = "trailing"
     windows: int | None = Field(default=None, ge=1, le=1000)
@@ -126,13 +177,24 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     score_kind: Literal["probability", "score"] = "probability"
-    window: Annotated[str, AfterValidator(_known_window)] = "1h"
+    window: Annotated[
+        str, AfterValidator(_known_window), Field(json_schema_extra={"enum": list(WINDOW_SECONDS)})
+    ] = "1h"
     threshold: Annotated[float, AfterValidator(_finite)] = 0.5
-    pi0: Annotated[list[Pi0], Field(max_length=MAX_PI0), AfterValidator(_sorted_unique_pi0)] = (
-        Field(default_factory=list)
-    )
+    pi0: Annotated[
+        list[Pi0],
+        Field(max_length=MAX_PI0, json_schema_extra={"uniqueItems": True}),
+        AfterValidator(_sorted_unique_pi0),
+    ] = Field(default_factory=list)
     reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
-    grace: Annotated[str, Field(pattern=DURATION_PATTERN)] = "10m"
+    grace: Annotated[
+        str,
+        Field(
+            pattern=DURATION_PATTERN,
+            description=f"a duration, at most {MAX_GRACE_SECONDS} seconds",
+            json_schema_extra={"pattern": GRACE_SCHEMA_PATTERN},
+        ),
+    ] = "10m"
     max_segments: int = Field(default=20, ge=1, le=1000)
 
 

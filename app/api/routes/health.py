@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.errors import DB_UNAVAILABLE_ERRORS, ApiError
+from app.api.openapi import error_responses
 from app.api.schemas import Status
 from app.db.migrate import current_revision, head_revision
 from app.observability import build_scrape_registry
@@ -19,7 +20,12 @@ def healthz() -> Status:
     return Status(status="ok")
 
 
-@router.get("/readyz", responses={503: {"description": "database down or not migrated"}})
+@router.get(
+    "/readyz",
+    responses=error_responses(
+        503, descriptions={503: "`not_ready`: the database is down or not at the expected revision"}
+    ),
+)
 def readyz(request: Request) -> Status:
     """The database answers and its schema is at the revision this code expects."""
     head = head_revision()

@@ -16,7 +16,7 @@ from fastapi import APIRouter
 from app import observability
 from app.api.deps import JsonBody, ModelName, SessionDep, WriteScope, existing_model
 from app.api.errors import parse_json
-from app.api.openapi import json_request_body
+from app.api.openapi import WRITE_ERRORS, error_responses, json_request_body
 from app.api.schemas import LabelsOut, PredictionsOut
 from app.services.ingest import (
     LABEL_BATCH,
@@ -36,7 +36,16 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
     "/{model}/predictions",
     dependencies=[WriteScope],
     openapi_extra=json_request_body("PredictionBatch", PREDICTION_BATCH),
-    responses={409: {"description": "an id exists with other content; details name the ids"}},
+    responses={
+        **WRITE_ERRORS,
+        **error_responses(
+            409,
+            descriptions={
+                409: "`prediction_conflict`: ids stored, or sent twice, with other content; "
+                "details name them"
+            },
+        ),
+    },
 )
 def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
@@ -62,6 +71,7 @@ def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> P
     "/{model}/labels",
     dependencies=[WriteScope],
     openapi_extra=json_request_body("LabelBatch", LABEL_BATCH),
+    responses=WRITE_ERRORS,
 )
 def post_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction."""

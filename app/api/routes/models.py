@@ -8,10 +8,23 @@ from functools import partial
 from fastapi import APIRouter, Response
 
 from app.api.deps import AdminScope, JsonBody, ModelName, ReadScope, SessionDep, existing_model
-from app.api.errors import parse_json
-from app.api.openapi import json_request_body
+from app.api.errors import field_error, parse_json
+from app.api.openapi import (
+    BODY_ERRORS,
+    MODEL_ERRORS,
+    V1_ERRORS,
+    error_responses,
+    json_request_body,
+)
 from app.api.schemas import ModelList, ModelOut
-from app.services.models import MODEL_CONFIG, list_models, parse_config, put_model
+from app.services.models import (
+    MAX_GRACE_SECONDS,
+    MODEL_CONFIG,
+    duration_seconds,
+    list_models,
+    parse_config,
+    put_model,
+)
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -20,7 +33,18 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
     "/{model}",
     dependencies=[AdminScope],
     status_code=200,
-    responses={201: {"model": ModelOut, "description": "created"}},
+    responses={
+        201: {"model": ModelOut, "description": "created"},
+        **V1_ERRORS,
+        **BODY_ERRORS,
+        **error_responses(
+            409,
+            descriptions={
+                409: "`model_has_predictions`: `score_kind` or `window` would change on a "
+                "model that has predictions"
+            },
+        ),
+    },
     openapi_extra=json_request_body("ModelConfig", MODEL_CONFIG),
     response_model_exclude_none=True,
 )
@@ -29,6 +53,10 @@ def put(model: ModelName, body: JsonBody, session: SessionDep, response: Respons
     defaults, so the same body twice gives the same state."""
     now = datetime.now(UTC)
     config = parse_json(partial(parse_config, now=now), body)
+    if duration_seconds(config.grace) > MAX_GRACE_SECONDS:
+        raise field_error(
+            "grace", f"at most {MAX_GRACE_SECONDS} seconds", error_type="less_than_equal"
+        )
     stored, created = put_model(session, name=model, config=config, now=now)
     session.commit()
     if created:
@@ -36,13 +64,15 @@ def put(model: ModelName, body: JsonBody, session: SessionDep, response: Respons
     return ModelOut.of(stored)
 
 
-@router.get("/{model}", dependencies=[ReadScope], response_model_exclude_none=True)
+@router.get(
+    "/{model}", dependencies=[ReadScope], response_model_exclude_none=True, responses=MODEL_ERRORS
+)
 def get(model: ModelName, session: SessionDep) -> ModelOut:
     """One model and its configuration."""
     return ModelOut.of(existing_model(session, model))
 
 
-@router.get("", dependencies=[ReadScope], response_model_exclude_none=True)
+@router.get("", dependencies=[ReadScope], response_model_exclude_none=True, responses=V1_ERRORS)
 def index(session: SessionDep) -> ModelList:
     """Every model, by name."""
     return ModelList(models=[ModelOut.of(m) for m in list_models(session)])

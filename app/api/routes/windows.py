@@ -8,23 +8,27 @@ Recompute marks windows and answers 202 at once: the scheduler computes them at 
 (``CALMON_SCHEDULER_INTERVAL``), without waiting for the grace period. A window of 10^6
 predictions takes seconds, so no range is computed inside the request.
 
-Any instant with an offset is taken as a bound, and the answer is the same as for the range cut
-to where windows can be: a window query's range to the instants representable in UTC, a
-recompute range from the epoch (no event time lies before it) to now (only windows that have
-ended are recomputed).
+Instants are ISO 8601 text with an offset: a number is refused (pydantic would read it as
+seconds since the epoch, without an offset). Any instant with an offset is taken as a bound,
+and the answer is the same as for the range cut to where windows can be: a window query's
+range to the instants representable in UTC, a recompute range from the epoch (no event time
+lies before it) to now (only windows that have ended are recomputed).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Response
-from pydantic import AwareDatetime, BaseModel
+from pydantic import AwareDatetime, BaseModel, BeforeValidator
+from pydantic_core import PydanticCustomError
 
 from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_model
-from app.api.errors import ApiError
+from app.api.errors import field_error
+from app.api.openapi import MODEL_ERRORS
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.ingest import EARLIEST_TIMESTAMP
 from app.services.references import iso
@@ -42,6 +46,23 @@ router = APIRouter(prefix="/v1/models", tags=["windows"])
 DEFAULT_PAGE = 100
 _FIRST_UTC = datetime.min.replace(tzinfo=UTC)
 _LAST_UTC = datetime.max.replace(tzinfo=UTC)
+#: the cursors this API gives: seconds of a window start (years 1653 to 5138 here), a colon
+#: and a segment; a subset of what :func:`decode_cursor` reads
+CURSOR_PATTERN: Final = r"^(-?[0-9]{1,10}|[0-9]{11}):[^\x00]+$"
+_INSTANT_TEXT = re.compile(r"[0-9]{4}-")
+
+
+def _instant_text(value: object) -> object:
+    """Refuse a number for an instant: pydantic would read it as seconds since the epoch, an
+    instant without the offset the API requires."""
+    if isinstance(value, str) and not _INSTANT_TEXT.match(value):
+        raise PydanticCustomError(
+            "datetime_parsing", "Input should be an ISO 8601 date and time with an offset"
+        )
+    return value
+
+
+InstantText = BeforeValidator(_instant_text)
 
 
 class WindowPage(BaseModel):
@@ -66,18 +87,9 @@ class RecomputeOut(BaseModel):
     windows: list[WindowSpan]
 
 
-def _range_error(field: str, message: str) -> ApiError:
-    return ApiError(
-        422,
-        "validation_error",
-        f"1 invalid field: {field}",
-        [{"field": field, "message": message, "type": "value_error"}],
-    )
-
-
 def _check_range(start: datetime | None, end: datetime | None) -> None:
     if start is not None and end is not None and start >= end:
-        raise _range_error("end", "end must be after start")
+        raise field_error("end", "end must be after start")
 
 
 def _within_utc(moment: datetime | None) -> datetime | None:
@@ -96,23 +108,33 @@ def _window_count(window: str, start: datetime, end: datetime) -> int:
     "/{model}/windows",
     dependencies=[ReadScope],
     response_model=WindowPage,
-    responses={404: {"description": "no such model"}, 422: {"description": "bad range"}},
+    responses=MODEL_ERRORS,
 )
 def get_windows(
     model: ModelName,
     session: SessionDep,
     start: Annotated[
-        AwareDatetime | None, Query(description="windows ending after this instant")
+        AwareDatetime | None,
+        InstantText,
+        Query(description="windows ending after this instant (with an offset; before `end`)"),
     ] = None,
     end: Annotated[
-        AwareDatetime | None, Query(description="windows starting before this instant")
+        AwareDatetime | None,
+        InstantText,
+        Query(description="windows starting before this instant (with an offset; after `start`)"),
     ] = None,
     segment: Annotated[
         str | None,
         Query(pattern=SEGMENT_OR_ALL_PATTERN, description="one segment (`*` = all rows)"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            description="`next_cursor` of the previous page (opaque)",
+            json_schema_extra={"pattern": CURSOR_PATTERN},
+        ),
+    ] = None,
 ) -> Response:
     """Stored window results overlapping ``[start, end)``, oldest first (``*`` first within
     a window); ``next_cursor`` is set when more records follow."""
@@ -121,9 +143,11 @@ def get_windows(
     after = None
     if cursor is not None:
         try:
+            if "\x00" in cursor:
+                raise ValueError(cursor)
             after = decode_cursor(cursor)
         except (ValueError, OverflowError, OSError):
-            raise _range_error("cursor", "not a cursor of this API") from None
+            raise field_error("cursor", "not a cursor of this API") from None
     stored = existing_model(session, model)
     page = list_window_results(
         session,
@@ -142,13 +166,25 @@ def get_windows(
     "/{model}/recompute",
     dependencies=[AdminScope],
     status_code=202,
-    responses={404: {"description": "no such model"}, 422: {"description": "bad range"}},
+    responses=MODEL_ERRORS,
 )
 def post_recompute(
     model: ModelName,
     session: SessionDep,
-    start: Annotated[AwareDatetime, Query(description="first instant of the range")],
-    end: Annotated[AwareDatetime, Query(description="end of the range (excluded)")],
+    start: Annotated[
+        AwareDatetime,
+        InstantText,
+        Query(description="first instant of the range (with an offset; before `end`)"),
+    ],
+    end: Annotated[
+        AwareDatetime,
+        InstantText,
+        Query(
+            description="end of the range, excluded (with an offset; after `start`; at most "
+            f"{MAX_RECOMPUTE_WINDOWS} windows of the model from the later of `start` and "
+            "the epoch to the earlier of `end` and now)"
+        ),
+    ],
 ) -> RecomputeOut:
     """Recompute the windows overlapping ``[start, end)`` that have ended and hold
     predictions: they are marked pending at once (202) and computed at the scheduler's next
@@ -158,7 +194,7 @@ def post_recompute(
     start, end = max(start, EARLIEST_TIMESTAMP), min(end, now)
     stored = existing_model(session, model)
     if _window_count(stored.window, start, end) > MAX_RECOMPUTE_WINDOWS:
-        raise _range_error(
+        raise field_error(
             "end", f"the range holds more than {MAX_RECOMPUTE_WINDOWS} windows; split it"
         )
     starts = request_recompute(session, model=stored, start=start, end=end, now=now)

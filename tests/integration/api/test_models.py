@@ -78,6 +78,12 @@ def test_put_replaces_whole_configuration(client: TestClient) -> None:
     assert body["updated_at"] > body["created_at"]
 
 
+def test_longest_grace_is_stored(client: TestClient) -> None:
+    response = client.put("/v1/models/m1", json={"grace": "24855d"})
+    assert response.status_code == 201, response.text
+    assert response.json()["grace"] == "24855d"
+
+
 def test_list_models_by_name(client: TestClient) -> None:
     for name in ("zeta", "alpha", "mid-1"):
         create_model(client, name)
@@ -106,6 +112,8 @@ def test_unknown_model_is_404(client: TestClient) -> None:
         ({"pi0": [0.1, 0.1]}, "pi0"),
         ({"grace": "-5m"}, "grace"),
         ({"grace": 600}, "grace"),
+        ({"grace": "24856d"}, "grace"),
+        ({"grace": "9999999h"}, "grace"),
         ({"max_segments": 0}, "max_segments"),
         ({"max_segments": 1001}, "max_segments"),
         ({"reference": {"kind": "sliding"}}, "reference.kind"),

@@ -260,6 +260,10 @@ def test_recompute_of_too_many_windows_is_422_however_far_the_range(client: Test
         ({"cursor": "253402300800:*"}, "cursor"),
         ({"cursor": "-62135596801:*"}, "cursor"),
         ({"cursor": "99999999999999999999:*"}, "cursor"),
+        ({"cursor": "0:\x00"}, "cursor"),
+        ({"cursor": ""}, "cursor"),
+        ({"start": "0"}, "start"),
+        ({"end": "1714550400"}, "end"),
     ],
 )
 def test_bad_window_queries_are_422(client: TestClient, params: dict[str, Any], field: str) -> None:
@@ -269,6 +273,22 @@ def test_bad_window_queries_are_422(client: TestClient, params: dict[str, Any], 
     error = error_of(response)
     assert error["code"] == "validation_error"
     assert [detail["field"] for detail in error["details"]] == [field]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"start": "0", "end": "2026-01-02T00:00:00Z"}, "start"),
+        ({"start": "2026-01-01T00:00:00Z", "end": "1.5e9"}, "end"),
+    ],
+)
+def test_numbers_are_not_instants(
+    sqlite_client: TestClient, params: dict[str, str], field: str
+) -> None:
+    create_model(sqlite_client, "fraud")
+    response = sqlite_client.post("/v1/models/fraud/recompute", params=params)
+    assert response.status_code == 422
+    assert [detail["field"] for detail in error_of(response)["details"]] == [field]
 
 
 def test_unknown_model_is_404(client: TestClient) -> None:

@@ -1,0 +1,253 @@
+"""The OpenAPI document says what the API answers: schemathesis against a real server.
+
+Requests generated from the document, valid and invalid, go to uvicorn serving the app
+(the server is checked to serve that same document). Every answer must have a
+documented status, content type and body; no request may fail on the server; a request the
+schema takes must be accepted (2xx, or a status that depends on state or credentials, such as
+401, 403, 404, 409 or 429) and one it refuses must be refused.
+
+The server is reached three ways: open (no token configured; on each backend), with a
+``write`` token under a tight write rate (403 on the other routes, 429 after a few writes),
+and with an unknown token (401). Ingestion, window and recompute requests go to one model
+created first: a ``score`` model with weekly windows, so that neither the [0, 1] bound of
+probability scores nor the window count of a recompute range, which the schema cannot tie to
+a model, applies. Rules that JSON Schema cannot say are kept by the generated data rather
+than left out of the checks: event times lie between the epoch and the server's clock (see
+:func:`event_times`), and the rules of :func:`respect_unsayable_rules`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+import uvicorn
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi import unregister_string_format
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from app.api.app import create_app
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+from tests.integration.conftest import _empty_postgres
+
+MODEL = "contract"
+#: what PUT generates is sent here, never to MODEL
+PUT_MODEL = "contract-put"
+ADMIN = "contract-admin-0123456789"
+WRITER = "contract-writer-0123456789"
+#: settings of each way in, and the token sent (None: no Authorization header)
+ACCESS: dict[str, tuple[dict[str, Any], str | None]] = {
+    "open": ({}, None),
+    "writer": (
+        {
+            "api_tokens": f"{ADMIN}:admin,{WRITER}:write",
+            "write_rate_limit": 0.001,
+            "write_rate_burst": 5,
+        },
+        WRITER,
+    ),
+    "stranger": ({"api_tokens": f"{ADMIN}:admin"}, "unknown-token-0123456789"),
+}
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
+]
+SCHEMATHESIS_CONFIG = {
+    "operations": [
+        {"include-path-regex": r"^/v1/models/\{model\}/", "parameters": {"path.model": MODEL}},
+        {"include-name": "PUT /v1/models/{model}", "parameters": {"path.model": PUT_MODEL}},
+    ],
+}
+
+
+def event_times() -> st.SearchStrategy[str]:
+    """RFC 3339 instants of the last 30 days, with any offset: ingestion takes them (from the
+    epoch to a day past the server's clock), and any two are at most 10,000 windows apart
+    whatever the window, as the start and end of a fixed reference must be."""
+    last = datetime.now(UTC).replace(tzinfo=None)
+    offsets = st.integers(-23 * 60 - 59, 23 * 60 + 59).map(lambda m: timezone(timedelta(minutes=m)))
+    return st.builds(
+        lambda instant, offset: instant.replace(tzinfo=UTC).astimezone(offset).isoformat(),
+        st.datetimes(min_value=last - timedelta(days=30), max_value=last),
+        offsets,
+    )
+
+
+def _instant(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _ordered(container: Any) -> None:
+    if not isinstance(container, dict):
+        return
+    start, end = _instant(container.get("start")), _instant(container.get("end"))
+    if start is None or end is None or start < end:
+        return
+    if start == end:
+        container["end"] = (end + timedelta(seconds=1)).isoformat()
+    else:
+        container["start"], container["end"] = container["end"], container["start"]
+
+
+def _whole(container: Any, key: str) -> None:
+    if isinstance(container, dict):
+        value = container.get(key)
+        if isinstance(value, float) and value.is_integer():
+            container[key] = int(value)
+
+
+def respect_unsayable_rules(case: schemathesis.Case[Any]) -> None:
+    """Make the generated data keep two rules that JSON Schema cannot say.
+
+    ``start`` comes before ``end`` where both are instants (the window query, a recompute
+    range, a fixed reference): a rule between two fields. The integers of a model's
+    configuration are written without a fraction: pydantic's strict integers refuse ``20.0``,
+    which JSON Schema 2020-12 cannot tell from ``20``.
+    """
+    _ordered(case.query)
+    if isinstance(case.body, dict):
+        _ordered(case.body.get("reference"))
+        _whole(case.body, "max_segments")
+        _whole(case.body.get("reference"), "windows")
+
+
+def _document() -> dict[str, Any]:
+    """The OpenAPI document of the app, built without serving it: schemathesis' loader from
+    a fixture does not run under pytest 9, so the schema is loaded at import and each server
+    is checked to serve this document."""
+    app = create_app(Settings(database_url="sqlite://"), lifespan_hooks=[])
+    document: dict[str, Any] = app.openapi()
+    app.state.engine.dispose()
+    return document
+
+
+DOCUMENT = _document()
+schema = schemathesis.openapi.from_dict(
+    DOCUMENT, config=schemathesis.Config.from_dict(SCHEMATHESIS_CONFIG)
+)
+
+
+@dataclass(frozen=True)
+class Api:
+    """A served API: where, and the headers each request carries."""
+
+    url: str
+    headers: dict[str, str]
+
+
+def _free_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _database(request: pytest.FixtureRequest, backend: str) -> str:
+    """An empty database at the latest schema: a new SQLite file, or the session's PostgreSQL
+    database emptied of all rows."""
+    if backend == "postgresql":
+        url: str = request.getfixturevalue("shared_postgres_url")
+        _empty_postgres(url)
+        return url
+    tmp_path_factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+    url = f"sqlite:///{tmp_path_factory.mktemp('contract') / 'calmon.db'}"
+    engine = create_db_engine(Settings(database_url=url))
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    return url
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        ("open", "sqlite"),
+        ("open", "postgresql"),
+        ("writer", "sqlite"),
+        ("stranger", "sqlite"),
+    ],
+    ids="-".join,
+)
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """The app on uvicorn on a free local port, serving :data:`DOCUMENT`, with :data:`MODEL`
+    created; credentials are checked before the database is used, so only the open server runs
+    on both backends."""
+    access, backend = request.param
+    overrides, token = ACCESS[access]
+    app = create_app(Settings(database_url=_database(request, backend), **overrides))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", ws="none")
+    )
+    sock = _free_socket()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert thread.is_alive(), "the server did not start"
+            assert time.monotonic() < deadline, "the server did not start in time"
+            time.sleep(0.01)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        assert httpx.get(f"{url}/openapi.json").json() == DOCUMENT
+        response = httpx.put(
+            f"{url}/v1/models/{MODEL}",
+            json={"score_kind": "score", "window": "7d"},
+            headers={"authorization": f"Bearer {ADMIN}"},
+        )
+        assert response.status_code == 201, response.text
+        yield Api(url=url, headers={"authorization": f"Bearer {token}"} if token else {})
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _event_times() -> Iterator[None]:
+    """Draw date-time values where ingestion takes them."""
+    schemathesis.openapi.format("date-time", event_times())
+    yield
+    unregister_string_format("date-time")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+def test_the_api_answers_as_its_openapi_document_says(
+    case: schemathesis.Case[Any], api: Api
+) -> None:
+    respect_unsayable_rules(case)
+    case.call_and_validate(base_url=api.url, headers=api.headers, checks=CHECKS)
