@@ -22,6 +22,8 @@ from pydantic import TypeAdapter
 from app.api.schemas import ErrorBody
 
 REF_TEMPLATE = "#/components/schemas/{model}"
+#: the security scheme of every ``/v1`` route (optional: tokens may not be configured)
+BEARER: Final = "bearer"
 _BODIES: dict[str, TypeAdapter[Any]] = {}
 
 Responses = dict[int | str, dict[str, Any]]
@@ -67,8 +69,8 @@ def json_request_body(name: str, adapter: TypeAdapter[Any]) -> dict[str, Any]:
 
 
 def install_openapi(app: FastAPI) -> None:
-    """Build the OpenAPI document once, with the raw-body schemas in its components and each
-    operation's responses in the order of their status."""
+    """Build the OpenAPI document once, with the raw-body schemas in its components, each
+    operation's responses in the order of their status, and the bearer scheme on ``/v1``."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
@@ -76,10 +78,22 @@ def install_openapi(app: FastAPI) -> None:
         document = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
-        for operations in document.get("paths", {}).values():
+        for path, operations in document.get("paths", {}).items():
             for operation in operations.values():
                 operation["responses"] = dict(sorted(operation.get("responses", {}).items()))
-        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+                if path.startswith("/v1/"):
+                    operation["security"] = [{BEARER: []}, {}]
+        components = document.setdefault("components", {})
+        components["securitySchemes"] = {
+            BEARER: {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "a token of `CALMON_API_TOKENS`, with the scope the route "
+                "needs (`read`, `write` or `admin`); without configured tokens the API is "
+                "open and listens on loopback only",
+            }
+        }
+        schemas = components.setdefault("schemas", {})
         for name, adapter in _BODIES.items():
             schema = adapter.json_schema(ref_template=REF_TEMPLATE)
             for def_name, definition in schema.pop("$defs", {}).items():

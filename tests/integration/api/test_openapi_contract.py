@@ -251,3 +251,14 @@ def test_the_api_answers_as_its_openapi_document_says(
 ) -> None:
     respect_unsayable_rules(case)
     case.call_and_validate(base_url=api.url, headers=api.headers, checks=CHECKS)
+
+
+def test_every_v1_operation_declares_the_optional_bearer_scheme() -> None:
+    schemes = DOCUMENT["components"]["securitySchemes"]
+    assert schemes == {"bearer": {**schemes["bearer"], "type": "http", "scheme": "bearer"}}
+    for path, operations in DOCUMENT["paths"].items():
+        for operation in operations.values():
+            expected: list[dict[str, list[str]]] | None = (
+                [{"bearer": []}, {}] if path.startswith("/v1/") else None
+            )
+            assert operation.get("security") == expected, path
