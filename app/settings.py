@@ -98,6 +98,12 @@ class Settings(BaseSettings):
         description="write requests per second per token and API worker (429 beyond); 0 = off",
     )
     write_rate_burst: int = Field(default=50, ge=1, description="write requests in one burst")
+    max_models: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="models that may exist (each brings its own Prometheus series)",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_connect_timeout: int = Field(default=2, ge=1, le=60, description="seconds")
     db_statement_timeout: float = Field(default=30.0, gt=0, description="seconds (PostgreSQL)")

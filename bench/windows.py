@@ -173,6 +173,7 @@ def main() -> None:
             created, _ = put_model(
                 session,
                 name="bench",
+                max_models=settings.max_models,
                 config=ModelConfig(
                     window="1h",
                     pi0=[0.05, 0.5],

@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
-from sqlalchemy import exists, select
+from sqlalchemy import exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -277,16 +277,24 @@ def list_models(session: Session) -> Sequence[Model]:
 
 
 def put_model(
-    session: Session, *, name: str, config: ModelConfig, now: datetime
+    session: Session, *, name: str, config: ModelConfig, now: datetime, max_models: int
 ) -> tuple[Model, bool]:
     """Create the model or replace its configuration; returns it and whether it was created.
 
     ``updated_at`` moves only when a stored value changes. Raises :class:`ConflictError` when
-    ``score_kind`` or ``window`` would change on a model that has predictions.
+    ``score_kind`` or ``window`` would change on a model that has predictions, or when a new
+    model would make more than ``max_models`` (every model brings its own series; two
+    creations at the same instant may both pass the count).
     """
     columns = _columns(config)
     model = session.scalars(select(Model).where(Model.name == name).with_for_update()).one_or_none()
     if model is None:
+        if (session.scalar(select(func.count()).select_from(Model)) or 0) >= max_models:
+            raise ConflictError(
+                "model_limit",
+                f"at most {max_models} models may exist (CALMON_MAX_MODELS)",
+                [{"field": "model", "limit": max_models}],
+            )
         try:
             with session.begin_nested():
                 model = Model(name=name, created_at=now, updated_at=now, **columns)

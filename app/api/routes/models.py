@@ -7,7 +7,15 @@ from functools import partial
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import AdminScope, JsonBody, ModelName, ReadScope, SessionDep, existing_model
+from app.api.deps import (
+    AdminScope,
+    JsonBody,
+    ModelName,
+    ReadScope,
+    SessionDep,
+    SettingsDep,
+    existing_model,
+)
 from app.api.errors import field_error, parse_json
 from app.api.openapi import (
     BODY_ERRORS,
@@ -41,14 +49,21 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
             409,
             descriptions={
                 409: "`model_has_predictions`: `score_kind` or `window` would change on a "
-                "model that has predictions"
+                "model that has predictions; `model_limit`: a new model would exceed "
+                "`CALMON_MAX_MODELS`"
             },
         ),
     },
     openapi_extra=json_request_body("ModelConfig", MODEL_CONFIG),
     response_model_exclude_none=True,
 )
-def put(model: ModelName, body: JsonBody, session: SessionDep, response: Response) -> ModelOut:
+def put(
+    model: ModelName,
+    body: JsonBody,
+    session: SessionDep,
+    settings: SettingsDep,
+    response: Response,
+) -> ModelOut:
     """Create the model (201) or replace its configuration (200); fields left out take their
     defaults, so the same body twice gives the same state."""
     now = datetime.now(UTC)
@@ -57,7 +72,9 @@ def put(model: ModelName, body: JsonBody, session: SessionDep, response: Respons
         raise field_error(
             "grace", f"at most {MAX_GRACE_SECONDS} seconds", error_type="less_than_equal"
         )
-    stored, created = put_model(session, name=model, config=config, now=now)
+    stored, created = put_model(
+        session, name=model, config=config, now=now, max_models=settings.max_models
+    )
     session.commit()
     if created:
         response.status_code = 201

@@ -12,6 +12,7 @@ from sqlalchemy import update
 
 from app.db.models import Model
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
+from tests.integration.conftest import ClientFactory
 
 FULL = {
     "score_kind": "score",
@@ -279,3 +280,19 @@ def test_malformed_json_is_400(client: TestClient) -> None:
     )
     assert response.status_code == 400
     assert error_of(response)["code"] == "invalid_json"
+
+
+def test_models_beyond_the_limit_are_a_409_and_replacing_one_still_works(
+    make_client: ClientFactory,
+) -> None:
+    client = make_client(max_models=2)
+    for name in ("m1", "m2"):
+        assert client.put(f"/v1/models/{name}", json={}).status_code == 201
+    response = client.put("/v1/models/m3", json={})
+    assert response.status_code == 409, response.text
+    error = error_of(response)
+    assert error["code"] == "model_limit"
+    assert "CALMON_MAX_MODELS" in error["message"]
+    assert client.get("/v1/models/m3").status_code == 404
+    assert client.put("/v1/models/m2", json={"threshold": 0.3}).status_code == 200
+    assert [m["name"] for m in client.get("/v1/models").json()["models"]] == ["m1", "m2"]

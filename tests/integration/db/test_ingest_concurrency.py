@@ -26,7 +26,7 @@ def sessions(migrated_url: str) -> Iterator[sessionmaker[Session]]:
     engine = create_db_engine(Settings(database_url=migrated_url, db_pool_size=8))
     factory = create_session_factory(engine)
     with factory() as session:
-        put_model(session, name="m", config=ModelConfig(), now=TS)
+        put_model(session, name="m", config=ModelConfig(), now=TS, max_models=10)
         session.commit()
     yield factory
     engine.dispose()

@@ -30,7 +30,7 @@ def sessions(migrated_url: str) -> Iterator[sessionmaker[Session]]:
 def _seed(sessions: sessionmaker[Session]) -> None:
     with sessions() as session:
         for name in ("m1", "m2"):
-            model, _ = put_model(session, name=name, config=ModelConfig(), now=NOW)
+            model, _ = put_model(session, name=name, config=ModelConfig(), now=NOW, max_models=10)
             rows = [
                 (f"{name}-{age}-{k}", NOW - timedelta(days=age, seconds=k), 0.5, None, None)
                 for age in (0, 5, 9, 10, 11, 400)
