@@ -20,6 +20,16 @@ from app.settings import Settings
 ClientFactory = Callable[..., TestClient]
 
 
+def upgraded(url: str) -> str:
+    """``url``, its database brought to the latest schema."""
+    engine = create_db_engine(Settings(database_url=url))
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    return url
+
+
 @pytest.fixture(scope="session")
 def shared_postgres_url(postgres_admin_url: str) -> Iterator[str]:
     """One migrated PostgreSQL database for the session (tests empty it before use)."""
@@ -27,10 +37,7 @@ def shared_postgres_url(postgres_admin_url: str) -> Iterator[str]:
     with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     base, _, _ = postgres_admin_url.rpartition("/")
-    url = f"{base}/{name}".replace("postgresql://", "postgresql+psycopg://", 1)
-    engine = create_db_engine(Settings(database_url=url))
-    migrate.upgrade(engine)
-    engine.dispose()
+    url = upgraded(f"{base}/{name}".replace("postgresql://", "postgresql+psycopg://", 1))
     try:
         yield url
     finally:
@@ -63,13 +70,7 @@ def migrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database at the latest schema, of each backend: a new SQLite file, then the
     session's PostgreSQL database emptied of all rows."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'calmon.db'}"
-        engine = create_db_engine(Settings(database_url=url))
-        try:
-            migrate.upgrade(engine)
-        finally:
-            engine.dispose()
-        return url
+        return upgraded(f"sqlite:///{tmp_path / 'calmon.db'}")
     shared: str = request.getfixturevalue("shared_postgres_url")
     _empty_postgres(shared)
     return shared
@@ -101,9 +102,6 @@ def client(make_client: ClientFactory) -> TestClient:
 @pytest.fixture
 def sqlite_client(tmp_path: Path) -> Iterator[TestClient]:
     """An open API on a migrated SQLite file, for checks that never reach the database."""
-    url = f"sqlite:///{tmp_path / 'calmon.db'}"
-    engine = create_db_engine(Settings(database_url=url))
-    migrate.upgrade(engine)
-    engine.dispose()
+    url = upgraded(f"sqlite:///{tmp_path / 'calmon.db'}")
     with TestClient(create_app(Settings(database_url=url))) as client:
         yield client

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.settings import Settings
 from tests.e2e.faults.helpers import ApiProcess
+from tests.integration.conftest import upgraded
 
 ApiFactory = Callable[..., ApiProcess]
 
@@ -19,13 +17,7 @@ ApiFactory = Callable[..., ApiProcess]
 @pytest.fixture
 def database_url(postgres_database: str) -> str:
     """A fresh migrated PostgreSQL database (SQLAlchemy URL)."""
-    url = postgres_database.replace("postgresql://", "postgresql+psycopg://", 1)
-    engine = create_db_engine(Settings(database_url=url))
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
-    return url
+    return upgraded(postgres_database.replace("postgresql://", "postgresql+psycopg://", 1))
 
 
 @pytest.fixture

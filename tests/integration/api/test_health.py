@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 
 from app.api.app import create_app
 from app.db import migrate
-from app.db.session import create_db_engine
 from app.settings import Settings
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
+from tests.integration.conftest import upgraded
 from tests.integration.tcp_proxy import Mode, TcpProxy
 
 #: an outage must be reported within this many seconds: ping deadline 1 s + connect timeout
@@ -54,9 +54,7 @@ def test_readyz_fails_until_migrated(tmp_path: Path) -> None:
 @pytest.fixture
 def proxied(postgres_database: str) -> Iterator[tuple[TestClient, TcpProxy]]:
     parts = urlsplit(postgres_database)
-    engine = create_db_engine(Settings(database_url=postgres_database))
-    migrate.upgrade(engine)
-    engine.dispose()
+    upgraded(postgres_database)
     proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
     settings = Settings(database_url=url, db_connect_timeout=2, db_pool_timeout=2.0)

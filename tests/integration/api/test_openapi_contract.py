@@ -43,10 +43,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from app.api.app import create_app
-from app.db import migrate
-from app.db.session import create_db_engine
 from app.settings import Settings
-from tests.integration.conftest import _empty_postgres
+from tests.integration.conftest import _empty_postgres, upgraded
 
 MODEL = "contract"
 #: what PUT generates is sent here, never to MODEL
@@ -178,13 +176,7 @@ def _database(request: pytest.FixtureRequest, backend: str) -> str:
         _empty_postgres(url)
         return url
     tmp_path_factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
-    url = f"sqlite:///{tmp_path_factory.mktemp('contract') / 'calmon.db'}"
-    engine = create_db_engine(Settings(database_url=url))
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
-    return url
+    return upgraded(f"sqlite:///{tmp_path_factory.mktemp('contract') / 'calmon.db'}")
 
 
 @pytest.fixture(
