@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import threading
 import time
 import urllib.request
@@ -24,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.stack import localised, prometheus_config
+from tests.e2e.stack import localised, prometheus_config, running
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import SERIES
 
@@ -153,27 +152,16 @@ def prometheus(prometheus_binary: str, exporter: str, tmp_path: Path) -> Iterato
         tmp_path / "prometheus", {"calmon-api": [exporter], "calmon-scheduler": [exporter]}
     )
     port = _free_port()
-    log = (tmp_path / "prometheus.log").open("w")
-    process = subprocess.Popen(
+    with running(
         [
             prometheus_binary,
             f"--config.file={config_path}",
             f"--storage.tsdb.path={tmp_path / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",
         ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+        log=tmp_path / "prometheus.log",
+    ):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def test_the_local_copy_changes_only_discovery_and_intervals() -> None:
