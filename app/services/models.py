@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NoReturn
 
 from pydantic import (
     AfterValidator,
@@ -201,30 +201,37 @@ class ModelConfig(BaseModel):
 MODEL_CONFIG = TypeAdapter(ModelConfig)
 
 
+def _invalid(field: str, message: str, value: Any, error_type: str = "value_error") -> NoReturn:
+    """Raise the validation error of one field, for rules the schema cannot state."""
+    raise ValidationError.from_exception_data(
+        "ModelConfig",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError(error_type, message), loc=(field,), input=value
+            )
+        ],
+    )
+
+
 def parse_config(body: bytes, *, now: datetime) -> ModelConfig:
-    """A ``PUT`` body as a configuration. A fixed reference's ``start`` and ``end`` must lie
-    where event times may (from the epoch to a day past ``now``), as ingestion requires of
-    predictions, and span at most ``MAX_REFERENCE_WINDOWS`` of the model's windows (the
-    reference is read a window at a time); configurations read back from the database are
-    not held to it."""
+    """A ``PUT`` body as a configuration. Beyond the schema: ``grace`` is at most
+    ``MAX_GRACE_SECONDS`` (stored as 32-bit seconds), and a fixed reference's ``start`` and
+    ``end`` lie where event times may (from the epoch to a day past ``now``), as ingestion
+    requires of predictions, and span at most ``MAX_REFERENCE_WINDOWS`` of the model's windows
+    (the reference is read a window at a time); configurations read back from the database
+    are not held to these."""
     config = MODEL_CONFIG.validate_json(body, context={"now": now})
+    if duration_seconds(config.grace) > MAX_GRACE_SECONDS:
+        _invalid("grace", f"at most {MAX_GRACE_SECONDS} seconds", config.grace, "less_than_equal")
     ref = config.reference
     if ref.kind == "fixed" and ref.start is not None and ref.end is not None:
         windows = (ref.end - ref.start).total_seconds() / WINDOW_SECONDS[config.window]
         if windows > MAX_REFERENCE_WINDOWS:
-            message = (
+            _invalid(
+                "reference",
                 f"a fixed reference spans at most {MAX_REFERENCE_WINDOWS} windows of the model "
-                f"({config.window}); this one spans {math.ceil(windows)}"
-            )
-            raise ValidationError.from_exception_data(
-                "ModelConfig",
-                [
-                    InitErrorDetails(
-                        type=PydanticCustomError("value_error", message),
-                        loc=("reference",),
-                        input=ref.model_dump(mode="json"),
-                    )
-                ],
+                f"({config.window}); this one spans {math.ceil(windows)}",
+                ref.model_dump(mode="json"),
             )
     return config
 

@@ -16,7 +16,7 @@ from app.api.deps import (
     SettingsDep,
     existing_model,
 )
-from app.api.errors import field_error, parse_json
+from app.api.errors import parse_json
 from app.api.openapi import (
     BODY_ERRORS,
     MODEL_ERRORS,
@@ -26,9 +26,7 @@ from app.api.openapi import (
 )
 from app.api.schemas import ModelList, ModelOut
 from app.services.models import (
-    MAX_GRACE_SECONDS,
     MODEL_CONFIG,
-    duration_seconds,
     list_models,
     parse_config,
     put_model,
@@ -68,10 +66,6 @@ def put(
     defaults, so the same body twice gives the same state."""
     now = datetime.now(UTC)
     config = parse_json(partial(parse_config, now=now), body)
-    if duration_seconds(config.grace) > MAX_GRACE_SECONDS:
-        raise field_error(
-            "grace", f"at most {MAX_GRACE_SECONDS} seconds", error_type="less_than_equal"
-        )
     stored, created = put_model(
         session, name=model, config=config, now=now, max_models=settings.max_models
     )
