@@ -86,27 +86,36 @@ Score = Annotated[
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
-#: an event time: an ISO 8601 string with an offset (pydantic would read a number, or a string
-#: of digits, as Unix time, which has no offset to check: a string without ``:`` never gets to
-#: the parser), not before the epoch; the upper bound moves with the clock and is added by
-#: :class:`EventSchema`. Both steps run in pydantic's core, with no Python call per item.
+def _instant_schema(ge: datetime | None = None) -> core_schema.CoreSchema:
+    """ISO 8601 text with an offset, as an aware datetime not before ``ge``.
+
+    Pydantic would read a number, or a string of digits, as Unix time, which has no offset to
+    check: a string without ``:`` never gets to the parser. Both steps run in pydantic's core,
+    with no Python call per value."""
+    return core_schema.chain_schema(
+        [
+            core_schema.custom_error_schema(
+                core_schema.str_schema(pattern=":"),
+                custom_error_type="iso_datetime",
+                custom_error_message="Input should be an ISO 8601 date and time with an "
+                "offset, such as 2026-11-01T10:00:00Z",
+            ),
+            core_schema.datetime_schema(tz_constraint="aware", strict=False, ge=ge),
+        ]
+    )
+
+
+#: an instant as requests give it: ISO 8601 text with an offset
+Instant = Annotated[
+    datetime,
+    GetPydanticSchema(lambda _type, _handler: _instant_schema()),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+#: an event time: an :data:`Instant` not before the epoch; the upper bound moves with the
+#: clock and is added by :class:`EventSchema`
 Timestamp = Annotated[
     datetime,
-    GetPydanticSchema(
-        lambda _type, _handler: core_schema.chain_schema(
-            [
-                core_schema.custom_error_schema(
-                    core_schema.str_schema(pattern=":"),
-                    custom_error_type="iso_datetime",
-                    custom_error_message="Input should be an ISO 8601 date and time with an "
-                    "offset, such as 2026-11-01T10:00:00Z",
-                ),
-                core_schema.datetime_schema(
-                    tz_constraint="aware", ge=EARLIEST_TIMESTAMP, strict=False
-                ),
-            ]
-        )
-    ),
+    GetPydanticSchema(lambda _type, _handler: _instant_schema(ge=EARLIEST_TIMESTAMP)),
     WithJsonSchema(
         {
             "type": "string",
@@ -341,21 +350,18 @@ def _lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> No
 
 _NOW = bindparam("now", type_=UTCDateTime())
 
+#: the staged rows into ``predictions`` (a constant: no value is ever part of the text)
+_INSERT_STAGED: Final = (
+    "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
+    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now"
+    " FROM calmon_prediction_stage WHERE true ORDER BY client_id, label IS NULL"
+)
 _INSERT_NEW_ONLY = text(
-    "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
-    " labelled_at, changed_at)"
-    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
-    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now"
-    " FROM calmon_prediction_stage WHERE true ORDER BY client_id, label IS NULL"
-    " ON CONFLICT (model_id, client_id) DO NOTHING"
+    _INSERT_STAGED + " ON CONFLICT (model_id, client_id) DO NOTHING"
 ).bindparams(_NOW)
-_INSERT_ALL_OR_FAIL = text(
-    "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
-    " labelled_at, changed_at)"
-    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
-    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now"
-    " FROM calmon_prediction_stage WHERE true ORDER BY client_id, label IS NULL"
-).bindparams(_NOW)
+_INSERT_ALL_OR_FAIL = text(_INSERT_STAGED).bindparams(_NOW)
 UNIQUE_VIOLATION: Final = "23505"
 
 _CONFLICTING_IDS = text(

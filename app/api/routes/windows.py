@@ -17,20 +17,18 @@ lies before it) to now (only windows that have ended are recomputed).
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Response
-from pydantic import AwareDatetime, BaseModel, BeforeValidator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel
 
 from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_model
 from app.api.errors import field_error
 from app.api.openapi import MODEL_ERRORS
 from app.names import SEGMENT_OR_ALL_PATTERN
-from app.services.ingest import EARLIEST_TIMESTAMP
+from app.services.ingest import EARLIEST_TIMESTAMP, Instant
 from app.services.references import iso
 from app.services.windows import (
     MAX_PAGE,
@@ -49,20 +47,6 @@ _LAST_UTC = datetime.max.replace(tzinfo=UTC)
 #: the cursors this API gives: seconds of a window start (years 1653 to 5138 here), a colon
 #: and a segment; a subset of what :func:`decode_cursor` reads
 CURSOR_PATTERN: Final = r"^(-?[0-9]{1,10}|[0-9]{11}):[^\x00]+$"
-_INSTANT_TEXT = re.compile(r"[0-9]{4}-")
-
-
-def _instant_text(value: object) -> object:
-    """Refuse a number for an instant: pydantic would read it as seconds since the epoch, an
-    instant without the offset the API requires."""
-    if isinstance(value, str) and not _INSTANT_TEXT.match(value):
-        raise PydanticCustomError(
-            "datetime_parsing", "Input should be an ISO 8601 date and time with an offset"
-        )
-    return value
-
-
-InstantText = BeforeValidator(_instant_text)
 
 
 class WindowPage(BaseModel):
@@ -114,13 +98,11 @@ def get_windows(
     model: ModelName,
     session: SessionDep,
     start: Annotated[
-        AwareDatetime | None,
-        InstantText,
+        Instant | None,
         Query(description="windows ending after this instant (with an offset; before `end`)"),
     ] = None,
     end: Annotated[
-        AwareDatetime | None,
-        InstantText,
+        Instant | None,
         Query(description="windows starting before this instant (with an offset; after `start`)"),
     ] = None,
     segment: Annotated[
@@ -172,13 +154,11 @@ def post_recompute(
     model: ModelName,
     session: SessionDep,
     start: Annotated[
-        AwareDatetime,
-        InstantText,
+        Instant,
         Query(description="first instant of the range (with an offset; before `end`)"),
     ],
     end: Annotated[
-        AwareDatetime,
-        InstantText,
+        Instant,
         Query(
             description="end of the range, excluded (with an offset; after `start`; at most "
             f"{MAX_RECOMPUTE_WINDOWS} windows of the model from the later of `start` and "
