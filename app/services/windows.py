@@ -278,6 +278,19 @@ def _overflow_segments(session: Session, *, model: Model, start: datetime) -> in
     return int(count or 0)
 
 
+def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
+    """Overflow predictions of the window's stored result (0 if none is stored yet)."""
+    record = session.scalar(
+        select(WindowResult.record).where(
+            WindowResult.model_id == model.id,
+            WindowResult.starts_at == start,
+            WindowResult.segment == ALL,
+        )
+    )
+    overflow = (record or {}).get("segments_overflow") or {}
+    return int(overflow.get("predictions") or 0)
+
+
 def _begin(session: Session, *, model: Model) -> bool:
     """Open the window's transaction: one snapshot for every read (PostgreSQL: repeatable
     read, a long statement timeout, and the model's window lock, False when another
@@ -377,14 +390,9 @@ def compute_window(
         del scores, labels
     predictions = int(rows.scores.size)
     del rows
-    previous = session.scalar(
-        select(WindowResult.record).where(
-            WindowResult.model_id == model.id,
-            WindowResult.starts_at == start,
-            WindowResult.segment == ALL,
-        )
+    overflow_added = overflow_predictions and max(
+        0, overflow_predictions - _stored_overflow(session, model=model, start=start)
     )
-    previous_overflow = ((previous or {}).get("segments_overflow") or {}).get("predictions") or 0
     for table in (WindowResult, WindowScores):
         session.execute(delete(table).where(table.model_id == model.id, table.starts_at == start))
     for name, computed_at, record, positives, negatives in outputs:
@@ -432,7 +440,7 @@ def compute_window(
         segments=[name for name, *_ in outputs],
         overflow_segments=overflow_segments,
         overflow_predictions=overflow_predictions,
-        overflow_added=max(0, overflow_predictions - int(previous_overflow)),
+        overflow_added=overflow_added,
     )
 
 
