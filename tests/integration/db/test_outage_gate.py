@@ -107,7 +107,7 @@ def test_a_connection_closed_by_the_server_is_replaced_without_closing_the_gate(
     assert gate.outages == 0
 
 
-def test_sqlite_engines_have_no_gate(tmp_path: object) -> None:
+def test_sqlite_engines_have_no_gate() -> None:
     engine = create_db_engine(Settings(database_url="sqlite://"))
     assert outage_gate(engine) is None
     engine.dispose()

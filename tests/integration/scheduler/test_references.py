@@ -235,7 +235,7 @@ def test_fixed_reference_refresh_waits_for_a_quiet_period_and_reaches_back_a_bou
         grace="10m",
         reference={"kind": "fixed", "start": iso(period_start), "end": iso(period_end)},
     )
-    batch = _six_windows(env, "fraud")
+    _six_windows(env, "fraud")
     model_id = env.model_id("fraud")
     with env.session_factory() as session:
         model = session.get(Model, model_id)
@@ -273,7 +273,6 @@ def test_fixed_reference_refresh_waits_for_a_quiet_period_and_reaches_back_a_bou
         session.flush()
         assert refresh_for_fixed_reference(session, model=model, now=now) == 0
         session.rollback()
-    assert len(batch.items) == 6 * 60
 
 
 def test_no_split_without_a_reference(env: Env) -> None:
