@@ -127,9 +127,10 @@ WriteScope = Depends(require_scope("write"))
 AdminScope = Depends(require_scope("admin"))
 
 
-def existing_model(session: Session, name: str) -> Model:
-    """The model called ``name``, or 404."""
-    model = get_model(session, name=name)
+def existing_model(session: Session, name: str, *, share_lock: bool = False) -> Model:
+    """The model called ``name``, or 404; with ``share_lock``, its row is locked ``FOR SHARE``
+    until the transaction ends (see :func:`app.services.models.get_model`)."""
+    model = get_model(session, name=name, share_lock=share_lock)
     if model is None:
         raise ApiError(404, "model_not_found", f"no model named {name!r}")
     return model

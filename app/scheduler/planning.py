@@ -60,7 +60,7 @@ def microseconds(moment: datetime) -> int:
     return (moment - EPOCH) // _MICROSECOND
 
 
-def _window_epoch_seconds(session: Session, length: int) -> Any:
+def window_epoch_seconds(session: Session, length: int) -> Any:
     """SQL: the epoch second at which the window of length ``length`` holding ``ts`` starts."""
     if session.get_bind().dialect.name == "postgresql":
         return cast(func.floor(extract("epoch", Prediction.ts) / length) * length, BigInteger)
@@ -136,7 +136,7 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
     length = WINDOW_SECONDS[model.window]
     step = timedelta(seconds=length)
     mark = session.get(ModelScan, model.id)
-    bucket = _window_epoch_seconds(session, length).label("bucket")
+    bucket = window_epoch_seconds(session, length).label("bucket")
     query = select(bucket, func.max(Prediction.changed_at)).where(Prediction.model_id == model.id)
     if mark is not None:
         query = query.where(Prediction.changed_at >= mark.scanned_at - margin)

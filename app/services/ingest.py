@@ -61,7 +61,8 @@ from app.names import SEGMENT_PATTERN
 from app.services.errors import ConflictError
 
 MAX_BATCH: Final = 10_000
-CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f]{1,128}$"
+#: 1 to 128 characters, none of them a control character (C0, DEL or C1)
+CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f-\x9f]{1,128}$"
 #: first key of the two-key advisory locks taken per model ("calm")
 MODEL_LOCK_CLASS: Final = 0x63616C6D
 #: earliest event time taken: the UTC epoch, where windows are aligned
@@ -394,6 +395,14 @@ _UNKNOWN_LABEL_IDS = text(
     " ORDER BY s.client_id"
 )
 
+#: the batch's stored predictions, locked in id order before they are updated (an ``UPDATE …
+#: FROM`` locks rows in the order of its join, which differs between batches)
+_LOCK_LABELLED = text(
+    "SELECT 1 FROM predictions p WHERE p.model_id = :model_id"
+    " AND p.client_id IN (SELECT client_id FROM calmon_label_stage)"
+    " ORDER BY p.client_id FOR NO KEY UPDATE OF p"
+)
+
 _UPDATE_LABELS = text(
     "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
     " FROM calmon_label_stage s"
@@ -412,7 +421,7 @@ _UPSERT_PENDING = text(
     "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
     " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
     " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
-    " ON CONFLICT (model_id, client_id)"
+    " ORDER BY s.client_id ON CONFLICT (model_id, client_id)"
     " DO UPDATE SET label = excluded.label, received_at = excluded.received_at"
 ).bindparams(_NOW)
 
@@ -506,6 +515,8 @@ def ingest_labels(
     unknown = connection.execute(_UNKNOWN_LABEL_IDS, params).scalars().all()
     if unknown:
         _lock_model(connection, model.id, exclusive=True)
+    if connection.dialect.name == "postgresql":
+        connection.execute(_LOCK_LABELLED, params)
     updated = connection.execute(_UPDATE_LABELS, params).rowcount
     pending_changed = 0
     if unknown:

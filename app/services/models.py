@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, NoReturn
 
 from pydantic import (
@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
-from sqlalchemy import exists, func, select
+from sqlalchemy import exists, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -47,6 +47,9 @@ MAX_PI0: Final = 5
 DEFAULT_TRAILING_WINDOWS: Final = 7
 #: longest fixed reference period, in the model's windows (it is read a window at a time)
 MAX_REFERENCE_WINDOWS: Final = 10_000
+#: first key of the advisory lock held by a transaction creating a model ("calR")
+REGISTRY_LOCK_CLASS: Final = 0x63616C52
+_LOCK_REGISTRY: Final = text("SELECT pg_advisory_xact_lock(:cls, 0)")
 
 
 def _known_window(name: str) -> str:
@@ -255,7 +258,12 @@ def config_of(model: Model) -> ModelConfig:
     )
 
 
+def _utc(moment: datetime | None) -> datetime | None:
+    return None if moment is None else moment.astimezone(UTC)
+
+
 def _columns(config: ModelConfig) -> dict[str, Any]:
+    """The stored columns of ``config``; instants in UTC, as they are read back."""
     ref = config.reference
     return {
         "score_kind": config.score_kind,
@@ -266,16 +274,26 @@ def _columns(config: ModelConfig) -> dict[str, Any]:
         "reference_windows": (
             (ref.windows or DEFAULT_TRAILING_WINDOWS) if ref.kind == "trailing" else None
         ),
-        "reference_start": ref.start,
-        "reference_end": ref.end,
+        "reference_start": _utc(ref.start),
+        "reference_end": _utc(ref.end),
         "grace_seconds": duration_seconds(config.grace),
         "max_segments": config.max_segments,
     }
 
 
-def get_model(session: Session, *, name: str) -> Model | None:
-    """The model called ``name``, or None."""
-    return session.scalars(select(Model).where(Model.name == name)).one_or_none()
+def get_model(session: Session, *, name: str, share_lock: bool = False) -> Model | None:
+    """The model called ``name``, or None.
+
+    With ``share_lock`` its row is locked ``FOR SHARE`` until the transaction ends, so that its
+    configuration cannot change meanwhile: :func:`put_model` locks it ``FOR UPDATE`` and waits.
+    Prediction batches take it before validating against ``score_kind``. A lock that had to
+    wait reads the row as the other transaction committed it. (SQLite: no row locks; its
+    writers are serialised whole.)
+    """
+    query = select(Model).where(Model.name == name)
+    if share_lock:
+        query = query.with_for_update(read=True).execution_options(populate_existing=True)
+    return session.scalars(query).one_or_none()
 
 
 def list_models(session: Session) -> Sequence[Model]:
@@ -290,12 +308,21 @@ def put_model(
 
     ``updated_at`` moves only when a stored value changes. Raises :class:`ConflictError` when
     ``score_kind`` or ``window`` would change on a model that has predictions, or when a new
-    model would make more than ``max_models`` (every model brings its own series; two
-    creations at the same instant may both pass the count).
+    model would make more than ``max_models`` (every model brings its own series).
+
+    Concurrency (PostgreSQL): the model's row is locked ``FOR UPDATE`` before its stored data
+    is checked, so a prediction batch, which holds it ``FOR SHARE`` from its validation to its
+    commit, is either committed first (and ``score_kind``/``window`` can no longer change) or
+    waits and validates against the new configuration. A creation takes a transaction-level
+    advisory lock before counting the models, so concurrent creations count one after the
+    other and the limit holds. (SQLite serialises writing transactions whole.)
     """
     columns = _columns(config)
-    model = session.scalars(select(Model).where(Model.name == name).with_for_update()).one_or_none()
+    locked = select(Model).where(Model.name == name).with_for_update()
+    model = session.scalars(locked).one_or_none()
     if model is None:
+        if session.get_bind().dialect.name == "postgresql":
+            session.execute(_LOCK_REGISTRY, {"cls": REGISTRY_LOCK_CLASS})
         if (session.scalar(select(func.count()).select_from(Model)) or 0) >= max_models:
             raise ConflictError(
                 "model_limit",
@@ -308,7 +335,7 @@ def put_model(
                 session.add(model)
             return model, True
         except IntegrityError:
-            model = session.scalars(select(Model).where(Model.name == name).with_for_update()).one()
+            model = session.scalars(locked).one()
     changed = {key: value for key, value in columns.items() if getattr(model, key) != value}
     frozen = sorted(changed.keys() & {"score_kind", "window"})
     if frozen and session.scalar(select(exists().where(Prediction.model_id == model.id))):

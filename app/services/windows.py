@@ -58,7 +58,7 @@ from app.metrics.intervals import (
     likelihood_intervals_ranked,
 )
 from app.metrics.split import drift_split
-from app.scheduler.planning import request_windows
+from app.scheduler.planning import EPOCH, request_windows, window_epoch_seconds
 from app.services.references import (
     ALL,
     UNTRACKED,
@@ -524,11 +524,29 @@ def request_recompute(
 ) -> list[datetime]:
     """Mark for recomputation the windows of ``model`` that overlap ``[start, end)``, have
     ended and hold predictions; returns their starts. The caller commits; the scheduler
-    computes them at its next tick, without waiting for the grace period."""
+    computes them at its next tick, without waiting for the grace period.
+
+    Set-based, whatever the number of windows in the range: one grouped query finds the
+    windows that hold predictions, one the windows already known, one insert adds the others
+    and one update marks them all."""
     length = window_length(model.window)
     starts = [s for s in windows_in_range(model, start, end) if s + length <= now]
     if not starts:
         return []
+    seconds = int(length.total_seconds())
+    bucket = window_epoch_seconds(session, seconds)
+    holding = {
+        EPOCH + timedelta(seconds=int(epoch_seconds))
+        for epoch_seconds in session.scalars(
+            select(bucket)
+            .where(
+                Prediction.model_id == model.id,
+                Prediction.ts >= starts[0],
+                Prediction.ts < starts[-1] + length,
+            )
+            .group_by(bucket)
+        )
+    }
     known = set(
         session.scalars(
             select(WindowState.starts_at).where(
@@ -538,30 +556,15 @@ def request_recompute(
             )
         )
     )
-    for window in starts:
-        if window in known:
-            continue
-        holds = session.scalar(
-            select(
-                exists().where(
-                    Prediction.model_id == model.id,
-                    Prediction.ts >= window,
-                    Prediction.ts < window + length,
-                )
+    chosen = sorted(holding | (known & set(starts)))
+    fresh = [window for window in chosen if window not in known]
+    if fresh:
+        session.add_all(
+            WindowState.first_seen(
+                model_id=model.id, starts_at=window, ends_at=window + length, version=0, now=now
             )
+            for window in fresh
         )
-        if holds:
-            session.add(
-                WindowState.first_seen(
-                    model_id=model.id,
-                    starts_at=window,
-                    ends_at=window + length,
-                    version=0,
-                    now=now,
-                )
-            )
-            known.add(window)
-    session.flush()
-    chosen = [s for s in starts if s in known]
+        session.flush()
     request_windows(session, model_id=model.id, starts=chosen, now=now)
     return chosen

@@ -8,7 +8,6 @@ it is stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from fastapi import APIRouter
@@ -18,12 +17,14 @@ from app.api.deps import JsonBody, ModelName, SessionDep, WriteScope, existing_m
 from app.api.errors import parse_json
 from app.api.openapi import WRITE_ERRORS, error_responses, json_request_body
 from app.api.schemas import LabelsOut, PredictionsOut
+from app.api.transactions import in_transaction
 from app.services.ingest import (
     LABEL_BATCH,
     PREDICTION_BATCH,
     PREDICTIONS,
     PROBABILITY_PREDICTIONS,
-    PredictionRow,
+    LabelsResult,
+    PredictionsResult,
     ingest_labels,
     ingest_predictions,
     prediction_rows,
@@ -49,15 +50,15 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
 )
 def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
-    stored = existing_model(session, model)
     now = datetime.now(UTC)
-    rows: Sequence[PredictionRow]
-    if stored.score_kind == "probability":
-        rows = prediction_rows(parse_json(PROBABILITY_PREDICTIONS.at(now), body)["predictions"])
-    else:
-        rows = prediction_rows(parse_json(PREDICTIONS.at(now), body)["predictions"])
-    result = ingest_predictions(session, model=stored, rows=rows, now=now)
-    session.commit()
+
+    def work() -> PredictionsResult:
+        stored = existing_model(session, model, share_lock=True)
+        schema = PROBABILITY_PREDICTIONS if stored.score_kind == "probability" else PREDICTIONS
+        rows = prediction_rows(parse_json(schema.at(now), body)["predictions"])
+        return ingest_predictions(session, model=stored, rows=rows, now=now)
+
+    result = in_transaction(session, work)
     observability.PREDICTIONS_INGESTED.labels(model).inc(result.new)
     observability.PREDICTIONS_DUPLICATE.labels(model).inc(result.duplicates)
     return PredictionsOut(
@@ -75,9 +76,13 @@ def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> P
 )
 def post_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction."""
-    stored = existing_model(session, model)
-    labels = parse_json(LABEL_BATCH.validate_json, body)["labels"]
-    result = ingest_labels(session, model=stored, labels=labels, now=datetime.now(UTC))
-    session.commit()
+    now = datetime.now(UTC)
+
+    def work() -> LabelsResult:
+        stored = existing_model(session, model)
+        labels = parse_json(LABEL_BATCH.validate_json, body)["labels"]
+        return ingest_labels(session, model=stored, labels=labels, now=now)
+
+    result = in_transaction(session, work)
     observability.LABELS_INGESTED.labels(model).inc(result.updated + result.pending_changed)
     return LabelsOut(updated=result.updated, unchanged=result.unchanged, pending=result.pending)
