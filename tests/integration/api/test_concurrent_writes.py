@@ -149,9 +149,7 @@ def test_concurrent_creations_keep_to_the_model_limit(make_client: ClientFactory
     for i in range(8):
         create_model(client, f"old{i}")
     with ThreadPoolExecutor(32) as pool:
-        answers = list(
-            pool.map(lambda i: client.put(f"/v1/models/new{i}", json={}), range(32))
-        )
+        answers = list(pool.map(lambda i: client.put(f"/v1/models/new{i}", json={}), range(32)))
     statuses = sorted(a.status_code for a in answers)
     assert statuses == [201] * 12 + [409] * 20
     assert {error_of(a)["code"] for a in answers if a.status_code == 409} == {"model_limit"}
@@ -159,9 +157,7 @@ def test_concurrent_creations_keep_to_the_model_limit(make_client: ClientFactory
 
 
 @pytest.mark.parametrize("character", ["\x85", "\x80", "\x9f", "\x1b", "\x7f"])
-def test_ids_with_control_characters_are_refused(
-    sqlite_client: TestClient, character: str
-) -> None:
+def test_ids_with_control_characters_are_refused(sqlite_client: TestClient, character: str) -> None:
     create_model(sqlite_client)
     client_id = f"a{character}b"
     response = post_predictions(sqlite_client, [prediction(client_id)])

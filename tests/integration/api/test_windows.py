@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from app.metrics import REGULAR_METRICS, evaluate
 from app.metrics.split import SPLIT_METRICS
@@ -346,6 +347,38 @@ def test_recompute_marks_windows_and_the_scheduler_computes_them(
         params={"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"},
     )
     assert (empty.status_code, empty.json()["windows"]) == (202, [])
+
+
+def test_recompute_of_thousands_of_windows_takes_a_few_statements(client: TestClient) -> None:
+    create_model(client, "fraud", window="5m")
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    items = [
+        {"id": f"p-{i}", "timestamp": (start + i * timedelta(hours=7)).isoformat(), "score": 0.5}
+        for i in range(100)
+    ]
+    stored = client.post("/v1/models/fraud/predictions", json={"predictions": items})
+    assert stored.status_code == 200, stored.text
+    statements: list[str] = []
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        response = client.post(
+            "/v1/models/fraud/recompute",
+            params={
+                "start": start.isoformat(),
+                "end": (start + 9792 * FIVE_MINUTES).isoformat(),
+            },
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert response.status_code == 202, response.text
+    expected = [start + i * timedelta(hours=7) for i in range(100)]
+    assert [w["start"] for w in response.json()["windows"]] == [iso(s) for s in expected]
+    assert len(statements) <= 10, statements
 
 
 @pytest.mark.parametrize(
