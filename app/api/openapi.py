@@ -40,7 +40,8 @@ ERROR_DESCRIPTIONS: Final[dict[int, str]] = {
     415: "`unsupported_media_type`: the body is not `application/json`",
     422: "`validation_error`: a path, query or body field breaks its rule; details name each",
     429: "`too_many_requests`: over the write rate of this token; retry after `Retry-After`",
-    503: "`database_unavailable` or `database_busy`: retry after `Retry-After` seconds",
+    503: "`database_unavailable`, `database_busy` or `transaction_conflict`: nothing was "
+    "stored; retry after `Retry-After` seconds",
 }
 
 

@@ -19,7 +19,10 @@ per prediction in Python is one tuple and the database does the rest:
 
 On PostgreSQL, prediction batches take a shared advisory lock per model and label batches that
 create pending labels take it exclusively, so a pending label and its prediction arriving at the
-same moment cannot miss each other.
+same moment cannot miss each other. Label batches lock the stored predictions they name in id
+order before updating them, so batches over the same ids in different orders wait for each
+other instead of deadlocking. (Prediction batches also hold their model's row ``FOR SHARE``,
+taken by the caller before validation: see :func:`app.services.models.get_model`.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 Bodies are read raw and validated in one pass by pydantic's Rust JSON parser. A batch is all
 or nothing: any invalid item (422, with ``predictions[i].field``; a timestamp before the epoch
 or more than a day past the server's clock is invalid) or conflicting id (409) and nothing of
-it is stored.
+it is stored. A prediction batch holds its model's row ``FOR SHARE`` from the moment it reads
+``score_kind`` to its commit, so a configuration change waits for it (or it for the change).
+Each request's work runs in :func:`app.api.transactions.in_transaction`, which runs it again
+when the database aborts it for a concurrent transaction.
 """
 
 from __future__ import annotations
