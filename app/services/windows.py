@@ -47,6 +47,8 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
@@ -528,7 +530,8 @@ def request_recompute(
 
     Set-based, whatever the number of windows in the range: one grouped query finds the
     windows that hold predictions, one the windows already known, one insert adds the others
-    and one update marks them all."""
+    (a window the scheduler or a concurrent request adds meanwhile is left as it is) and one
+    update marks them all."""
     length = window_length(model.window)
     starts = [s for s in windows_in_range(model, start, end) if s + length <= now]
     if not starts:
@@ -559,12 +562,19 @@ def request_recompute(
     chosen = sorted(holding | (known & set(starts)))
     fresh = [window for window in chosen if window not in known]
     if fresh:
-        session.add_all(
+        columns = WindowState.__table__.columns
+        states = [
             WindowState.first_seen(
                 model_id=model.id, starts_at=window, ends_at=window + length, version=0, now=now
             )
             for window in fresh
+        ]
+        dialect_insert = (
+            pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
         )
-        session.flush()
+        session.execute(
+            dialect_insert(WindowState).on_conflict_do_nothing(),
+            [{column.key: getattr(state, column.key) for column in columns} for state in states],
+        )
     request_windows(session, model_id=model.id, starts=chosen, now=now)
     return chosen

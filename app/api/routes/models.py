@@ -25,6 +25,7 @@ from app.api.openapi import (
     json_request_body,
 )
 from app.api.schemas import ModelList, ModelOut
+from app.api.transactions import in_transaction
 from app.services.models import (
     MODEL_CONFIG,
     list_models,
@@ -66,10 +67,12 @@ def put(
     defaults, so the same body twice gives the same state."""
     now = datetime.now(UTC)
     config = parse_json(partial(parse_config, now=now), body)
-    stored, created = put_model(
-        session, name=model, config=config, now=now, max_models=settings.max_models
+    stored, created = in_transaction(
+        session,
+        lambda: put_model(
+            session, name=model, config=config, now=now, max_models=settings.max_models
+        ),
     )
-    session.commit()
     if created:
         response.status_code = 201
     return ModelOut.of(stored)

@@ -27,6 +27,8 @@ from pydantic import BaseModel
 from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_model
 from app.api.errors import field_error
 from app.api.openapi import MODEL_ERRORS
+from app.api.transactions import in_transaction
+from app.db.models import Model
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.ingest import EARLIEST_TIMESTAMP, Instant
 from app.services.references import iso
@@ -172,13 +174,16 @@ def post_recompute(
     _check_range(start, end)
     now = datetime.now(UTC)
     start, end = max(start, EARLIEST_TIMESTAMP), min(end, now)
-    stored = existing_model(session, model)
-    if _window_count(stored.window, start, end) > MAX_RECOMPUTE_WINDOWS:
-        raise field_error(
-            "end", f"the range holds more than {MAX_RECOMPUTE_WINDOWS} windows; split it"
-        )
-    starts = request_recompute(session, model=stored, start=start, end=end, now=now)
-    session.commit()
+
+    def work() -> tuple[Model, list[datetime]]:
+        stored = existing_model(session, model)
+        if _window_count(stored.window, start, end) > MAX_RECOMPUTE_WINDOWS:
+            raise field_error(
+                "end", f"the range holds more than {MAX_RECOMPUTE_WINDOWS} windows; split it"
+            )
+        return stored, request_recompute(session, model=stored, start=start, end=end, now=now)
+
+    stored, starts = in_transaction(session, work)
     length = window_length(stored.window)
     return RecomputeOut(
         status="pending",

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -190,3 +190,24 @@ def test_a_fixed_reference_is_answered_in_utc_as_stored(client: TestClient) -> N
     assert datetime.fromisoformat(read["end"]) == datetime(2024, 1, 8, 1, 30, tzinfo=UTC)
     replaced = client.put("/v1/models/fraud", json={"reference": reference, "threshold": 0.2})
     assert replaced.json()["reference"] == read
+
+
+@on_postgres
+def test_concurrent_recomputes_of_the_same_range_all_succeed(client: TestClient) -> None:
+    create_model(client, window="5m")
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    items = [
+        {"id": f"p-{i}", "timestamp": (start + i * timedelta(minutes=5)).isoformat(), "score": 0.5}
+        for i in range(2000)
+    ]
+    assert post_predictions(client, items).status_code == 200
+    params = {"start": start.isoformat(), "end": (start + timedelta(days=8)).isoformat()}
+
+    def recompute(_: int) -> Any:
+        return client.post("/v1/models/fraud/recompute", params=params)
+
+    for _ in range(3):
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(recompute, range(6)))
+        assert [a.status_code for a in answers] == [202] * 6, [a.text for a in answers]
+        assert {len(a.json()["windows"]) for a in answers} == {2000}
