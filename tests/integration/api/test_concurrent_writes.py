@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db.models import Model, Prediction
+from app.db.session import outage_gate
 from app.services.models import ModelConfig, get_model, put_model
 from tests.integration.api.helpers import (
     create_model,
@@ -141,6 +142,9 @@ def test_label_batches_over_the_same_ids_in_different_orders_all_succeed(
     with ThreadPoolExecutor(4) as pool:
         statuses = [s for result in pool.map(send, range(4)) for s in result]
     assert statuses == [200] * 20
+    gate = outage_gate(client.app.state.engine)  # type: ignore[attr-defined]
+    assert gate is not None
+    assert (gate.down, gate.outages) == (False, 0)
 
 
 @on_postgres
