@@ -30,7 +30,7 @@ from typing import Any, TypeGuard, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from app.metrics.curves import curve_metrics
+from app.metrics.curves import prior_dependent_at
 from app.metrics.evaluation import check_options, evaluate_prepared, prepare
 from app.metrics.intervals import (
     CHUNK_CELLS,
@@ -42,7 +42,6 @@ from app.metrics.intervals import (
     cut_at,
     default_replicates,
     draw_replicates,
-    evaluate_replicates,
     observed,
     replicate_interval,
 )
@@ -185,15 +184,18 @@ def _prior(ranking: Ranking) -> float | None:
     return ranking.n_pos / n if n else None
 
 
-def evaluate_at_prior(thresholds: FloatArray, reps: Replicates, pi0: FloatArray) -> dict[str, Any]:
-    """Each replicate's :data:`SPLIT_METRICS` calibrated at its own π0 (``pi0`` shape (B,)).
+def evaluate_at_prior(
+    thresholds: FloatArray, reps: Replicates, pi0: FloatArray
+) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
+    """Each replicate's :data:`SPLIT_METRICS`, regular and calibrated at its own π0 (``pi0``
+    shape (B,)): ``(regular, calibrated)``, each ``{metric: (B,)}``.
 
-    Calibrated metrics depend on the counts only through TPR, FPR and π0 (``docs/metrics.md``:
-    P_c = TP / (TP + r·FP), PG is prior-free, RG and the AUPRG crossing use π0), so they equal
-    the regular metrics of the same replicate with every negative count scaled by
-    r = n_pos·(1 - π0) / (π0·n_neg), whose prior is then exactly π0. That gives a per-replicate
-    π0 through the regular (batched) path. Returns ``{metric: (B,)}``, NaN where a class is
-    missing or π0 ∉ (0, 1) (NaN included).
+    The curve metrics come from :func:`~app.metrics.curves.prior_dependent_at` (one pass over
+    the blocks for both). Precision and F1 at τ depend on the counts only through TPR, FPR and
+    π0 (P_c = TP / (TP + r·FP)), so the calibrated ones are the regular ones of the replicate
+    with its negative counts scaled by r = n_pos·(1 - π0) / (π0·n_neg), whose prior is then
+    exactly π0. NaN where a class is missing, and calibrated values also where π0 ∉ (0, 1)
+    (NaN included).
     """
     n_pos = reps.n_pos.astype(np.float64)
     n_neg = reps.n_neg.astype(np.float64)
@@ -201,20 +203,21 @@ def evaluate_at_prior(thresholds: FloatArray, reps: Replicates, pi0: FloatArray)
         valid = (n_pos > 0) & (n_neg > 0) & (pi0 > 0) & (pi0 < 1)
     p = np.where(valid, pi0, 0.5)
     scale = np.where(valid, n_pos * (1 - p) / (p * np.where(valid, n_neg, 1.0)), 1.0)
-    curves = curve_metrics(
-        thresholds,
-        reps.pos,
-        reps.neg_tied * scale[:, None],
-        reps.neg_above * scale[:, None],
-        reps.neg_below * scale,
-        pi0=[],
+    curve_regular, curve_calibrated = prior_dependent_at(
+        thresholds, reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below, pi0=pi0
     )
-    at_tau = threshold_metrics(reps.tp, reps.fp * scale, n_pos, n_neg * scale, pi0=[])
-    values: dict[str, Any] = {}
+    at_tau = threshold_metrics(reps.tp, reps.fp, n_pos, n_neg, pi0=[]).regular
+    scaled = threshold_metrics(reps.tp, reps.fp * scale, n_pos, n_neg * scale, pi0=[]).regular
+    regular: dict[str, FloatArray] = {}
+    calibrated: dict[str, FloatArray] = {}
     for name in SPLIT_METRICS:
-        source = at_tau.regular if name in _AT_THRESHOLD else curves.regular
-        values[name] = np.where(valid, np.asarray(source[name], dtype=np.float64), np.nan)
-    return values
+        if name in _AT_THRESHOLD:
+            regular[name] = np.asarray(at_tau[name], dtype=np.float64)
+            calibrated[name] = np.where(valid, np.asarray(scaled[name], np.float64), np.nan)
+        else:
+            regular[name] = curve_regular[name]
+            calibrated[name] = curve_calibrated[name]
+    return regular, calibrated
 
 
 def _replicate_prior(reps: Replicates) -> FloatArray:
@@ -228,10 +231,12 @@ def _parts(
 ) -> dict[str, tuple[FloatArray, FloatArray]]:
     """{metric: (prior, likelihood)} of paired replicates of the window and the reference,
     each (B,): every set regular and calibrated at the prior of the other's replicate."""
-    window_regular = evaluate_replicates(window_ranking.thresholds, window, [])[0]
-    ref_regular = evaluate_replicates(ref_ranking.thresholds, ref, [])[0]
-    window_at_ref = evaluate_at_prior(window_ranking.thresholds, window, _replicate_prior(ref))
-    ref_at_window = evaluate_at_prior(ref_ranking.thresholds, ref, _replicate_prior(window))
+    window_regular, window_at_ref = evaluate_at_prior(
+        window_ranking.thresholds, window, _replicate_prior(ref)
+    )
+    ref_regular, ref_at_window = evaluate_at_prior(
+        ref_ranking.thresholds, ref, _replicate_prior(window)
+    )
     out: dict[str, tuple[FloatArray, FloatArray]] = {}
     for name in SPLIT_METRICS:
         _, prior, likelihood = shapley_parts(

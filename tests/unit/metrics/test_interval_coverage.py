@@ -49,6 +49,7 @@ SPLIT_BANDS = {"best_f1": LOOSE, "pr_gain_auc": (0.90, 1.0)}
 over-cover (97-99.5%, conservative), as regular AUPRG hinges on the few top-scored positives
 at π = 0.01 and its bootstrap spread is wider than its sampling spread."""
 
+
 def tpr(t: float, mu: float = MU) -> float:
     return float(stats.norm.sf(t - mu))
 

@@ -194,20 +194,21 @@ def test_intervals_are_attached_ordered_and_contain_the_parts() -> None:
     assert again == split
 
 
-def test_calibrating_by_scaling_negatives_equals_calibration_at_pi0() -> None:
-    """evaluate_at_prior (negatives scaled so the prior becomes π0, then regular metrics)
-    gives the calibrated metrics of curve_metrics / threshold_metrics."""
+def test_evaluate_at_prior_equals_curve_and_threshold_metrics() -> None:
+    """evaluate_at_prior (a π0 per replicate) gives the regular metrics and the calibrated
+    ones of curve_metrics / threshold_metrics at a fixed π0."""
     scores, labels = _tied_set()
     ranking = rank(scores, labels)
     reps = draw_replicates(
         ranking, cut_at(scores, labels, ranking, 0.5), size=300, rng=np.random.default_rng(9)
     )
     for p in (0.5, 0.05, 0.9):
-        scaled = evaluate_at_prior(ranking.thresholds, reps, np.full(300, p))
-        _, calibrated = evaluate_replicates(ranking.thresholds, reps, [p])
+        regular, at_prior = evaluate_at_prior(ranking.thresholds, reps, np.full(300, p))
+        expected_regular, calibrated = evaluate_replicates(ranking.thresholds, reps, [p])
         for name in SPLIT_METRICS:
-            np.testing.assert_allclose(scaled[name], calibrated[p][name], rtol=1e-12, atol=1e-12)
-        assert np.isfinite(scaled["average_precision"]).mean() > 0.9
+            np.testing.assert_allclose(at_prior[name], calibrated[p][name], rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(regular[name], expected_regular[name])
+        assert np.isfinite(at_prior["average_precision"]).mean() > 0.9
 
 
 def test_evaluate_at_prior_marks_impossible_priors_undefined() -> None:
@@ -216,10 +217,13 @@ def test_evaluate_at_prior_marks_impossible_priors_undefined() -> None:
     reps = draw_replicates(
         ranking, cut_at(scores, labels, ranking, 0.5), size=4, rng=np.random.default_rng(9)
     )
-    values = evaluate_at_prior(ranking.thresholds, reps, np.array([0.0, 1.0, math.nan, 0.3]))
+    regular, values = evaluate_at_prior(
+        ranking.thresholds, reps, np.array([0.0, 1.0, math.nan, 0.3])
+    )
     for name in SPLIT_METRICS:
         assert np.isnan(values[name][:3]).all()
         assert np.isfinite(values[name][3])
+        assert np.isfinite(regular[name]).all()
 
 
 def test_split_intervals_of_a_set_against_itself_contain_zero() -> None:
