@@ -148,19 +148,12 @@ def split_from_arrays(
     ref_set = prepare(ref_scores, ref_labels, score_kind="score")
     window_prior = _prior(window_set.ranking)
     ref_prior = _prior(ref_set.ranking)
-    both = _valid_prior(window_prior) and _valid_prior(ref_prior)
-    window = evaluate_prepared(
-        window_set,
-        threshold=threshold,
-        pi0=(ref_prior,) if both and _valid_prior(ref_prior) else (),
-        score_kind="score",
-    )
-    reference = evaluate_prepared(
-        ref_set,
-        threshold=threshold,
-        pi0=(window_prior,) if both and _valid_prior(window_prior) else (),
-        score_kind="score",
-    )
+    window_pi0: tuple[float, ...] = ()
+    ref_pi0: tuple[float, ...] = ()
+    if _valid_prior(window_prior) and _valid_prior(ref_prior):
+        window_pi0, ref_pi0 = (ref_prior,), (window_prior,)
+    window = evaluate_prepared(window_set, threshold=threshold, pi0=window_pi0, score_kind="score")
+    reference = evaluate_prepared(ref_set, threshold=threshold, pi0=ref_pi0, score_kind="score")
     split = drift_split(window, reference)
     if intervals:
         bounds = split_intervals(
