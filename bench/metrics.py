@@ -10,6 +10,8 @@ a ratio is taken in the same rounds):
 - scikit-learn's set (``roc_auc_score``, ``average_precision_score``, ``brier_score_loss``,
   ``calibration_curve``, precision/recall/F1 at the threshold) against ours (target ≥ 10x);
 - ``evaluate(intervals=True)`` against ``evaluate()`` on 10^6 rows (target ≤ 10x);
+- the drift split with the intervals of both parts against the split alone, a window of 10^6
+  rows (π = 0.005) against a reference of 10^6 rows (π = 0.01) (target ≤ 10x);
 - the tracemalloc peak of ``evaluate`` on the largest size (target ≤ 1 GiB).
 """
 
@@ -33,7 +35,7 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from app.metrics import evaluate
+from app.metrics import evaluate, split_from_arrays
 
 PRIOR = 0.01
 PI0 = (0.5, 0.1, 0.01)
@@ -42,11 +44,11 @@ GIB = 1 << 30
 
 
 def make_set(
-    n: int, *, ties: bool, seed: int = 0
+    n: int, *, ties: bool, seed: int = 0, prior: float = PRIOR
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]]:
-    """n predictions of a reasonable model: logistic of N(2.5·y - 3, 1), π = 0.01."""
+    """n predictions of a reasonable model: logistic of N(2.5·y - 3, 1), π = ``prior``."""
     rng = np.random.default_rng(seed)
-    labels = (rng.random(n) < PRIOR).astype(np.int8)
+    labels = (rng.random(n) < prior).astype(np.int8)
     scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=n) + 2.5 * labels - 3.0)))
     if ties:
         scores = np.round(scores, 4)
@@ -68,6 +70,15 @@ def ours(
     scores: npt.NDArray[np.float64], labels: npt.NDArray[np.int8], *, intervals: bool = False
 ) -> dict[str, Any]:
     return evaluate(scores, labels, threshold=THRESHOLD, pi0=PI0, intervals=intervals, seed=1)
+
+
+def split(
+    window: tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]],
+    reference: tuple[npt.NDArray[np.float64], npt.NDArray[np.int8]],
+    *,
+    intervals: bool = False,
+) -> dict[str, Any]:
+    return split_from_arrays(*window, *reference, threshold=THRESHOLD, intervals=intervals, seed=1)
 
 
 def sklearn_set(scores: npt.NDArray[np.float64], labels: npt.NDArray[np.int8]) -> None:
@@ -129,6 +140,23 @@ def main() -> int:
             ratio = t["intervals"] / t["point"]
             print(
                 f"intervals n=1,000,000 ties={'yes' if ties else 'no'}: "
+                f"{t['intervals'] * 1e3:.1f} ms vs {t['point'] * 1e3:.1f} ms = {ratio:.2f}x "
+                f"(≤ 10: {verdict(ratio <= 10)})"
+            )
+
+        for ties in (False, True):
+            window = make_set(10**6, ties=ties, seed=1, prior=PRIOR / 2)
+            reference = make_set(10**6, ties=ties, seed=2)
+            t = interleaved(
+                {
+                    "point": partial(split, window, reference),
+                    "intervals": partial(split, window, reference, intervals=True),
+                },
+                args.repeats,
+            )
+            ratio = t["intervals"] / t["point"]
+            print(
+                f"split intervals n=1,000,000 vs 1,000,000 ties={'yes' if ties else 'no'}: "
                 f"{t['intervals'] * 1e3:.1f} ms vs {t['point'] * 1e3:.1f} ms = {ratio:.2f}x "
                 f"(≤ 10: {verdict(ratio <= 10)})"
             )

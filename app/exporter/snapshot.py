@@ -47,6 +47,8 @@ ALL_SEGMENTS: Final = "*"
 #: a segment whose latest window is older than the model's by more windows is not exported
 QUIET_SEGMENT_WINDOWS: Final = 7
 COMPONENTS: Final = ("total", "prior", "likelihood")
+#: components of ``calmon_<metric>_change`` with a 95% interval (``_lower``/``_upper``)
+INTERVAL_COMPONENTS: Final = ("prior", "likelihood")
 WINDOW_LABELS: Final = ("model", "segment")
 
 #: what each catalogue metric is (docs/metrics.md), for the HELP lines
@@ -248,10 +250,12 @@ def _declare(builder: _Builder) -> None:
             "prior and likelihood parts",
         )
         builder.family(
-            f"{name}_lower", f"Lower end of the 95% interval of the likelihood part of {name}"
+            f"{name}_lower",
+            f"Lower end of the 95% interval of the prior or likelihood part of {name}",
         )
         builder.family(
-            f"{name}_upper", f"Upper end of the 95% interval of the likelihood part of {name}"
+            f"{name}_upper",
+            f"Upper end of the 95% interval of the prior or likelihood part of {name}",
         )
     for name, documentation in (
         ("calmon_positive_class_ratio", "Share of positives among the labelled predictions"),
@@ -307,9 +311,10 @@ def _add_metrics(builder: _Builder, window: LatestWindow, labels: dict[str, str]
         name = f"calmon_{metric}_change"
         for component in COMPONENTS:
             builder.add(name, {**labels, "component": component}, parts.get(component))
-        lower, upper = _interval(parts.get("likelihood_interval"))
-        builder.add(f"{name}_lower", {**labels, "component": "likelihood"}, lower)
-        builder.add(f"{name}_upper", {**labels, "component": "likelihood"}, upper)
+        for component in INTERVAL_COMPONENTS:
+            lower, upper = _interval(parts.get(f"{component}_interval"))
+            builder.add(f"{name}_lower", {**labels, "component": component}, lower)
+            builder.add(f"{name}_upper", {**labels, "component": component}, upper)
 
 
 def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:

@@ -1,7 +1,9 @@
 """The metric engine: NumPy arrays in, the numbers of ``docs/metrics.md`` out (no I/O).
 
 - :func:`evaluate`: every metric of one evaluation set as a JSON-able dict.
-- :func:`drift_split`, :func:`split_from_arrays`: prior / likelihood / total change.
+- :func:`drift_split`, :func:`split_from_arrays`: prior / likelihood / total change (the
+  mean of both calibration orders), with the intervals of both parts
+  (:func:`app.metrics.split.split_intervals`).
 - :func:`curve_metrics`, :func:`threshold_metrics`: the batched cores (any leading shape),
   shared by point estimates and the bootstrap.
 - :func:`rank`, :class:`Ranking`: the one sort every curve metric comes from.

@@ -282,3 +282,46 @@ def _auprg(b: _Blocks, shared: _Shared, crossing: FloatArray) -> FloatArray:
     gain_star = 1.0 - (b.n_pos * fp_star) / (b.n_neg * tp_star)
     result: FloatArray = 0.5 * (rg_first * (gain_star + gain_first) - odds * at_first(shared.tail))
     return result
+
+
+def prior_dependent_at(
+    thresholds: npt.ArrayLike,
+    pos: npt.ArrayLike,
+    neg_tied: npt.ArrayLike,
+    neg_above: npt.ArrayLike,
+    neg_below: npt.ArrayLike,
+    *,
+    pi0: FloatArray,
+) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
+    """The prior-dependent curve metrics (:data:`CALIBRATED_CURVE_METRICS`), regular and
+    calibrated at one π0 per set, from one pass over the blocks: ``(regular, calibrated)``.
+
+    Counts as for :func:`curve_metrics`; ``pi0`` has the counts' leading shape (...,), so each
+    bootstrap replicate can be calibrated at its own π0 (the drift split calibrates each
+    replicate at the prior of the other set's replicate). The values equal those of
+    :func:`curve_metrics` with that π0 (same expressions); computing both here shares the
+    cumulative counts and the AUPRG tail, which is most of the cost. NaN unless both classes
+    are present, and calibrated values also NaN where π0 ∉ (0, 1) (NaN included).
+    """
+    blocks = _blocks(thresholds, pos, neg_tied, neg_above, neg_below)
+    p = np.broadcast_to(np.asarray(pi0, dtype=np.float64), blocks.n_pos.shape)
+    nan = np.float64(np.nan)
+    if blocks.thresholds.size == 0:
+        empty = {name: np.full(p.shape, nan) for name in CALIBRATED_CURVE_METRICS}
+        return empty, dict(empty)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        both = (blocks.n_pos > 0) & (blocks.n_neg > 0)
+        valid = both & (p > 0) & (p < 1)
+        crossing = np.where(valid, p, 0.5)
+        shared = _Shared(blocks)
+        regular = _prior_dependent(blocks, shared, ratio=None, crossing=blocks.prior)
+        calibrated = _prior_dependent(
+            blocks,
+            shared,
+            ratio=calibration_ratio(blocks.prior, crossing),
+            crossing=crossing,
+        )
+    return (
+        {name: np.where(both, regular[name], nan) for name in CALIBRATED_CURVE_METRICS},
+        {name: np.where(valid, calibrated[name], nan) for name in CALIBRATED_CURVE_METRICS},
+    )

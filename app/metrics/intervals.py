@@ -1,4 +1,4 @@
-"""Confidence intervals for one evaluation set and for the likelihood part of a drift split.
+"""Confidence intervals for one evaluation set, and the bootstrap the drift split's intervals use.
 
 Method (``docs/intervals.md``): a Poisson bootstrap drawn per positive block of a
 :class:`~app.metrics.ranking.Ranking`. Giving every row an independent Poisson(1) weight is the
@@ -70,7 +70,6 @@ REGULAR_METRICS = (
     "ks",
 )
 CALIBRATED_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
-LIKELIHOOD_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
 MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
 """Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
 
@@ -241,37 +240,6 @@ def evaluate_replicates(
     return regular, calibrated
 
 
-def evaluate_at_prior(thresholds: FloatArray, reps: Replicates, pi0: FloatArray) -> Values:
-    """Each replicate's prior-dependent metrics calibrated at its own π0 (shape (B,)).
-
-    Calibrated metrics depend on the counts only through TPR, FPR and π0 (``docs/metrics.md``:
-    P_c = TP / (TP + r·FP), PG is prior-free, RG and the AUPRG crossing use π0), so they equal
-    the regular metrics of the same replicate with every negative count scaled by
-    r = n_pos·(1 - π0) / (π0·n_neg), whose prior is then exactly π0. That gives a per-replicate
-    π0 through the regular (batched) path. NaN where a class is missing or π0 ∉ (0, 1).
-    """
-    n_pos = reps.n_pos.astype(np.float64)
-    n_neg = reps.n_neg.astype(np.float64)
-    valid = (n_pos > 0) & (n_neg > 0) & (pi0 > 0) & (pi0 < 1)
-    p = np.where(valid, pi0, 0.5)
-    scale = np.where(valid, n_pos * (1 - p) / (p * np.where(valid, n_neg, 1.0)), 1.0)
-    curves = curve_metrics(
-        thresholds,
-        reps.pos,
-        reps.neg_tied * scale[:, None],
-        reps.neg_above * scale[:, None],
-        reps.neg_below * scale,
-        pi0=[],
-    )
-    at_tau = threshold_metrics(reps.tp, reps.fp * scale, n_pos, n_neg * scale, pi0=[])
-    curve_reg, tau_reg = curves.regular, at_tau.regular
-    values: Values = {}
-    for name in LIKELIHOOD_METRICS:
-        source = tau_reg if name in _THRESHOLD_CALIBRATED else curve_reg
-        values[name] = np.where(valid, np.asarray(source[name], dtype=np.float64), np.nan)
-    return values
-
-
 def _logit(x: FloatArray) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
         out: FloatArray = np.log(x) - np.log1p(-x)
@@ -304,7 +272,7 @@ UNIT: Scale = (_logit, _expit)
 BELOW_ONE: Scale = (_log_gap, _from_log_gap)
 """Metrics ≤ 1 without a lower bound (AUPRG)."""
 REAL: Scale = (_identity, _identity)
-"""Differences of metrics (the likelihood part of a drift split)."""
+"""Differences of metrics (the parts of a drift split, :mod:`app.metrics.split`)."""
 
 
 def _scale(name: str) -> Scale:
@@ -534,87 +502,3 @@ def bootstrap_intervals(
         for p, metrics in calibrated_parts.items()
     }
     return {"regular": out_regular, "calibrated": out_calibrated}
-
-
-def likelihood_intervals(
-    window_scores: FloatArray,
-    window_labels: Labels,
-    window_ranking: Ranking,
-    ref_scores: FloatArray,
-    ref_labels: Labels,
-    ref_ranking: Ranking,
-    *,
-    threshold: float,
-    level: float = 0.95,
-    replicates: int | None = None,
-    seed: int | None = None,
-) -> dict[str, Interval]:
-    """Intervals at ``level`` for likelihood = M_t^c(π_ref) - M_ref of LIKELIHOOD_METRICS.
-
-    The window and the reference set are bootstrapped independently; in replicate b the
-    window is calibrated at the prior of reference replicate b, so the interval carries the
-    noise of π_ref as well as of both sets. Intervals from the B differences on the identity
-    scale (:func:`replicate_interval`); B defaults to :func:`default_replicates` of the larger
-    set. None when the point value is undefined or too few replicates are defined.
-    """
-    return likelihood_intervals_ranked(
-        window_ranking,
-        cut_at(window_scores, window_labels, window_ranking, threshold),
-        ref_ranking,
-        cut_at(ref_scores, ref_labels, ref_ranking, threshold),
-        level=level,
-        replicates=replicates,
-        seed=seed,
-    )
-
-
-def likelihood_intervals_ranked(
-    window_ranking: Ranking,
-    window_cut: ThresholdCut,
-    ref_ranking: Ranking,
-    ref_cut: ThresholdCut,
-    *,
-    level: float = 0.95,
-    replicates: int | None = None,
-    seed: int | None = None,
-) -> dict[str, Interval]:
-    """:func:`likelihood_intervals` from each set's ranking and threshold cut (see
-    :func:`cut_with_fp`), for a reference pooled without its rows."""
-    _check(level, replicates)
-    if replicates is None:
-        blocks = max(window_ranking.thresholds.size, ref_ranking.thresholds.size)
-        replicates = default_replicates(blocks)
-    rng = np.random.default_rng(seed)
-
-    ref_point = observed(ref_ranking, ref_cut)
-    ref_prior = ref_point.n_pos / (ref_point.n_pos + ref_point.n_neg)
-    ref_point_values = evaluate_replicates(ref_ranking.thresholds, ref_point, [])[0]
-    window_point_values = evaluate_at_prior(
-        window_ranking.thresholds, observed(window_ranking, window_cut), ref_prior
-    )
-
-    ref_parts: dict[str, list[FloatArray]] = {name: [] for name in LIKELIHOOD_METRICS}
-    priors: list[FloatArray] = []
-    for reps in _replicate_chunks(ref_ranking, ref_cut, replicates=replicates, rng=rng):
-        n_pos, n = reps.n_pos, reps.n_pos + reps.n_neg
-        prior = np.divide(n_pos, n, out=np.full(n.shape, np.nan), where=n > 0)
-        priors.append(prior)
-        regular = evaluate_replicates(ref_ranking.thresholds, reps, [])[0]
-        for name, parts in ref_parts.items():
-            parts.append(regular[name])
-    all_priors = np.concatenate(priors)
-
-    window_parts: dict[str, list[FloatArray]] = {name: [] for name in LIKELIHOOD_METRICS}
-    start = 0
-    for reps in _replicate_chunks(window_ranking, window_cut, replicates=replicates, rng=rng):
-        prior = all_priors[start : start + reps.pos.shape[0]]
-        start += reps.pos.shape[0]
-        for name, values in evaluate_at_prior(window_ranking.thresholds, reps, prior).items():
-            window_parts[name].append(values)
-
-    out: dict[str, Interval] = {}
-    for name in LIKELIHOOD_METRICS:
-        point = float(window_point_values[name][0] - ref_point_values[name][0])
-        diffs = np.concatenate(window_parts[name]) - np.concatenate(ref_parts[name])
-        out[name] = replicate_interval(diffs, point, level=level, scale=REAL)
-    return out

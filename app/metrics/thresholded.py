@@ -29,12 +29,13 @@ class ThresholdValues:
     calibrated: dict[float, dict[str, FloatArray]]
 
 
-def calibration_ratio(prior: FloatArray, pi0: float) -> FloatArray:
+def calibration_ratio(prior: FloatArray, pi0: float | FloatArray) -> FloatArray:
     """r = π(1 - π0) / (π0(1 - π)), the factor on FP in the calibrated precision TP/(TP + r·FP).
 
-    ``prior`` has any shape. r is exactly 1.0 when ``pi0`` is the same float as π (both
-    products are the same float), so calibrated metrics then equal the regular ones bit for
-    bit. r is 0, inf or NaN where π ∉ (0, 1); callers mark those values undefined.
+    ``prior`` has any shape; ``pi0`` is a float or an array broadcasting with it. r is exactly
+    1.0 when ``pi0`` is the same float as π (both products are the same float), so calibrated
+    metrics then equal the regular ones bit for bit. r is 0, inf or NaN where π ∉ (0, 1);
+    callers mark those values undefined.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio: FloatArray = (prior * (1.0 - pi0)) / (pi0 * (1.0 - prior))

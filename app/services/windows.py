@@ -16,7 +16,8 @@ The record of a window and segment (``GET /v1/models/{model}/windows``)::
      "calibrated": {"reference": {…} | null, repr(pi0): {…}},
      "intervals": {"regular": {metric: [lo, hi] | null},
                    "calibrated": {"reference": {…} | null, repr(pi0): {…}}},
-     "split": {metric: {"total", "prior", "likelihood", "likelihood_interval"}} | null,
+     "split": {metric: {"total", "prior", "likelihood",
+                        "prior_interval", "likelihood_interval"}} | null,
      "reference": {"kind", "start", "end", "windows", "n", "n_pos", "prior", "regular"} | null,
      "reliability": [...],                        # probability models only
      "segments_overflow": {"segments", "predictions"} | null}   # on segment "*" only
@@ -52,14 +53,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
-from app.metrics.evaluation import evaluate_prepared, prepare
-from app.metrics.intervals import (
-    bootstrap_intervals,
-    cut_prepared,
-    cut_with_fp,
-    likelihood_intervals_ranked,
-)
-from app.metrics.split import drift_split
+from app.metrics.evaluation import PreparedSet, evaluate_prepared, evaluate_ranked, prepare
+from app.metrics.intervals import bootstrap_intervals, cut_prepared, cut_with_fp
+from app.metrics.split import drift_split, split_intervals_ranked
 from app.scheduler.planning import EPOCH, request_windows, window_epoch_seconds
 from app.services.references import (
     ALL,
@@ -156,7 +152,6 @@ def evaluate_segment(
     """
     labelled = labels >= 0
     prepared = prepare(scores[labelled], labels[labelled], score_kind=model.score_kind)
-    ranking = prepared.ranking
     usable = reference is not None and reference.n > 0
     ref_prior: float | None = (
         reference.evaluation["prior"] if reference is not None and usable else None
@@ -181,19 +176,9 @@ def evaluate_segment(
     )
     split: dict[str, Any] | None = None
     if reference is not None and usable:
-        split = drift_split(result, reference.evaluation)
-        bounds: dict[str, Any] = {}
-        if reference_key is not None and ranking.n_pos + ranking.n_neg:
-            bounds = likelihood_intervals_ranked(
-                ranking,
-                cut_prepared(prepared, model.threshold),
-                reference.ranking,
-                cut_with_fp(reference.ranking, model.threshold, reference.sums.fp),
-                level=LEVEL,
-                seed=seed,
-            )
-        for name, parts in split.items():
-            parts["likelihood_interval"] = bounds.get(name)
+        split = _split(
+            model=model, prepared=prepared, window=result, reference=reference, seed=seed
+        )
     record: dict[str, Any] = {
         "start": iso(start),
         "end": iso(end),
@@ -221,6 +206,53 @@ def evaluate_segment(
         encode_scores(prepared.pos_sorted),
         encode_scores(prepared.neg_sorted),
     )
+
+
+def _split(
+    *,
+    model: Model,
+    prepared: PreparedSet,
+    window: dict[str, Any],
+    reference: Reference,
+    seed: int,
+) -> dict[str, Any]:
+    """The drift split of a window's result against its reference, with the 95% intervals
+    of both parts (``docs/metrics.md``).
+
+    ``window`` was evaluated with the reference prior among its π0; the reference, pooled and
+    cached without calibrated values, is evaluated here at the window's prior (O(K) from its
+    ranking). Both are needed only when both priors are in (0, 1); otherwise every part and
+    interval is None.
+    """
+    window_prior, ref_prior = window["prior"], reference.evaluation["prior"]
+    calibratable = all(p is not None and 0.0 < p < 1.0 for p in (window_prior, ref_prior))
+    ref_result = reference.evaluation
+    if calibratable:
+        ref_result = evaluate_ranked(
+            reference.ranking,
+            reference.sums,
+            threshold=model.threshold,
+            pi0=(float(window_prior),),
+            score_kind=model.score_kind,
+        )
+    split = drift_split(window, ref_result)
+    bounds = (
+        split_intervals_ranked(
+            prepared.ranking,
+            cut_prepared(prepared, model.threshold),
+            reference.ranking,
+            cut_with_fp(reference.ranking, model.threshold, reference.sums.fp),
+            level=LEVEL,
+            seed=seed,
+        )
+        if calibratable
+        else {}
+    )
+    for name, parts in split.items():
+        metric_bounds = bounds.get(name, {})
+        parts["prior_interval"] = metric_bounds.get("prior")
+        parts["likelihood_interval"] = metric_bounds.get("likelihood")
+    return split
 
 
 def _register_segments(session: Session, *, model: Model, start: datetime, now: datetime) -> int:

@@ -24,6 +24,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from app.metrics.split import shapley_parts
 from app.services.references import iso
 from app.simulation.stream import (
     PHASES,
@@ -120,8 +121,11 @@ def truth_document(
     ``positives[i]`` is the number of positives drawn for ``plans[i]``. The reference is the
     stable phase (population prior π_ref); per window: ``start``, ``end``, ``phase``, true
     ``prior``, ``n``, ``n_pos``, the :func:`population_values` under ``population`` (calibrated
-    ones at π_ref), and the population split of ``average_precision`` (``total = prior +
-    likelihood``, as ``docs/metrics.md`` defines it).
+    ones at π_ref), and the population split of ``average_precision`` as ``docs/metrics.md``
+    defines it (:func:`app.metrics.split.shapley_parts` of the window's AP at its own prior
+    and at π_ref and the reference's AP at the window's prior and at π_ref; ``total = prior +
+    likelihood``). A pure prior shift (same separation) has a likelihood part of exactly 0, a
+    pure likelihood drift (same prior) a prior part of exactly 0.
     """
     reference = PHASES[REFERENCE_PHASE]
     latent = score_map.latent_threshold(threshold)
@@ -142,6 +146,8 @@ def truth_document(
         ap, ap_at_ref = population["average_precision"], population["average_precision_calibrated"]
         assert ap is not None
         assert ap_at_ref is not None
+        ref_at_window = average_precision(reference.separation, plan.phase.prior)
+        total, prior, likelihood = shapley_parts(ap, ap_at_ref, ref_at_window, ref_ap)
         rows.append(
             {
                 "start": iso(plan.start),
@@ -152,9 +158,9 @@ def truth_document(
                 "n_pos": n_pos,
                 "population": population,
                 "average_precision_change": {
-                    "total": ap - ref_ap,
-                    "prior": ap - ap_at_ref,
-                    "likelihood": ap_at_ref - ref_ap,
+                    "total": total,
+                    "prior": prior,
+                    "likelihood": likelihood,
                 },
             }
         )

@@ -126,12 +126,19 @@ def _signed(value: Any) -> str:
     return "-" if value is None else f"{value:+.3f}"
 
 
+def _part(value: Any, bounds: Any) -> str:
+    """A part of the split and its 95% interval: "+0.012 [-0.004, +0.027]", "[-]" without one."""
+    interval = f"[{_signed(bounds[0])}, {_signed(bounds[1])}]" if bounds else "[-]"
+    return f"{_signed(value):>6} {interval}"
+
+
 def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
     """A table of the computed windows: start, phase, n, prior, regular AP, AP calibrated at
-    the reference prior, and the likelihood part of the AP change with its 95% interval."""
+    the reference prior, and the prior and likelihood parts of the AP change
+    (``docs/metrics.md``), each with its 95% interval."""
     header = (
         f"{'window start (UTC)':<17}  {'phase':<10}  {'n':>7}  {'prior':>6}  {'AP':>5}"
-        f"  {'AP@ref':>6}  likelihood part of the AP change [95% interval]"
+        f"  {'AP@ref':>6}  prior part of the AP change [95%]  likelihood part [95%]"
     )
     lines = [header]
     reference: dict[str, Any] | None = None
@@ -144,14 +151,13 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
         reference = record.get("reference") or reference
         at_ref = (record.get("calibrated") or {}).get("reference") or {}
         split = (record.get("split") or {}).get("average_precision") or {}
-        bounds = split.get("likelihood_interval")
-        interval = f"[{_signed(bounds[0])}, {_signed(bounds[1])}]" if bounds else ""
         lines.append(
             f"{start:<17}  {plan.phase.name:<10}  {record['n']:>7}"
             f"  {_number(record['prior'], 4):>6}"
             f"  {_number(record['regular'].get('average_precision'), 3):>5}"
             f"  {_number(at_ref.get('average_precision'), 3):>6}"
-            f"  {_signed(split.get('likelihood')):>6} {interval}"
+            f"  {_part(split.get('prior'), split.get('prior_interval'))}"
+            f"  {_part(split.get('likelihood'), split.get('likelihood_interval'))}"
         )
     if reference is not None:
         lines.append(

@@ -159,16 +159,18 @@ def metric_panels(metric: str, label: str) -> list[Panel]:
         f"{label}: change vs reference, prior and likelihood parts",
         f"Change of the regular {label} from the reference set (total), split into what the "
         "move of the class ratio explains (prior) and what the model's score distributions "
-        "explain (likelihood); prior + likelihood = total. Shaded: 95% interval of the "
-        "likelihood part; entirely below 0 means the model got worse.",
+        "explain (likelihood), each the mean of the two orders of applying the shifts; "
+        "prior + likelihood = total. Shaded: 95% intervals of both parts; the likelihood "
+        "interval entirely below 0 means the model got worse.",
         [(f"max by (component) (calmon_{metric}_change{{{W}}})", "{{component}}")],
         unit="percentunit",
         bands=[
             (
-                f'max(calmon_{metric}_change_lower{{{W},component="likelihood"}})',
-                f'max(calmon_{metric}_change_upper{{{W},component="likelihood"}})',
-                "likelihood",
+                f'max(calmon_{metric}_change_lower{{{W},component="{component}"}})',
+                f'max(calmon_{metric}_change_upper{{{W},component="{component}"}})',
+                component,
             )
+            for component in ("prior", "likelihood")
         ],
     )
     return [values, change]

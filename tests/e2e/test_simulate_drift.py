@@ -8,9 +8,11 @@ per window, 4 windows per phase) and checks every window of each phase:
 
 - pure prior shift (π 0.05 -> 0.008, P(score | y) unchanged): regular average precision falls
   by more than half of the reference value; the likelihood part of its change has an interval
-  holding 0; AP calibrated at the reference prior has an interval holding the reference AP;
+  holding 0, the prior part an interval below 0 holding the population's prior part; AP
+  calibrated at the reference prior has an interval holding the reference AP;
 - likelihood drift (π 0.05, ROC AUC 0.90 -> 0.80): the likelihood part is negative with an
-  interval below 0, and |prior part| <= 0.15 |likelihood part|.
+  interval below 0, |prior part| <= 0.15 |likelihood part|, and the prior part's interval
+  holds 0.
 
 Why every window and not "all but one": the stream is stratified (``app.simulation.stream``),
 so its windows sit much closer to the population than independent draws would, and the
@@ -128,6 +130,8 @@ def _check_prior_shift(pairs: list[Any]) -> None:
         split = record["split"]["average_precision"]
         low, high = split["likelihood_interval"]
         assert low <= 0.0 <= high, split
+        p_low, p_high = split["prior_interval"]
+        assert p_low <= row["average_precision_change"]["prior"] <= p_high < 0.0, split
         assert split["prior"] + split["likelihood"] == pytest.approx(split["total"], abs=1e-12)
         calibrated = record["calibrated"]["reference"]["average_precision"]
         c_low, c_high = record["intervals"]["calibrated"]["reference"]["average_precision"]
@@ -147,6 +151,8 @@ def _check_likelihood_drift(pairs: list[Any]) -> None:
         assert split["likelihood"] < 0.0
         assert high < 0.0, split
         assert abs(split["prior"]) <= PRIOR_BOUND * abs(split["likelihood"]), split
+        p_low, p_high = split["prior_interval"]
+        assert p_low <= 0.0 <= p_high, split
         # the likelihood part estimates the population's
         truth_part = row["average_precision_change"]["likelihood"]
         assert low <= truth_part <= high

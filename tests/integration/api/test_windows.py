@@ -133,7 +133,13 @@ def test_records_have_the_documented_shape_and_values(
         else:
             assert set(record["split"]) == set(SPLIT_METRICS)
             for parts in record["split"].values():
-                assert set(parts) == {"total", "prior", "likelihood", "likelihood_interval"}
+                assert set(parts) == {
+                    "total",
+                    "prior",
+                    "likelihood",
+                    "prior_interval",
+                    "likelihood_interval",
+                }
             assert set(record["reference"]) == {
                 "kind",
                 "start",

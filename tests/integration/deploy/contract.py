@@ -56,6 +56,9 @@ SPLIT: Final[tuple[str, ...]] = ("precision", "f1", "average_precision", "best_f
 #: values of the ``component`` label of ``calmon_<metric>_change``
 COMPONENTS: Final[frozenset[str]] = frozenset({"total", "prior", "likelihood"})
 
+#: components whose ``calmon_<metric>_change_lower``/``_upper`` (95% interval) exist
+INTERVAL_COMPONENTS: Final[frozenset[str]] = frozenset({"prior", "likelihood"})
+
 #: the two named ``pi0`` variants; the others are configured priors such as "0.5"
 NAMED_PI0: Final[frozenset[str]] = frozenset({"observed", "reference"})
 
@@ -177,8 +180,10 @@ def contract_violations(expr: str, extra: dict[str, frozenset[str]] | None = Non
             elif matcher.op == "=" and matcher.label == "component":
                 if matcher.value not in COMPONENTS:
                     problems.append(f"{selector.name}: unknown component {matcher.value!r}")
-                if "_change_" in selector.name and matcher.value != "likelihood":
-                    problems.append(f"{selector.name} only exists for component=likelihood")
+                if "_change_" in selector.name and matcher.value not in INTERVAL_COMPONENTS:
+                    problems.append(
+                        f"{selector.name} only exists for component=prior and =likelihood"
+                    )
             elif (
                 matcher.op == "="
                 and matcher.label == "pi0"

@@ -108,8 +108,9 @@ def test_contract_check_rejects_unknown_series_labels_and_values() -> None:
     assert contract_violations('calmon_f1_change{component="drift"}') == [
         "calmon_f1_change: unknown component 'drift'"
     ]
-    assert contract_violations('calmon_f1_change_upper{component="prior"}') == [
-        "calmon_f1_change_upper only exists for component=likelihood"
+    assert contract_violations('calmon_f1_change_upper{component="prior"}') == []
+    assert contract_violations('calmon_f1_change_upper{component="total"}') == [
+        "calmon_f1_change_upper only exists for component=prior and =likelihood"
     ]
     assert contract_violations('calmon_f1{pi0="calibrated"}') == [
         "calmon_f1: unknown pi0 'calibrated'"

@@ -158,7 +158,7 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
         + per_window_series(configured_pi0=1, probability=False)
         + 1
     )
-    assert count == 3 * 149 + 1 + 109 + 1
+    assert count == 3 * 159 + 1 + 119 + 1
     assert len(scraped) == count
     assert snapshot.series == count
     assert snapshot.windows == 4

@@ -148,22 +148,33 @@ def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> Non
     assert reference["prior"] == pytest.approx(pooled_labels.mean(), abs=1e-15)
     _assert_regular(reference["regular"], pooled)
 
-    # The window calibrated at the reference prior, and the split against the reference.
+    # The window calibrated at the reference prior, and the split against the reference: the
+    # mean of both orders, the reference calibrated at the window's prior from the pooled rows.
     scores, labels = batch.where(_start(5), _start(5) + FIVE_MINUTES).labelled()
     own = evaluate(
         scores, labels, threshold=0.5, pi0=[reference["prior"]], score_kind="probability"
     )
     at_reference = own["calibrated"][repr(float(reference["prior"]))]
     assert last["calibrated"]["reference"] == pytest.approx(at_reference, abs=1e-12)
+    pooled_scores, _ = pooled.labelled()
+    ref_at_window = evaluate(
+        pooled_scores,
+        pooled_labels,
+        threshold=0.5,
+        pi0=[last["prior"]],
+        score_kind="probability",
+    )["calibrated"][repr(float(last["prior"]))]
     for name in SPLIT_METRICS:
         part = last["split"][name]
-        assert part["total"] == pytest.approx(
-            last["regular"][name] - reference["regular"][name], abs=1e-12
-        )
-        assert part["prior"] == pytest.approx(last["regular"][name] - at_reference[name], abs=1e-12)
-        assert part["prior"] + part["likelihood"] == pytest.approx(part["total"], abs=1e-12)
-        low, high = part["likelihood_interval"]
-        assert low <= high
+        a, b = last["regular"][name], at_reference[name]
+        c, d = ref_at_window[name], reference["regular"][name]
+        assert part["total"] == pytest.approx(a - d, abs=1e-12)
+        assert part["prior"] == pytest.approx(0.5 * ((a - b) + (c - d)), abs=1e-12)
+        assert part["likelihood"] == pytest.approx(0.5 * ((b - d) + (a - c)), abs=1e-12)
+        assert part["prior"] + part["likelihood"] == part["total"]
+        for bounds in (part["prior_interval"], part["likelihood_interval"]):
+            low, high = bounds
+            assert low <= high
     assert last["intervals"]["calibrated"]["reference"]["average_precision"] is not None
 
     # A segment is compared with the same windows restricted to that segment.

@@ -3,7 +3,7 @@
 Every value is defined where a real window of a probability model with a usable reference
 has one: every catalogue metric, calibrated values at the reference prior and at each
 configured π0, intervals for the metrics docs/intervals.md lists, the reference's regular
-values, the split of the five split metrics with their likelihood intervals.
+values, the split of the five split metrics with the intervals of both parts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from app.exporter.snapshot import LatestWindow
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,
+    INTERVAL_COMPONENTS,
     NO_INTERVAL,
     PRIOR_DEPENDENT,
     SPLIT,
@@ -64,6 +65,7 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "total": total,
             "prior": prior,
             "likelihood": total - prior,
+            "prior_interval": [prior - 0.03, prior + 0.06],
             "likelihood_interval": [total - prior - 0.05, total - prior + 0.04],
         }
     return {
@@ -162,9 +164,10 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
         parts = _section(_section(record["split"]).get(metric))
         for component in COMPONENTS:
             put(f"calmon_{metric}_change", parts.get(component), component=component)
-        lower, upper = _bounds(parts.get("likelihood_interval"))
-        put(f"calmon_{metric}_change_lower", lower, component="likelihood")
-        put(f"calmon_{metric}_change_upper", upper, component="likelihood")
+        for component in sorted(INTERVAL_COMPONENTS):
+            lower, upper = _bounds(parts.get(f"{component}_interval"))
+            put(f"calmon_{metric}_change_lower", lower, component=component)
+            put(f"calmon_{metric}_change_upper", upper, component=component)
     lower, upper = _bounds(record["prior_interval"])
     put("calmon_positive_class_ratio", record["prior"])
     put("calmon_positive_class_ratio_lower", lower)
@@ -186,8 +189,8 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     """Series of one fully defined window, from the contract: every catalogue metric (once,
     or once per pi0 variant: observed, reference and each configured prior), its interval
     bounds where docs/intervals.md gives one, its reference value; the three components of
-    each split metric and the two bounds of its likelihood part; ratio, its bounds, its
-    reference; predictions, positives, unlabelled, start, end, computed."""
+    each split metric and the two bounds of its prior and of its likelihood part; ratio, its
+    bounds, its reference; predictions, positives, unlabelled, start, end, computed."""
     count = 0
     for metric in CATALOGUE:
         if not probability and metric in PROBABILITY_ONLY:
@@ -195,5 +198,5 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
         variants = 2 + configured_pi0 if metric in PRIOR_DEPENDENT else 1
         bounds = 0 if metric in NO_INTERVAL else 2
         count += variants * (1 + bounds) + 1
-    count += len(SPLIT) * (len(COMPONENTS) + 2)
+    count += len(SPLIT) * (len(COMPONENTS) + 2 * len(INTERVAL_COMPONENTS))
     return count + 4 + 6

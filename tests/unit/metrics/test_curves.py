@@ -9,7 +9,11 @@ import numpy.typing as npt
 import pytest
 
 from app.metrics import curve_metrics, evaluate, threshold_metrics
-from app.metrics.curves import CALIBRATED_CURVE_METRICS, REGULAR_CURVE_METRICS
+from app.metrics.curves import (
+    CALIBRATED_CURVE_METRICS,
+    REGULAR_CURVE_METRICS,
+    prior_dependent_at,
+)
 
 PI0 = (0.5, 0.2, 0.01)
 
@@ -62,6 +66,34 @@ def test_stacked_equals_per_row(seed: int) -> None:
                 np.testing.assert_allclose(
                     batched.calibrated[p][name][b], single.calibrated[p][name], rtol=0, atol=1e-14
                 )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prior_dependent_at_a_prior_per_row(seed: int) -> None:
+    """One π0 per row gives, row by row, curve_metrics' regular values and its calibrated
+    values at that π0, bit for bit; NaN where π0 is not in (0, 1) or a class is missing."""
+    thresholds, pos, tied, above, below = _random_counts(seed)
+    rows = pos.shape[0]
+    pi0 = np.array([PI0[b % len(PI0)] for b in range(rows)])
+    pi0[-1], pi0[-2] = np.nan, 1.0
+    regular, calibrated = prior_dependent_at(thresholds, pos, tied, above, below, pi0=pi0)
+    for b in range(rows):
+        p = float(pi0[b])
+        fixed = curve_metrics(thresholds, pos[b], tied[b], above[b], below[b], pi0=[0.5])
+        expected = curve_metrics(
+            thresholds, pos[b], tied[b], above[b], below[b], pi0=[p] if 0 < p < 1 else []
+        )
+        for name in CALIBRATED_CURVE_METRICS:
+            assert np.array_equal(regular[name][b], fixed.regular[name], equal_nan=True), name
+            if 0 < p < 1:
+                want = expected.calibrated[p][name]
+                assert np.array_equal(calibrated[name][b], want, equal_nan=True), (name, b)
+            else:
+                assert np.isnan(calibrated[name][b]), (name, b)
+    for name in CALIBRATED_CURVE_METRICS:
+        assert np.isnan(regular[name][:2]).all()
+        assert np.isnan(calibrated[name][:2]).all()
+        assert np.isfinite(calibrated[name][2]), name
 
 
 @pytest.mark.parametrize("seed", range(4))

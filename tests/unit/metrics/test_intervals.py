@@ -16,7 +16,6 @@ from app.metrics.intervals import (
     BELOW_ONE,
     CALIBRATED_METRICS,
     CHUNK_CELLS,
-    LIKELIHOOD_METRICS,
     MAX_REPLICATES,
     MEAN_METRICS,
     MIN_REPLICATES,
@@ -30,10 +29,7 @@ from app.metrics.intervals import (
     cut_with_fp,
     default_replicates,
     draw_replicates,
-    evaluate_at_prior,
     evaluate_replicates,
-    likelihood_intervals,
-    likelihood_intervals_ranked,
     mean_intervals,
     observed,
     replicate_interval,
@@ -396,93 +392,6 @@ def test_bad_arguments_are_refused() -> None:
         bootstrap_intervals(
             prepare(scores, labels, score_kind="score"), threshold=0.5, pi0=[], replicates=0
         )
-
-
-def test_calibrating_by_scaling_negatives_equals_calibration_at_pi0() -> None:
-    """evaluate_at_prior (negatives scaled so the prior becomes π0, then regular metrics)
-    gives the calibrated metrics of curve_metrics / threshold_metrics."""
-    scores, labels = tied_set()
-    ranking = rank(scores, labels)
-    reps = draw_replicates(
-        ranking, cut_at(scores, labels, ranking, 0.5), size=300, rng=np.random.default_rng(9)
-    )
-    for p in (0.5, 0.05, 0.9):
-        scaled = evaluate_at_prior(ranking.thresholds, reps, np.full(300, p))
-        _, calibrated = evaluate_replicates(ranking.thresholds, reps, [p])
-        for name in LIKELIHOOD_METRICS:
-            np.testing.assert_allclose(scaled[name], calibrated[p][name], rtol=1e-12, atol=1e-12)
-        assert np.isfinite(scaled["average_precision"]).mean() > 0.9
-
-
-def test_evaluate_at_prior_marks_impossible_priors_undefined() -> None:
-    scores, labels = tied_set()
-    ranking = rank(scores, labels)
-    reps = draw_replicates(
-        ranking, cut_at(scores, labels, ranking, 0.5), size=4, rng=np.random.default_rng(9)
-    )
-    values = evaluate_at_prior(ranking.thresholds, reps, np.array([0.0, 1.0, math.nan, 0.3]))
-    for name in LIKELIHOOD_METRICS:
-        assert np.isnan(values[name][:3]).all()
-        assert np.isfinite(values[name][3])
-
-
-def test_likelihood_interval_of_a_set_against_itself_contains_zero() -> None:
-    scores, labels, ranking = typical()
-    out = likelihood_intervals(
-        scores, labels, ranking, scores, labels, ranking, threshold=1.0, seed=4
-    )
-    assert set(out) == set(LIKELIHOOD_METRICS)
-    for name, interval in out.items():
-        assert interval is not None
-        assert interval[0] < 0 < interval[1], name
-
-
-def test_likelihood_intervals_from_rankings_equal_those_from_rows() -> None:
-    """A reference held only as a ranking and its FP(τ) count gives the same intervals."""
-    scores, labels = binormal(5000, 0.02, 1.0, seed=41)
-    ref_scores, ref_labels = binormal(8000, 0.05, 1.5, seed=42)
-    window, ref = rank(scores, labels), rank(ref_scores, ref_labels)
-    from_rows = likelihood_intervals(
-        scores, labels, window, ref_scores, ref_labels, ref, threshold=1.0, seed=6
-    )
-    _, ref_fp = direct_counts(ref_scores, ref_labels, 1.0)
-    from_rankings = likelihood_intervals_ranked(
-        window,
-        cut_at(scores, labels, window, 1.0),
-        ref,
-        cut_with_fp(ref, 1.0, ref_fp),
-        seed=6,
-    )
-    assert from_rankings == from_rows
-    assert all(v is not None for v in from_rows.values())
-
-
-def test_likelihood_interval_sees_a_worse_model() -> None:
-    ref_scores, ref_labels = binormal(20000, 0.02, 2.0, seed=31)
-    # Other prior and a worse model; 500 positives, so even AUPRG's drop clears its noise.
-    scores, labels = binormal(50000, 0.01, 1.0, seed=32)
-    out = likelihood_intervals(
-        scores,
-        labels,
-        rank(scores, labels),
-        ref_scores,
-        ref_labels,
-        rank(ref_scores, ref_labels),
-        threshold=1.5,
-        seed=5,
-    )
-    for name, interval in out.items():
-        assert interval is not None
-        assert interval[1] < 0, name
-
-
-def test_likelihood_interval_is_none_without_positives() -> None:
-    scores, labels, ranking = typical()
-    negatives = np.zeros_like(labels)
-    out = likelihood_intervals(
-        scores, negatives, rank(scores, negatives), scores, labels, ranking, threshold=1.0
-    )
-    assert out == dict.fromkeys(LIKELIHOOD_METRICS)
 
 
 def classes(scores: FloatArray, labels: Labels) -> tuple[FloatArray, FloatArray]:

@@ -118,18 +118,22 @@ def test_prior_plus_likelihood_is_total(
     split = split_from_arrays(window[0], window[1], ref[0], ref[1], threshold=float(tau))
     assert set(split) == {"precision", "f1", "average_precision", "best_f1", "pr_gain_auc"}
     options: dict[str, Any] = {"threshold": float(tau), "score_kind": "score"}
-    current = evaluate(window[0], window[1], **options)["regular"]
-    baseline = evaluate(ref[0], ref[1], **options)["regular"]
+    current = evaluate(window[0], window[1], **options)
+    baseline = evaluate(ref[0], ref[1], **options)
     for name, parts in split.items():
         if parts["total"] is None:
             assert parts["prior"] is None
             assert parts["likelihood"] is None
         else:
             assert parts["prior"] + parts["likelihood"] == parts["total"], name
-            change = current[name] - baseline[name]
-            # ... and still the change of the metric, to a few roundings
-            scale = abs(parts["prior"]) + abs(parts["likelihood"]) + abs(change)
-            assert abs(parts["total"] - change) <= 4 * np.finfo(float).eps * scale, name
+            a, d = current["regular"][name], baseline["regular"][name]
+            b = evaluate(window[0], window[1], pi0=[baseline["prior"]], **options)["calibrated"]
+            c = evaluate(ref[0], ref[1], pi0=[current["prior"]], **options)["calibrated"]
+            b_value = b[repr(baseline["prior"])][name]
+            c_value = c[repr(current["prior"])][name]
+            # ... and still the change of the metric, to a few roundings of the four terms
+            scale = abs(a) + abs(b_value) + abs(c_value) + abs(d)
+            assert abs(parts["total"] - (a - d)) <= 4 * np.finfo(float).eps * scale, name
 
 
 @st.composite

@@ -1,19 +1,40 @@
-"""Prior / likelihood / total split of a change (docs/metrics.md)."""
+"""Prior / likelihood / total split of a change and the intervals of its parts
+(docs/metrics.md)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.metrics import SPLIT_METRICS, drift_split, evaluate, split_from_arrays
+from app.metrics.intervals import (
+    cut_at,
+    cut_with_fp,
+    draw_replicates,
+    evaluate_replicates,
+)
+from app.metrics.ranking import rank
+from app.metrics.split import (
+    evaluate_at_prior,
+    shapley_parts,
+    split_intervals,
+    split_intervals_ranked,
+)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Z95 = 1.959963984540054
 
 
 def _binormal(
     rng: np.random.Generator, n: int, prior: float, mu: float, *, draw_classes: bool = False
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+) -> tuple[FloatArray, IntArray]:
     """n rows, negatives N(0, 1), positives N(mu, 1); round(prior·n) positives, or a
     Binomial(n, prior) number of them with ``draw_classes``."""
     n_pos = int(rng.binomial(n, prior)) if draw_classes else round(prior * n)
@@ -23,76 +44,261 @@ def _binormal(
     return s, y
 
 
+def _tied_set() -> tuple[FloatArray, IntArray]:
+    """Small set with ties across classes and a run of negatives straddling τ = 0.5."""
+    pos = [0.8, 0.8, 0.6, 0.6, 0.6, 0.4, 0.2, 0.2, 0.95]
+    neg = [0.9, 0.8, 0.7, 0.65, 0.6, 0.55, 0.55, 0.5, 0.5, 0.45, 0.4, 0.3, 0.3, 0.2, 0.1, 0.05]
+    scores = np.array(pos + neg, dtype=np.float64)
+    return scores, np.array([1] * len(pos) + [0] * len(neg), dtype=np.int64)
+
+
 def test_split_from_evaluate_results() -> None:
+    """Both orders averaged: the parts follow the formula term by term, add up to the total
+    exactly, and the total is the change of the metric."""
     rng = np.random.default_rng(3)
     ref_s, ref_y = _binormal(rng, 4000, 0.3, 1.5)
     win_s, win_y = _binormal(rng, 3000, 0.1, 1.2)
-    reference = evaluate(ref_s, ref_y, score_kind="score", threshold=1.0)
-    window = evaluate(win_s, win_y, score_kind="score", threshold=1.0, pi0=[reference["prior"]])
+    ref_prior, win_prior = float(ref_y.mean()), float(win_y.mean())
+    reference = evaluate(ref_s, ref_y, score_kind="score", threshold=1.0, pi0=[win_prior])
+    window = evaluate(win_s, win_y, score_kind="score", threshold=1.0, pi0=[ref_prior])
     split = drift_split(window, reference)
-    at_ref = window["calibrated"][repr(reference["prior"])]
+    at_ref = window["calibrated"][repr(ref_prior)]
+    ref_at_window = reference["calibrated"][repr(win_prior)]
     for name in SPLIT_METRICS:
+        a, b = window["regular"][name], at_ref[name]
+        c, d = ref_at_window[name], reference["regular"][name]
         parts = split[name]
-        assert parts["prior"] == window["regular"][name] - at_ref[name]
-        assert parts["likelihood"] == at_ref[name] - reference["regular"][name]
+        assert parts["prior"] == 0.5 * ((a - b) + (c - d))
+        assert parts["likelihood"] == 0.5 * ((b - d) + (a - c))
         assert parts["total"] == parts["prior"] + parts["likelihood"]
-        change = window["regular"][name] - reference["regular"][name]
-        assert parts["total"] == pytest.approx(change, abs=1e-15)
+        assert parts["total"] == pytest.approx(a - d, abs=1e-15)
+        # The two orders differ (the shifts interact); the split is their mean.
+        assert parts["prior"] != a - b, name
     assert split == split_from_arrays(win_s, win_y, ref_s, ref_y, threshold=1.0)
 
 
-def test_window_must_be_calibrated_at_reference_prior() -> None:
-    s, y = np.array([0.1, 0.5, 0.9]), np.array([0, 1, 1])
-    with pytest.raises(ValueError, match="no calibrated values at the reference prior"):
-        drift_split(evaluate(s, y, pi0=[0.5]), evaluate(s, 1 - y))
+def test_each_set_must_be_calibrated_at_the_other_prior() -> None:
+    s, y = np.array([0.1, 0.5, 0.9, 0.3]), np.array([0, 1, 1, 0])
+    other = np.array([0, 0, 1, 0])
+    with pytest.raises(ValueError, match="window has no calibrated values at the reference"):
+        drift_split(evaluate(s, y, pi0=[0.5]), evaluate(s, other, pi0=[0.5]))
+    with pytest.raises(ValueError, match="reference has no calibrated values at the window"):
+        drift_split(evaluate(s, y, pi0=[0.25]), evaluate(s, other, pi0=[0.25]))
 
 
-def test_undefined_reference_gives_none() -> None:
+@pytest.mark.parametrize("ref_labels", [[0, 0, 0], [1, 1, 1]])
+def test_undefined_prior_gives_none(ref_labels: list[int]) -> None:
     s = np.array([0.1, 0.5, 0.9])
-    split = split_from_arrays(s, np.array([0, 1, 1]), s, np.array([0, 0, 0]), threshold=0.5)
+    split = split_from_arrays(
+        s, np.array([0, 1, 1]), s, np.array(ref_labels), threshold=0.5, intervals=True
+    )
+    none = dict.fromkeys(("total", "prior", "likelihood", "prior_interval", "likelihood_interval"))
     for parts in split.values():
+        assert parts == none
+    # The same with the window's prior undefined: swapping the sets does not matter.
+    swapped = split_from_arrays(s, np.array(ref_labels), s, np.array([0, 1, 1]), threshold=0.5)
+    for parts in swapped.values():
         assert parts == {"total": None, "prior": None, "likelihood": None}
 
 
-def _median_split(window_prior: float, window_mu: float, seeds: int = 5) -> dict[str, Any]:
-    """Median over a few seeds of the split of a 100k-row window against a 100k-row
-    reference (π = 0.2, µ = 1.5)."""
-    rows = []
-    for seed in range(seeds):
-        rng = np.random.default_rng(seed)
-        ref_s, ref_y = _binormal(rng, 100_000, 0.2, 1.5)
-        # The window's class of each row is drawn, so its π is near, not at, the target.
-        win_s, win_y = _binormal(rng, 100_000, window_prior, window_mu, draw_classes=True)
-        rows.append(split_from_arrays(win_s, win_y, ref_s, ref_y, threshold=1.0))
-    return {
-        name: {part: float(np.median([r[name][part] for r in rows])) for part in rows[0][name]}
-        for name in SPLIT_METRICS
-    }
+grid = st.integers(min_value=-12, max_value=12)
 
 
-def test_pure_prior_shift_is_all_prior() -> None:
-    split = _median_split(window_prior=0.02, window_mu=1.5)
-    for name in ("precision", "average_precision", "best_f1"):
+@st.composite
+def labelled_sets(draw: st.DrawFn) -> tuple[FloatArray, IntArray]:
+    n = draw(st.integers(min_value=0, max_value=50))
+    k = np.array(draw(st.lists(grid, min_size=n, max_size=n)), dtype=np.float64)
+    y = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)), dtype=np.int64)
+    return k / 7.0, y
+
+
+@settings(max_examples=150, deadline=None)
+@given(window=labelled_sets(), ref=labelled_sets(), tau=grid)
+def test_swapping_window_and_reference_negates_the_parts_exactly(
+    window: tuple[FloatArray, IntArray], ref: tuple[FloatArray, IntArray], tau: int
+) -> None:
+    forward = split_from_arrays(*window, *ref, threshold=tau / 7.0)
+    backward = split_from_arrays(*ref, *window, threshold=tau / 7.0)
+    for name in SPLIT_METRICS:
+        there, back = forward[name], backward[name]
+        for part in ("total", "prior", "likelihood"):
+            if there[part] is None:
+                assert back[part] is None, (name, part)
+            else:
+                assert back[part] == -there[part], (name, part, there, back)
+        if there["total"] is not None:
+            assert there["prior"] + there["likelihood"] == there["total"]
+
+
+def test_shapley_parts_on_arrays_equal_those_on_floats() -> None:
+    rng = np.random.default_rng(2)
+    values = rng.random((4, 50))
+    arrays = shapley_parts(*values)
+    for i in range(50):
+        floats = shapley_parts(*(float(v[i]) for v in values))
+        assert floats == tuple(float(part[i]) for part in arrays)
+
+
+def _split_with_sd(
+    window_prior: float, window_mu: float, part: str, seed: int
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The split (with intervals) of a 200k-row window against a 200k-row reference (π = 0.2,
+    µ = 1.5), and each metric's standard error of ``part`` from its interval's half-width."""
+    rng = np.random.default_rng(seed)
+    ref_s, ref_y = _binormal(rng, 200_000, 0.2, 1.5)
+    win_s, win_y = _binormal(rng, 200_000, window_prior, window_mu, draw_classes=True)
+    split = split_from_arrays(win_s, win_y, ref_s, ref_y, threshold=1.0, intervals=True, seed=1)
+    sd = {}
+    for name in SPLIT_METRICS:
+        lo, hi = split[name][f"{part}_interval"]
+        sd[name] = (hi - lo) / (2 * Z95)
+    return split, sd
+
+
+@pytest.mark.slow
+def test_pure_prior_shift_has_no_likelihood_part() -> None:
+    """Same P(score | y), π 0.2 → 0.05: the likelihood part is 0 in the population, so it
+    stays within 3 standard errors of 0, while the prior part is far beyond its noise."""
+    split, sd = _split_with_sd(0.05, 1.5, "likelihood", seed=5)
+    for name in SPLIT_METRICS:
         parts = split[name]
-        assert parts["total"] < -0.3, (name, parts)
-        assert abs(parts["likelihood"]) < 0.02, (name, parts)
+        assert abs(parts["likelihood"]) <= 3 * sd[name], (name, parts, sd[name])
+        prior_lo, prior_hi = parts["prior_interval"]
+        assert not prior_lo <= 0 <= prior_hi, (name, parts)
 
 
-def test_pure_likelihood_drift_is_all_likelihood() -> None:
-    split = _median_split(window_prior=0.2, window_mu=0.8)
-    for name in ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc"):
+@pytest.mark.slow
+def test_pure_likelihood_drift_has_no_prior_part() -> None:
+    """Same π = 0.2, µ 1.5 → 0.8: the prior part is 0 in the population (both orders
+    calibrate at the same prior up to the window's sampling noise in π_t)."""
+    split, sd = _split_with_sd(0.2, 0.8, "prior", seed=6)
+    for name in SPLIT_METRICS:
         parts = split[name]
-        assert parts["total"] < -0.05, (name, parts)
-        assert abs(parts["prior"]) < 0.005, (name, parts)
+        assert abs(parts["prior"]) <= 3 * sd[name], (name, parts, sd[name])
+        likelihood_lo, likelihood_hi = parts["likelihood_interval"]
+        assert not likelihood_lo <= 0 <= likelihood_hi, (name, parts)
 
 
-def test_likelihood_intervals_are_attached() -> None:
+def test_intervals_are_attached_ordered_and_contain_the_parts() -> None:
     rng = np.random.default_rng(11)
     ref_s, ref_y = _binormal(rng, 5000, 0.2, 1.5)
-    win_s, win_y = _binormal(rng, 5000, 0.05, 1.5)
+    win_s, win_y = _binormal(rng, 5000, 0.05, 1.2)
     split = split_from_arrays(win_s, win_y, ref_s, ref_y, threshold=1.0, intervals=True, seed=4)
     for name in SPLIT_METRICS:
-        bounds = split[name]["likelihood_interval"]
-        assert bounds is not None, name
-        lo, hi = bounds
-        assert lo <= hi
+        for part in ("prior", "likelihood"):
+            bounds = split[name][f"{part}_interval"]
+            assert bounds is not None, (name, part)
+            lo, hi = bounds
+            assert lo < split[name][part] < hi, (name, part, bounds)
+    again = split_from_arrays(win_s, win_y, ref_s, ref_y, threshold=1.0, intervals=True, seed=4)
+    assert again == split
+
+
+def test_evaluate_at_prior_equals_curve_and_threshold_metrics() -> None:
+    """evaluate_at_prior (a π0 per replicate) gives the regular metrics and the calibrated
+    ones of curve_metrics / threshold_metrics at a fixed π0."""
+    scores, labels = _tied_set()
+    ranking = rank(scores, labels)
+    reps = draw_replicates(
+        ranking, cut_at(scores, labels, ranking, 0.5), size=300, rng=np.random.default_rng(9)
+    )
+    for p in (0.5, 0.05, 0.9):
+        regular, at_prior = evaluate_at_prior(ranking.thresholds, reps, np.full(300, p))
+        expected_regular, calibrated = evaluate_replicates(ranking.thresholds, reps, [p])
+        for name in SPLIT_METRICS:
+            np.testing.assert_allclose(at_prior[name], calibrated[p][name], rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(regular[name], expected_regular[name])
+        assert np.isfinite(at_prior["average_precision"]).mean() > 0.9
+
+
+def test_evaluate_at_prior_marks_impossible_priors_undefined() -> None:
+    scores, labels = _tied_set()
+    ranking = rank(scores, labels)
+    reps = draw_replicates(
+        ranking, cut_at(scores, labels, ranking, 0.5), size=4, rng=np.random.default_rng(9)
+    )
+    regular, values = evaluate_at_prior(
+        ranking.thresholds, reps, np.array([0.0, 1.0, math.nan, 0.3])
+    )
+    for name in SPLIT_METRICS:
+        assert np.isnan(values[name][:3]).all()
+        assert np.isfinite(values[name][3])
+        assert np.isfinite(regular[name]).all()
+
+
+def test_split_intervals_of_a_set_against_itself_contain_zero() -> None:
+    rng = np.random.default_rng(21)
+    scores, labels = _binormal(rng, 5000, 0.1, 1.5, draw_classes=True)
+    ranking = rank(scores, labels)
+    out = split_intervals(scores, labels, ranking, scores, labels, ranking, threshold=1.0, seed=4)
+    assert set(out) == set(SPLIT_METRICS)
+    for name, parts in out.items():
+        for part, interval in parts.items():
+            assert interval is not None
+            assert interval[0] < 0 < interval[1], (name, part)
+
+
+def test_split_intervals_from_rankings_equal_those_from_rows() -> None:
+    """A reference held only as a ranking and its FP(τ) count gives the same intervals."""
+    rng = np.random.default_rng(41)
+    scores, labels = _binormal(rng, 5000, 0.02, 1.0, draw_classes=True)
+    ref_scores, ref_labels = _binormal(rng, 8000, 0.05, 1.5, draw_classes=True)
+    window, ref = rank(scores, labels), rank(ref_scores, ref_labels)
+    from_rows = split_intervals(
+        scores, labels, window, ref_scores, ref_labels, ref, threshold=1.0, seed=6
+    )
+    ref_fp = int(np.sum((ref_scores >= 1.0) & (ref_labels == 0)))
+    from_rankings = split_intervals_ranked(
+        window, cut_at(scores, labels, window, 1.0), ref, cut_with_fp(ref, 1.0, ref_fp), seed=6
+    )
+    assert from_rankings == from_rows
+    assert all(i is not None for parts in from_rows.values() for i in parts.values())
+
+
+def test_split_intervals_see_a_worse_model() -> None:
+    rng = np.random.default_rng(31)
+    ref_scores, ref_labels = _binormal(rng, 20000, 0.02, 2.0, draw_classes=True)
+    # Other prior and a worse model; 500 positives, so even AUPRG's drop clears its noise.
+    scores, labels = _binormal(rng, 50000, 0.01, 1.0, draw_classes=True)
+    out = split_intervals(
+        scores,
+        labels,
+        rank(scores, labels),
+        ref_scores,
+        ref_labels,
+        rank(ref_scores, ref_labels),
+        threshold=1.5,
+        seed=5,
+    )
+    for name, parts in out.items():
+        interval = parts["likelihood"]
+        assert interval is not None
+        assert interval[1] < 0, name
+
+
+def test_split_intervals_are_none_without_positives() -> None:
+    rng = np.random.default_rng(21)
+    scores, labels = _binormal(rng, 5000, 0.1, 1.5)
+    negatives = np.zeros_like(labels)
+    out = split_intervals(
+        scores,
+        negatives,
+        rank(scores, negatives),
+        scores,
+        labels,
+        rank(scores, labels),
+        threshold=1.0,
+    )
+    assert out == {name: {"prior": None, "likelihood": None} for name in SPLIT_METRICS}
+
+
+def test_bad_arguments_are_refused() -> None:
+    rng = np.random.default_rng(21)
+    scores, labels = _binormal(rng, 500, 0.1, 1.5)
+    ranking = rank(scores, labels)
+    with pytest.raises(ValueError, match="level"):
+        split_intervals(scores, labels, ranking, scores, labels, ranking, threshold=1.0, level=1)
+    with pytest.raises(ValueError, match="replicates"):
+        split_intervals(
+            scores, labels, ranking, scores, labels, ranking, threshold=1.0, replicates=1
+        )

@@ -116,6 +116,7 @@ def test_one_class_intervals_and_split(labels: list[int]) -> None:
     both = split_from_arrays(GOOD_S, GOOD_Y, scores, labels, threshold=0.5, intervals=True)
     for parts in both.values():
         assert parts["total"] is None
+        assert parts["prior_interval"] is None
         assert parts["likelihood_interval"] is None
 
 

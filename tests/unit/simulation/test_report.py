@@ -205,9 +205,12 @@ def test_summary_lists_every_planned_window(api: TestClient, scheduler: WindowSc
         assert fields[5] == _text(record["regular"]["average_precision"], ".3f")
         assert fields[6] == _text(record["calibrated"]["reference"]["average_precision"], ".3f")
         split = record["split"]["average_precision"]
-        bounds = split["likelihood_interval"]
-        interval = [] if bounds is None else [f"[{bounds[0]:+.3f},", f"{bounds[1]:+.3f}]"]
-        assert fields[7:] == [_text(split["likelihood"], "+.3f"), *interval]
+        expected = []
+        for part in ("prior", "likelihood"):
+            bounds = split[f"{part}_interval"]
+            interval = ["[-]"] if bounds is None else [f"[{bounds[0]:+.3f},", f"{bounds[1]:+.3f}]"]
+            expected += [_text(split[part], "+.3f"), *interval]
+        assert fields[7:] == expected
     assert lines[4].split()[2:] == ["prior", "not", "computed"]
     reference = records[plans[0].start]["reference"]
     assert lines[-1] == (
