@@ -51,6 +51,10 @@ REJECT_REASONS: Final[dict[int, str]] = {
     503: "unavailable",
 }
 REJECT_OTHER: Final = "error"
+#: reasons that are no fault of the client: the batch is answered 503 or 429 and retried until
+#: it is stored, or failed on the service's side. ``CalmonIngestRejections`` leaves them out and
+#: counts only what a client must fix (validation, conflicts, authentication, size, ...)
+NOT_CLIENT_ERRORS: Final = frozenset({"unavailable", "rate_limited", REJECT_OTHER})
 HTTP_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -77,10 +81,14 @@ LABELS_INGESTED = Counter(
 )
 INGEST_REJECTED = Counter(
     "calmon_ingest_rejected",
-    "Predictions rejected (every prediction of a rejected request), by reason",
+    "Predictions rejected (every prediction of a rejected request), by reason; unavailable and "
+    "rate_limited batches are retried by clients, error is the service's own failure",
     ["reason"],
     registry=SERVICE_REGISTRY,
 )
+# Every reason has a series from start-up, at 0, so that rate() sees the first rejection.
+for _reason in (*REJECT_REASONS.values(), REJECT_OTHER):
+    INGEST_REJECTED.labels(_reason)
 HTTP_REQUESTS = Counter(
     "calmon_http_requests",
     "HTTP requests served",

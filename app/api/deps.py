@@ -16,6 +16,7 @@ from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 
 from app.api.errors import ApiError
+from app.api.middleware import remember_body
 from app.api.ratelimit import RateLimiter
 from app.db.models import Model
 from app.db.session import session_deadline
@@ -109,7 +110,8 @@ def require_scope(scope: str) -> Callable[[Request], None]:
 
 
 async def json_body(request: Request) -> bytes:
-    """The raw body of a JSON request (415 for another media type; 413 past the size limit)."""
+    """The raw body of a JSON request (415 for another media type; 413 past the size limit),
+    also left in the scope for the rejection count (:func:`~app.api.middleware.remember_body`)."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type not in JSON_MEDIA_TYPES:
         raise ApiError(
@@ -118,7 +120,9 @@ async def json_body(request: Request) -> bytes:
             "the body must be application/json",
             [{"field": "Content-Type", "message": f"got {media_type or 'nothing'!r}"}],
         )
-    return await request.body()
+    body = await request.body()
+    remember_body(request.scope, body)
+    return body
 
 
 JsonBody = Annotated[bytes, Depends(json_body)]

@@ -7,9 +7,13 @@ the read that crosses the limit raises :class:`BodyTooLargeError`, answered 413.
 ``calmon_ingest_rejected_total`` counts rejected *predictions*, so that alerts can compare it
 with the predictions stored: a rejected prediction request counts the length of its
 ``predictions`` array, or 1 when that cannot be read (not JSON, cut at the size limit, or
-refused before its body was read). A client that goes away before its body has fully arrived
-gets no answer; the request is logged and counted with status 499 (not an error of the
-service, nor a rejection: the client will send it again).
+refused before its body was read). The middleware keeps no copy of the body for that: the
+application's JSON body dependency leaves a reference to the body it read in the request's
+scope (:func:`remember_body`), which is only parsed when the request is rejected.
+
+A client that goes away before its body has fully arrived gets no answer; the request is
+logged and counted with status 499 (not an error of the service, nor a rejection: the client
+will send it again).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ CLIENT_CLOSED_REQUEST: Final = 499
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _DOC_PATHS: Final = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _PREDICTIONS_PATH = re.compile(r"^/v1/models/[^/]+/predictions$")
+#: where :func:`remember_body` leaves the body the application read
+BODY_SCOPE_KEY: Final = "calmon.body"
 
 
 class RequestContextMiddleware:
@@ -80,7 +86,6 @@ class RequestContextMiddleware:
             await send(message)
 
         received = 0
-        chunks: list[bytes] = []
 
         async def limited_receive() -> Message:
             nonlocal received
@@ -90,7 +95,6 @@ class RequestContextMiddleware:
                 received += len(chunk)
                 if received > self.max_body_bytes:
                     raise BodyTooLargeError
-                chunks.append(chunk)
             return message
 
         try:
@@ -107,7 +111,7 @@ class RequestContextMiddleware:
                 response = error_response(500, "internal_error", "internal server error")
                 await response(scope, receive, send_with_id)
         finally:
-            self._record(scope, state["status"], time.perf_counter() - started, chunks)
+            self._record(scope, state["status"], time.perf_counter() - started)
             request_id_var.reset(token)
 
     def _early_answer(self, headers: dict[bytes, bytes]) -> Any:
@@ -138,7 +142,7 @@ class RequestContextMiddleware:
                 other_method = path
         return other_method or "unmatched"
 
-    def _record(self, scope: Scope, status: int, seconds: float, body: list[bytes]) -> None:
+    def _record(self, scope: Scope, status: int, seconds: float) -> None:
         template = self._template(scope)
         method = scope["method"] if scope["method"] in observability.HTTP_METHODS else "other"
         observability.HTTP_REQUESTS.labels(template, method, f"{status // 100}xx").inc()
@@ -146,7 +150,7 @@ class RequestContextMiddleware:
         rejected = status >= 400 and status != CLIENT_CLOSED_REQUEST
         if rejected and method == "POST" and _PREDICTIONS_PATH.match(scope["path"]):
             observability.INGEST_REJECTED.labels(observability.reject_reason(status)).inc(
-                predictions_in(b"".join(body))
+                predictions_in(scope.get(BODY_SCOPE_KEY, b""))
             )
         level = logging.WARNING if status >= 500 else logging.INFO
         logger.log(
@@ -168,6 +172,12 @@ class RequestContextMiddleware:
 def _path_of(route: Any) -> str | None:
     path = getattr(route, "path", None)
     return path if isinstance(path, str) and path else None
+
+
+def remember_body(scope: Scope, body: bytes) -> None:
+    """Leave a reference to the request ``body`` the application read (no copy) in ``scope``,
+    for the rejection count of :class:`RequestContextMiddleware`."""
+    scope[BODY_SCOPE_KEY] = body
 
 
 def predictions_in(body: bytes) -> int:

@@ -35,13 +35,16 @@ header is line 1) with exit status 2.
 
 
 def _pi0(text: str) -> float:
+    from app.metrics.evaluation import check_pi0
+
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1: {text!r}")
-    return value
+    try:
+        return check_pi0(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _finite(text: str) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -68,6 +69,9 @@ CALIBRATED_METRICS = (
     "pr_gain_auc",
 )
 
+#: smallest π0 accepted: 2^126·(1 - π0)/π0 is finite from here on (see :func:`check_pi0`)
+MIN_PI0 = 4.8e-271
+
 
 @dataclass(frozen=True, slots=True)
 class PreparedSet:
@@ -117,16 +121,35 @@ def check_options(
         raise ValueError(f"threshold is {threshold!r}; must be a finite number") from None
     if not math.isfinite(tau):
         raise ValueError(f"threshold is {tau!r}; must be a finite number")
-    values: list[float] = []
-    for i, value in enumerate(pi0):
-        try:
-            p = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"pi0[{i}] is {value!r}; each pi0 must be in (0, 1)") from None
-        if not 0.0 < p < 1.0:
-            raise ValueError(f"pi0[{i}] is {p!r}; each pi0 must be in (0, 1)")
-        values.append(p)
-    return tuple(values)
+    if isinstance(pi0, str | bytes) or not isinstance(pi0, Sequence | np.ndarray):
+        raise ValueError(f"pi0 is {pi0!r}; must be a list of numbers in (0, 1), such as [0.5]")
+    return tuple(check_pi0(value, where=f"pi0[{i}]") for i, value in enumerate(pi0))
+
+
+def check_pi0(value: object, *, where: str = "pi0") -> float:
+    """One reference prior π0 as a float, or ValueError saying what is wrong with ``where``.
+
+    π0 must be a real number (not a string or a bool), a normal float in (0, 1), and such that
+    the calibration ratio r = π(1 - π0)/(π0(1 - π)) stays finite even multiplied by a count
+    of false positives, for any set: π/(1 - π) ≤ n - 1 and FP ≤ n with n < 2^63 rows, so
+    r·FP < 2^126·(1 - π0)/π0, which must be finite. That refuses subnormals and π0 below
+    :data:`MIN_PI0` (4.8e-271), where r·FP would overflow and the calibrated metrics would mix 0 and
+    undefined values. Every entry point (:func:`evaluate`, the model configuration of the API,
+    the CLI's ``--pi0``) validates π0 with this function.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{where} is {value!r}; each pi0 must be a number in (0, 1)")
+    p = float(value)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"{where} is {p!r}; each pi0 must be in (0, 1)")
+    if p < sys.float_info.min:
+        raise ValueError(f"{where} is {p!r}; each pi0 must be a normal float, not subnormal")
+    if p < MIN_PI0:
+        raise ValueError(
+            f"{where} is {p!r}; each pi0 must be at least {MIN_PI0!r}, or the calibration "
+            "ratio overflows"
+        )
+    return p
 
 
 def prepare(scores: npt.ArrayLike, labels: npt.ArrayLike, *, score_kind: str) -> PreparedSet:

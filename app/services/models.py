@@ -32,6 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Model, Prediction
+from app.metrics.evaluation import MIN_PI0, check_pi0
 from app.services.errors import ConflictError
 from app.services.ingest import check_event_time
 from app.windows import WINDOW_SECONDS
@@ -86,7 +87,13 @@ def format_duration(seconds: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-Pi0 = Annotated[float, Field(gt=0.0, lt=1.0)]
+#: one π0, checked by the metric engine's own validator; the schema shows the values it takes
+#: (from MIN_PI0, below which the calibration ratio could overflow, to 1 excluded)
+Pi0 = Annotated[
+    float,
+    AfterValidator(check_pi0),
+    Field(json_schema_extra={"minimum": MIN_PI0, "exclusiveMaximum": 1.0}),
+]
 
 
 def _reference_schema(schema: dict[str, Any]) -> None:

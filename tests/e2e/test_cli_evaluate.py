@@ -319,6 +319,23 @@ def test_bad_options(options: list[str], tmp_path: Path) -> None:
     assert "usage: calmon evaluate" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("5e-324", "pi0 is 5e-324; each pi0 must be a normal float, not subnormal"),
+        ("1e-300", "pi0 is 1e-300; each pi0 must be at least 4.8e-271"),
+        ("1", "pi0 is 1.0; each pi0 must be in (0, 1)"),
+    ],
+)
+def test_pi0_refused_by_the_metric_engine_validator(
+    value: str, reason: str, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "ok.csv", ["score,label", "0.5,1"])
+    done = calmon(path, "--pi0", value)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"argument --pi0: {reason}" in done.stderr
+
+
 def test_repeated_pi0_counts_once(tmp_path: Path) -> None:
     path = write(tmp_path / "ok.csv", ["score,label", "0.5,1", "0.25,0"])
     [record] = evaluate_json(path, *["--pi0=0.1", "--pi0=0.2"] * 3)

@@ -64,7 +64,9 @@ def test_retried_batches_are_stored_exactly_once(
     assert samples[("calmon_http_requests_total", route, "2xx")] >= BATCHES
     assert samples[("calmon_http_requests_total", route, "4xx")] >= 1
     assert ("calmon_http_requests_total", route, "5xx") not in samples
-    assert not any(name == "calmon_ingest_rejected_total" for name, _, _ in samples)
+    rejected = [v for (name, _, _), v in samples.items() if name == "calmon_ingest_rejected_total"]
+    assert rejected
+    assert set(rejected) == {0.0}
     assert '"level":"ERROR"' not in api.log.read_text()
 
 

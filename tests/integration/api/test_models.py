@@ -110,6 +110,10 @@ def test_unknown_model_is_404(client: TestClient) -> None:
         ({"pi0": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}, "pi0"),
         ({"pi0": [0.1, 1.0]}, "pi0[1]"),
         ({"pi0": [0.0]}, "pi0[0]"),
+        ({"pi0": [0.2, 5e-324]}, "pi0[1]"),
+        ({"pi0": [1e-300]}, "pi0[0]"),
+        ({"pi0": ["0.5"]}, "pi0[0]"),
+        ({"pi0": 0.5}, "pi0"),
         ({"pi0": [0.1, 0.1]}, "pi0"),
         ({"grace": "-5m"}, "grace"),
         ({"grace": 600}, "grace"),
@@ -296,3 +300,11 @@ def test_models_beyond_the_limit_are_a_409_and_replacing_one_still_works(
     assert client.get("/v1/models/m3").status_code == 404
     assert client.put("/v1/models/m2", json={"threshold": 0.3}).status_code == 200
     assert [m["name"] for m in client.get("/v1/models").json()["models"]] == ["m1", "m2"]
+
+
+def test_pi0_is_checked_by_the_metric_engine_validator(sqlite_client: TestClient) -> None:
+    response = sqlite_client.put("/v1/models/m1", json={"pi0": [0.2, 1e-300]})
+    assert response.status_code == 422, response.text
+    [detail] = error_of(response)["details"]
+    assert detail["field"] == "pi0[1]"
+    assert "1e-300; each pi0 must be at least 4.8e-271" in detail["message"]

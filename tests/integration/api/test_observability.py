@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app import __version__
 from app.log import JsonFormatter, configure_logging
+from app.observability import REJECT_OTHER, REJECT_REASONS
 from tests.integration.api.helpers import create_model, post_labels, post_predictions, prediction
 from tests.integration.conftest import ClientFactory
 
@@ -235,3 +236,12 @@ def test_rejections_count_the_predictions_of_the_request(client: TestClient) -> 
     assert delta("invalid") == 5
     assert delta("unknown_model") == 2
     assert delta("invalid_json") == 1
+
+
+def test_every_rejection_reason_is_exported_at_zero_from_start_up(client: TestClient) -> None:
+    """rate() needs a sample before the first rejection, so every reason has a series."""
+    samples = _samples(client)
+    exported = {
+        dict(labels)["reason"] for name, labels in samples if name == "calmon_ingest_rejected_total"
+    }
+    assert exported >= {*REJECT_REASONS.values(), REJECT_OTHER}

@@ -32,9 +32,9 @@ W = {"segment": "*"}
 SAMPLES: list[tuple[str, dict[str, str], float]] = [
     *[
         (name, {"model": model, **W, **labels}, value)
-        for model, observed, calibrated, upper, change_upper in (
-            ("drift", 0.60, 0.61, 0.65, -0.13),
-            ("shift", 0.35, 0.79, 0.83, 0.03),
+        for model, observed, calibrated, upper, change_lower, change_upper in (
+            ("drift", 0.60, 0.61, 0.65, -0.25, -0.13),
+            ("shift", 0.35, 0.79, 0.83, -0.05, 0.03),
         )
         for name, labels, value in (
             ("calmon_average_precision", {"pi0": "observed"}, observed),
@@ -52,6 +52,11 @@ SAMPLES: list[tuple[str, dict[str, str], float]] = [
                 "calmon_average_precision_change",
                 {"component": "likelihood"},
                 calibrated - 0.80,
+            ),
+            (
+                "calmon_average_precision_change_lower",
+                {"component": "likelihood"},
+                change_lower,
             ),
             (
                 "calmon_average_precision_change_upper",

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from app.observability import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import contract_violations
 
@@ -150,3 +151,12 @@ def test_config_jobs_discover_by_dns_and_alertmanager_uses_file_sd() -> None:
     assert any(RULES.match(pattern) for pattern in config["rule_files"])
     evaluation = _seconds(config["global"]["evaluation_interval"])
     assert 0 < evaluation <= 60
+
+
+def test_ingest_rejections_leave_out_exactly_the_reasons_that_are_no_client_fault() -> None:
+    """The rule's excluded reasons are the service's NOT_CLIENT_ERRORS, and real reasons."""
+    [rule] = [rule for rule in _rules() if rule.get("alert") == "CalmonIngestRejections"]
+    excluded = set(re.findall(r'reason!~"([^"]*)"', rule["expr"]))
+    assert excluded == {"|".join(sorted(NOT_CLIENT_ERRORS))}
+    assert {*REJECT_REASONS.values(), REJECT_OTHER} >= NOT_CLIENT_ERRORS
+    assert "calmon_ingest_rejected_total[" not in rule["expr"]

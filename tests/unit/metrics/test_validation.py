@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pytest
 
 from app.metrics import evaluate, split_from_arrays
+from app.metrics.evaluation import MIN_PI0
 
 GOOD_S = [0.1, 0.4, 0.35, 0.8]
 GOOD_Y = [0, 0, 1, 1]
@@ -34,6 +36,12 @@ GOOD_Y = [0, 0, 1, 1]
         (GOOD_S, GOOD_Y, {"pi0": [0.5, 1.5]}, r"pi0\[1\] is 1.5; each pi0 must be in \(0, 1\)"),
         (GOOD_S, GOOD_Y, {"pi0": [0.0]}, r"pi0\[0\] is 0.0"),
         (GOOD_S, GOOD_Y, {"pi0": [float("nan")]}, r"pi0\[0\] is nan"),
+        (GOOD_S, GOOD_Y, {"pi0": 0.5}, r"pi0 is 0.5; must be a list of numbers in \(0, 1\)"),
+        (GOOD_S, GOOD_Y, {"pi0": "0.5"}, r"pi0 is '0.5'; must be a list of numbers"),
+        (GOOD_S, GOOD_Y, {"pi0": ["0.5"]}, r"pi0\[0\] is '0.5'; each pi0 must be a number"),
+        (GOOD_S, GOOD_Y, {"pi0": [True]}, r"pi0\[0\] is True; each pi0 must be a number"),
+        (GOOD_S, GOOD_Y, {"pi0": [0.5, 5e-324]}, r"pi0\[1\] is 5e-324; .* not subnormal"),
+        (GOOD_S, GOOD_Y, {"pi0": [1e-300]}, r"pi0\[0\] is 1e-300; .* at least 4.8e-271"),
         (GOOD_S, GOOD_Y, {"threshold": float("nan")}, "threshold is nan; must be a finite"),
         (GOOD_S, GOOD_Y, {"threshold": float("inf")}, "threshold is inf"),
         (GOOD_S, GOOD_Y, {"reliability_bins": 0}, "reliability_bins is 0"),
@@ -133,3 +141,24 @@ def test_split_validates_both_sets() -> None:
         split_from_arrays([0.1, 0.2], [0, 1], [0.1, 0.2], [0, 3], threshold=0.5)
     with pytest.raises(ValueError, match="threshold is nan"):
         split_from_arrays([0.1, 0.2], [0, 1], [0.1, 0.2], [0, 1], threshold=float("nan"))
+
+
+def test_min_pi0_is_where_the_calibration_ratio_times_fp_stops_overflowing() -> None:
+    """MIN_PI0 bounds r·FP < 2^126·(1 - π0)/π0 for any set of fewer than 2^63 rows."""
+    assert math.isfinite(2.0**126 * (1 - MIN_PI0) / MIN_PI0)
+    below = 4.7e-271
+    assert not math.isfinite(2.0**126 * (1 - below) / below)
+    with pytest.raises(ValueError, match="at least"):
+        evaluate(GOOD_S, GOOD_Y, pi0=[below])
+
+
+def test_smallest_accepted_pi0_gives_defined_consistent_metrics() -> None:
+    """At MIN_PI0 on a set with π/(1 - π) = 3 the ratio is finite: precision and AP are both
+    defined (near 0 and the recall of the top false-positive-free block), not 0 and None."""
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+    labels = [1, 0, 1, 1, 0, 1, 1, 1]
+    got = evaluate(scores, labels, pi0=[MIN_PI0, np.float64(0.5)])
+    [calibrated] = [v for k, v in got["calibrated"].items() if float(k) == MIN_PI0]
+    assert calibrated["precision"] is not None
+    assert 0.0 <= calibrated["precision"] < 1e-200
+    assert calibrated["average_precision"] == pytest.approx(1 / 6)
