@@ -180,6 +180,7 @@ class _Progress:
 def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
     """The configuration the simulated model is created with: the stable period as its fixed
     reference; grace 0 since every label arrives with its prediction."""
+    from app.services.references import iso
     from app.simulation.stream import REFERENCE_PHASE, phase_bounds
 
     bounds = phase_bounds(plans, REFERENCE_PHASE)
@@ -190,8 +191,8 @@ def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
         "threshold": THRESHOLD,
         "reference": {
             "kind": "fixed",
-            "start": bounds[0].isoformat(),
-            "end": bounds[1].isoformat(),
+            "start": iso(bounds[0]),
+            "end": iso(bounds[1]),
         },
         "grace": "0s",
     }

@@ -45,7 +45,7 @@ from app.scheduler.planning import (
     refresh_for_fixed_reference,
     scan_model,
 )
-from app.services.references import ReferenceCache
+from app.services.references import ReferenceCache, iso
 from app.services.retention import retention_cutoff, run_retention
 from app.services.windows import compute_window
 from app.settings import Settings
@@ -172,7 +172,7 @@ class WindowScheduler:
             metrics.COMPUTE_FAILURES.labels(model.name).inc()
             logger.exception(
                 "window computation failed",
-                extra={"model": model.name, "window_start": window.start.isoformat()},
+                extra={"model": model.name, "window_start": iso(window.start)},
             )
             try:
                 with self.session_factory() as session:
@@ -191,7 +191,7 @@ class WindowScheduler:
         if result is None:
             logger.info(
                 "window skipped: computed elsewhere or gone",
-                extra={"model": model.name, "window_start": window.start.isoformat()},
+                extra={"model": model.name, "window_start": iso(window.start)},
             )
             return True
         metrics.WINDOW_COMPUTE_DURATION.observe(seconds)
@@ -202,7 +202,7 @@ class WindowScheduler:
             "window computed",
             extra={
                 "model": model.name,
-                "window_start": window.start.isoformat(),
+                "window_start": iso(window.start),
                 "version": result.version,
                 "predictions": result.predictions,
                 "segments": len(result.segments),
@@ -243,7 +243,7 @@ class WindowScheduler:
             return
         logger.info(
             "retention done",
-            extra={"cutoff": cutoff.isoformat(), "predictions": result.predictions},
+            extra={"cutoff": iso(cutoff), "predictions": result.predictions},
         )
 
     def _scheduled_tick(self) -> None:

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import numpy as np
@@ -261,9 +261,13 @@ class Reference:
 
 
 def iso(moment: datetime) -> str:
-    """An instant as ISO 8601 UTC with ``Z`` (microseconds when not whole seconds)."""
-    text = moment.isoformat()
-    return text.removesuffix("+00:00") + "Z"
+    """An instant as ISO 8601 in UTC with ``Z`` (microseconds when not whole seconds).
+
+    The one way an instant is rendered: an aware time at any offset is converted to UTC first
+    (``12:00+02:00`` gives ``10:00:00Z``); a naive time is taken as UTC already.
+    """
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.replace(tzinfo=None).isoformat() + "Z"
 
 
 class Pool:
