@@ -2,7 +2,9 @@
 
 Records carry ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, ``request_id`` when
 a request is being served, any ``extra={...}`` fields, and ``exc`` for exceptions. Request
-bodies and tokens are never passed to the logger.
+bodies and tokens are never passed to the logger, nor statement parameters (the engines hide
+them). Python warnings (NumPy's ``RuntimeWarning`` among them) are logged as records of the
+``py.warnings`` logger, so that stderr holds nothing but JSON lines.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ def _with_request_id(factory: Callable[..., logging.LogRecord]) -> Callable[...,
 def configure_logging(level: str = "INFO") -> None:
     """Send every logger (uvicorn's and the root) to stderr as JSON lines at ``level``.
 
-    Records are stamped with the request id when they are created. Idempotent: calling it
-    again only changes the level.
+    Records are stamped with the request id when they are created; warnings are captured
+    into logging. Idempotent: calling it again only changes the level.
     """
     factory = logging.getLogRecordFactory()
     if not getattr(factory, "calmon", False):
@@ -77,3 +79,4 @@ def configure_logging(level: str = "INFO") -> None:
         logger.handlers.clear()
         logger.propagate = True
     logging.getLogger("uvicorn.access").disabled = True
+    logging.captureWarnings(True)
