@@ -158,13 +158,14 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
-def bind_refusal(settings: Settings, host: str) -> str | None:
-    """Why serving on ``host`` is refused (no token configured and not loopback), or None."""
+def bind_refusal(settings: Settings, host: str, *, service: str = "the API") -> str | None:
+    """Why serving ``service`` on ``host`` is refused (no token configured and not loopback),
+    or None. The API and the scheduler's metrics endpoint follow this one rule."""
     if settings.tokens or is_loopback(host):
         return None
     return (
-        f"refusing to listen on {host}: no API token is configured, so the API would be open "
-        "to the network. Set CALMON_API_TOKENS (or CALMON_API_TOKENS_FILE), or listen on "
+        f"refusing to listen on {host}: no API token is configured, so {service} would be "
+        "open to the network. Set CALMON_API_TOKENS (or CALMON_API_TOKENS_FILE), or listen on "
         "127.0.0.1, ::1 or localhost."
     )
 
