@@ -92,6 +92,23 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn workers of `calmon api`")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_header_bytes: int = Field(
+        default=32 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="largest request line and headers (400 and closed beyond)",
+    )
+    header_timeout: float = Field(
+        default=10.0, gt=0, description="seconds a client has to send a request's headers"
+    )
+    body_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds a client has to send a request's body once its headers arrived",
+    )
+    keep_alive_timeout: float = Field(
+        default=5.0, gt=0, description="seconds an idle keep-alive connection stays open"
+    )
     write_rate_limit: float = Field(
         default=0.0,
         ge=0,
