@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import orjson
 
+from app.windows import iso
+
 request_id_var: ContextVar[str | None] = ContextVar("calmon_request_id", default=None)
 
 _STANDARD_ATTRS: Final[frozenset[str]] = frozenset(
@@ -32,9 +34,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """Return the JSON text of ``record`` (no trailing newline)."""
         payload: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, tz=UTC).isoformat(
-                timespec="milliseconds"
-            ),
+            "time": iso(datetime.fromtimestamp(record.created, tz=UTC), timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

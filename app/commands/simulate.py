@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
-from app.windows import WINDOW_SECONDS
+from app.windows import WINDOW_SECONDS, iso
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -180,7 +180,6 @@ class _Progress:
 def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
     """The configuration the simulated model is created with: the stable period as its fixed
     reference; grace 0 since every label arrives with its prediction."""
-    from app.services.references import iso
     from app.simulation.stream import REFERENCE_PHASE, phase_bounds
 
     bounds = phase_bounds(plans, REFERENCE_PHASE)

@@ -45,10 +45,11 @@ from app.scheduler.planning import (
     refresh_for_fixed_reference,
     scan_model,
 )
-from app.services.references import ReferenceCache, iso
+from app.services.references import ReferenceCache
 from app.services.retention import run_retention
 from app.services.windows import compute_window
 from app.settings import Settings
+from app.windows import iso
 
 logger = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ from typing_extensions import TypedDict
 from app.db.models import Model, UTCDateTime
 from app.names import SEGMENT_PATTERN
 from app.services.errors import ConflictError
-from app.services.references import iso
+from app.windows import iso
 
 MAX_BATCH: Final = 10_000
 CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f]{1,128}$"

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import numpy as np
@@ -45,7 +45,7 @@ from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowS
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.ranking import Ranking, RankingAccumulator
 from app.scheduler.planning import Fingerprint, fingerprint, fingerprint_columns
-from app.windows import window_length
+from app.windows import iso, window_length
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -258,16 +258,6 @@ class Reference:
             "prior": self.evaluation["prior"],
             "regular": self.evaluation["regular"],
         }
-
-
-def iso(moment: datetime) -> str:
-    """An instant as ISO 8601 in UTC with ``Z`` (microseconds when not whole seconds).
-
-    The one way an instant is rendered: an aware time at any offset is converted to UTC first
-    (``12:00+02:00`` gives ``10:00:00Z``); a naive time is taken as UTC already.
-    """
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.replace(tzinfo=None).isoformat() + "Z"
 
 
 class Pool:

@@ -24,7 +24,6 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from app.services.references import iso
 from app.simulation.stream import (
     PHASES,
     REFERENCE_PHASE,
@@ -33,6 +32,7 @@ from app.simulation.stream import (
     WindowPlan,
     phase_bounds,
 )
+from app.windows import iso
 
 FloatArray = npt.NDArray[np.float64]
 

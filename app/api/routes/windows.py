@@ -29,7 +29,6 @@ from app.api.errors import field_error
 from app.api.openapi import MODEL_ERRORS
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.ingest import EARLIEST_TIMESTAMP, Instant
-from app.services.references import iso
 from app.services.windows import (
     MAX_PAGE,
     MAX_RECOMPUTE_WINDOWS,
@@ -37,7 +36,7 @@ from app.services.windows import (
     list_window_results,
     request_recompute,
 )
-from app.windows import window_length, window_start
+from app.windows import iso, window_length, window_start
 
 router = APIRouter(prefix="/v1/models", tags=["windows"])
 

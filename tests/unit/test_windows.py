@@ -1,4 +1,4 @@
-"""The one rendering of an instant (:func:`app.services.references.iso`)."""
+"""The one rendering of an instant (:func:`app.windows.iso`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from app.services.references import iso
+from app.windows import iso
 
 
 @pytest.mark.parametrize(
@@ -24,3 +24,9 @@ from app.services.references import iso
 def test_iso_renders_the_instant_in_utc_with_z(moment: datetime, text: str) -> None:
     assert iso(moment) == text
     assert datetime.fromisoformat(iso(moment)) == moment.replace(tzinfo=moment.tzinfo or UTC)
+
+
+def test_iso_cuts_to_the_timespec_asked() -> None:
+    moment = datetime(2026, 3, 1, 12, 0, 5, 123456, tzinfo=timezone(timedelta(hours=1)))
+    assert iso(moment, timespec="milliseconds") == "2026-03-01T11:00:05.123Z"
+    assert iso(moment, timespec="seconds") == "2026-03-01T11:00:05Z"
