@@ -4,16 +4,19 @@ Records carry ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, ``re
 a request is being served, any ``extra={...}`` fields, and ``exc`` for exceptions. Request
 bodies and tokens are never passed to the logger, nor statement parameters (the engines hide
 them). Python warnings (NumPy's ``RuntimeWarning`` among them) are logged as records of the
-``py.warnings`` logger, so that stderr holds nothing but JSON lines.
+``py.warnings`` logger, and uncaught exceptions (of the main thread or any other) as errors of
+``calmon.uncaught``, so that stderr holds nothing but JSON lines.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any, Final
 
 import orjson
@@ -57,11 +60,27 @@ def _with_request_id(factory: Callable[..., logging.LogRecord]) -> Callable[...,
     return make_record
 
 
+def _log_uncaught(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
+    logging.getLogger("calmon.uncaught").error("uncaught exception", exc_info=(kind, value, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None or isinstance(args.exc_value, SystemExit):
+        return
+    logging.getLogger("calmon.uncaught").error(
+        "uncaught exception",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"in_thread": args.thread.name if args.thread is not None else None},
+    )
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Send every logger (uvicorn's and the root) to stderr as JSON lines at ``level``.
 
-    Records are stamped with the request id when they are created; warnings are captured
-    into logging. Idempotent: calling it again only changes the level.
+    Records are stamped with the request id when they are created; warnings and uncaught
+    exceptions are captured into logging. Idempotent: calling it again only changes the level.
     """
     factory = logging.getLogRecordFactory()
     if not getattr(factory, "calmon", False):
@@ -80,3 +99,5 @@ def configure_logging(level: str = "INFO") -> None:
         logger.propagate = True
     logging.getLogger("uvicorn.access").disabled = True
     logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
