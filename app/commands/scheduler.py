@@ -31,6 +31,10 @@ RETRY_MAX: Final = 30.0
 logger = logging.getLogger(__name__)
 
 
+class StoppedWaitingError(Exception):
+    """SIGTERM or SIGINT arrived while the database was being waited for."""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon scheduler`."""
     parser.add_argument(
@@ -57,8 +61,8 @@ def wait_for_database(engine: Engine, *, stop: threading.Event, wait: bool) -> s
 
     Each failed attempt is logged (error class only) and retried after ``RETRY_FIRST`` seconds,
     doubled each time up to ``RETRY_MAX``, until it answers or ``stop`` is set. Raises
-    ``SQLAlchemyError`` when ``wait`` is False and the first attempt fails; ``LookupError``
-    when stopped while waiting.
+    ``SQLAlchemyError`` when ``wait`` is False and the first attempt fails,
+    :class:`StoppedWaitingError` when stopped while waiting.
     """
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -77,7 +81,7 @@ def wait_for_database(engine: Engine, *, stop: threading.Event, wait: bool) -> s
                 extra={"error": type(exc).__name__, "retry_in_seconds": delay},
             )
         if stop.wait(delay):
-            raise LookupError("stopped while waiting for the database")
+            raise StoppedWaitingError
         delay = min(delay * 2, RETRY_MAX)
 
 
@@ -131,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         print(f"calmon scheduler: database error: {reason}", file=sys.stderr)
         return 1
-    except LookupError:
+    except StoppedWaitingError:
         return 0
     finally:
         engine.dispose()
