@@ -303,3 +303,33 @@ def test_scheduler_metrics_follow_the_api_bind_rule(
     assert refused.returncode == 2
     assert "refusing to listen on 0.0.0.0" in refused.stderr
     assert "the scheduler's metrics would be open" in refused.stderr
+
+
+@pytest.mark.postgres
+def test_scheduler_waiting_for_the_database_stops_on_sigterm(
+    shared_postgres_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    parts = urlsplit(shared_postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy.set_mode("refuse")
+    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
+    log_path = tmp_path / "scheduler.log"
+    try:
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", "0"],
+                env=_environment(url),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        processes.append(process)
+        _wait(
+            lambda: any("retrying" in str(r["message"]) for r in _log_records(log_path)),
+            "a logged retry",
+        )
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert time.monotonic() - started < 2
+    finally:
+        proxy.close()
