@@ -96,7 +96,7 @@ class Settings(BaseSettings):
         default=32 * 1024,
         ge=1024,
         le=1024 * 1024,
-        description="largest request line and headers (400 and closed beyond)",
+        description="largest request line and headers (431 and closed beyond)",
     )
     header_timeout: float = Field(
         default=10.0, gt=0, description="seconds a client has to send a request's headers"

@@ -4,8 +4,8 @@ A client could otherwise tie up a worker with a request it never finishes. Three
 to every connection of `calmon api` and `calmon serve`:
 
 * the request line and headers may take ``CALMON_MAX_HEADER_BYTES`` (h11's incomplete-event
-  limit): a longer head is answered 400 and the connection closed after reading at most that
-  much plus one socket read, never the whole head;
+  limit): a longer head is answered 431 and the connection closed after reading at most that
+  much plus one socket read, never the whole head (a malformed one: 400);
 * they must arrive within ``CALMON_HEADER_TIMEOUT`` seconds of the connection opening or of the
   previous response (408, closed); an idle keep-alive connection is closed after
   ``CALMON_KEEP_ALIVE_TIMEOUT``, as uvicorn does;
@@ -30,15 +30,29 @@ from app.settings import Settings, get_settings
 
 Phase = Literal["headers", "body"]
 
-_TIMEOUT_BODY: Final = orjson.dumps(
-    {"error": {"code": "request_timeout", "message": "request not sent in time", "details": []}}
+
+def raw_error(status: int, reason: str, code: str, message: str) -> bytes:
+    """A whole HTTP/1.1 error answer that closes the connection, with the JSON error body every
+    answer of the API has; written straight to the socket when there is no request to answer
+    through the application (a head too large, malformed or too slow)."""
+    body = orjson.dumps({"error": {"code": code, "message": message, "details": []}})
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+REQUEST_TIMEOUT: Final = raw_error(
+    408, "Request Timeout", "request_timeout", "the request was not sent in time"
 )
-#: the raw answer to a request not sent in time (the error body every answer of the API has)
-REQUEST_TIMEOUT_RESPONSE: Final = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-    + f"content-length: {len(_TIMEOUT_BODY)}\r\n\r\n".encode()
-    + _TIMEOUT_BODY
+HEAD_TOO_LARGE: Final = raw_error(
+    431,
+    "Request Header Fields Too Large",
+    "headers_too_large",
+    "the request line and headers are over CALMON_MAX_HEADER_BYTES",
 )
+MALFORMED: Final = raw_error(400, "Bad Request", "bad_request", "malformed HTTP request")
 
 
 @functools.cache
@@ -80,6 +94,15 @@ class BoundedH11Protocol(H11Protocol):
         self._set_phase(None)
         super().connection_lost(exc)
 
+    def send_400_response(self, msg: str) -> None:
+        """Answer a head h11 cannot parse, and close: 431 when it outgrew the size bound,
+        else 400 (uvicorn answers both with a plain-text 400)."""
+        buffered, _ = self.conn.trailing_data
+        limit = self.config.h11_max_incomplete_event_size
+        too_large = limit is not None and len(buffered) > limit
+        self.transport.write(HEAD_TOO_LARGE if too_large else MALFORMED)
+        self.transport.close()
+
     def _follow_phase(self) -> None:
         if self.transport.is_closing():
             self._set_phase(None)
@@ -100,13 +123,15 @@ class BoundedH11Protocol(H11Protocol):
             self._read_timer = self.loop.call_later(_read_bounds()[phase], self._read_timeout)
 
     def _read_timeout(self) -> None:
-        """The client did not send the head or body in time: answer 408 when nothing was
-        answered yet, and close."""
+        """The client did not send the head or body in time: answer 408 unless this request
+        was answered already (the application may answer before reading the body), and
+        close."""
         self._read_timer = None
         if self.transport.is_closing():
             return
-        if self.cycle is None or not self.cycle.response_started:
-            self.transport.write(REQUEST_TIMEOUT_RESPONSE)
+        answered = self._phase == "body" and self.cycle is not None and self.cycle.response_started
+        if not answered:
+            self.transport.write(REQUEST_TIMEOUT)
         self.transport.close()
 
 

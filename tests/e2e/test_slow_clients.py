@@ -5,6 +5,7 @@ hold in uvicorn's worker processes too."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import threading
@@ -117,7 +118,8 @@ def test_an_oversized_header_is_refused_without_reading_it(
         answer = _read_until_closed(sock, limit=10)
         elapsed = time.monotonic() - started
         sender.join(timeout=10)
-    assert answer.startswith(b"HTTP/1.1 4"), answer[:100]
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+    assert b'"headers_too_large"' in answer
     assert elapsed < 1.0
     assert sum(sent) < 64 * MIB
     assert _tree_rss_mib(process.pid) - before < 20
@@ -163,3 +165,13 @@ def test_a_slow_but_timely_request_is_served(api: tuple[int, subprocess.Popen[by
             time.sleep(HEADER_TIMEOUT / 4)
         answer = _read_until_closed(sock, limit=10)
     assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_malformed_head_is_answered_400_in_json(api: tuple[int, subprocess.Popen[bytes]]) -> None:
+    port, _ = api
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        answer = _read_until_closed(sock, limit=10)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert json.loads(body)["error"]["code"] == "bad_request"
