@@ -2,19 +2,26 @@
 
 Records carry ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, ``request_id`` when
 a request is being served, any ``extra={...}`` fields, and ``exc`` for exceptions. Request
-bodies and tokens are never passed to the logger.
+bodies and tokens are never passed to the logger, nor statement parameters (the engines hide
+them). Python warnings (NumPy's ``RuntimeWarning`` among them) are logged as records of the
+``py.warnings`` logger, and uncaught exceptions (of the main thread or any other) as errors of
+``calmon.uncaught``, so that stderr holds nothing but JSON lines.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any, Final
 
 import orjson
+
+from app.windows import iso
 
 request_id_var: ContextVar[str | None] = ContextVar("calmon_request_id", default=None)
 
@@ -30,9 +37,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """Return the JSON text of ``record`` (no trailing newline)."""
         payload: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, tz=UTC).isoformat(
-                timespec="milliseconds"
-            ),
+            "time": iso(datetime.fromtimestamp(record.created, tz=UTC), timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -55,11 +60,27 @@ def _with_request_id(factory: Callable[..., logging.LogRecord]) -> Callable[...,
     return make_record
 
 
+def _log_uncaught(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
+    logging.getLogger("calmon.uncaught").error("uncaught exception", exc_info=(kind, value, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None or isinstance(args.exc_value, SystemExit):
+        return
+    logging.getLogger("calmon.uncaught").error(
+        "uncaught exception",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"in_thread": args.thread.name if args.thread is not None else None},
+    )
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Send every logger (uvicorn's and the root) to stderr as JSON lines at ``level``.
 
-    Records are stamped with the request id when they are created. Idempotent: calling it
-    again only changes the level.
+    Records are stamped with the request id when they are created; warnings and uncaught
+    exceptions are captured into logging. Idempotent: calling it again only changes the level.
     """
     factory = logging.getLogRecordFactory()
     if not getattr(factory, "calmon", False):
@@ -77,3 +98,6 @@ def configure_logging(level: str = "INFO") -> None:
         logger.handlers.clear()
         logger.propagate = True
     logging.getLogger("uvicorn.access").disabled = True
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread

@@ -92,6 +92,23 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn workers of `calmon api`")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_header_bytes: int = Field(
+        default=32 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="largest request line and headers (431 and closed beyond)",
+    )
+    header_timeout: float = Field(
+        default=10.0, gt=0, description="seconds a client has to send a request's headers"
+    )
+    body_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds a client has to send a request's body once its headers arrived",
+    )
+    keep_alive_timeout: float = Field(
+        default=5.0, gt=0, description="seconds an idle keep-alive connection stays open"
+    )
     write_rate_limit: float = Field(
         default=0.0,
         ge=0,
@@ -158,13 +175,14 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
-def bind_refusal(settings: Settings, host: str) -> str | None:
-    """Why serving on ``host`` is refused (no token configured and not loopback), or None."""
+def bind_refusal(settings: Settings, host: str, *, service: str = "the API") -> str | None:
+    """Why serving ``service`` on ``host`` is refused (no token configured and not loopback),
+    or None. The API and the scheduler's metrics endpoint follow this one rule."""
     if settings.tokens or is_loopback(host):
         return None
     return (
-        f"refusing to listen on {host}: no API token is configured, so the API would be open "
-        "to the network. Set CALMON_API_TOKENS (or CALMON_API_TOKENS_FILE), or listen on "
+        f"refusing to listen on {host}: no API token is configured, so {service} would be "
+        "open to the network. Set CALMON_API_TOKENS (or CALMON_API_TOKENS_FILE), or listen on "
         "127.0.0.1, ::1 or localhost."
     )
 

@@ -17,6 +17,18 @@ WINDOW_SECONDS: Final[dict[str, int]] = {
 }
 
 
+def iso(moment: datetime, *, timespec: str = "auto") -> str:
+    """An instant as ISO 8601 in UTC with ``Z``: the one way instants are rendered (API
+    records, logs, reports).
+
+    An aware time at any offset is converted to UTC first (``12:00+02:00`` gives
+    ``10:00:00Z``); a naive time is taken as UTC already. ``timespec`` is that of
+    :meth:`datetime.isoformat` (``auto``: microseconds only when not whole seconds).
+    """
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.replace(tzinfo=None).isoformat(timespec=timespec) + "Z"
+
+
 def window_length(name: str) -> timedelta:
     """Length of the window called ``name``; ``ValueError`` for an unknown name."""
     try:

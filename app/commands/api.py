@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; exit code 2 for a configuration that must not be served."""
     import uvicorn
 
+    from app.api.server import server_options
     from app.commands.common import load_settings
     from app.settings import bind_refusal
 
@@ -78,10 +79,7 @@ def run(args: argparse.Namespace) -> int:
             host=host,
             port=port,
             workers=workers,
-            log_config=None,
-            access_log=False,
-            server_header=False,
-            timeout_graceful_shutdown=10,
+            **server_options(settings),
         )
     finally:
         if created is not None:

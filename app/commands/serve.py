@@ -68,16 +68,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             engine.dispose()
     from app.api.app import create_app
+    from app.api.server import server_options
 
     app = create_app(settings, lifespan_hooks=lifespan_hooks(settings))
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=10,
-    )
+    config = uvicorn.Config(app, host=host, port=port, **server_options(settings))
     uvicorn.Server(config).run()
     return 0

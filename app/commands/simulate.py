@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
-from app.windows import WINDOW_SECONDS
+from app.windows import WINDOW_SECONDS, iso
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -190,8 +190,8 @@ def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
         "threshold": THRESHOLD,
         "reference": {
             "kind": "fixed",
-            "start": bounds[0].isoformat(),
-            "end": bounds[1].isoformat(),
+            "start": iso(bounds[0]),
+            "end": iso(bounds[1]),
         },
         "grace": "0s",
     }

@@ -46,11 +46,16 @@ logger = logging.getLogger(__name__)
 
 
 def create_db_engine(settings: Settings) -> Engine:
-    """Build the engine for ``settings.database_url`` (no connection is opened yet)."""
+    """Build the engine for ``settings.database_url`` (no connection is opened yet).
+
+    Statement parameters never appear in errors (``hide_parameters``): they hold model data,
+    and a failed batch insert would put thousands of them in one log line.
+    """
     url = make_url(settings.database_url)
     if url.get_backend_name() == "sqlite":
         engine = create_engine(
             url,
+            hide_parameters=True,
             connect_args={"timeout": settings.sqlite_busy_timeout, "check_same_thread": False},
         )
         _configure_sqlite(engine)
@@ -60,6 +65,7 @@ def create_db_engine(settings: Settings) -> Engine:
     statement_ms = int(settings.db_statement_timeout * 1000)
     engine = create_engine(
         url,
+        hide_parameters=True,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
         pool_timeout=settings.db_pool_timeout,

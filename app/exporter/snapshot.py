@@ -119,8 +119,9 @@ def current_windows(windows: Iterable[LatestWindow]) -> list[LatestWindow]:
 
     A segment that stopped receiving predictions would otherwise show its last window's
     values, and fire alerts on them, for ever; its history stays in Prometheus and in the
-    window API.
+    window API. ``windows`` is read once (a generator is fine).
     """
+    windows = list(windows)
     latest = {w.model: w.start for w in windows if w.segment == ALL_SEGMENTS}
     return [
         w

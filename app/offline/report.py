@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any, Final
 
 import orjson
 
 from app.offline.grouping import Group
+from app.windows import iso
 
 Record = dict[str, Any]
 
@@ -30,16 +30,12 @@ def make_record(group: Group, result: Mapping[str, Any]) -> Record:
     (``*`` for all rows) and ``unlabelled`` to the engine's keys.
     """
     return {
-        "start": None if group.start is None else _iso(group.start),
-        "end": None if group.end is None else _iso(group.end),
+        "start": None if group.start is None else iso(group.start, timespec="seconds"),
+        "end": None if group.end is None else iso(group.end, timespec="seconds"),
         "segment": group.segment,
         "unlabelled": group.unlabelled,
         **result,
     }
-
-
-def _iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def render_json(records: Sequence[Record]) -> str:

@@ -31,10 +31,10 @@ from typing import Final
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import FastAPI
-from sqlalchemy import Engine, delete, exists, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Model, WindowResult, WindowScores, WindowState
+from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
 from app.scheduler import metrics
 from app.scheduler.lock import LeaderLock, leader_lock
@@ -46,9 +46,10 @@ from app.scheduler.planning import (
     scan_model,
 )
 from app.services.references import ReferenceCache
-from app.services.retention import retention_cutoff, run_retention
+from app.services.retention import run_retention
 from app.services.windows import compute_window
 from app.settings import Settings
+from app.windows import iso
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,7 @@ class WindowScheduler:
             metrics.COMPUTE_FAILURES.labels(model.name).inc()
             logger.exception(
                 "window computation failed",
-                extra={"model": model.name, "window_start": window.start.isoformat()},
+                extra={"model": model.name, "window_start": iso(window.start)},
             )
             try:
                 with self.session_factory() as session:
@@ -191,7 +192,7 @@ class WindowScheduler:
         if result is None:
             logger.info(
                 "window skipped: computed elsewhere or gone",
-                extra={"model": model.name, "window_start": window.start.isoformat()},
+                extra={"model": model.name, "window_start": iso(window.start)},
             )
             return True
         metrics.WINDOW_COMPUTE_DURATION.observe(seconds)
@@ -202,7 +203,7 @@ class WindowScheduler:
             "window computed",
             extra={
                 "model": model.name,
-                "window_start": window.start.isoformat(),
+                "window_start": iso(window.start),
                 "version": result.version,
                 "predictions": result.predictions,
                 "segments": len(result.segments),
@@ -217,33 +218,25 @@ class WindowScheduler:
         if time.monotonic() - self._last_retention < RETENTION_EVERY:
             return
         self._last_retention = time.monotonic()
-        now = datetime.now(UTC)
-        cutoff = retention_cutoff(now=now, retention_days=self.settings.retention_days)
-        if cutoff is None:
-            return
         try:
             result = run_retention(
-                self.session_factory, now=now, retention_days=self.settings.retention_days
+                self.session_factory,
+                now=datetime.now(UTC),
+                retention_days=self.settings.retention_days,
             )
-            with self.session_factory() as session:
-                session.execute(delete(WindowResult).where(WindowResult.ends_at <= cutoff))
-                session.execute(delete(WindowState).where(WindowState.ends_at <= cutoff))
-                session.execute(
-                    delete(WindowScores).where(
-                        ~exists().where(
-                            WindowResult.model_id == WindowScores.model_id,
-                            WindowResult.segment == WindowScores.segment,
-                            WindowResult.starts_at == WindowScores.starts_at,
-                        )
-                    )
-                )
-                session.commit()
         except Exception:
             logger.exception("retention failed")
             return
+        if result.cutoff is None:
+            return
         logger.info(
             "retention done",
-            extra={"cutoff": cutoff.isoformat(), "predictions": result.predictions},
+            extra={
+                "cutoff": iso(result.cutoff),
+                "predictions": result.predictions,
+                "windows": result.windows,
+                "pending_labels": result.pending_labels,
+            },
         )
 
     def _scheduled_tick(self) -> None:

@@ -62,6 +62,7 @@ from typing_extensions import TypedDict
 from app.db.models import Model, UTCDateTime
 from app.names import SEGMENT_PATTERN
 from app.services.errors import ConflictError
+from app.windows import iso
 
 MAX_BATCH: Final = 10_000
 #: 1 to 128 characters, none of them a control character (C0, DEL or C1)
@@ -198,18 +199,14 @@ def latest_timestamp(now: datetime) -> datetime:
     return now.replace(microsecond=0) + FUTURE_TOLERANCE
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def check_event_time(moment: datetime, now: datetime) -> None:
     """Refuse an event time out of ``[EARLIEST_TIMESTAMP, latest_timestamp(now)]`` with the
     error pydantic gives a batch item out of that range (for validators of single values)."""
     if moment < EARLIEST_TIMESTAMP:
-        raise PydanticKnownError("greater_than_equal", {"ge": _iso(EARLIEST_TIMESTAMP)})
+        raise PydanticKnownError("greater_than_equal", {"ge": iso(EARLIEST_TIMESTAMP)})
     latest = latest_timestamp(now)
     if moment > latest:
-        raise PydanticKnownError("less_than_equal", {"le": _iso(latest)})
+        raise PydanticKnownError("less_than_equal", {"le": iso(latest)})
 
 
 def _bounded_above(node: Any, latest: datetime) -> Any:

@@ -45,7 +45,7 @@ from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowS
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.ranking import Ranking, RankingAccumulator
 from app.scheduler.planning import Fingerprint, fingerprint, fingerprint_columns
-from app.windows import window_length
+from app.windows import iso, window_length
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -258,12 +258,6 @@ class Reference:
             "prior": self.evaluation["prior"],
             "regular": self.evaluation["regular"],
         }
-
-
-def iso(moment: datetime) -> str:
-    """An instant as ISO 8601 UTC with ``Z`` (microseconds when not whole seconds)."""
-    text = moment.isoformat()
-    return text.removesuffix("+00:00") + "Z"
 
 
 class Pool:

@@ -2,7 +2,9 @@
 
 Deletion runs in bounded batches, each its own transaction, so that expiry never holds locks
 or a snapshot for long and can be interrupted at any point (the next run goes on). Pending
-labels older than the period (their prediction never came) go too. ``docs/storage.md`` says
+labels older than the period (their prediction never came) go too, and so do the windows that
+ended by the cutoff (their state, results and stored scores), at most ``WINDOW_BATCH`` windows
+of a model per statement so that no statement grows with the backlog. ``docs/storage.md`` says
 how this becomes partition drops on a large PostgreSQL installation.
 """
 
@@ -12,12 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import bindparam, delete, select, text, union
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Model, UTCDateTime
+from app.db.models import Model, UTCDateTime, WindowResult, WindowScores, WindowState
+from app.windows import window_length
 
 DEFAULT_BATCH: Final = 50_000
+#: windows of a model expired by one batch (three DELETEs with this many bound instants)
+WINDOW_BATCH: Final = 500
 
 _BEFORE = bindparam("before", type_=UTCDateTime())
 _DELETE_PREDICTIONS = text(
@@ -35,6 +40,7 @@ class RetentionResult:
     cutoff: datetime | None
     predictions: int
     pending_labels: int
+    windows: int = 0
 
 
 def retention_cutoff(*, now: datetime, retention_days: int) -> datetime | None:
@@ -58,21 +64,53 @@ def expire_pending_labels(session: Session, *, before: datetime) -> int:
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+def expire_windows_batch(
+    session: Session, *, model_id: int, length: timedelta, before: datetime, limit: int
+) -> int:
+    """Delete at most ``limit`` windows of a model (windows of ``length``) that ended at or
+    before ``before``: their state, results and scores. Returns how many windows (distinct
+    starts) were deleted; fewer than ``limit`` means none is left."""
+    last_start = before - length
+    starts = list(
+        session.scalars(
+            union(
+                *(
+                    select(table.starts_at).where(
+                        table.model_id == model_id, table.starts_at <= last_start
+                    )
+                    for table in (WindowState, WindowResult, WindowScores)
+                )
+            )
+            .order_by("starts_at")
+            .limit(limit)
+        )
+    )
+    if not starts:
+        return 0
+    for table in (WindowScores, WindowResult, WindowState):
+        session.execute(
+            delete(table).where(table.model_id == model_id, table.starts_at.in_(starts))
+        )
+    return len(starts)
+
+
 def run_retention(
     session_factory: sessionmaker[Session],
     *,
     now: datetime,
     retention_days: int,
     batch_size: int = DEFAULT_BATCH,
+    window_batch: int = WINDOW_BATCH,
 ) -> RetentionResult:
-    """Expire everything older than ``retention_days`` before ``now``, batch by batch."""
+    """Expire everything older than ``retention_days`` before ``now``, batch by batch:
+    predictions (``batch_size`` per statement), windows (``window_batch``), pending labels."""
     cutoff = retention_cutoff(now=now, retention_days=retention_days)
     if cutoff is None:
         return RetentionResult(cutoff=None, predictions=0, pending_labels=0)
     with session_factory() as session:
-        model_ids = list(session.scalars(select(Model.id).order_by(Model.id)))
-    predictions = 0
-    for model_id in model_ids:
+        models = list(session.execute(select(Model.id, Model.window).order_by(Model.id)))
+    predictions = windows = 0
+    for model_id, window in models:
         while True:
             with session_factory() as session:
                 deleted = expire_predictions_batch(
@@ -82,7 +120,22 @@ def run_retention(
             predictions += deleted
             if deleted < batch_size:
                 break
+        while True:
+            with session_factory() as session:
+                deleted = expire_windows_batch(
+                    session,
+                    model_id=model_id,
+                    length=window_length(window),
+                    before=cutoff,
+                    limit=window_batch,
+                )
+                session.commit()
+            windows += deleted
+            if deleted < window_batch:
+                break
     with session_factory() as session:
         pending = expire_pending_labels(session, before=cutoff)
         session.commit()
-    return RetentionResult(cutoff=cutoff, predictions=predictions, pending_labels=pending)
+    return RetentionResult(
+        cutoff=cutoff, predictions=predictions, pending_labels=pending, windows=windows
+    )

@@ -63,12 +63,11 @@ from app.services.references import (
     Reference,
     ReferenceCache,
     encode_scores,
-    iso,
     load_rows,
     references_for,
     tracked_segments,
 )
-from app.windows import window_length, window_start
+from app.windows import iso, window_length, window_start
 
 LEVEL: Final = 0.95
 #: two-key advisory lock class held by the transaction computing a model's window ("calW")

@@ -25,7 +25,6 @@ import numpy as np
 import numpy.typing as npt
 
 from app.metrics.split import shapley_parts
-from app.services.references import iso
 from app.simulation.stream import (
     PHASES,
     REFERENCE_PHASE,
@@ -34,6 +33,7 @@ from app.simulation.stream import (
     WindowPlan,
     phase_bounds,
 )
+from app.windows import iso
 
 FloatArray = npt.NDArray[np.float64]
 

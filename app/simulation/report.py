@@ -18,9 +18,9 @@ from typing import Any, Final
 
 import httpx
 
-from app.services.references import iso
 from app.simulation.sender import request_json
 from app.simulation.stream import REFERENCE_PHASE, WindowPlan
+from app.windows import iso
 
 SEGMENT: Final = "*"
 PAGE: Final = 1000

@@ -80,8 +80,8 @@ API: Final = Role(
 )
 SCHEDULER: Final = Role(
     "scheduler",
-    ("scheduler", "--metrics-port", "{metrics_port}"),
-    frozenset({DATABASE_URL, LOG_LEVEL, SCHEDULER_INTERVAL}),
+    ("scheduler", "--metrics-host", "{host}", "--metrics-port", "{metrics_port}"),
+    frozenset({DATABASE_URL, LOG_LEVEL, SCHEDULER_INTERVAL, API_TOKENS}),
     ports=("metrics_port",),
 )
 #: the compose deployment's calmon services, named as the roles

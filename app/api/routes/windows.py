@@ -31,7 +31,6 @@ from app.api.transactions import in_transaction
 from app.db.models import Model
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.ingest import EARLIEST_TIMESTAMP, Instant
-from app.services.references import iso
 from app.services.windows import (
     MAX_PAGE,
     MAX_RECOMPUTE_WINDOWS,
@@ -39,7 +38,7 @@ from app.services.windows import (
     list_window_results,
     request_recompute,
 )
-from app.windows import window_length, window_start
+from app.windows import iso, window_length, window_start
 
 router = APIRouter(prefix="/v1/models", tags=["windows"])
 

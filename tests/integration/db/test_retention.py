@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import PendingLabel, Prediction
+from app.db.models import PendingLabel, Prediction, WindowResult, WindowScores, WindowState
 from app.db.session import create_db_engine, create_session_factory
 from app.services.ingest import ingest_labels, ingest_predictions
 from app.services.models import ModelConfig, put_model
@@ -87,3 +87,80 @@ def test_retention_zero_keeps_everything(sessions: sessionmaker[Session]) -> Non
     result = run_retention(sessions, now=NOW, retention_days=0)
     assert (result.cutoff, result.predictions, result.pending_labels) == (None, 0, 0)
     assert len(_ids(sessions)) == 36
+
+
+def _seed_windows(sessions: sessionmaker[Session], *, hours: int) -> int:
+    """Hourly windows of one model, each with its state and a computed ``*`` segment, ending
+    every hour from ``NOW - 10 days - hours + 1h`` to ``NOW - 10 days + 3h``; returns the
+    model id."""
+    with sessions() as session:
+        model, _ = put_model(
+            session, name="w", config=ModelConfig(window="1h"), now=NOW, max_models=10
+        )
+        first = NOW - timedelta(days=10, hours=hours)
+        for k in range(hours + 3):
+            start = first + timedelta(hours=k)
+            end = start + timedelta(hours=1)
+            session.add(
+                WindowState.first_seen(
+                    model_id=model.id, starts_at=start, ends_at=end, version=1, now=NOW
+                )
+            )
+            session.add(
+                WindowResult(
+                    model_id=model.id,
+                    segment="*",
+                    starts_at=start,
+                    ends_at=end,
+                    computed_at=NOW,
+                    computed_by="test",
+                    version=1,
+                    n=0,
+                    n_pos=0,
+                    unlabelled=0,
+                    prior=None,
+                    record={},
+                )
+            )
+            session.add(
+                WindowScores(
+                    model_id=model.id,
+                    segment="*",
+                    starts_at=start,
+                    version=1,
+                    positives=b"",
+                    negatives=b"",
+                )
+            )
+        session.commit()
+        return model.id
+
+
+def test_windows_that_ended_by_the_cutoff_go_in_bounded_batches(
+    sessions: sessionmaker[Session],
+) -> None:
+    model_id = _seed_windows(sessions, hours=7)
+    statements: list[tuple[str, int]] = []
+
+    def record(
+        _conn: object, _cursor: object, statement: str, parameters: object, *_: object
+    ) -> None:
+        if statement.lstrip().upper().startswith("DELETE") and "window_" in statement:
+            size = len(parameters) if isinstance(parameters, dict | tuple | list) else 0
+            statements.append((statement, size))
+
+    engine = sessions.kw["bind"]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        result = run_retention(sessions, now=NOW, retention_days=10, window_batch=3)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    cutoff = NOW - timedelta(days=10)
+    assert result.windows == 7
+    with sessions() as session:
+        for table in (WindowState, WindowResult, WindowScores):
+            starts = session.scalars(select(table.starts_at).where(table.model_id == model_id))
+            assert sorted(starts) == [cutoff + timedelta(hours=k) for k in range(3)]
+    # 7 windows in batches of 3: three batches, each one DELETE per table, 3 instants at most
+    assert len(statements) == 9
+    assert max(size for _, size in statements) <= 3 + 1

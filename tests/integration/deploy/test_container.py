@@ -119,7 +119,8 @@ def test_compose_runs_the_end_to_end_process_set() -> None:
         missing = role.env - set(service["environment"])
         assert not missing, f"{role.name} does not set {sorted(missing)}"
     assert set().union(*(role.env for role in STACK)) == SETTINGS
-    assert services["api"]["environment"][API_TOKENS] == TOKENS
+    for name in ("api", "scheduler"):
+        assert services[name]["environment"][API_TOKENS] == TOKENS
 
 
 def test_the_process_set_has_the_same_options_in_both_placements() -> None:
@@ -138,6 +139,7 @@ def test_the_process_set_has_the_same_options_in_both_placements() -> None:
         assert _option(namespace, "api", "--port") == placement.api_port
         assert _option(namespace, "api", "--workers") == placement.workers
         namespace = _parse_cli(SCHEDULER.command(placement))
+        assert _option(namespace, "scheduler", "--metrics-host") == placement.host
         assert _option(namespace, "scheduler", "--metrics-port") == placement.metrics_port
 
 

@@ -3,6 +3,7 @@ scheduler inside `calmon serve` with its metrics on the API's /metrics."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -25,6 +27,7 @@ from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
 from tests.integration.scheduler.helpers import make_batch, recent, send, windows
+from tests.integration.tcp_proxy import TcpProxy
 
 TIMEOUT = 30.0
 
@@ -191,3 +194,142 @@ def test_serve_runs_the_scheduler_beside_the_api(
     assert page["calmon_window_compute_duration_seconds_count"] == 2.0
     assert page["calmon_windows_pending"] == 0.0
     assert page[f'calmon_build_info{{version="{__version__}"}}'] == 1.0
+
+
+def _log_records(path: Path) -> list[dict[str, object]]:
+    """Every line of a process's log, each of which must be one JSON object."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.postgres
+def test_scheduler_waits_for_a_database_that_is_down_at_start(
+    shared_postgres_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    parts = urlsplit(shared_postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy.set_mode("refuse")
+    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
+    port = _free_port()
+    log_path = tmp_path / "scheduler.log"
+    try:
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
+                env=_environment(url),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        processes.append(process)
+        _wait(
+            lambda: (
+                sum(
+                    r["message"] == "database unreachable; retrying" for r in _log_records(log_path)
+                )
+                >= 2
+            ),
+            "two logged retries",
+        )
+        assert process.poll() is None
+        assert _scrape(f"http://127.0.0.1:{port}/metrics").get("calmon_scheduler_leader") == 0.0
+        proxy.set_mode("up")
+        _wait(
+            lambda: (
+                _scrape(f"http://127.0.0.1:{port}/metrics").get("calmon_scheduler_leader") == 1.0
+            ),
+            "the scheduler leading once the database answers",
+        )
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        proxy.close()
+    records = _log_records(log_path)
+    assert any(r["message"] == "scheduler started" for r in records)
+    assert all("retry_in_seconds" in r for r in records if "retrying" in str(r["message"]))
+
+
+def test_scheduler_reports_a_busy_metrics_port_in_one_line(sqlite_url: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
+            env=_environment(sqlite_url),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert time.monotonic() - started < 10
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"calmon scheduler: cannot serve metrics on 127.0.0.1:{port}: ")
+    assert "in use" in line
+
+
+def _listening_address(port: int) -> str:
+    """The local IPv4 address a listening TCP socket of this machine is bound to on ``port``."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, _, hex_port = local.partition(":")
+        if state == "0A" and int(hex_port, 16) == port:
+            return socket.inet_ntoa(bytes.fromhex(address)[::-1])
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def test_scheduler_metrics_follow_the_api_bind_rule(
+    sqlite_url: str, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    port = _free_port()
+    processes.append(
+        subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
+            env=_environment(sqlite_url),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
+    _wait(lambda: bool(_scrape(f"http://127.0.0.1:{port}/metrics")), "the metrics endpoint")
+    assert _listening_address(port) == "127.0.0.1"
+    refused = subprocess.run(
+        [sys.executable, "-m", "app.cli", "scheduler", "--metrics-host", "0.0.0.0",
+         "--metrics-port", str(_free_port())],
+        env=_environment(sqlite_url),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "refusing to listen on 0.0.0.0" in refused.stderr
+    assert "the scheduler's metrics would be open" in refused.stderr
+
+
+@pytest.mark.postgres
+def test_scheduler_waiting_for_the_database_stops_on_sigterm(
+    shared_postgres_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    parts = urlsplit(shared_postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy.set_mode("refuse")
+    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
+    log_path = tmp_path / "scheduler.log"
+    try:
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", "0"],
+                env=_environment(url),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        processes.append(process)
+        _wait(
+            lambda: any("retrying" in str(r["message"]) for r in _log_records(log_path)),
+            "a logged retry",
+        )
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert time.monotonic() - started < 2
+    finally:
+        proxy.close()

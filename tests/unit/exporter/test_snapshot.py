@@ -204,6 +204,7 @@ def test_segments_gone_quiet_are_not_exported() -> None:
         ("old", "a"),
         ("no-star", "a"),
     ]
+    assert current_windows(iter(windows)) == kept
     names = {
         dict(sample.labels).get("segment")
         for family in build_snapshot(kept).families

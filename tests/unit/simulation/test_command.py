@@ -101,8 +101,8 @@ def test_model_config_makes_the_stable_period_the_reference() -> None:
         "threshold": 0.5,
         "reference": {
             "kind": "fixed",
-            "start": "2024-05-01T08:00:00+00:00",
-            "end": "2024-05-01T10:00:00+00:00",
+            "start": "2024-05-01T08:00:00Z",
+            "end": "2024-05-01T10:00:00Z",
         },
         "grace": "0s",
     }

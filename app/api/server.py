@@ -1,0 +1,148 @@
+"""The HTTP server layer: uvicorn's h11 protocol with bounds on what a client may hold open.
+
+A client could otherwise tie up a worker with a request it never finishes. Three bounds apply
+to every connection of `calmon api` and `calmon serve`:
+
+* the request line and headers may take ``CALMON_MAX_HEADER_BYTES`` (h11's incomplete-event
+  limit): a longer head is answered 431 and the connection closed after reading at most that
+  much plus one socket read, never the whole head (a malformed one: 400);
+* they must arrive within ``CALMON_HEADER_TIMEOUT`` seconds of the connection opening or of the
+  previous response (408, closed); an idle keep-alive connection is closed after
+  ``CALMON_KEEP_ALIVE_TIMEOUT``, as uvicorn does;
+* the body must arrive within ``CALMON_BODY_TIMEOUT`` seconds of the headers (408 if no
+  response has started, then closed; the application sees the client leave: 499).
+
+httptools, uvicorn's default parser, has no bound on the size of a head, so the h11 parser is
+used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, Final, Literal
+
+import h11
+import orjson
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from app.settings import Settings, get_settings
+
+Phase = Literal["headers", "body"]
+
+
+def raw_error(status: int, reason: str, code: str, message: str) -> bytes:
+    """A whole HTTP/1.1 error answer that closes the connection, with the JSON error body every
+    answer of the API has; written straight to the socket when there is no request to answer
+    through the application (a head too large, malformed or too slow)."""
+    body = orjson.dumps({"error": {"code": code, "message": message, "details": []}})
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+REQUEST_TIMEOUT: Final = raw_error(
+    408, "Request Timeout", "request_timeout", "the request was not sent in time"
+)
+HEAD_TOO_LARGE: Final = raw_error(
+    431,
+    "Request Header Fields Too Large",
+    "headers_too_large",
+    "the request line and headers are over CALMON_MAX_HEADER_BYTES",
+)
+MALFORMED: Final = raw_error(400, "Bad Request", "bad_request", "malformed HTTP request")
+
+
+@functools.cache
+def _read_bounds() -> dict[Phase, float]:
+    """Seconds each phase of a request may take, read once per process (worker processes
+    read the same environment as the parent)."""
+    settings = get_settings()
+    return {"headers": settings.header_timeout, "body": settings.body_timeout}
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, closing connections whose request head or body is not sent in
+    time. The one timer of a connection follows the phase of the current request: armed when
+    the client starts to owe a head (connection made, response sent) or a body (head
+    received), cancelled when it owes nothing (request complete)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._phase: Phase | None = None
+        self._read_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Start the head's clock."""
+        super().connection_made(transport)
+        self._follow_phase()
+
+    def data_received(self, data: bytes) -> None:
+        """Parse, then move the clock to the phase the request is now in."""
+        super().data_received(data)
+        self._follow_phase()
+
+    def on_response_complete(self) -> None:
+        """The next request's head is owed from now on."""
+        super().on_response_complete()
+        self._follow_phase()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Stop the clock."""
+        self._set_phase(None)
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a head h11 cannot parse, and close: 431 when it outgrew the size bound,
+        else 400 (uvicorn answers both with a plain-text 400)."""
+        buffered, _ = self.conn.trailing_data
+        limit = self.config.h11_max_incomplete_event_size
+        too_large = limit is not None and len(buffered) > limit
+        self.transport.write(HEAD_TOO_LARGE if too_large else MALFORMED)
+        self.transport.close()
+
+    def _follow_phase(self) -> None:
+        if self.transport.is_closing():
+            self._set_phase(None)
+            return
+        state = self.conn.their_state
+        self._set_phase(
+            "headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+        )
+
+    def _set_phase(self, phase: Phase | None) -> None:
+        if phase == self._phase:
+            return
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+        self._phase = phase
+        if phase is not None:
+            self._read_timer = self.loop.call_later(_read_bounds()[phase], self._read_timeout)
+
+    def _read_timeout(self) -> None:
+        """The client did not send the head or body in time: answer 408 unless this request
+        was answered already (the application may answer before reading the body), and
+        close."""
+        self._read_timer = None
+        if self.transport.is_closing():
+            return
+        answered = self._phase == "body" and self.cycle is not None and self.cycle.response_started
+        if not answered:
+            self.transport.write(REQUEST_TIMEOUT)
+        self.transport.close()
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """The uvicorn options both `calmon api` and `calmon serve` run with."""
+    return {
+        "http": BoundedH11Protocol,
+        "h11_max_incomplete_event_size": settings.max_header_bytes,
+        "timeout_keep_alive": settings.keep_alive_timeout,
+        "log_config": None,
+        "access_log": False,
+        "server_header": False,
+        "timeout_graceful_shutdown": 10,
+    }
