@@ -33,7 +33,6 @@ import time
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from statistics import NormalDist
 from typing import Any, Final
 
 import numpy as np
@@ -56,6 +55,7 @@ from app.metrics.intervals import (
     cut_prepared,
     cut_with_fp,
     likelihood_intervals_ranked,
+    wilson_interval,
 )
 from app.metrics.split import drift_split
 from app.scheduler.planning import request_windows
@@ -95,18 +95,6 @@ class ComputedWindow:
     #: overflow predictions beyond those of the window's previous computation (what a
     #: counter of predictions in untracked segments should add)
     overflow_added: int
-
-
-def wilson_interval(successes: int, n: int, level: float = LEVEL) -> list[float] | None:
-    """The Wilson score interval of a proportion successes/n (None when n = 0)."""
-    if n == 0:
-        return None
-    z = NormalDist().inv_cdf(0.5 + level / 2)
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
 def _clean(value: Any) -> Any:
