@@ -182,7 +182,9 @@ class Coverage:
         return self.hits[name] / self.published[name] if self.published[name] else float("nan")
 
 
-def coverage(family: Family, prior: float, positives: int, sets: int, *, seed: int) -> Coverage:
+def coverage(
+    family: Family, prior: float, positives: int, sets: int, *, seed: int | list[int]
+) -> Coverage:
     """Run ``sets`` seeded sets of ``family`` at ``prior`` with ``positives`` expected positives
     each."""
     truth = population_values(family, prior)
