@@ -440,7 +440,8 @@ def wilson_bounds(proportion: float, trials: float, z: float) -> tuple[float, fl
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(max(0.0, p * (1 - p)) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The ends hold p exactly (rounding would leave 1e-17 above 0 for p = 0).
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def wilson_interval(successes: float, n: float, level: float = 0.95) -> Interval:
