@@ -17,8 +17,10 @@ Methods (``docs/intervals.md``), chosen so that an interval is honest or absent:
   distribution exactly, at cost O(B·K) instead of O(B·n). The decision threshold τ may fall
   inside a run of negatives between two blocks; that run is split into its part ≥ τ and its
   part < τ, each drawn on its own, so TP(τ), FP(τ) of a replicate come from the same draws as
-  its curves. Intervals are bias-corrected normal intervals on the logit scale, widened to at
-  least a Wilson interval over min(n_pos, n_neg) events where a value sits on a bound.
+  its curves. Intervals are bias-corrected normal intervals on the logit scale (Student's t
+  with Welch-Satterthwaite degrees of freedom for ROC AUC), widened to at least a Wilson
+  interval over min(n_pos, n_neg) events where a value sits on a bound. AP gets one only at
+  priors ≥ MIN_AP_PRIOR.
 - ``best_f1``, ``pr_gain_auc`` and ``ks`` (regular and calibrated) get no interval (None):
   their bootstrap intervals undercover at the set sizes a window has.
 - The metrics that are plain means (Brier scores, log loss, ``ks_abc``) get
