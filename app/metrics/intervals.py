@@ -20,7 +20,7 @@ Methods (``docs/intervals.md``), chosen so that an interval is honest or absent:
   its curves. Intervals are bias-corrected normal intervals on the logit scale (Student's t
   with Welch-Satterthwaite degrees of freedom for ROC AUC), widened to at least a Wilson
   interval over min(n_pos, n_neg) events where a value sits on a bound. AP gets one only at
-  priors ≥ MIN_AP_PRIOR.
+  priors where it covers (:func:`ap_interval_published`).
 - ``best_f1``, ``pr_gain_auc`` and ``ks`` (regular and calibrated) get no interval (None):
   their bootstrap intervals undercover at the set sizes a window has.
 - The metrics that are plain means (Brier scores, log loss, ``ks_abc``) get
@@ -91,12 +91,26 @@ COUNT_CALIBRATED = ("precision", "f1")
 BOOTSTRAP_REGULAR = ("roc_auc", "average_precision")
 BOOTSTRAP_CALIBRATED = ("average_precision",)
 """Curve metrics with bootstrap intervals."""
-MIN_AP_PRIOR = 0.05
-"""Average precision at a prior p (the set's own prior for the regular AP, π0 for a calibrated
-one) gets an interval only when p ≥ MIN_AP_PRIOR and p ≥ the set's prior. At small p the AP
-weighs the top of the ranking, where few negatives sit, ever more heavily, and its bootstrap
-interval undercovers: 0.875-0.93 at p = 0.01 with 20-200 positives, 0.905-0.96 at p = 0.02,
-0.91-0.955 at p = 0.05, 0.925-0.96 at p ≥ 0.1 (``docs/intervals.md``)."""
+MIN_AP_PRIOR = 0.04
+MAX_AP_ODDS_RATIO = 2.0
+"""Average precision at a prior p (the set's own prior π̂ for the regular AP, π0 for a
+calibrated one) gets an interval only when p ≥ MIN_AP_PRIOR and the odds of π̂ are at most
+MAX_AP_ODDS_RATIO times those of p (each negative then weighs r = odds(π̂)/odds(p) ≤ 2 in
+P_c = TP/(TP + r·FP)). At small p the AP weighs the top of the ranking, where few negatives
+sit, ever more heavily, and weighing each negative r > 1 times does the same: the bootstrap
+interval undercovers, 0.875-0.93 at p = 0.01 with 20-200 positives, 0.905-0.96 at p = 0.02,
+0.91-0.955 at p = 0.05, 0.925-0.96 at p ≥ 0.1; at r ≈ 2.1-2.25 0.90-0.95
+(``docs/intervals.md``)."""
+
+
+def ap_interval_published(p: float, prior: float) -> bool:
+    """Whether average precision at prior ``p`` of a set with prior ``prior`` gets an interval
+    (MIN_AP_PRIOR, MAX_AP_ODDS_RATIO)."""
+    if not (MIN_AP_PRIOR <= p < 1.0 and 0.0 < prior < 1.0):
+        return False
+    return prior / (1.0 - prior) <= MAX_AP_ODDS_RATIO * p / (1.0 - p)
+
+
 NO_INTERVAL = ("best_f1", "pr_gain_auc", "ks")
 """Metrics that get None: no method here reaches nominal coverage for them at window sizes
 (maxima over thresholds, and AUPRG, whose curve hinges on the few top-scored positives)."""
@@ -733,9 +747,9 @@ def bootstrap_intervals(
     events = min(n_pos, n_neg)
     prior = n_pos / (n_pos + n_neg) if n_pos + n_neg else math.nan
     dfs = {"roc_auc": roc_auc_df(ranking)}
-    published = {"roc_auc": True, "average_precision": prior >= MIN_AP_PRIOR}
+    published = {"roc_auc": True, "average_precision": ap_interval_published(prior, prior)}
     for p in pi0s:
-        published[f"average_precision@{p!r}"] = p >= max(MIN_AP_PRIOR, prior)
+        published[f"average_precision@{p!r}"] = ap_interval_published(p, prior)
     curve_intervals = {
         name: replicate_interval(
             np.concatenate(values),

@@ -20,13 +20,13 @@ from app.metrics.intervals import (
     LIKELIHOOD_METRICS,
     MAX_REPLICATES,
     MEAN_METRICS,
-    MIN_AP_PRIOR,
     MIN_REPLICATES,
     NO_INTERVAL,
     REAL,
     REGULAR_METRICS,
     UNIT,
     Replicates,
+    ap_interval_published,
     bootstrap_intervals,
     count_intervals,
     cut_at,
@@ -269,7 +269,7 @@ def test_shapes_and_keys() -> None:
     assert set(out["calibrated"]) == {"0.5", "0.01"}
     for metrics in out["calibrated"].values():
         assert set(metrics) == set(CALIBRATED_METRICS)
-    # π̂ = 0.1014: AP at π0 = 0.01 < π̂ gets no interval (MIN_AP_PRIOR), nor the maxima and AUPRG.
+    # π̂ = 0.1014: AP at π0 = 0.01 gets no interval (MIN_AP_PRIOR), nor the maxima and AUPRG.
     absent = {("regular", name) for name in NO_INTERVAL}
     absent |= {(p, name) for p in ("0.5", "0.01") for name in NO_INTERVAL if name != "ks"}
     absent.add(("0.01", "average_precision"))
@@ -336,7 +336,10 @@ def test_intervals_contain_the_point_estimate() -> None:
     for p in pi0:
         for name in CALIBRATED_METRICS:
             interval = out["calibrated"][repr(p)][name]
-            if name in NO_INTERVAL or (name == "average_precision" and p < MIN_AP_PRIOR):
+            prior = float(labels.mean())
+            if name in NO_INTERVAL or (
+                name == "average_precision" and not ap_interval_published(p, prior)
+            ):
                 assert interval is None
                 continue
             lo, hi = interval
@@ -812,3 +815,16 @@ def test_perfect_separation_with_five_positives() -> None:
         assert interval[1] == 1.0
     for name in NO_INTERVAL:
         assert intervals["regular"][name] is None
+
+
+def test_ap_interval_rule() -> None:
+    """AP intervals from prior 0.04 up, and only while each negative weighs at most twice
+    (odds of the set's prior at most twice the odds of p)."""
+    assert ap_interval_published(0.05, 0.05)
+    assert not ap_interval_published(0.03, 0.03)
+    assert ap_interval_published(0.5, 0.01)
+    assert ap_interval_published(0.1, 0.15)
+    assert not ap_interval_published(0.1, 0.2)  # odds 0.25 > 2 · 0.111
+    assert not ap_interval_published(0.05, 0.2)
+    assert not ap_interval_published(math.nan, 0.1)
+    assert not ap_interval_published(0.5, 0.0)
