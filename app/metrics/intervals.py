@@ -554,7 +554,7 @@ def count_intervals(
     for value in pi0:
         key = float(value)
         calibrated[key] = {"precision": None, "f1": None}
-        if not defined:
+        if not (defined and 0.0 < key < 1.0):
             continue
         odds = (1.0 - key) / key
         tpr = (tp / n_pos, *wilson_bounds(tp / n_pos, n_pos, z))

@@ -8,6 +8,8 @@ import tracemalloc
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import special, stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
@@ -828,3 +830,29 @@ def test_ap_interval_rule() -> None:
     assert not ap_interval_published(0.05, 0.2)
     assert not ap_interval_published(math.nan, 0.1)
     assert not ap_interval_published(0.5, 0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n_pos=st.integers(0, 12),
+    n_neg=st.integers(0, 12),
+    data=st.data(),
+    pi0=st.sampled_from([0.01, 0.3, 0.5, 0.9]),
+)
+def test_count_intervals_hold_their_point_and_have_width(
+    n_pos: int, n_neg: int, data: st.DataObject, pi0: float
+) -> None:
+    tp = data.draw(st.integers(0, n_pos))
+    fp = data.draw(st.integers(0, n_neg))
+    regular, calibrated = count_intervals(tp, fp, n_pos, n_neg, pi0=[pi0])
+    point = threshold_metrics(tp, fp, n_pos, n_neg, pi0=[pi0])
+    pairs = [(point.regular[name], regular[name]) for name in regular]
+    pairs += [(point.calibrated[pi0][name], calibrated[pi0][name]) for name in calibrated[pi0]]
+    for value, interval in pairs:
+        if not math.isfinite(float(value)):
+            assert interval is None
+            continue
+        assert interval is not None
+        lo, hi = interval
+        assert 0.0 <= lo <= float(value) <= hi <= 1.0
+        assert lo < hi
