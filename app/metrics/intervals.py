@@ -1,20 +1,31 @@
 """Confidence intervals for one evaluation set, and the bootstrap the drift split's intervals use.
 
-Method (``docs/intervals.md``): a Poisson bootstrap drawn per positive block of a
-:class:`~app.metrics.ranking.Ranking`. Giving every row an independent Poisson(1) weight is the
-Poisson bootstrap; the summed weight of a group of m exchangeable rows is Poisson(m), and the
-curve metrics only see rows through their block counts, so drawing one Poisson(count) per
-block and per count kind reproduces the row-level replicate distribution exactly, at cost
-O(B·K) instead of O(B·n). The decision threshold τ may fall inside a run of negatives between
-two blocks; that run is split into its part ≥ τ and its part < τ, each drawn on its own, so
-TP(τ), FP(τ) of a replicate come from the same draws as its curves.
+Methods (``docs/intervals.md``), chosen so that an interval is honest or absent:
 
-Intervals are bias-corrected normal intervals on a scale where the metric is unbounded (logit
-for metrics in [0, 1], log(1 - x) for AUPRG, which is ≤ 1; the identity for likelihood
-differences), using the replicates' standard deviation and mean on that scale; percentile
-intervals where the scale is infinite (a value at 0 or 1). The metrics that are plain means
-(Brier scores, log loss, ``ks_abc``) get normal-approximation intervals from each class's
-sorted scores (O(n), or one term per distinct score when ties are heavy).
+- Metrics at the decision threshold τ are functions of the confusion counts, so they get
+  count-based intervals: Wilson score intervals for precision (TP of TP + FP), recall (TP of
+  n_pos) and FPR (FP of n_neg); F1 through the Jaccard index J = TP/(TP + FP + FN), itself a
+  proportion, and F1 = 2J/(1 + J); the calibrated precision and F1, which depend on the counts
+  only through TPR and FPR, by MOVER (Newcombe's method of variance estimates recovery) from
+  the Wilson intervals of TPR and FPR. These are near nominal with few events and never have
+  zero width while their counts are finite.
+- ROC AUC and average precision (regular and calibrated): a Poisson bootstrap drawn per
+  positive block of a :class:`~app.metrics.ranking.Ranking`. Giving every row an independent
+  Poisson(1) weight is the Poisson bootstrap; the summed weight of a group of m exchangeable
+  rows is Poisson(m), and the curve metrics only see rows through their block counts, so
+  drawing one Poisson(count) per block and per count kind reproduces the row-level replicate
+  distribution exactly, at cost O(B·K) instead of O(B·n). The decision threshold τ may fall
+  inside a run of negatives between two blocks; that run is split into its part ≥ τ and its
+  part < τ, each drawn on its own, so TP(τ), FP(τ) of a replicate come from the same draws as
+  its curves. Intervals are bias-corrected normal intervals on the logit scale (Student's t
+  with Welch-Satterthwaite degrees of freedom for ROC AUC), widened to at least a Wilson
+  interval over min(n_pos, n_neg) events where a value sits on a bound. AP gets one only at
+  priors where it covers (:func:`ap_interval_published`).
+- ``best_f1``, ``pr_gain_auc`` and ``ks`` (regular and calibrated) get no interval (None):
+  their bootstrap intervals undercover at the set sizes a window has.
+- The metrics that are plain means (Brier scores, log loss, ``ks_abc``) get
+  normal-approximation intervals from each class's sorted scores (O(n), or one term per
+  distinct score when ties are heavy).
 
 Everything here is pure NumPy; replicates are processed in chunks of bounded size.
 """
@@ -72,6 +83,36 @@ REGULAR_METRICS = (
 CALIBRATED_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
 MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
 """Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
+
+COUNT_REGULAR = ("precision", "recall", "fpr", "f1")
+COUNT_CALIBRATED = ("precision", "f1")
+"""Metrics at τ with count-based intervals (Wilson, Jaccard-Wilson, MOVER)."""
+BOOTSTRAP_REGULAR = ("roc_auc", "average_precision")
+BOOTSTRAP_CALIBRATED = ("average_precision",)
+"""Curve metrics with bootstrap intervals."""
+MIN_AP_PRIOR = 0.04
+MAX_AP_ODDS_RATIO = 2.0
+"""Average precision at a prior p (the set's own prior π̂ for the regular AP, π0 for a
+calibrated one) gets an interval only when p ≥ MIN_AP_PRIOR and the odds of π̂ are at most
+MAX_AP_ODDS_RATIO times those of p (each negative then weighs r = odds(π̂)/odds(p) ≤ 2 in
+P_c = TP/(TP + r·FP)). At small p the AP weighs the top of the ranking, where few negatives
+sit, ever more heavily, and weighing each negative r > 1 times does the same: the bootstrap
+interval undercovers, 0.875-0.93 at p = 0.01 with 20-200 positives, 0.905-0.96 at p = 0.02,
+0.91-0.955 at p = 0.05, 0.925-0.96 at p ≥ 0.1; at r ≈ 2.1-2.25 0.90-0.95
+(``docs/intervals.md``)."""
+
+
+def ap_interval_published(p: float, prior: float) -> bool:
+    """Whether average precision at prior ``p`` of a set with prior ``prior`` gets an interval
+    (MIN_AP_PRIOR, MAX_AP_ODDS_RATIO)."""
+    if not (MIN_AP_PRIOR <= p < 1.0 and 0.0 < prior < 1.0):
+        return False
+    return prior / (1.0 - prior) <= MAX_AP_ODDS_RATIO * p / (1.0 - p)
+
+
+NO_INTERVAL = ("best_f1", "pr_gain_auc", "ks")
+"""Metrics that get None: no method here reaches nominal coverage for them at window sizes
+(maxima over thresholds, and AUPRG, whose curve hinges on the few top-scored positives)."""
 
 _CURVE_REGULAR = ("roc_auc", "average_precision", "best_f1", "pr_gain_auc", "ks")
 _CURVE_CALIBRATED = ("average_precision", "best_f1", "pr_gain_auc")
@@ -275,18 +316,31 @@ REAL: Scale = (_identity, _identity)
 """Differences of metrics (the parts of a drift split, :mod:`app.metrics.split`)."""
 
 
-def _scale(name: str) -> Scale:
-    return BELOW_ONE if name == "pr_gain_auc" else UNIT
-
-
-def replicate_interval(values: FloatArray, point: float, *, level: float, scale: Scale) -> Interval:
+def replicate_interval(
+    values: FloatArray,
+    point: float,
+    *,
+    level: float,
+    scale: Scale,
+    events: float | None = None,
+    df: float | None = None,
+) -> Interval:
     """The interval at ``level`` from the replicate ``values`` (B,) of a metric valued ``point``.
 
     On the scale g = ``scale[0]``: centre g(point) - (mean g(θ*) - g(point)) (the bootstrap
-    estimate of the bias removed), half-width z·sd(g(θ*)), mapped back with ``scale[1]``. When
-    g is infinite at the point or at a replicate (a value on the bound, e.g. recall 1),
-    the percentile interval of the replicates instead. None when ``point`` is undefined or
-    fewer than MIN_DEFINED_FRACTION of the replicates are defined (NaN).
+    estimate of the bias removed), half-width z·sd(g(θ*)), mapped back with ``scale[1]``.
+
+    When g is infinite at the point or at a replicate (a value on the bound, e.g. ROC AUC 1 under
+    perfect separation), the replicates cannot say how far from the bound the population value
+    may be: the interval is then the hull of the replicates' percentile interval and the Wilson
+    interval of a proportion ``point`` over ``events`` trials (a [0, 1]-valued mean over
+    ``events`` independent terms has variance at most point·(1 - point)/events, so this bound
+    is conservative). Without ``events`` the percentile interval alone. None when ``point`` is
+    undefined or fewer than MIN_DEFINED_FRACTION of the replicates are defined (NaN).
+
+    ``df``: the standard error rests on about that many degrees of freedom (e.g. a few
+    positives carry all of it), so the normal quantile z becomes Student's t with ``df``
+    degrees of freedom (:func:`t_quantile`); None or inf keeps z.
     """
     if not math.isfinite(point) or values.size == 0:
         return None
@@ -296,15 +350,195 @@ def replicate_interval(values: FloatArray, point: float, *, level: float, scale:
     forward, back = scale
     g_point = forward(np.array([point]))
     g_values = forward(defined)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     if np.isfinite(g_point[0]) and np.all(np.isfinite(g_values)):
-        z = NormalDist().inv_cdf(0.5 + level / 2)
+        z = t_quantile(z, df)
         centre = 2 * g_point[0] - float(np.mean(g_values))
         half = z * float(np.std(g_values, ddof=1))
         lo, hi = sorted(float(x) for x in back(np.array([centre - half, centre + half])))
         return [lo, hi]
     alpha = 1.0 - level
-    q_lo, q_hi = np.quantile(defined, [alpha / 2, 1 - alpha / 2])
-    return [float(q_lo), float(q_hi)]
+    q_lo, q_hi = (float(q) for q in np.quantile(defined, [alpha / 2, 1 - alpha / 2]))
+    if events is None:
+        return [q_lo, q_hi]
+    wilson = wilson_bounds(point, events, z)
+    return [min(q_lo, wilson[0]), max(q_hi, wilson[1])]
+
+
+def t_quantile(z: float, df: float | None) -> float:
+    """Student's t quantile with ``df`` degrees of freedom at the level of the normal quantile
+    ``z`` (Cornish-Fisher expansion in 1/df to the fourth order, Abramowitz & Stegun 26.7.5;
+    within 0.2% of the exact value for df ≥ 3 at z = 1.96). ``df`` is clipped to ≥ 3; None or
+    inf gives z."""
+    if df is None or not math.isfinite(df):
+        return z
+    v = max(3.0, df)
+    z2 = z * z
+    terms = (
+        (z2 + 1) / 4,
+        ((5 * z2 + 16) * z2 + 3) / 96,
+        (((3 * z2 + 19) * z2 + 17) * z2 - 15) / 384,
+        ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) / 92160,
+    )
+    return z * (1 + sum(term / v ** (i + 1) for i, term in enumerate(terms)))
+
+
+def roc_auc_df(ranking: Ranking) -> float | None:
+    """Welch-Satterthwaite degrees of freedom of the ROC AUC's standard error (DeLong's
+    decomposition): the AUC is the mean placement of the positives (the share of negatives
+    below, ties ½) and of the negatives (the share of positives above), with variance
+    S₁ + S₀, S₁ = var(positive placements)/n_pos and S₀ likewise; then
+    df = (S₁ + S₀)² / (S₁²/(n_pos - 1) + S₀²/(n_neg - 1)). With many negatives and few
+    positives df ≈ n_pos - 1. None when a class has fewer than two rows or both variances
+    are 0 (perfect separation). O(K)."""
+    n1, n0 = ranking.n_pos, ranking.n_neg
+    if n1 < 2 or n0 < 2:
+        return None
+    pos = ranking.pos.astype(np.float64)
+    tied = ranking.neg_tied.astype(np.float64)
+    above = ranking.neg_above.astype(np.float64)
+    negatives_to_here = np.cumsum(above + tied)
+    pos_placement = (n0 - negatives_to_here + 0.5 * tied) / n0
+    positives_before = np.cumsum(pos) - pos
+    groups = np.concatenate([above, tied, [float(ranking.neg_below)]])
+    neg_placement = (
+        np.concatenate([positives_before, positives_before + 0.5 * pos, [float(n1)]]) / n1
+    )
+
+    def variance(values: FloatArray, weights: FloatArray, m: int) -> float:
+        mean = float(np.dot(values, weights)) / m
+        return float(np.dot(weights, np.square(values - mean))) / (m - 1)
+
+    s1 = variance(pos_placement, pos, n1) / n1
+    s0 = variance(1.0 - neg_placement, groups, n0) / n0
+    denominator = s1 * s1 / (n1 - 1) + s0 * s0 / (n0 - 1)
+    if denominator <= 0:
+        return None
+    return (s1 + s0) ** 2 / denominator
+
+
+def wilson_bounds(proportion: float, trials: float, z: float) -> tuple[float, float]:
+    """The Wilson score interval of ``proportion`` over ``trials`` > 0 (not necessarily an
+    integer) at quantile z: the p with |p̂ - p| ≤ z·√(p(1 - p)/n), in closed form."""
+    n, p = trials, proportion
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(max(0.0, p * (1 - p)) / n + z * z / (4 * n * n)) / denominator
+    # The ends hold p exactly (rounding would leave 1e-17 above 0 for p = 0).
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
+
+
+def wilson_interval(successes: float, n: float, level: float = 0.95) -> Interval:
+    """The Wilson score interval at ``level`` of a proportion successes/n (None when n = 0).
+
+    Near nominal coverage down to a few events, inside [0, 1], and of positive width for any
+    n > 0: 0 of n gives [0, u] with u > 0, n of n gives [l, 1] with l < 1.
+    """
+    if n <= 0:
+        return None
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    lo, hi = wilson_bounds(successes / n, n, z)
+    return [lo, hi]
+
+
+Proportion = tuple[float, float, float]
+"""A proportion's estimate and its interval: (p̂, lower, upper)."""
+
+
+def mover_interval(
+    metric: Callable[[float, float], float], tpr: Proportion, fpr: Proportion
+) -> Interval:
+    """MOVER interval of ``metric``(TPR, FPR), increasing in TPR and decreasing in FPR, from
+    independent intervals of TPR (positives) and FPR (negatives).
+
+    On the logit scale g of the metric, with θ̂ = g(metric(t̂, f̂)), each proportion moved alone
+    to the end of its interval that lowers the metric gives a one-sided distance, and the two
+    combine as the root of their sum of squares (Newcombe's method of variance estimates
+    recovery, as for a difference of proportions): lower = θ̂ - √(d_T² + d_F²), and likewise
+    for the upper end. A point on a bound (0 or 1) keeps that bound as its end, and its other
+    end, or an end whose distance is infinite, moves both proportions at once (the box
+    corner metric(t_lo, f_hi), which is conservative). None when the metric is undefined.
+    """
+    t, t_lo, t_hi = tpr
+    f, f_lo, f_hi = fpr
+    point = metric(t, f)
+    if not math.isfinite(point):
+        return None
+
+    def logit(x: float) -> float:
+        return math.log(x) - math.log1p(-x) if 0.0 < x < 1.0 else math.copysign(math.inf, x - 0.5)
+
+    def expit(y: float) -> float:
+        return 0.5 * (1.0 + math.tanh(0.5 * y))
+
+    g = logit(point)
+    lower, upper = 0.0, 1.0
+    if point > 0.0:
+        lower = metric(t_lo, f_hi)
+        if point < 1.0:
+            spread = math.hypot(g - logit(metric(t_lo, f)), g - logit(metric(t, f_hi)))
+            if math.isfinite(spread):
+                lower = expit(g - spread)
+    if point < 1.0:
+        upper = metric(t_hi, f_lo)
+        if point > 0.0:
+            spread = math.hypot(logit(metric(t_hi, f)) - g, logit(metric(t, f_lo)) - g)
+            if math.isfinite(spread):
+                upper = expit(g + spread)
+    return [lower, upper]
+
+
+def count_intervals(
+    tp: int, fp: int, n_pos: int, n_neg: int, *, pi0: Sequence[float], level: float = 0.95
+) -> tuple[dict[str, Interval], dict[float, dict[str, Interval]]]:
+    """Intervals of the metrics at τ from its confusion counts: ({name: interval}, {π0: {...}}).
+
+    - ``precision``: Wilson of TP out of TP + FP; ``recall``: TP out of n_pos; ``fpr``: FP out
+      of n_neg (given those totals the counts are binomial, as in a Poisson bootstrap).
+    - ``f1`` = 2J/(1 + J), increasing in the Jaccard index J = TP/(TP + FP + FN), which is a
+      proportion of the TP + FP + FN rows that are flagged or positive: Wilson of J mapped.
+    - calibrated ``precision`` = π0·TPR/(π0·TPR + (1 - π0)·FPR) and ``f1`` =
+      2·TPR/(1 + TPR + (1 - π0)/π0·FPR) (the regular definitions at prior π0) depend on the
+      counts only through TPR and FPR: :func:`mover_interval` from their Wilson intervals.
+
+    Undefined like the point values (:func:`app.metrics.thresholded.threshold_metrics`):
+    None for precision and F1 unless both classes are present and TP + FP > 0, for recall
+    without positives, for FPR without negatives.
+    """
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    both = n_pos > 0 and n_neg > 0
+    defined = both and tp + fp > 0
+    fn = n_pos - tp
+    regular: dict[str, Interval] = {
+        "precision": wilson_interval(tp, tp + fp, level) if defined else None,
+        "recall": wilson_interval(tp, n_pos, level),
+        "fpr": wilson_interval(fp, n_neg, level),
+        "f1": None,
+    }
+    if defined:
+        j_lo, j_hi = wilson_bounds(tp / (tp + fp + fn), tp + fp + fn, z)
+        regular["f1"] = [2 * j_lo / (1 + j_lo), 2 * j_hi / (1 + j_hi)]
+    calibrated: dict[float, dict[str, Interval]] = {}
+    for value in pi0:
+        key = float(value)
+        calibrated[key] = {"precision": None, "f1": None}
+        if not (defined and 0.0 < key < 1.0):
+            continue
+        odds = (1.0 - key) / key
+        tpr = (tp / n_pos, *wilson_bounds(tp / n_pos, n_pos, z))
+        fpr = (fp / n_neg, *wilson_bounds(fp / n_neg, n_neg, z))
+
+        def precision(t: float, f: float, odds: float = odds) -> float:
+            return t / (t + odds * f) if t + odds * f > 0 else math.nan
+
+        def f1(t: float, f: float, odds: float = odds) -> float:
+            return 2 * t / (1 + t + odds * f)
+
+        calibrated[key] = {
+            "precision": mover_interval(precision, tpr, fpr),
+            "f1": mover_interval(f1, tpr, fpr),
+        }
+    return regular, calibrated
 
 
 def _check(level: float, replicates: int | None) -> None:
@@ -456,49 +690,76 @@ def bootstrap_intervals(
 
     ``prepared`` is the validated set sorted once (:func:`app.metrics.evaluation.prepare`).
     Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0): {metric:
-    [lo, hi] | None}}}`` for REGULAR_METRICS and CALIBRATED_METRICS (see
-    :func:`replicate_interval`; ``replicates`` Poisson-bootstrap replicates, by default
-    :func:`default_replicates`; a calibrated replicate uses its own prior, as the point value
-    does), plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS under "regular"
-    (normal approximation, see :func:`mean_intervals`). None when the point value is undefined
-    or too few replicates are defined. The same ``seed`` gives the same intervals.
+    [lo, hi] | None}}}`` for REGULAR_METRICS and CALIBRATED_METRICS: the metrics at τ from their
+    counts (:func:`count_intervals`); ROC AUC and AP from ``replicates`` Poisson-bootstrap
+    replicates (by default :func:`default_replicates`; a calibrated replicate uses its own
+    prior, as the point value does; :func:`replicate_interval` with min(n_pos, n_neg) events);
+    None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
+    under "regular" (normal approximation, see :func:`mean_intervals`). None also when the
+    point value is undefined or too few replicates are defined. The same ``seed`` gives the
+    same intervals.
     """
     _check(level, replicates)
     ranking = prepared.ranking
     b = default_replicates(ranking.thresholds.size) if replicates is None else replicates
     pi0s = [float(p) for p in pi0]
     cut = cut_prepared(prepared, threshold)
-    point_regular, point_calibrated = evaluate_replicates(
-        ranking.thresholds, observed(ranking, cut), pi0s
-    )
+    point = observed(ranking, cut)
+    n_pos, n_neg = int(point.n_pos[0]), int(point.n_neg[0])
+    point_curves = _curve_replicates(ranking.thresholds, point, pi0s)
     rng = np.random.default_rng(seed)
-    regular_parts: dict[str, list[FloatArray]] = {name: [] for name in REGULAR_METRICS}
-    calibrated_parts: dict[float, dict[str, list[FloatArray]]] = {
-        p: {name: [] for name in CALIBRATED_METRICS} for p in pi0s
-    }
+    parts: dict[str, list[FloatArray]] = {name: [] for name in point_curves}
     for reps in _replicate_chunks(ranking, cut, replicates=b, rng=rng):
-        regular, calibrated = evaluate_replicates(ranking.thresholds, reps, pi0s)
-        for name, parts in regular_parts.items():
-            parts.append(regular[name])
-        for p, metrics in calibrated_parts.items():
-            for name, parts in metrics.items():
-                parts.append(calibrated[p][name])
-
-    def interval(name: str, parts: list[FloatArray], point: FloatArray) -> Interval:
-        values = np.concatenate(parts)
-        return replicate_interval(values, float(point[0]), level=level, scale=_scale(name))
-
-    out_regular: dict[str, Interval] = {
-        name: interval(name, parts, point_regular[name]) for name, parts in regular_parts.items()
+        for name, values in _curve_replicates(ranking.thresholds, reps, pi0s).items():
+            parts[name].append(values)
+    events = min(n_pos, n_neg)
+    prior = n_pos / (n_pos + n_neg) if n_pos + n_neg else math.nan
+    dfs = {"roc_auc": roc_auc_df(ranking)}
+    published = {"roc_auc": True, "average_precision": ap_interval_published(prior, prior)}
+    for p in pi0s:
+        published[f"average_precision@{p!r}"] = ap_interval_published(p, prior)
+    curve_intervals = {
+        name: replicate_interval(
+            np.concatenate(values),
+            float(point_curves[name][0]),
+            level=level,
+            scale=UNIT,
+            events=events,
+            df=dfs.get(name),
+        )
+        if published[name]
+        else None
+        for name, values in parts.items()
     }
+    at_tau, at_tau_calibrated = count_intervals(
+        int(point.tp[0]), int(point.fp[0]), n_pos, n_neg, pi0=pi0s, level=level
+    )
+    out_regular: dict[str, Interval] = {}
+    for name in REGULAR_METRICS:
+        out_regular[name] = at_tau[name] if name in COUNT_REGULAR else curve_intervals.get(name)
     out_regular |= mean_intervals(
         prepared.pos_sorted, prepared.neg_sorted, score_kind=score_kind, level=level
     )
-    out_calibrated = {
-        repr(p): {
-            name: interval(name, parts, point_calibrated[p][name])
-            for name, parts in metrics.items()
-        }
-        for p, metrics in calibrated_parts.items()
-    }
+    out_calibrated: dict[str, dict[str, Interval]] = {}
+    for p in pi0s:
+        metrics: dict[str, Interval] = {}
+        for name in CALIBRATED_METRICS:
+            if name in COUNT_CALIBRATED:
+                metrics[name] = at_tau_calibrated[p][name]
+            else:
+                metrics[name] = curve_intervals.get(f"{name}@{p!r}")
+        out_calibrated[repr(p)] = metrics
     return {"regular": out_regular, "calibrated": out_calibrated}
+
+
+def _curve_replicates(thresholds: FloatArray, reps: Replicates, pi0: list[float]) -> Values:
+    """BOOTSTRAP_REGULAR (by name) and BOOTSTRAP_CALIBRATED (as ``"name@repr(π0)"``) of each
+    replicate, shape (B,)."""
+    curves = curve_metrics(
+        thresholds, reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below, pi0=pi0
+    )
+    values = {name: np.asarray(curves.regular[name], np.float64) for name in BOOTSTRAP_REGULAR}
+    for p in pi0:
+        for name in BOOTSTRAP_CALIBRATED:
+            values[f"{name}@{p!r}"] = np.asarray(curves.calibrated[p][name], np.float64)
+    return values

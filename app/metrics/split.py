@@ -50,6 +50,9 @@ from app.metrics.thresholded import threshold_metrics
 
 #: Metrics whose change is split (prior-dependent, ``docs/metrics.md``).
 SPLIT_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+#: The split metrics whose parts get intervals: the bootstrap intervals of the parts of best F1
+#: (a maximum) and AUPRG miss nominal coverage (``docs/intervals.md``), so theirs are None.
+PART_INTERVAL_METRICS = ("precision", "f1", "average_precision")
 #: The split metrics computed at the decision threshold (the others come from the curves).
 _AT_THRESHOLD = ("precision", "f1")
 
@@ -260,7 +263,8 @@ def split_intervals(
     computes both parts with :func:`shapley_parts`, the window calibrated at the prior of
     reference replicate b and the reference at the prior of window replicate b. Intervals from
     the B values of each part on the identity scale
-    (:func:`~app.metrics.intervals.replicate_interval`); None when the point part is
+    (:func:`~app.metrics.intervals.replicate_interval`); None for the metrics outside
+    :data:`PART_INTERVAL_METRICS`, and None when the point part is
     undefined (either prior 0 or 1, a metric undefined) or fewer than 90% of the pairs define
     it. The same ``seed`` gives the same intervals.
     """
@@ -318,6 +322,9 @@ def split_intervals_ranked(
 
     out: PartIntervals = {}
     for name, (priors, likelihoods) in collected.items():
+        if name not in PART_INTERVAL_METRICS:
+            out[name] = {"prior": None, "likelihood": None}
+            continue
         point_prior, point_likelihood = (float(v[0]) for v in point[name])
         out[name] = {
             "prior": _interval(priors, point_prior, level),

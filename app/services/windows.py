@@ -34,7 +34,6 @@ import time
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from statistics import NormalDist
 from typing import Any, Final
 
 import numpy as np
@@ -54,7 +53,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.evaluation import PreparedSet, evaluate_prepared, evaluate_ranked, prepare
-from app.metrics.intervals import bootstrap_intervals, cut_prepared, cut_with_fp
+from app.metrics.intervals import bootstrap_intervals, cut_prepared, cut_with_fp, wilson_interval
 from app.metrics.split import drift_split, split_intervals_ranked
 from app.scheduler.planning import EPOCH, request_windows, window_epoch_seconds
 from app.services.references import (
@@ -92,18 +91,6 @@ class ComputedWindow:
     #: overflow predictions beyond those of the window's previous computation (what a
     #: counter of predictions in untracked segments should add)
     overflow_added: int
-
-
-def wilson_interval(successes: int, n: int, level: float = LEVEL) -> list[float] | None:
-    """The Wilson score interval of a proportion successes/n (None when n = 0)."""
-    if n == 0:
-        return None
-    z = NormalDist().inv_cdf(0.5 + level / 2)
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
 def _clean(value: Any) -> Any:

@@ -48,10 +48,15 @@ PRIOR_DEPENDENT: Final[frozenset[str]] = frozenset(
 )
 
 #: metrics without a 95% interval (docs/intervals.md): no ``_lower``/``_upper`` series
-NO_INTERVAL: Final[frozenset[str]] = frozenset({"best_f1_threshold", "ece", "mce"})
+NO_INTERVAL: Final[frozenset[str]] = frozenset(
+    {"best_f1_threshold", "ece", "mce", "best_f1", "pr_gain_auc", "ks"}
+)
 
 #: metrics whose change is split into prior and likelihood parts
 SPLIT: Final[tuple[str, ...]] = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+
+#: split metrics whose parts have a 95% interval: ``calmon_<metric>_change_lower``/``_upper``
+SPLIT_INTERVAL: Final[tuple[str, ...]] = ("precision", "f1", "average_precision")
 
 #: values of the ``component`` label of ``calmon_<metric>_change``
 COMPONENTS: Final[frozenset[str]] = frozenset({"total", "prior", "likelihood"})
@@ -104,7 +109,8 @@ def _families() -> dict[str, Family]:
             families[f"calmon_{metric}{suffix}"] = Family("gauge", labels)
         families[f"calmon_{metric}_reference"] = Family("gauge", WINDOW)
     for metric in SPLIT:
-        for suffix in ("_change", "_change_lower", "_change_upper"):
+        suffixes = ("_change", "_change_lower", "_change_upper")
+        for suffix in suffixes if metric in SPLIT_INTERVAL else suffixes[:1]:
             families[f"calmon_{metric}{suffix}"] = Family("gauge", WINDOW | {"component"})
     for name in (
         "positive_class_ratio",

@@ -152,13 +152,17 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     assert scraped[key("calmon_window_predictions", model="fraud", segment="a")] == 100
     # models x segments x metrics x pi0 variants: fraud has 2 configured priors and 3
     # segments, ads (a score model) 1 prior and segment * only
+    # AP calibrated at fraud's π0 = 0.01 has no interval (its prior is below MIN_AP_PRIOR,
+    # docs/intervals.md): two bounds fewer in each of fraud's three windows
     count = (
-        3 * per_window_series(configured_pi0=2)
+        3 * (per_window_series(configured_pi0=2) - 2)
         + 1
         + per_window_series(configured_pi0=1, probability=False)
         + 1
     )
-    assert count == 3 * 159 + 1 + 119 + 1
+    assert count == 3 * 131 + 1 + 97 + 1
+    for record in _latest(env.client, "fraud").values():
+        assert record["intervals"]["calibrated"]["0.01"]["average_precision"] is None
     assert len(scraped) == count
     assert snapshot.series == count
     assert snapshot.windows == 4

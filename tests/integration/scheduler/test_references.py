@@ -15,7 +15,7 @@ from app.db.models import Model, WindowState
 from app.metrics import evaluate
 from app.metrics.evaluation import evaluate_ranked
 from app.metrics.ranking import RankingAccumulator, rank
-from app.metrics.split import SPLIT_METRICS
+from app.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS
 from app.scheduler.planning import (
     FIXED_REFRESH_WINDOWS,
     refresh_for_fixed_reference,
@@ -173,6 +173,9 @@ def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> Non
         assert part["likelihood"] == pytest.approx(0.5 * ((b - d) + (a - c)), abs=1e-12)
         assert part["prior"] + part["likelihood"] == part["total"]
         for bounds in (part["prior_interval"], part["likelihood_interval"]):
+            if name not in PART_INTERVAL_METRICS:
+                assert bounds is None
+                continue
             low, high = bounds
             assert low <= high
     assert last["intervals"]["calibrated"]["reference"]["average_precision"] is not None

@@ -20,6 +20,7 @@ from tests.integration.deploy.contract import (
     NO_INTERVAL,
     PRIOR_DEPENDENT,
     SPLIT,
+    SPLIT_INTERVAL,
 )
 
 #: docs/intervals.md: these have no interval
@@ -65,8 +66,10 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "total": total,
             "prior": prior,
             "likelihood": total - prior,
-            "prior_interval": [prior - 0.03, prior + 0.06],
-            "likelihood_interval": [total - prior - 0.05, total - prior + 0.04],
+            "prior_interval": [prior - 0.03, prior + 0.06] if name in SPLIT_INTERVAL else None,
+            "likelihood_interval": (
+                [total - prior - 0.05, total - prior + 0.04] if name in SPLIT_INTERVAL else None
+            ),
         }
     return {
         "start": START.isoformat(),
@@ -189,7 +192,8 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     """Series of one fully defined window, from the contract: every catalogue metric (once,
     or once per pi0 variant: observed, reference and each configured prior), its interval
     bounds where docs/intervals.md gives one, its reference value; the three components of
-    each split metric and the two bounds of its prior and of its likelihood part; ratio, its
+    each split metric and, where docs/intervals.md gives them, the two bounds of its prior and
+    of its likelihood part; ratio, its
     bounds, its reference; predictions, positives, unlabelled, start, end, computed."""
     count = 0
     for metric in CATALOGUE:
@@ -198,5 +202,5 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
         variants = 2 + configured_pi0 if metric in PRIOR_DEPENDENT else 1
         bounds = 0 if metric in NO_INTERVAL else 2
         count += variants * (1 + bounds) + 1
-    count += len(SPLIT) * (len(COMPONENTS) + 2 * len(INTERVAL_COMPONENTS))
+    count += len(SPLIT) * len(COMPONENTS) + len(SPLIT_INTERVAL) * 2 * len(INTERVAL_COMPONENTS)
     return count + 4 + 6

@@ -79,10 +79,10 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 127 + 16 per configured pi0 for a window; one overflow series per model
-    assert per_window_series(configured_pi0=0) == 127
-    assert per_window_series(configured_pi0=2) == 159
-    assert expected == 1 * 128 + 2 * 143 + 1 + 4 * 175 + 1
+    # 109 + 12 per configured pi0 for a window; one overflow series per model
+    assert per_window_series(configured_pi0=0) == 109
+    assert per_window_series(configured_pi0=2) == 133
+    assert expected == 1 * 110 + 2 * 121 + 1 + 4 * 145 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)

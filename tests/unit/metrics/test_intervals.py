@@ -8,9 +8,12 @@ import tracemalloc
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import special, stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from app.metrics import evaluate
 from app.metrics.evaluation import prepare
 from app.metrics.intervals import (
     BELOW_ONE,
@@ -19,11 +22,14 @@ from app.metrics.intervals import (
     MAX_REPLICATES,
     MEAN_METRICS,
     MIN_REPLICATES,
+    NO_INTERVAL,
     REAL,
     REGULAR_METRICS,
     UNIT,
     Replicates,
+    ap_interval_published,
     bootstrap_intervals,
+    count_intervals,
     cut_at,
     cut_prepared,
     cut_with_fp,
@@ -33,8 +39,12 @@ from app.metrics.intervals import (
     mean_intervals,
     observed,
     replicate_interval,
+    roc_auc_df,
+    t_quantile,
+    wilson_interval,
 )
 from app.metrics.ranking import Ranking, rank
+from app.metrics.thresholded import threshold_metrics
 
 FloatArray = npt.NDArray[np.float64]
 Labels = npt.NDArray[np.int8]
@@ -257,10 +267,18 @@ def test_shapes_and_keys() -> None:
     assert set(out["calibrated"]) == {"0.5", "0.01"}
     for metrics in out["calibrated"].values():
         assert set(metrics) == set(CALIBRATED_METRICS)
-    for interval in [*out["regular"].values()] + [
-        v for m in out["calibrated"].values() for v in m.values()
-    ]:
-        assert isinstance(interval, list)
+    # π̂ = 0.1014: AP at π0 = 0.01 gets no interval (MIN_AP_PRIOR), nor the maxima and AUPRG.
+    absent = {("regular", name) for name in NO_INTERVAL}
+    absent |= {(p, name) for p in ("0.5", "0.01") for name in NO_INTERVAL if name != "ks"}
+    absent.add(("0.01", "average_precision"))
+    found = [(("regular", k), v) for k, v in out["regular"].items()] + [
+        ((p, k), v) for p, m in out["calibrated"].items() for k, v in m.items()
+    ]
+    for key, interval in found:
+        if key in absent:
+            assert interval is None, key
+            continue
+        assert isinstance(interval, list), key
         assert len(interval) == 2
         assert all(isinstance(x, float) for x in interval)
         assert interval[0] <= interval[1]
@@ -306,19 +324,30 @@ def test_intervals_contain_the_point_estimate() -> None:
         ranking.thresholds, observed(ranking, cut_at(scores, labels, ranking, 1.0)), pi0
     )
     for name in REGULAR_METRICS:
-        lo, hi = out["regular"][name]
+        interval = out["regular"][name]
+        if name in NO_INTERVAL:
+            assert interval is None
+            continue
+        lo, hi = interval
         assert lo <= regular[name][0] <= hi, name
         assert lo < hi, name
     for p in pi0:
         for name in CALIBRATED_METRICS:
-            lo, hi = out["calibrated"][repr(p)][name]
+            interval = out["calibrated"][repr(p)][name]
+            prior = float(labels.mean())
+            if name in NO_INTERVAL or (
+                name == "average_precision" and not ap_interval_published(p, prior)
+            ):
+                assert interval is None
+                continue
+            lo, hi = interval
             assert lo <= calibrated[p][name][0] <= hi, (p, name)
 
 
 def test_width_shrinks_as_one_over_root_n() -> None:
     widths = []
     for n in (4000, 16000):
-        scores, labels = binormal(n, 0.1, 1.5, seed=n)
+        scores, labels = binormal(n, 0.2, 1.5, seed=n)
         out = bootstrap_intervals(
             prepare(scores, labels, score_kind="score"), threshold=1.0, pi0=[0.5], seed=0
         )
@@ -329,7 +358,10 @@ def test_width_shrinks_as_one_over_root_n() -> None:
         "average_precision",
         "precision",
         "recall",
-        "best_f1",
+        "fpr",
+        "f1",
+        "c_precision",
+        "c_f1",
         "c_average_precision",
     ):
         ratio = widths[0][name] / widths[1][name]
@@ -365,11 +397,13 @@ def test_undefined_sets_give_none() -> None:
         assert out["regular"][name] is None, name
     assert all(v is None for v in out["calibrated"]["0.5"].values())
 
-    # One positive: a third of the replicates lose it, too few are defined.
+    # One positive: a third of the replicates lose it, too few are defined for the curves;
+    # recall is a count (Wilson).
     single = (scores == scores[40]).astype(np.int8)
     out = bootstrap_intervals(prepare(scores, single, score_kind="score"), threshold=0.5, pi0=[0.5])
-    for name in ("roc_auc", "average_precision", "recall"):
+    for name in ("roc_auc", "average_precision"):
         assert out["regular"][name] is None, name
+    assert out["regular"]["recall"] == wilson_interval(1, 1)
 
     # τ above every score: precision is undefined, recall is a sure 0.
     scores, labels, _ = typical()
@@ -378,7 +412,9 @@ def test_undefined_sets_give_none() -> None:
     )
     assert out["regular"]["precision"] is None
     assert out["calibrated"]["0.5"]["precision"] is None
-    assert out["regular"]["recall"] == [0.0, 0.0]
+    n_pos = int(labels.sum())
+    assert out["regular"]["recall"] == wilson_interval(0, n_pos)
+    assert 0.0 < out["regular"]["recall"][1] < 0.01
     assert out["regular"]["roc_auc"] is not None
 
 
@@ -510,12 +546,22 @@ def test_replicate_interval_scales() -> None:
     np.testing.assert_allclose(interval, [centre - half, centre + half], rtol=1e-9)
 
 
-def test_replicate_interval_on_the_bounds_falls_back_to_percentiles() -> None:
+def test_replicate_interval_on_the_bounds_is_never_narrower_than_wilson() -> None:
+    """A value on a bound: the hull of the percentile interval and the Wilson interval of the
+    point over ``events`` trials; without ``events`` the percentile interval."""
     ones = np.ones(100)
     assert replicate_interval(ones, 1.0, level=0.95, scale=UNIT) == [1.0, 1.0]
+    interval = replicate_interval(ones, 1.0, level=0.95, scale=UNIT, events=5)
+    assert interval == wilson_interval(5, 5)
+    assert interval is not None
+    assert interval[0] < 0.6
     values = np.r_[np.zeros(10), np.linspace(0.1, 0.5, 90)]
-    interval = replicate_interval(values, 0.3, level=0.95, scale=UNIT)
-    assert interval == list(np.quantile(values, [0.025, 0.975]))
+    percentiles = list(np.quantile(values, [0.025, 0.975]))
+    assert replicate_interval(values, 0.3, level=0.95, scale=UNIT) == percentiles
+    wide = replicate_interval(values, 0.3, level=0.95, scale=UNIT, events=10)
+    assert wide == [0.0, wilson_interval(3, 10)[1]]  # type: ignore[index]
+    narrow = replicate_interval(values, 0.3, level=0.95, scale=UNIT, events=10_000)
+    assert narrow == percentiles
 
 
 def test_replicate_interval_none_rules() -> None:
@@ -524,3 +570,198 @@ def test_replicate_interval_none_rules() -> None:
     assert replicate_interval(enough, 0.3, level=0.95, scale=UNIT) is not None
     assert replicate_interval(too_few, 0.3, level=0.95, scale=UNIT) is None
     assert replicate_interval(enough, math.nan, level=0.95, scale=UNIT) is None
+
+
+def test_wilson_interval_ends_solve_the_score_equation() -> None:
+    """Each end p of the Wilson interval of k of n satisfies |k/n - p| = z·√(p(1 - p)/n)."""
+    z = stats.norm.ppf(0.975)
+    for k, n in ((0, 7), (3, 3), (2, 40), (17, 60), (5000, 10_000)):
+        interval = wilson_interval(k, n)
+        assert interval is not None
+        for end in interval:
+            if 0.0 < end < 1.0:
+                assert abs(k / n - end) == pytest.approx(z * math.sqrt(end * (1 - end) / n))
+    assert wilson_interval(0, 0) is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 20])
+def test_wilson_interval_has_width_at_every_count(n: int) -> None:
+    for k in range(n + 1):
+        interval = wilson_interval(k, n)
+        assert interval is not None
+        lo, hi = interval
+        assert 0.0 <= lo <= k / n <= hi <= 1.0
+        assert lo < hi
+        assert lo < 1.0
+        assert hi > 0.0
+    assert wilson_interval(3, 3)[0] < 1.0  # type: ignore[index]
+
+
+def test_count_intervals_are_wilson_of_the_right_counts() -> None:
+    tp, fp, n_pos, n_neg = 40, 25, 60, 900
+    regular, calibrated = count_intervals(tp, fp, n_pos, n_neg, pi0=[0.5, 0.01])
+    assert regular["precision"] == wilson_interval(tp, tp + fp)
+    assert regular["recall"] == wilson_interval(tp, n_pos)
+    assert regular["fpr"] == wilson_interval(fp, n_neg)
+    # F1 = 2J/(1 + J) with J = TP/(TP + FP + FN), a proportion of TP + FP + FN rows.
+    fn = n_pos - tp
+    j_lo, j_hi = wilson_interval(tp, tp + fp + fn)  # type: ignore[misc]
+    assert regular["f1"] == pytest.approx([2 * j_lo / (1 + j_lo), 2 * j_hi / (1 + j_hi)])
+    point = threshold_metrics(tp, fp, n_pos, n_neg, pi0=[0.5, 0.01])
+    for name in ("precision", "recall", "fpr", "f1"):
+        lo, hi = regular[name]  # type: ignore[misc]
+        assert lo < float(point.regular[name]) < hi, name
+    for p in (0.5, 0.01):
+        for name in ("precision", "f1"):
+            lo, hi = calibrated[p][name]  # type: ignore[misc]
+            assert lo < float(point.calibrated[p][name]) < hi, (p, name)
+
+
+def test_calibrated_intervals_reduce_to_tpr_when_fpr_is_known() -> None:
+    """With a practically exact FPR (10^12 negatives), MOVER's FPR term vanishes and the
+    calibrated precision interval is the metric at the ends of TPR's Wilson interval."""
+    tp, n_pos, fp, n_neg, pi0 = 30, 50, 10**11, 10**12, 0.2
+    _, calibrated = count_intervals(tp, fp, n_pos, n_neg, pi0=[pi0])
+    t_lo, t_hi = wilson_interval(tp, n_pos)  # type: ignore[misc]
+    f = fp / n_neg
+
+    def precision(t: float) -> float:
+        return pi0 * t / (pi0 * t + (1 - pi0) * f)
+
+    def f1(t: float) -> float:
+        return 2 * t / (1 + t + (1 - pi0) / pi0 * f)
+
+    assert calibrated[pi0]["precision"] == pytest.approx([precision(t_lo), precision(t_hi)])
+    assert calibrated[pi0]["f1"] == pytest.approx([f1(t_lo), f1(t_hi)])
+
+
+def test_calibrated_intervals_on_the_bounds() -> None:
+    """FP = 0: calibrated precision 1, its interval [box corner < 1, 1]; TP = 0: precision
+    and F1 0, intervals [0, u] with u > 0."""
+    _, calibrated = count_intervals(3, 0, 3, 50, pi0=[0.5])
+    t_lo = wilson_interval(3, 3)[0]  # type: ignore[index]
+    f_hi = wilson_interval(0, 50)[1]  # type: ignore[index]
+    assert calibrated[0.5]["precision"] == pytest.approx([t_lo / (t_lo + f_hi), 1.0])
+    assert calibrated[0.5]["f1"][0] < 1.0  # type: ignore[index]
+    assert calibrated[0.5]["f1"][1] == 1.0  # type: ignore[index]
+    regular, calibrated = count_intervals(0, 4, 3, 50, pi0=[0.5])
+    for interval in (regular["precision"], regular["f1"], *calibrated[0.5].values()):
+        assert interval is not None
+        assert interval[0] == 0.0 < interval[1]
+
+
+def test_t_quantile_matches_scipy() -> None:
+    z = stats.norm.ppf(0.975)
+    for df in (3, 5, 10, 19, 60, 1000):
+        assert t_quantile(z, df) == pytest.approx(stats.t.ppf(0.975, df), rel=2e-3)
+    assert t_quantile(z, None) == z
+    assert t_quantile(z, math.inf) == z
+
+
+def test_roc_auc_df_is_welch_satterthwaite_of_the_placements() -> None:
+    rng = np.random.default_rng(8)
+    scores = np.round(rng.normal(size=300), 1)
+    labels = (rng.random(300) < 0.2).astype(np.int8)
+    scores[labels == 1] += 1.0
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    pos_placement = np.array([(np.sum(neg < s) + 0.5 * np.sum(neg == s)) / neg.size for s in pos])
+    neg_placement = np.array([(np.sum(pos > s) + 0.5 * np.sum(pos == s)) / pos.size for s in neg])
+    s1 = pos_placement.var(ddof=1) / pos.size
+    s0 = neg_placement.var(ddof=1) / neg.size
+    expected = (s1 + s0) ** 2 / (s1**2 / (pos.size - 1) + s0**2 / (neg.size - 1))
+    assert roc_auc_df(rank(scores, labels)) == pytest.approx(expected, rel=1e-9)
+    separated = np.r_[np.ones(5), np.zeros(20)].astype(np.int8)
+    assert roc_auc_df(rank(np.r_[np.arange(5) + 30.0, np.arange(20.0)], separated)) is None
+
+
+def small_sets() -> list[tuple[str, FloatArray, Labels]]:
+    """Sets with 0, 1, 2, 3 positives (among 60 negatives) and with perfect separation."""
+    rng = np.random.default_rng(12)
+    neg = rng.random(60) * 0.8
+    out = []
+    for k in range(4):
+        pos = 0.3 + 0.6 * rng.random(k)
+        out.append((f"{k} positives", np.r_[pos, neg], np.r_[np.ones(k), np.zeros(60)]))
+    out.append(("separated", np.r_[0.85 + 0.02 * np.arange(5), neg], np.r_[np.ones(5), neg * 0]))
+    return [(name, s, y.astype(np.int8)) for name, s, y in out]
+
+
+@pytest.mark.parametrize(("name", "scores", "labels"), small_sets(), ids=lambda x: str(x)[:14])
+def test_small_counts_give_a_proper_interval_or_none(
+    name: str, scores: FloatArray, labels: Labels
+) -> None:
+    """Every interval of a set with few events is None or has width and holds its point."""
+    result = evaluate(scores, labels, threshold=0.5, pi0=[0.5], intervals=True, seed=3)
+    pairs = [
+        (metric, result["regular"][metric], interval)
+        for metric, interval in result["intervals"]["regular"].items()
+    ]
+    pairs += [
+        (f"{metric}@0.5", result["calibrated"]["0.5"][metric], interval)
+        for metric, interval in result["intervals"]["calibrated"]["0.5"].items()
+    ]
+    for metric, point, interval in pairs:
+        if interval is None:
+            continue
+        lo, hi = interval
+        assert lo < hi, (name, metric)
+        assert lo <= point <= hi, (name, metric)
+
+
+def test_perfect_separation_with_five_positives() -> None:
+    """Five positives above 20 negatives: the curve metrics and precision, recall and F1 at τ
+    are 1, and their intervals reach below 1; the maxima and AUPRG publish none."""
+    scores = np.r_[0.9 + 0.01 * np.arange(5), 0.02 * np.arange(20)]
+    labels = np.r_[np.ones(5), np.zeros(20)].astype(np.int8)
+    result = evaluate(scores, labels, threshold=0.5, pi0=[0.5], intervals=True, seed=0)
+    intervals = result["intervals"]
+    ones = [
+        intervals["regular"][name]
+        for name in ("roc_auc", "average_precision", "precision", "recall", "f1")
+    ]
+    ones += [intervals["calibrated"]["0.5"][name] for name in ("average_precision", "precision")]
+    for interval in ones:
+        assert interval is not None
+        assert interval[0] < 0.9
+        assert interval[1] == 1.0
+    for name in NO_INTERVAL:
+        assert intervals["regular"][name] is None
+
+
+def test_ap_interval_rule() -> None:
+    """AP intervals from prior 0.04 up, and only while each negative weighs at most twice
+    (odds of the set's prior at most twice the odds of p)."""
+    assert ap_interval_published(0.05, 0.05)
+    assert not ap_interval_published(0.03, 0.03)
+    assert ap_interval_published(0.5, 0.01)
+    assert ap_interval_published(0.1, 0.15)
+    assert not ap_interval_published(0.1, 0.2)  # odds 0.25 > 2 · 0.111
+    assert not ap_interval_published(0.05, 0.2)
+    assert not ap_interval_published(math.nan, 0.1)
+    assert not ap_interval_published(0.5, 0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n_pos=st.integers(0, 12),
+    n_neg=st.integers(0, 12),
+    data=st.data(),
+    pi0=st.sampled_from([0.01, 0.3, 0.5, 0.9]),
+)
+def test_count_intervals_hold_their_point_and_have_width(
+    n_pos: int, n_neg: int, data: st.DataObject, pi0: float
+) -> None:
+    tp = data.draw(st.integers(0, n_pos))
+    fp = data.draw(st.integers(0, n_neg))
+    regular, calibrated = count_intervals(tp, fp, n_pos, n_neg, pi0=[pi0])
+    point = threshold_metrics(tp, fp, n_pos, n_neg, pi0=[pi0])
+    pairs = [(point.regular[name], regular[name]) for name in regular]
+    pairs += [(point.calibrated[pi0][name], calibrated[pi0][name]) for name in calibrated[pi0]]
+    for value, interval in pairs:
+        if not math.isfinite(float(value)):
+            assert interval is None
+            continue
+        assert interval is not None
+        lo, hi = interval
+        assert 0.0 <= lo <= float(value) <= hi <= 1.0
+        assert lo < hi

@@ -21,6 +21,7 @@ from app.metrics.intervals import (
 )
 from app.metrics.ranking import rank
 from app.metrics.split import (
+    PART_INTERVAL_METRICS,
     evaluate_at_prior,
     shapley_parts,
     split_intervals,
@@ -149,7 +150,7 @@ def _split_with_sd(
     win_s, win_y = _binormal(rng, 200_000, window_prior, window_mu, draw_classes=True)
     split = split_from_arrays(win_s, win_y, ref_s, ref_y, threshold=1.0, intervals=True, seed=1)
     sd = {}
-    for name in SPLIT_METRICS:
+    for name in PART_INTERVAL_METRICS:
         lo, hi = split[name][f"{part}_interval"]
         sd[name] = (hi - lo) / (2 * Z95)
     return split, sd
@@ -160,7 +161,7 @@ def test_pure_prior_shift_has_no_likelihood_part() -> None:
     """Same P(score | y), π 0.2 → 0.05: the likelihood part is 0 in the population, so it
     stays within 3 standard errors of 0, while the prior part is far beyond its noise."""
     split, sd = _split_with_sd(0.05, 1.5, "likelihood", seed=5)
-    for name in SPLIT_METRICS:
+    for name in PART_INTERVAL_METRICS:
         parts = split[name]
         assert abs(parts["likelihood"]) <= 3 * sd[name], (name, parts, sd[name])
         prior_lo, prior_hi = parts["prior_interval"]
@@ -172,7 +173,7 @@ def test_pure_likelihood_drift_has_no_prior_part() -> None:
     """Same π = 0.2, µ 1.5 → 0.8: the prior part is 0 in the population (both orders
     calibrate at the same prior up to the window's sampling noise in π_t)."""
     split, sd = _split_with_sd(0.2, 0.8, "prior", seed=6)
-    for name in SPLIT_METRICS:
+    for name in PART_INTERVAL_METRICS:
         parts = split[name]
         assert abs(parts["prior"]) <= 3 * sd[name], (name, parts, sd[name])
         likelihood_lo, likelihood_hi = parts["likelihood_interval"]
@@ -187,6 +188,9 @@ def test_intervals_are_attached_ordered_and_contain_the_parts() -> None:
     for name in SPLIT_METRICS:
         for part in ("prior", "likelihood"):
             bounds = split[name][f"{part}_interval"]
+            if name not in PART_INTERVAL_METRICS:
+                assert bounds is None, (name, part)
+                continue
             assert bounds is not None, (name, part)
             lo, hi = bounds
             assert lo < split[name][part] < hi, (name, part, bounds)
@@ -234,6 +238,9 @@ def test_split_intervals_of_a_set_against_itself_contain_zero() -> None:
     assert set(out) == set(SPLIT_METRICS)
     for name, parts in out.items():
         for part, interval in parts.items():
+            if name not in PART_INTERVAL_METRICS:
+                assert interval is None, (name, part)
+                continue
             assert interval is not None
             assert interval[0] < 0 < interval[1], (name, part)
 
@@ -252,13 +259,15 @@ def test_split_intervals_from_rankings_equal_those_from_rows() -> None:
         window, cut_at(scores, labels, window, 1.0), ref, cut_with_fp(ref, 1.0, ref_fp), seed=6
     )
     assert from_rankings == from_rows
-    assert all(i is not None for parts in from_rows.values() for i in parts.values())
+    for name, parts in from_rows.items():
+        published = name in PART_INTERVAL_METRICS
+        assert all((i is not None) == published for i in parts.values()), name
 
 
 def test_split_intervals_see_a_worse_model() -> None:
     rng = np.random.default_rng(31)
     ref_scores, ref_labels = _binormal(rng, 20000, 0.02, 2.0, draw_classes=True)
-    # Other prior and a worse model; 500 positives, so even AUPRG's drop clears its noise.
+    # Other prior and a worse model; 500 positives.
     scores, labels = _binormal(rng, 50000, 0.01, 1.0, draw_classes=True)
     out = split_intervals(
         scores,
@@ -270,8 +279,8 @@ def test_split_intervals_see_a_worse_model() -> None:
         threshold=1.5,
         seed=5,
     )
-    for name, parts in out.items():
-        interval = parts["likelihood"]
+    for name in PART_INTERVAL_METRICS:
+        interval = out[name]["likelihood"]
         assert interval is not None
         assert interval[1] < 0, name
 

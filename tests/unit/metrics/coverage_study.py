@@ -1,0 +1,216 @@
+"""The coverage study of the interval methods: score families, population values, one regime.
+
+A *family* gives the scores of each class as a mixture of Beta distributions on [0, 1],
+optionally rounded to a grid (heavy ties). Population values (what an infinitely large set of
+the family would show) come from the family's distributions, independently of the code under
+test: by numerical integration for continuous scores, by an exact sum over the grid for
+rounded ones. A *regime* is a family, a prior π and an expected number of positives per set;
+each set has n = positives / π rows, each positive with probability π (Bernoulli, so n_pos varies
+between sets). Used by ``test_interval_coverage.py`` and by ``bench/interval_coverage.py``,
+which prints the table of ``docs/intervals.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy import integrate, stats
+
+from app.metrics.evaluation import prepare
+from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
+
+FloatArray = npt.NDArray[np.float64]
+
+THRESHOLD = 0.5
+PI0 = 0.5
+SUFFIX = f"@{PI0}"
+METRICS = (
+    "prior",
+    "precision",
+    "recall",
+    "fpr",
+    "f1",
+    "roc_auc",
+    "average_precision",
+    f"precision{SUFFIX}",
+    f"f1{SUFFIX}",
+    f"average_precision{SUFFIX}",
+)
+"""Every metric that publishes an interval at τ or on the curve (``prior`` is the window's
+Wilson interval of the positive class ratio); calibrated ones at π0 = 0.5."""
+
+Mixture = tuple[tuple[float, float, float], ...]
+"""(weight, a, b) of each Beta(a, b) component; the weights sum to 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """Scores of positives and negatives; ``decimals`` rounds them (None: continuous)."""
+
+    name: str
+    positives: Mixture
+    negatives: Mixture
+    decimals: int | None = None
+
+    def draw(
+        self, rng: np.random.Generator, n: int, prior: float
+    ) -> tuple[FloatArray, npt.NDArray[np.int8]]:
+        labels = (rng.random(n) < prior).astype(np.int8)
+        scores = np.empty(n)
+        for label, mixture in ((1, self.positives), (0, self.negatives)):
+            rows = np.flatnonzero(labels == label)
+            weights = np.array([w for w, _, _ in mixture])
+            component = rng.choice(len(mixture), size=rows.size, p=weights)
+            a = np.array([c[1] for c in mixture])[component]
+            b = np.array([c[2] for c in mixture])[component]
+            scores[rows] = rng.beta(a, b)
+        if self.decimals is not None:
+            scores = np.round(scores, self.decimals)
+        return scores, labels
+
+
+def _cdf(mixture: Mixture) -> Callable[[float], float]:
+    return lambda x: float(sum(w * stats.beta.cdf(x, a, b) for w, a, b in mixture))
+
+
+def _pdf(mixture: Mixture) -> Callable[[float], float]:
+    return lambda x: float(sum(w * stats.beta.pdf(x, a, b) for w, a, b in mixture))
+
+
+def _at_threshold(tpr: float, fpr: float, prior: float) -> dict[str, float]:
+    def precision(p: float) -> float:
+        return p * tpr / (p * tpr + (1 - p) * fpr)
+
+    def f1(p: float) -> float:
+        return 2 * p * tpr / (p + tpr)
+
+    values = {"prior": prior, "recall": tpr, "fpr": fpr}
+    values["precision"] = precision(prior)
+    values["f1"] = f1(values["precision"])
+    values[f"precision{SUFFIX}"] = precision(PI0)
+    values[f"f1{SUFFIX}"] = f1(values[f"precision{SUFFIX}"])
+    return values
+
+
+def population_values(family: Family, prior: float) -> dict[str, float]:
+    """The population value of every name in METRICS for ``family`` at ``prior``.
+
+    Continuous scores, with densities f1, f0, survival functions S1, S0 and prior p (``prior``,
+    or PI0 for the calibrated values): roc_auc = ∫ F0 f1 ds; average_precision = ∫ P_p(s) f1(s) ds
+    with P_p = p·S1/(p·S1 + (1 - p)·S0), the limit of the step rule; TPR = S1(τ), FPR = S0(τ).
+    Rounded scores, with masses q1_k, q0_k at the grid values v_k: S1, S0 count the scores
+    ≥ v_k (a tie enters whole), roc_auc = Σ q1_k·(F0(< v_k) + q0_k/2) (ties count ½) and
+    average_precision = Σ q1_k·P_p(v_k).
+    """
+    f1_pdf, f0_cdf = _pdf(family.positives), _cdf(family.negatives)
+    f1_cdf = _cdf(family.positives)
+    if family.decimals is None:
+        tpr, fpr = 1 - f1_cdf(THRESHOLD), 1 - f0_cdf(THRESHOLD)
+        values = _at_threshold(tpr, fpr, prior)
+
+        def auc_integrand(s: float) -> float:
+            return f0_cdf(s) * f1_pdf(s)
+
+        values["roc_auc"] = float(integrate.quad(auc_integrand, 0, 1, limit=200)[0])
+        for p, suffix in ((prior, ""), (PI0, SUFFIX)):
+
+            def ap_integrand(s: float, p: float = p) -> float:
+                s1, s0 = 1 - f1_cdf(s), 1 - f0_cdf(s)
+                return p * s1 / (p * s1 + (1 - p) * s0) * f1_pdf(s)
+
+            ap = integrate.quad(ap_integrand, 0, 1, limit=200, epsabs=1e-11)[0]
+            values[f"average_precision{suffix}"] = float(ap)
+        return values
+    step = 10.0**-family.decimals
+    grid = np.round(np.arange(0.0, 1.0 + step / 2, step), family.decimals)
+    edges = np.clip(np.r_[grid - step / 2, 1.0 + step / 2], 0.0, 1.0)
+    q1 = np.diff([f1_cdf(e) for e in edges])
+    q0 = np.diff([f0_cdf(e) for e in edges])
+    s1 = np.cumsum(q1[::-1])[::-1]  # P(score ≥ v_k)
+    s0 = np.cumsum(q0[::-1])[::-1]
+    at = int(np.searchsorted(grid, THRESHOLD - step / 2))  # first grid value ≥ τ
+    values = _at_threshold(float(s1[at]), float(s0[at]), prior)
+    below0 = 1.0 - s0
+    values["roc_auc"] = float(np.sum(q1 * (below0 + q0 / 2)))
+    for p, suffix in ((prior, ""), (PI0, SUFFIX)):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision = p * s1 / (p * s1 + (1 - p) * s0)
+        values[f"average_precision{suffix}"] = float(np.sum(np.where(q1 > 0, q1 * precision, 0)))
+    return values
+
+
+FAMILIES = (
+    Family("beta", positives=((1.0, 4.0, 2.5),), negatives=((1.0, 2.0, 4.0),)),
+    Family(
+        "beta mixture",
+        positives=((0.6, 8.0, 2.0), (0.4, 2.0, 3.0)),
+        negatives=((0.8, 2.0, 6.0), (0.2, 5.0, 3.0)),
+    ),
+    Family("tied", positives=((1.0, 3.0, 2.0),), negatives=((1.0, 2.0, 3.5),), decimals=1),
+)
+"""Two continuous families that are not binormal (one bimodal for each class) and one whose
+scores take 11 values; population ROC AUC about 0.84, 0.87 and 0.78."""
+
+
+def set_intervals(
+    scores: FloatArray, labels: npt.NDArray[np.int8], seed: int
+) -> dict[str, Interval]:
+    """What a user gets for one set (default replicates), keyed like METRICS."""
+    prepared = prepare(scores, labels, score_kind="score")
+    out = bootstrap_intervals(prepared, threshold=THRESHOLD, pi0=[PI0], seed=seed)
+    intervals: dict[str, Interval] = dict(out["regular"])
+    for name, value in out["calibrated"][repr(PI0)].items():
+        intervals[f"{name}{SUFFIX}"] = value
+    intervals["prior"] = wilson_interval(int(labels.sum()), labels.size)
+    return intervals
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Of ``sets`` sets: per metric, how many intervals covered the population value, how many
+    were published (not None), and their mean width."""
+
+    sets: int
+    hits: dict[str, int]
+    published: dict[str, int]
+    width: dict[str, float]
+
+    def rate(self, name: str) -> float:
+        return self.hits[name] / self.published[name] if self.published[name] else float("nan")
+
+
+def coverage(
+    family: Family, prior: float, positives: int, sets: int, *, seed: int | list[int]
+) -> Coverage:
+    """Run ``sets`` seeded sets of ``family`` at ``prior`` with ``positives`` expected positives
+    each."""
+    truth = population_values(family, prior)
+    n = round(positives / prior)
+    rng = np.random.default_rng(seed)
+    hits = dict.fromkeys(METRICS, 0)
+    published = dict.fromkeys(METRICS, 0)
+    widths = dict.fromkeys(METRICS, 0.0)
+    for i in range(sets):
+        scores, labels = family.draw(rng, n, prior)
+        intervals = set_intervals(scores, labels, seed=i)
+        for name in METRICS:
+            interval = intervals[name]
+            if interval is None:
+                continue
+            published[name] += 1
+            widths[name] += interval[1] - interval[0]
+            hits[name] += interval[0] <= truth[name] <= interval[1]
+    width = {name: widths[name] / max(1, published[name]) for name in METRICS}
+    return Coverage(sets=sets, hits=hits, published=published, width=width)
+
+
+REGIMES: tuple[tuple[Family, float, int], ...] = (
+    *((family, 0.2, positives) for family in FAMILIES for positives in (20, 60, 200)),
+    *((FAMILIES[0], 0.01, positives) for positives in (20, 60, 200)),
+)
+"""(family, π, expected positives) of the study: every family at π = 0.2 with 20, 60 and 200
+positives, and the Beta family at π = 0.01 (where the regular AP publishes no interval,
+MIN_AP_PRIOR)."""
