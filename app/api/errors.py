@@ -41,6 +41,8 @@ _HTTP_CODES: Final[dict[int, str]] = {
     429: "too_many_requests",
     503: "unavailable",
 }
+#: SQLSTATE of a lock wait beyond ``lock_timeout``: contention, not an outage
+LOCK_NOT_AVAILABLE: Final = "55P03"
 DB_UNAVAILABLE_ERRORS: Final = (
     sa_exc.OperationalError,
     sa_exc.InterfaceError,
@@ -174,6 +176,15 @@ def payload_too_large(limit: int) -> JSONResponse:
 
 
 def _db_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    if getattr(getattr(exc, "orig", exc), "sqlstate", None) == LOCK_NOT_AVAILABLE:
+        logger.warning("a row lock was not granted within the lock timeout")
+        return error_response(
+            503,
+            "transaction_conflict",
+            "the request waited too long for rows that concurrent writes hold; nothing of it "
+            "was stored: send it again",
+            headers={"Retry-After": "1"},
+        )
     if isinstance(exc, sa_exc.TimeoutError):
         logger.warning("no database connection free within the pool timeout")
         return error_response(

@@ -1,14 +1,16 @@
 """Engines and sessions for PostgreSQL (psycopg 3) and SQLite, with failure bounds.
 
 PostgreSQL connections time out after ``db_connect_timeout`` seconds, statements after
-``db_statement_timeout``, waiting for a pooled connection after ``db_pool_timeout``, and pooled
-connections are pinged before use with a client-side deadline of ``PING_TIMEOUT`` (a frozen
-server still acknowledges TCP, so only the client can notice it does not answer: the watchdog
-shuts the socket down). Once a connection attempt fails or a ping goes unanswered, an
-:class:`OutageGate` fails every further connection at once, without waiting for the connect
-timeout, while one background probe reconnects; its first success reopens the gate. A database
-outage thus costs the first request that meets it at most one ping deadline or one connect
-timeout, the next ones nothing, and everything recovers by itself when the database returns.
+``db_statement_timeout`` (a wait for a row lock after 90% of it, so that contention is told
+apart from a slow database: SQLSTATE 55P03), waiting for a pooled connection after
+``db_pool_timeout``, and pooled connections are pinged before use with a client-side deadline
+of ``PING_TIMEOUT`` (a frozen server still acknowledges TCP, so only the client can notice it
+does not answer: the watchdog shuts the socket down). Once a connection attempt fails or a
+ping goes unanswered, an :class:`OutageGate` fails every further connection at once, without
+waiting for the connect timeout, while one background probe reconnects; its first success
+reopens the gate. A database outage thus costs the first request that meets it at most one
+ping deadline or one connect timeout, the next ones nothing, and everything recovers by itself
+when the database returns.
 SQLite files get WAL journaling, foreign keys, a busy timeout and ``BEGIN IMMEDIATE``
 transactions (a writer takes the write lock up front instead of failing when upgrading a read
 snapshot).
@@ -63,6 +65,7 @@ def create_db_engine(settings: Settings) -> Engine:
     if url.get_backend_name() == "postgresql" and url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
     statement_ms = int(settings.db_statement_timeout * 1000)
+    lock_ms = max(1, statement_ms * 9 // 10)
     engine = create_engine(
         url,
         hide_parameters=True,
@@ -72,7 +75,7 @@ def create_db_engine(settings: Settings) -> Engine:
         pool_recycle=1800,
         connect_args={
             "connect_timeout": settings.db_connect_timeout,
-            "options": f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms}",
+            "options": f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}",
             "application_name": "calmon",
             "keepalives": 1,
             "keepalives_idle": 10,

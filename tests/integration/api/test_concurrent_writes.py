@@ -215,3 +215,27 @@ def test_concurrent_recomputes_of_the_same_range_all_succeed(client: TestClient)
             answers = list(pool.map(recompute, range(6)))
         assert [a.status_code for a in answers] == [202] * 6, [a.text for a in answers]
         assert {len(a.json()["windows"]) for a in answers} == {2000}
+
+
+@on_postgres
+def test_a_lock_wait_beyond_the_lock_timeout_is_a_conflict_not_an_outage(
+    make_client: ClientFactory,
+) -> None:
+    """A batch that waits for the model's row longer than the lock timeout gets 503
+    transaction_conflict (contention), stores nothing, and leaves the outage gate open."""
+    client = make_client(db_statement_timeout=0.5)
+    create_model(client, score_kind="score", window="1h")
+    factory = client.app.state.session_factory  # type: ignore[attr-defined]
+    with factory() as session:
+        held = session.scalars(select(Model).where(Model.name == "fraud").with_for_update()).one()
+        assert held.name == "fraud"
+        answer = post_predictions(client, _scores(10, 0.5))
+        session.rollback()
+    assert answer.status_code == 503, answer.text
+    assert error_of(answer)["code"] == "transaction_conflict"
+    assert answer.headers["Retry-After"] == "1"
+    assert stored_predictions(client) == {}
+    gate = outage_gate(client.app.state.engine)  # type: ignore[attr-defined]
+    assert gate is not None
+    assert (gate.down, gate.outages) == (False, 0)
+    assert post_predictions(client, _scores(10, 0.5)).status_code == 200
