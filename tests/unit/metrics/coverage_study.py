@@ -21,7 +21,12 @@ from scipy import integrate, stats
 
 from app.metrics.evaluation import prepare
 from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
-from app.metrics.split import PART_INTERVAL_METRICS, shapley_parts, split_from_arrays
+from app.metrics.split import (
+    PART_INTERVAL_METRICS,
+    ap_parts_published,
+    shapley_parts,
+    split_from_arrays,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -264,7 +269,9 @@ def split_coverage(
     SPLIT_WINDOW_PRIOR with ``positives`` expected positives, the reference of ``ref_family`` at
     SPLIT_REF_PRIOR with as many expected positives (so twice the window's rows: a reference of
     two windows); intervals as users get them (:func:`~app.metrics.split.split_from_arrays`,
-    default replicates). Every metric outside PART_INTERVAL_METRICS must publish no interval."""
+    default replicates). Every metric outside PART_INTERVAL_METRICS must publish no interval,
+    nor AP where either set has too few positives
+    (:func:`~app.metrics.split.ap_parts_published`)."""
     truth = population_parts(window_family, ref_family, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
     n_window = round(positives / SPLIT_WINDOW_PRIOR)
     n_ref = round(positives / SPLIT_REF_PRIOR)
@@ -278,11 +285,12 @@ def split_coverage(
         split = split_from_arrays(
             scores, labels, ref_scores, ref_labels, threshold=THRESHOLD, intervals=True, seed=i
         )
+        ap_published = ap_parts_published(int(labels.sum()), int(ref_labels.sum()))
         for name, values in split.items():
             for part in PARTS:
                 interval = values[f"{part}_interval"]
                 key = f"{name} {part}"
-                if key not in published:
+                if key not in published or (name == "average_precision" and not ap_published):
                     assert interval is None, key
                     continue
                 if interval is None:
