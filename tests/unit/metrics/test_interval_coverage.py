@@ -7,8 +7,12 @@ per set, π = 0.2 and π = 0.01), STUDY_SETS seeded sets each, population values
 integration or exact sums. With S sets a coverage estimate has a standard error of about
 √(0.05·0.95/S).
 
+Both parts of a drift split (:func:`app.metrics.split.split_from_arrays`) on the same families
+(SPLIT_REGIMES: a pure prior shift and a likelihood drift per family, window π = 0.2 and
+reference π = 0.1, 20, 60 and 200 expected positives in each set).
+
 Both parts of a drift split (:func:`app.metrics.split.split_intervals`), and the
-normal-approximation intervals of the means, on a binormal model: negatives N(0, 1), positives
+normal-approximation intervals of the means, also on a binormal model: negatives N(0, 1), positives
 N(µ, 1); each of the n = 20,000 rows is positive with probability π = 0.01; decision threshold
 1.5; the reference at µ = 1.5. Population values come from numerical integration along the
 population curve.
@@ -37,6 +41,7 @@ from tests.unit.metrics.coverage_study import (
     DRIFTED,
     FAMILIES,
     REGIMES,
+    SPLIT_PAIRS,
     SPLIT_PARTS,
     SPLIT_REF_PRIOR,
     SPLIT_REGIMES,
@@ -295,16 +300,14 @@ def test_split_intervals_cover_the_population_parts(window_mu: float, seed: int)
     coverage = {key: count / max(1, published[key]) for key, count in hits.items()}
     print(f"\nsplit intervals, window µ = {window_mu}, {LIKELIHOOD_SETS} pairs:")
     for (name, part), value in coverage.items():
-        print(f"  {name:18s} {part:10s} {value:.3f}   population part {truth[name][part]:+.4f}")
+        print(
+            f"  {name:18s} {part:10s} {value:.3f}   published {published[name, part]:3d}"
+            f"   population part {truth[name][part]:+.4f}"
+        )
     for (name, part), value in coverage.items():
         if name in PART_INTERVAL_METRICS:
             assert published[name, part] >= LIKELIHOOD_SETS // 2, (name, part)
             assert STRICT[0] <= value <= STRICT[1], (name, part, value)
-
-
-SPLIT_PAIRS = 1000
-"""(window, reference) pairs per regime of the split study: standard error of a coverage
-estimate √(0.05·0.95/1000) ≈ 0.69%, so the band [0.93, 0.97] is ±2.9 standard errors."""
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
@@ -333,14 +336,17 @@ def test_split_study_population_parts(family: Family) -> None:
 def test_split_intervals_cover_on_the_study_families(
     window: Family, reference: Family, positives: int
 ) -> None:
-    """Both parts of precision, F1 and AP cover their population values in 93-97% of SPLIT_PAIRS
-    pairs (window π = 0.2, reference π = 0.1 with as many expected positives; default
+    """Both parts of precision, F1 and AP cover their population values in 93-97% of the
+    SPLIT_PAIRS pairs (window π = 0.2, reference π = 0.1 with as many expected positives; default
     replicates) and publish in at least 99% of them; best F1 and AUPRG publish none, nor AP
     below MIN_AP_PART_POSITIVES positives (so none at 20 and 60 expected positives)."""
     seed = [20261126, SPLIT_REGIMES.index((window, reference, positives))]
-    result = split_coverage(window, reference, positives, SPLIT_PAIRS, seed=seed)
+    pairs = SPLIT_PAIRS[positives]
+    result = split_coverage(window, reference, positives, pairs, seed=seed)
     truth = population_parts(window, reference, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
-    print(f"\nwindow {window.name}, reference {reference.name}, {positives} positives:")
+    print(
+        f"\nwindow {window.name}, reference {reference.name}, {positives} positives, {pairs} pairs:"
+    )
     for key in SPLIT_PARTS:
         print(
             f"  {key:30s} coverage {result.rate(key):.3f}  published {result.published[key]:5d}"
@@ -350,7 +356,7 @@ def test_split_intervals_cover_on_the_study_families(
         if key.startswith("average_precision") and positives < MIN_AP_PART_POSITIVES:
             assert result.published[key] == 0, key
             continue
-        assert result.published[key] >= 0.99 * SPLIT_PAIRS, key
+        assert result.published[key] >= 0.99 * pairs, key
         assert BAND[0] <= result.rate(key) <= BAND[1], (key, result.rate(key))
 
 
