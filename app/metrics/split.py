@@ -56,8 +56,8 @@ PART_INTERVAL_METRICS = ("precision", "f1", "average_precision")
 MIN_AP_PART_POSITIVES = 100
 """AP's parts get intervals only when both sets have at least this many positives
 (:func:`ap_parts_published`): with fewer, their bootstrap intervals undercover on non-binormal
-scores (0.92-0.93 at 20 and 60 positives per set), with 100-200 they cover 0.93-0.96
-(``docs/intervals.md``, "Parts of the drift split")."""
+scores (down to 0.926 at 20 and 0.922 at 60 positives per set), with 100-200 they cover
+0.930-0.966 (``docs/intervals.md``, "Parts of the drift split")."""
 #: The split metrics computed at the decision threshold (the others come from the curves).
 _AT_THRESHOLD = ("precision", "f1")
 
@@ -359,7 +359,7 @@ def ap_part_df(window_n_pos: int, ref_n_pos: int) -> float:
     AP is a mean over the positives of the precision at each one's rank, so the spread of its
     parts rests on about as many terms as the smaller set has positives, and the bootstrap
     understates it a little (by 3-6% at 20 positives per set). From MIN_AP_PART_POSITIVES up
-    this widens the interval by at most 1%. Precision and F1 keep the normal quantile.
+    this widens the interval by about 1% or less. Precision and F1 keep the normal quantile.
     """
     return float(min(window_n_pos, ref_n_pos) - 1)
 
