@@ -315,4 +315,4 @@ expected positives in the window and in the reference."""
 SPLIT_PAIRS = {20: 1500, 60: 1500, 200: 1000}
 """Pairs per regime of the split study by expected positives: 1,500 where a pair is cheap
 (standard error of a coverage estimate √(0.05·0.95/1500) ≈ 0.56%, so [0.93, 0.97] is ±3.6 of
-them), 1,000 at 200 positives (≈ 0.69%, ±2.9), so the study runs in about two minutes."""
+them), 1,000 at 200 positives (≈ 0.69%, ±2.9), so the study runs in about 2.5 minutes."""
