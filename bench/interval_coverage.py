@@ -1,11 +1,14 @@
-"""The coverage table of ``docs/intervals.md`` (a script, not a test).
+"""The coverage tables of ``docs/intervals.md`` (a script, not a test).
 
     .venv/bin/python -m bench.interval_coverage [--sets 1500]
+    .venv/bin/python -m bench.interval_coverage --split [--sets 1500]
 
 Runs the regimes of the coverage study (``tests/unit/metrics/coverage_study.py``, the same
 seeds as ``test_interval_coverage.py``) and prints, per regime (a row), the share of sets whose
 published 95% interval covers the population value, as a Markdown table (``—`` where the
-metric publishes no interval in that regime), then the mean widths.
+metric publishes no interval in that regime), then the mean widths. With ``--split``, the
+same for the prior and likelihood parts of the drift split (SPLIT_REGIMES, ``--sets`` pairs
+per regime, by default SPLIT_PAIRS as in the test).
 """
 
 from __future__ import annotations
@@ -13,32 +16,59 @@ from __future__ import annotations
 import argparse
 import time
 
-from tests.unit.metrics.coverage_study import METRICS, REGIMES, Coverage, coverage
+from tests.unit.metrics.coverage_study import (
+    METRICS,
+    REGIMES,
+    SPLIT_PAIRS,
+    SPLIT_PARTS,
+    SPLIT_REF_PRIOR,
+    SPLIT_REGIMES,
+    SPLIT_WINDOW_PRIOR,
+    Coverage,
+    coverage,
+    population_parts,
+    split_coverage,
+)
+
+
+def _print_table(results: list[tuple[str, Coverage]], names: tuple[str, ...]) -> None:
+    print("| regime | " + " | ".join(f"`{name}`" for name in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for regime, result in results:
+        cells = [f"{result.rate(name):.3f}" if result.published[name] else "—" for name in names]
+        print(f"| {regime} | " + " | ".join(cells) + " |")
+    print("\nmean width:")
+    for regime, result in results:
+        cells = [f"{result.width[name]:.3f}" if result.published[name] else "—" for name in names]
+        print(f"| {regime} | " + " | ".join(cells) + " |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", type=int, default=1500)
+    parser.add_argument("--sets", type=int, default=None)
+    parser.add_argument("--split", action="store_true", help="the drift split's parts")
     args = parser.parse_args()
     started = time.perf_counter()
     results: list[tuple[str, Coverage]] = []
+    if args.split:
+        for index, (window, reference, positives) in enumerate(SPLIT_REGIMES):
+            pairs = SPLIT_PAIRS[positives] if args.sets is None else args.sets
+            result = split_coverage(window, reference, positives, pairs, seed=[20261126, index])
+            results.append((f"{window.name} vs {reference.name}, {positives} pos.", result))
+        _print_table(results, SPLIT_PARTS)
+        print("\npopulation parts:")
+        for window, reference, _ in SPLIT_REGIMES[::3]:
+            truth = population_parts(window, reference, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
+            cells = [f"{truth[name]:+.3f}" for name in SPLIT_PARTS]
+            print(f"| {window.name} vs {reference.name} | " + " | ".join(cells) + " |")
+        print(f"\n{time.perf_counter() - started:.0f} s")
+        return 0
+    sets = 1500 if args.sets is None else args.sets
     for index, (family, prior, positives) in enumerate(REGIMES):
-        result = coverage(family, prior, positives, args.sets, seed=[20261125, index])
+        result = coverage(family, prior, positives, sets, seed=[20261125, index])
         results.append((f"{family.name}, π = {prior}, {positives} pos.", result))
-    print("| regime | " + " | ".join(f"`{metric}`" for metric in METRICS) + " |")
-    print("|---" * (len(METRICS) + 1) + "|")
-    for name, result in results:
-        cells = [
-            f"{result.rate(metric):.3f}" if result.published[metric] else "—" for metric in METRICS
-        ]
-        print(f"| {name} | " + " | ".join(cells) + " |")
-    print("\nmean width:")
-    for name, result in results:
-        cells = [
-            f"{result.width[metric]:.3f}" if result.published[metric] else "—" for metric in METRICS
-        ]
-        print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"\n{args.sets} sets per regime, {time.perf_counter() - started:.0f} s")
+    _print_table(results, METRICS)
+    print(f"\n{sets} sets per regime, {time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -21,12 +21,19 @@ from scipy import integrate, stats
 
 from app.metrics.evaluation import prepare
 from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
+from app.metrics.split import (
+    PART_INTERVAL_METRICS,
+    ap_parts_published,
+    shapley_parts,
+    split_from_arrays,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
 THRESHOLD = 0.5
 PI0 = 0.5
 SUFFIX = f"@{PI0}"
+PARTS = ("prior", "likelihood")
 METRICS = (
     "prior",
     "precision",
@@ -214,3 +221,98 @@ REGIMES: tuple[tuple[Family, float, int], ...] = (
 """(family, π, expected positives) of the study: every family at π = 0.2 with 20, 60 and 200
 positives, and the Beta family at π = 0.01 (where the regular AP publishes no interval,
 MIN_AP_PRIOR)."""
+
+
+DRIFTED = {
+    "beta": Family("beta, drifted", positives=((1.0, 3.0, 2.5),), negatives=((1.0, 2.0, 4.0),)),
+    "beta mixture": Family(
+        "beta mixture, drifted",
+        positives=((0.4, 8.0, 2.0), (0.6, 2.0, 3.0)),
+        negatives=((0.8, 2.0, 6.0), (0.2, 5.0, 3.0)),
+    ),
+    "tied": Family(
+        "tied, drifted", positives=((1.0, 2.5, 2.0),), negatives=((1.0, 2.0, 3.5),), decimals=1
+    ),
+}
+"""The likelihood drift of each family: its positives score lower (the Beta mode moves down,
+the mixture's weight moves to its low component), its negatives unchanged."""
+
+SPLIT_WINDOW_PRIOR = 0.2
+SPLIT_REF_PRIOR = 0.1
+SPLIT_PARTS = tuple(f"{name} {part}" for name in PART_INTERVAL_METRICS for part in PARTS)
+"""Keys of the split study's coverage: every part of every metric whose parts get intervals."""
+
+
+def population_parts(
+    window_family: Family, ref_family: Family, window_prior: float, ref_prior: float
+) -> dict[str, float]:
+    """The population prior and likelihood parts, keyed like SPLIT_PARTS: the split's formula
+    (:func:`~app.metrics.split.shapley_parts`) on the population values of each family at both
+    priors (a family calibrated at a prior is the same family at that prior)."""
+    window = population_values(window_family, window_prior)
+    window_at_ref = population_values(window_family, ref_prior)
+    ref_at_window = population_values(ref_family, window_prior)
+    ref = population_values(ref_family, ref_prior)
+    parts: dict[str, float] = {}
+    for name in PART_INTERVAL_METRICS:
+        _, prior, likelihood = shapley_parts(
+            window[name], window_at_ref[name], ref_at_window[name], ref[name]
+        )
+        parts[f"{name} prior"], parts[f"{name} likelihood"] = prior, likelihood
+    return parts
+
+
+def split_coverage(
+    window_family: Family, ref_family: Family, positives: int, pairs: int, *, seed: list[int]
+) -> Coverage:
+    """Run ``pairs`` seeded (window, reference) pairs: the window of ``window_family`` at
+    SPLIT_WINDOW_PRIOR with ``positives`` expected positives, the reference of ``ref_family`` at
+    SPLIT_REF_PRIOR with as many expected positives (so twice the window's rows: a reference of
+    two windows); intervals as users get them (:func:`~app.metrics.split.split_from_arrays`,
+    default replicates). Every metric outside PART_INTERVAL_METRICS must publish no interval,
+    nor AP where either set has too few positives
+    (:func:`~app.metrics.split.ap_parts_published`)."""
+    truth = population_parts(window_family, ref_family, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
+    n_window = round(positives / SPLIT_WINDOW_PRIOR)
+    n_ref = round(positives / SPLIT_REF_PRIOR)
+    rng = np.random.default_rng(seed)
+    hits = dict.fromkeys(SPLIT_PARTS, 0)
+    published = dict.fromkeys(SPLIT_PARTS, 0)
+    widths = dict.fromkeys(SPLIT_PARTS, 0.0)
+    for i in range(pairs):
+        scores, labels = window_family.draw(rng, n_window, SPLIT_WINDOW_PRIOR)
+        ref_scores, ref_labels = ref_family.draw(rng, n_ref, SPLIT_REF_PRIOR)
+        split = split_from_arrays(
+            scores, labels, ref_scores, ref_labels, threshold=THRESHOLD, intervals=True, seed=i
+        )
+        ap_published = ap_parts_published(int(labels.sum()), int(ref_labels.sum()))
+        for name, values in split.items():
+            for part in PARTS:
+                interval = values[f"{part}_interval"]
+                key = f"{name} {part}"
+                if key not in published or (name == "average_precision" and not ap_published):
+                    assert interval is None, key
+                    continue
+                if interval is None:
+                    continue
+                published[key] += 1
+                widths[key] += interval[1] - interval[0]
+                hits[key] += interval[0] <= truth[key] <= interval[1]
+    width = {key: widths[key] / max(1, published[key]) for key in SPLIT_PARTS}
+    return Coverage(sets=pairs, hits=hits, published=published, width=width)
+
+
+SPLIT_REGIMES: tuple[tuple[Family, Family, int], ...] = tuple(
+    (window, family, positives)
+    for family in FAMILIES
+    for window in (family, DRIFTED[family.name])
+    for positives in (20, 60, 200)
+)
+"""(window family, reference family, expected positives per set) of the split study: for every
+family a pure prior shift (the same family in both sets: likelihood parts 0) and a likelihood
+drift (the window from the drifted family: both parts non-zero), each with 20, 60 and 200
+expected positives in the window and in the reference."""
+SPLIT_PAIRS = {20: 1500, 60: 1500, 200: 1000}
+"""Pairs per regime of the split study by expected positives: 1,500 where a pair is cheap
+(standard error of a coverage estimate √(0.05·0.95/1500) ≈ 0.56%, so [0.93, 0.97] is ±3.6 of
+them), 1,000 at 200 positives (≈ 0.69%, ±2.9), so the study runs in about 2.5 minutes."""

@@ -7,8 +7,12 @@ per set, π = 0.2 and π = 0.01), STUDY_SETS seeded sets each, population values
 integration or exact sums. With S sets a coverage estimate has a standard error of about
 √(0.05·0.95/S).
 
+Both parts of a drift split (:func:`app.metrics.split.split_from_arrays`) on the same families
+(SPLIT_REGIMES: a pure prior shift and a likelihood drift per family, window π = 0.2 and
+reference π = 0.1, 20, 60 and 200 expected positives in each set).
+
 Both parts of a drift split (:func:`app.metrics.split.split_intervals`), and the
-normal-approximation intervals of the means, on a binormal model: negatives N(0, 1), positives
+normal-approximation intervals of the means, also on a binormal model: negatives N(0, 1), positives
 N(µ, 1); each of the n = 20,000 rows is positive with probability π = 0.01; decision threshold
 1.5; the reference at µ = 1.5. Population values come from numerical integration along the
 population curve.
@@ -26,8 +30,27 @@ from app.metrics import evaluate
 from app.metrics.evaluation import prepare
 from app.metrics.intervals import MIN_AP_PRIOR, mean_intervals
 from app.metrics.ranking import rank
-from app.metrics.split import PART_INTERVAL_METRICS, shapley_parts, split_intervals
-from tests.unit.metrics.coverage_study import FAMILIES, REGIMES, Family, coverage
+from app.metrics.split import (
+    MIN_AP_PART_POSITIVES,
+    PART_INTERVAL_METRICS,
+    ap_parts_published,
+    shapley_parts,
+    split_intervals,
+)
+from tests.unit.metrics.coverage_study import (
+    DRIFTED,
+    FAMILIES,
+    REGIMES,
+    SPLIT_PAIRS,
+    SPLIT_PARTS,
+    SPLIT_REF_PRIOR,
+    SPLIT_REGIMES,
+    SPLIT_WINDOW_PRIOR,
+    Family,
+    coverage,
+    population_parts,
+    split_coverage,
+)
 from tests.unit.metrics.coverage_study import METRICS as STUDY_METRICS
 from tests.unit.metrics.coverage_study import PI0 as STUDY_PI0
 from tests.unit.metrics.coverage_study import THRESHOLD as STUDY_THRESHOLD
@@ -180,7 +203,7 @@ interval over-covers (0.973); conservative, not misleading (``docs/intervals.md`
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
+@pytest.mark.parametrize("family", [*FAMILIES, *DRIFTED.values()], ids=lambda family: family.name)
 def test_study_population_values_match_a_large_set(family: Family) -> None:
     """The population values agree with the point values of one set of 10^6 rows, to within
     a few of that set's standard errors; the grid sums of the rounded family are exact."""
@@ -230,7 +253,9 @@ def test_split_intervals_cover_the_population_parts(window_mu: float, seed: int)
     """Window π = 0.005, reference π = 0.01 (µ = 1.5). Both parts' population values come from
     the split's formula on population values at both priors under both models: with the
     window's µ = 1.5 (pure prior shift) the likelihood part is 0 for every metric; with
-    µ = 1.2 both parts are non-zero."""
+    µ = 1.2 both parts are non-zero. The window has about 100 positives, so AP's parts publish
+    in the pairs where it has at least MIN_AP_PART_POSITIVES (about half), and are assessed
+    there."""
     window_prior = PRIOR / 2
     window = prior_dependent_values(window_prior, window_mu)
     window_at_ref = prior_dependent_values(PRIOR, window_mu)
@@ -249,6 +274,7 @@ def test_split_intervals_cover_the_population_parts(window_mu: float, seed: int)
         for name in ref
     }
     hits = {(name, part): 0 for name in truth for part in ("prior", "likelihood")}
+    published = dict.fromkeys(hits, 0)
     rng = np.random.default_rng(seed)
     for i in range(LIKELIHOOD_SETS):
         scores, labels = binormal_set(rng, window_prior, window_mu)
@@ -264,18 +290,74 @@ def test_split_intervals_cover_the_population_parts(window_mu: float, seed: int)
             seed=i,
         )
         assert out.keys() == truth.keys()
+        ap_published = ap_parts_published(int(labels.sum()), int(ref_labels.sum()))
         for name, part in hits:
-            if name in PART_INTERVAL_METRICS:
+            if name in PART_INTERVAL_METRICS and (name != "average_precision" or ap_published):
                 hits[name, part] += covered(out[name][part], truth[name][part])
+                published[name, part] += 1
             else:
                 assert out[name][part] is None, (name, part)
-    coverage = {key: count / LIKELIHOOD_SETS for key, count in hits.items()}
+    coverage = {key: count / max(1, published[key]) for key, count in hits.items()}
     print(f"\nsplit intervals, window µ = {window_mu}, {LIKELIHOOD_SETS} pairs:")
     for (name, part), value in coverage.items():
-        print(f"  {name:18s} {part:10s} {value:.3f}   population part {truth[name][part]:+.4f}")
+        print(
+            f"  {name:18s} {part:10s} {value:.3f}   published {published[name, part]:3d}"
+            f"   population part {truth[name][part]:+.4f}"
+        )
     for (name, part), value in coverage.items():
         if name in PART_INTERVAL_METRICS:
+            assert published[name, part] >= LIKELIHOOD_SETS // 2, (name, part)
             assert STRICT[0] <= value <= STRICT[1], (name, part, value)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
+def test_split_study_population_parts(family: Family) -> None:
+    """Same family in both sets: the likelihood parts are exactly 0 and the prior parts are the
+    whole change; the drifted window moves both parts (its positives score lower, so every
+    likelihood part is negative)."""
+    pure = population_parts(family, family, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
+    window = study_population_values(family, SPLIT_WINDOW_PRIOR)
+    reference = study_population_values(family, SPLIT_REF_PRIOR)
+    for name in PART_INTERVAL_METRICS:
+        assert pure[f"{name} likelihood"] == 0.0, name
+        assert pure[f"{name} prior"] == pytest.approx(window[name] - reference[name], abs=1e-15)
+    drift = population_parts(DRIFTED[family.name], family, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
+    for name in PART_INTERVAL_METRICS:
+        assert drift[f"{name} likelihood"] < -0.01, name
+        assert drift[f"{name} prior"] > 0.1, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("window", "reference", "positives"),
+    SPLIT_REGIMES,
+    ids=[f"{window.name}-vs-{ref.name}-pos{positives}" for window, ref, positives in SPLIT_REGIMES],
+)
+def test_split_intervals_cover_on_the_study_families(
+    window: Family, reference: Family, positives: int
+) -> None:
+    """Both parts of precision, F1 and AP cover their population values in 93-97% of the
+    SPLIT_PAIRS pairs (window π = 0.2, reference π = 0.1 with as many expected positives; default
+    replicates) and publish in at least 99% of them; best F1 and AUPRG publish none, nor AP
+    below MIN_AP_PART_POSITIVES positives (so none at 20 and 60 expected positives)."""
+    seed = [20261126, SPLIT_REGIMES.index((window, reference, positives))]
+    pairs = SPLIT_PAIRS[positives]
+    result = split_coverage(window, reference, positives, pairs, seed=seed)
+    truth = population_parts(window, reference, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
+    print(
+        f"\nwindow {window.name}, reference {reference.name}, {positives} positives, {pairs} pairs:"
+    )
+    for key in SPLIT_PARTS:
+        print(
+            f"  {key:30s} coverage {result.rate(key):.3f}  published {result.published[key]:5d}"
+            f"  mean width {result.width[key]:.3f}  population part {truth[key]:+.4f}"
+        )
+    for key in SPLIT_PARTS:
+        if key.startswith("average_precision") and positives < MIN_AP_PART_POSITIVES:
+            assert result.published[key] == 0, key
+            continue
+        assert result.published[key] >= 0.99 * pairs, key
+        assert BAND[0] <= result.rate(key) <= BAND[1], (key, result.rate(key))
 
 
 @pytest.mark.slow

@@ -21,7 +21,10 @@ from app.metrics.intervals import (
 )
 from app.metrics.ranking import rank
 from app.metrics.split import (
+    MIN_AP_PART_POSITIVES,
     PART_INTERVAL_METRICS,
+    ap_part_df,
+    ap_parts_published,
     evaluate_at_prior,
     shapley_parts,
     split_intervals,
@@ -283,6 +286,25 @@ def test_split_intervals_see_a_worse_model() -> None:
         interval = out[name]["likelihood"]
         assert interval is not None
         assert interval[1] < 0, name
+
+
+@pytest.mark.parametrize("short", ["window", "reference"])
+def test_ap_part_intervals_need_enough_positives_in_both_sets(short: str) -> None:
+    """AP's parts publish intervals from MIN_AP_PART_POSITIVES positives in each set, not one
+    positive below in either; precision and F1 publish theirs regardless."""
+    assert ap_parts_published(MIN_AP_PART_POSITIVES, MIN_AP_PART_POSITIVES)
+    assert not ap_parts_published(MIN_AP_PART_POSITIVES - 1, 10 * MIN_AP_PART_POSITIVES)
+    assert ap_part_df(150, MIN_AP_PART_POSITIVES) == MIN_AP_PART_POSITIVES - 1
+    for n_pos, published in ((MIN_AP_PART_POSITIVES, True), (MIN_AP_PART_POSITIVES - 1, False)):
+        rng = np.random.default_rng(n_pos)
+        full = _binormal(rng, 1000, 0.2, 1.5)
+        few = _binormal(rng, 10 * n_pos, 0.1, 1.0)
+        window, reference = (few, full) if short == "window" else (full, few)
+        split = split_from_arrays(*window, *reference, threshold=1.0, intervals=True, seed=3)
+        for name in PART_INTERVAL_METRICS:
+            for part in ("prior_interval", "likelihood_interval"):
+                expect = published or name != "average_precision"
+                assert (split[name][part] is not None) == expect, (name, part, n_pos)
 
 
 def test_split_intervals_are_none_without_positives() -> None:
