@@ -235,9 +235,24 @@ def estimate_prior(
 ) -> PriorEstimate | None:
     """π̂ of a window's scores (n,) with its bootstrap interval (module docstring); None when
     the window is empty."""
-    if scores.size == 0:
+    counts = np.bincount(reference.levels(scores), minlength=reference.pos.size)
+    return prior_from_counts(
+        reference, counts.astype(np.float64), level=level, replicates=replicates, seed=seed
+    )
+
+
+def prior_from_counts(
+    reference: LabelShiftReference,
+    counts: FloatArray,
+    *,
+    level: float = 0.95,
+    replicates: int = REPLICATES,
+    seed: int | None = None,
+) -> PriorEstimate | None:
+    """:func:`estimate_prior` from the window's rows per level ``counts`` (J,)."""
+    n = int(counts.sum())
+    if n == 0:
         return None
-    counts = np.bincount(reference.levels(scores), minlength=reference.pos.size).astype(np.float64)
     ratio = float(solve_prior(counts, reference.pos, reference.neg))
     rng = np.random.default_rng(seed)
     shape = (replicates, counts.size)
@@ -251,7 +266,7 @@ def estimate_prior(
     half = float(NormalDist().inv_cdf(0.5 + level / 2.0)) * spread
     lower, upper = max(ratio - half, 0.0), min(ratio + half, 1.0)
     return PriorEstimate(
-        ratio=ratio, lower=float(min(lower, ratio)), upper=float(max(upper, ratio)), n=scores.size
+        ratio=ratio, lower=float(min(lower, ratio)), upper=float(max(upper, ratio)), n=n
     )
 
 
@@ -283,6 +298,19 @@ def expected_metrics(
     ascending, run_sizes = runs
     starts = np.concatenate(([0], np.cumsum(run_sizes)[:-1])).astype(np.intp)
     pos_runs = np.add.reduceat(positive[order], starts) if scores.size else np.zeros(0)
+    return metrics_of_runs(ascending, run_sizes, pos_runs, threshold=threshold, pi0=pi0)
+
+
+def metrics_of_runs(
+    ascending: FloatArray,
+    run_sizes: npt.NDArray[Any],
+    pos_runs: FloatArray,
+    *,
+    threshold: float,
+    pi0: Sequence[float],
+) -> dict[str, Any]:
+    """:func:`expected_metrics` from the distinct scores ``ascending`` (K,), the rows at each
+    ``run_sizes`` (K,) and their expected positives ``pos_runs`` (K,)."""
     neg_runs = run_sizes - pos_runs
     n_pos, n_neg = float(pos_runs.sum()), float(neg_runs.sum())
     above = ascending >= threshold
@@ -311,14 +339,16 @@ def expected_metrics(
 
 def estimate_window(
     reference: LabelShiftReference | None,
-    scores: FloatArray,
+    sorted_scores: FloatArray,
     *,
     threshold: float,
     pi0: Sequence[float],
     seed: int | None = None,
 ) -> dict[str, Any] | None:
     """The ``estimated`` object of a window record, or None: without a reference holding both
-    classes, or without scored predictions in the window.
+    classes, or without scored predictions in the window. ``sorted_scores`` (n,) are every
+    scored prediction of the window, ascending (a window's classes are already sorted: merging
+    them with ``np.sort(..., kind="stable")`` costs little).
 
     ``{"positive_class_ratio", "positive_class_ratio_interval": [lo, hi], "method", "n",
     "regular": {...}, "calibrated": {repr(π0): {...}}}``; metric values NaN where undefined.
@@ -326,11 +356,19 @@ def estimate_window(
     """
     if reference is None:
         return None
-    estimate = estimate_prior(reference, scores, seed=seed)
+    # p' is a function of the score: everything per distinct score
+    runs = distinct_runs(sorted_scores)
+    assert runs is not None
+    ascending, run_sizes = runs
+    run_levels = reference.levels(ascending)
+    counts = np.bincount(run_levels, weights=run_sizes, minlength=reference.pos.size).astype(
+        np.float64
+    )
+    estimate = prior_from_counts(reference, counts, seed=seed)
     if estimate is None or not np.isfinite(estimate.ratio):
         return None
-    positive = adjusted_probabilities(reference, estimate.ratio)[reference.levels(scores)]
-    metrics = expected_metrics(scores, positive, threshold=threshold, pi0=pi0)
+    pos_runs = adjusted_probabilities(reference, estimate.ratio)[run_levels] * run_sizes
+    metrics = metrics_of_runs(ascending, run_sizes, pos_runs, threshold=threshold, pi0=pi0)
     return {
         "positive_class_ratio": estimate.ratio,
         "positive_class_ratio_interval": [estimate.lower, estimate.upper],

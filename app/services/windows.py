@@ -194,7 +194,12 @@ def evaluate_segment(
         "reference": reference.summary() if reference is not None else None,
         "estimated": estimate_window(
             reference.label_shift if reference is not None else None,
-            scores,
+            np.sort(
+                np.concatenate(
+                    (prepared.pos_sorted, prepared.neg_sorted, np.sort(scores[~labelled]))
+                ),
+                kind="stable",
+            ),
             threshold=model.threshold,
             pi0=[float(p) for p in model.pi0],
             seed=seed,
