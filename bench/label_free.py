@@ -22,6 +22,8 @@ of the reference) and adjusts the probabilities to it.
 from __future__ import annotations
 
 import argparse
+import os
+import warnings
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +50,9 @@ def cbpe_estimates(
     reference: tuple[FloatArray, npt.NDArray[np.int8]], windows: list[FloatArray]
 ) -> list[dict[str, float]]:
     """CBPE's estimated metrics of each window (one chunk per window)."""
+    # no usage reporting over the network; one chunk per window is intended
+    os.environ.setdefault("NML_DISABLE_USAGE_LOGGING", "1")
+    warnings.filterwarnings("ignore", message="The resulting number of chunks is too low")
     import nannyml as nml
     import pandas as pd
 
