@@ -15,9 +15,10 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
    J levels with a nondecreasing positive fraction q_j = pos_j / (pos_j + neg_j): the
    isotonic recalibration of the score on the reference, valid for score models too.
 2. Each window score falls into one level (the level of its group). With
-   a_j = pos_j / n_pos_ref and b_j = neg_j / n_neg_ref, the prior-adjusted probability of a
-   row of level j at prior π is p'_j(π) = π·a_j / (π·a_j + (1 - π)·b_j), which is the
-   issue's p' = (π/π_ref)·q / ((π/π_ref)·q + ((1 - π)/(1 - π_ref))·(1 - q)) with q = q_j.
+   a_j = P(level j | y = 1) and b_j = P(level j | y = 0) from the reference counts (plus
+   :data:`PSEUDOCOUNT`, see :func:`class_shares`), the prior-adjusted probability of a row of
+   level j at prior π is p'_j(π) = π·a_j / (π·a_j + (1 - π)·b_j), which is the prior
+   adjustment p' = (π/π_ref)·q / ((π/π_ref)·q + ((1 - π)/(1 - π_ref))·(1 - q)) of q = q_j.
 3. Saerens' EM iterates π ← mean of p'(π) over the window's rows; its fixed point is the
    maximum-likelihood π of the mixture π·a + (1 - π)·b, whose score equation
    Σ_j m_j (a_j - b_j) / (π a_j + (1 - π) b_j) = 0 (m_j window rows in level j) is decreasing
@@ -272,7 +273,8 @@ def prior_from_counts(
 
 def adjusted_probabilities(reference: LabelShiftReference, prior: float) -> FloatArray:
     """(J,) p'_j at prior π: the recalibrated probability of each level moved from π_ref to
-    π (the issue's formula); the reference fraction where a level has no reference rows."""
+    π (module docstring, step 2); π itself where that is undefined (a reference without a
+    class, which :func:`label_shift_reference` never returns)."""
     a, b = class_shares(reference.pos, reference.neg)
     with np.errstate(divide="ignore", invalid="ignore"):
         adjusted: FloatArray = prior * a / (prior * a + (1.0 - prior) * b)
