@@ -134,6 +134,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="requests in flight (default 2)",
     )
     parser.add_argument(
+        "--label-delay",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help=(
+            "send the labels of the windows after the reference period this many seconds after"
+            " their predictions, so the server first shows its label-free estimate (default 0:"
+            " labels with their predictions)"
+        ),
+    )
+    parser.add_argument(
         "--wait",
         type=_seconds,
         default=60.0,
@@ -179,7 +190,7 @@ class _Progress:
 
 def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
     """The configuration the simulated model is created with: the stable period as its fixed
-    reference; grace 0 since every label arrives with its prediction."""
+    reference; grace 0 (late labels, with --label-delay, have their windows recomputed)."""
     from app.simulation.stream import REFERENCE_PHASE, phase_bounds
 
     bounds = phase_bounds(plans, REFERENCE_PHASE)
@@ -241,9 +252,8 @@ def _simulate(
     import orjson
 
     from app.simulation.population import truth_document
-    from app.simulation.report import WaitTimeoutError, format_summary, wait_for_windows
-    from app.simulation.sender import make_client, request_json, send_windows
-    from app.simulation.stream import SCORE_MAP, generate_window
+    from app.simulation.sender import make_client, request_json, send_labels, send_windows
+    from app.simulation.stream import REFERENCE_PHASE, SCORE_MAP, generate_window
 
     err = sys.stderr
     print(
@@ -254,12 +264,18 @@ def _simulate(
     )
     progress = _Progress(err, total=len(plans) * args.per_window, windows=len(plans))
     positives: list[int] = []
+    delayed: list[WindowData] = []
 
     def windows() -> Iterator[WindowData]:
         for plan in plans:
             data = generate_window(plan, seed=seed)
             positives.append(data.n_pos)
+            if not labelled(data):
+                delayed.append(data)
             yield data
+
+    def labelled(data: WindowData) -> bool:
+        return not args.label_delay or data.plan.phase.name == REFERENCE_PHASE
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     with make_client(args.url, token=token) as client:
@@ -280,7 +296,9 @@ def _simulate(
             concurrency=args.concurrency,
             on_batch=progress.batch,
             on_window=progress.window,
+            labelled=labelled,
         )
+        sent_at = time.monotonic()
         print(
             f"calmon simulate: sent {sum(p.size for p in plans)} predictions in"
             f" {time.monotonic() - started:.1f} s ({sum(t.new for t in totals)} new,"
@@ -299,19 +317,48 @@ def _simulate(
             )
             truth.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
             truth.flush()
-        if args.wait:
+        if delayed:
             print(
-                f"calmon simulate: waiting up to {args.wait:g} s for the server to compute"
-                f" {len(plans)} windows",
+                f"calmon simulate: the labels of {len(delayed)} windows are held back for"
+                f" {args.label_delay:g} s; before they land the server shows its estimates",
                 file=err,
             )
-        started = time.monotonic()
-        try:
-            records = wait_for_windows(client, model=args.model, plans=plans, timeout=args.wait)
-        except WaitTimeoutError as exc:
-            print(f"calmon simulate: {exc}", file=err)
-            print(format_summary(plans, exc.records))
-            return 1
+            status = _wait_and_show(args, client, plans, labelled=False)
+            if status:
+                return status
+            time.sleep(max(0.0, args.label_delay - (time.monotonic() - sent_at)))
+            count = send_labels(
+                client, model=args.model, windows=delayed, batch_size=args.batch_size
+            )
+            print(f"calmon simulate: sent {count} labels late", file=err)
+        return _wait_and_show(args, client, plans, labelled=bool(delayed))
+
+
+def _wait_and_show(
+    args: argparse.Namespace, client: Any, plans: list[WindowPlan], *, labelled: bool
+) -> int:
+    """Wait for the server to compute every window (with ``labelled``, from every label too)
+    and print the summary; 1 when the wait timed out."""
+    import time
+
+    from app.simulation.report import WaitTimeoutError, format_summary, wait_for_windows
+
+    err = sys.stderr
+    if args.wait:
+        print(
+            f"calmon simulate: waiting up to {args.wait:g} s for the server to compute"
+            f" {len(plans)} windows",
+            file=err,
+        )
+    started = time.monotonic()
+    try:
+        records = wait_for_windows(
+            client, model=args.model, plans=plans, timeout=args.wait, labelled=labelled
+        )
+    except WaitTimeoutError as exc:
+        print(f"calmon simulate: {exc}", file=err)
+        print(format_summary(plans, exc.records))
+        return 1
     if args.wait:
         print(
             f"calmon simulate: every window computed after {time.monotonic() - started:.1f} s",

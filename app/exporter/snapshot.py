@@ -17,6 +17,9 @@ model's ``*`` window has gone quiet and is left out.
   ``_reference`` (the regular value on the reference set);
 - ``calmon_<metric>_change{component}`` (``total``, ``prior``, ``likelihood``) for the split
   metrics, and ``_change_lower``/``_change_upper{component="likelihood"}``;
+- the label-free estimates (``estimated`` in the record): ``calmon_estimated_positive_class_ratio``
+  with ``_lower``/``_upper``, and ``calmon_estimated_<metric>`` with ``pi0`` (``observed`` =
+  at π̂, or a configured prior) for the prior-dependent ones, without it for recall and ROC AUC;
 - the positive class ratio with its Wilson interval and its reference, the window's counts
   (``calmon_window_predictions`` is the labelled count ``n``), its start, end and computation
   times (Unix seconds), and ``calmon_segments_overflow_predictions{model}`` from segment
@@ -41,6 +44,7 @@ from sqlalchemy.orm import Session, aliased
 
 from app.db.models import Model, ModelSegment, WindowResult
 from app.metrics.evaluation import CALIBRATED_METRICS, REGULAR_METRICS
+from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.split import SPLIT_METRICS
 
 ALL_SEGMENTS: Final = "*"
@@ -274,6 +278,31 @@ def _declare(builder: _Builder) -> None:
         ),
     ):
         builder.family(name, documentation)
+    for name, documentation in (
+        (
+            "calmon_estimated_positive_class_ratio",
+            "Positive class ratio estimated without labels from every scored prediction",
+        ),
+        (
+            "calmon_estimated_positive_class_ratio_lower",
+            "Lower end of the 95% interval of the estimated positive class ratio",
+        ),
+        (
+            "calmon_estimated_positive_class_ratio_upper",
+            "Upper end of the 95% interval of the estimated positive class ratio",
+        ),
+    ):
+        builder.family(name, documentation)
+    for metric in ESTIMATED_REGULAR:
+        extra = (
+            "; pi0: observed = at the estimated ratio, or a configured prior"
+            if metric in ESTIMATED_CALIBRATED
+            else ""
+        )
+        builder.family(
+            f"calmon_estimated_{metric}",
+            f"{DESCRIPTIONS[metric]} estimated without labels at the estimated ratio{extra}",
+        )
     builder.family(
         "calmon_segments_overflow_predictions",
         "Predictions of the latest window in segments beyond max_segments (counted in * only)",
@@ -318,6 +347,26 @@ def _add_metrics(builder: _Builder, window: LatestWindow, labels: dict[str, str]
             builder.add(f"{name}_upper", {**labels, "component": component}, upper)
 
 
+def _add_estimated(builder: _Builder, record: Mapping[str, Any], labels: dict[str, str]) -> None:
+    estimated = _section(record.get("estimated"))
+    lower, upper = _interval(estimated.get("positive_class_ratio_interval"))
+    builder.add(
+        "calmon_estimated_positive_class_ratio", labels, estimated.get("positive_class_ratio")
+    )
+    builder.add("calmon_estimated_positive_class_ratio_lower", labels, lower)
+    builder.add("calmon_estimated_positive_class_ratio_upper", labels, upper)
+    regular = _section(estimated.get("regular"))
+    calibrated = _section(estimated.get("calibrated"))
+    for metric in ESTIMATED_REGULAR:
+        name = f"calmon_estimated_{metric}"
+        if metric not in ESTIMATED_CALIBRATED:
+            builder.add(name, labels, regular.get(metric))
+            continue
+        builder.add(name, {**labels, "pi0": "observed"}, regular.get(metric))
+        for key, values in calibrated.items():
+            builder.add(name, {**labels, "pi0": key}, _section(values).get(metric))
+
+
 def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
     record = window.record
     lower, upper = _interval(record.get("prior_interval"))
@@ -351,6 +400,7 @@ def build_snapshot(windows: Iterable[LatestWindow]) -> Snapshot:
     for window in windows:
         labels = {"model": window.model, "segment": window.segment}
         _add_metrics(builder, window, labels)
+        _add_estimated(builder, window.record, labels)
         _add_window(builder, window, labels)
         count += 1
     return builder.finish(count)

@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
+from app.metrics.label_free import LabelShiftReference, label_shift_reference
 from app.metrics.ranking import Ranking, RankingAccumulator
 from app.scheduler.planning import Fingerprint, fingerprint, fingerprint_columns
 from app.windows import iso, window_length
@@ -231,6 +232,8 @@ class Reference:
         windows: how many windows were pooled (trailing), else None.
         ranking, sums: the pooled set, for the split and its intervals.
         evaluation: its regular metrics (:func:`app.metrics.evaluation.evaluate_ranked`).
+        label_shift: its isotonic levels for the label-free estimates of a window
+            (:func:`app.metrics.label_free.label_shift_reference`), None without both classes.
     """
 
     kind: str
@@ -240,6 +243,7 @@ class Reference:
     ranking: Ranking
     sums: SetSums
     evaluation: dict[str, Any]
+    label_shift: LabelShiftReference | None = None
 
     @property
     def n(self) -> int:
@@ -330,6 +334,7 @@ def _finish(
         ranking=ranking,
         sums=pool.sums,
         evaluation=evaluation,
+        label_shift=label_shift_reference(ranking),
     )
 
 

@@ -19,12 +19,20 @@ The record of a window and segment (``GET /v1/models/{model}/windows``)::
      "split": {metric: {"total", "prior", "likelihood",
                         "prior_interval", "likelihood_interval"}} | null,
      "reference": {"kind", "start", "end", "windows", "n", "n_pos", "prior", "regular"} | null,
+     "estimated": {"positive_class_ratio", "positive_class_ratio_interval": [lo, hi],
+                   "method", "n", "regular": {metric: value | null},
+                   "calibrated": {repr(pi0): {metric: value | null}}} | null,
      "reliability": [...],                        # probability models only
      "segments_overflow": {"segments", "predictions"} | null}   # on segment "*" only
 
 ``calibrated["reference"]`` is calibrated at the reference prior; it and ``split`` are null
 until the model has a reference with labelled predictions of both classes' worth (a prior in
 (0, 1) for the calibration; any labelled prediction for the split).
+
+``estimated`` (``app.metrics.label_free``) comes from every scored prediction of the segment,
+labelled or not, and the reference's isotonic levels: null until the model has a reference
+with labelled predictions of both classes. It does not use the window's labels, so once they
+land the record holds the measured values beside what had been estimated.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.evaluation import PreparedSet, evaluate_prepared, evaluate_ranked, prepare
 from app.metrics.intervals import bootstrap_intervals, cut_prepared, cut_with_fp, wilson_interval
+from app.metrics.label_free import estimate_window
 from app.metrics.split import drift_split, split_intervals_ranked
 from app.scheduler.planning import EPOCH, request_windows, window_epoch_seconds
 from app.services.references import (
@@ -183,6 +192,18 @@ def evaluate_segment(
         },
         "split": split,
         "reference": reference.summary() if reference is not None else None,
+        "estimated": estimate_window(
+            reference.label_shift if reference is not None else None,
+            np.sort(
+                np.concatenate(
+                    (prepared.pos_sorted, prepared.neg_sorted, np.sort(scores[~labelled]))
+                ),
+                kind="stable",
+            ),
+            threshold=model.threshold,
+            pi0=[float(p) for p in model.pi0],
+            seed=seed,
+        ),
     }
     if "reliability" in result:
         record["reliability"] = result["reliability"]

@@ -64,10 +64,19 @@ def request_recompute(client: httpx.Client, *, model: str, start: datetime, end:
     )
 
 
-def is_complete(record: Mapping[str, Any] | None, plan: WindowPlan, reference_size: int) -> bool:
+def is_complete(
+    record: Mapping[str, Any] | None,
+    plan: WindowPlan,
+    reference_size: int,
+    *,
+    labelled: bool = False,
+) -> bool:
     """True when ``record`` was computed from every prediction of ``plan`` and of the
-    reference period (``reference_size`` predictions)."""
+    reference period (``reference_size`` predictions); with ``labelled``, also from every
+    label of ``plan`` (none of its predictions still unlabelled)."""
     if record is None or record["n"] + record["unlabelled"] != plan.size:
+        return False
+    if labelled and record["unlabelled"]:
         return False
     reference = record.get("reference")
     return reference is not None and reference["n"] == reference_size
@@ -88,9 +97,10 @@ def wait_for_windows(
     rerequest: float = REREQUEST_SECONDS,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    labelled: bool = False,
 ) -> Records:
     """Request a recompute of ``plans`` and wait up to ``timeout`` seconds until every window
-    is complete (:func:`is_complete`); returns the records.
+    is complete (:func:`is_complete`, with ``labelled``); returns the records.
 
     With ``timeout`` 0 the records are read once, without waiting. Raises
     :class:`WaitTimeoutError` when windows are still incomplete at the deadline.
@@ -102,7 +112,9 @@ def wait_for_windows(
     deadline = requested + timeout
     while True:
         records = fetch_records(client, model=model, start=first, end=last)
-        behind = [p for p in plans if not is_complete(records.get(p.start), p, size)]
+        behind = [
+            p for p in plans if not is_complete(records.get(p.start), p, size, labelled=labelled)
+        ]
         if not behind or timeout == 0:
             return records
         now = clock()
@@ -134,11 +146,13 @@ def _part(value: Any, bounds: Any) -> str:
 
 def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
     """A table of the computed windows: start, phase, n, prior, regular AP, AP calibrated at
-    the reference prior, and the prior and likelihood parts of the AP change
-    (``docs/metrics.md``), each with its 95% interval."""
+    the reference prior, the prior and likelihood parts of the AP change
+    (``docs/metrics.md``), each with its 95% interval, and the prior estimated without labels
+    (``estimated``, from every prediction, labelled or not)."""
     header = (
         f"{'window start (UTC)':<17}  {'phase':<10}  {'n':>7}  {'prior':>6}  {'AP':>5}"
         f"  {'AP@ref':>6}  prior part of the AP change [95%]  likelihood part [95%]"
+        "  estimated prior"
     )
     lines = [header]
     reference: dict[str, Any] | None = None
@@ -158,6 +172,7 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
             f"  {_number(at_ref.get('average_precision'), 3):>6}"
             f"  {_part(split.get('prior'), split.get('prior_interval'))}"
             f"  {_part(split.get('likelihood'), split.get('likelihood_interval'))}"
+            f"  {_number((record.get('estimated') or {}).get('positive_class_ratio'), 4)}"
         )
     if reference is not None:
         lines.append(

@@ -103,25 +103,28 @@ class SendTotals:
     duplicates: int
 
 
-def encode_batches(data: WindowData, *, batch_size: int) -> list[bytes]:
-    """The window's predictions as request bodies of at most ``batch_size`` each, in order."""
+def encode_batches(data: WindowData, *, batch_size: int, labels: bool = True) -> list[bytes]:
+    """The window's predictions as request bodies of at most ``batch_size`` each, in order;
+    without their labels unless ``labels``."""
     if not 1 <= batch_size <= MAX_BATCH:
         raise ValueError(f"batch_size must be between 1 and {MAX_BATCH}")
     stamps = np.datetime_as_string(
         data.timestamps.astype("datetime64[us]"), unit="us", timezone="UTC"
     ).tolist()
     scores = data.scores.tolist()
-    labels = data.labels.tolist()
+    values = data.labels.tolist()
     bodies = []
     for first in range(0, len(data.ids), batch_size):
         last = first + batch_size
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"id": i, "timestamp": t, "score": s, "label": y}
+            if labels
+            else {"id": i, "timestamp": t, "score": s}
             for i, t, s, y in zip(
                 data.ids[first:last],
                 stamps[first:last],
                 scores[first:last],
-                labels[first:last],
+                values[first:last],
                 strict=True,
             )
         ]
@@ -139,12 +142,15 @@ def send_windows(
     on_batch: Callable[[WindowData, int], None] = lambda _data, _rows: None,
     on_window: Callable[[WindowData, SendTotals], None] = lambda _data, _totals: None,
     retry: RetryPolicy = RetryPolicy(),
+    labelled: Callable[[WindowData], bool] = lambda _data: True,
 ) -> list[SendTotals]:
     """POST every window's predictions, window after window, ``concurrency`` batches at a time.
 
     A window is complete on the server before the next one starts. ``on_batch(data, rows)``
     runs after each accepted batch (in the sending thread), ``on_window(data, totals)`` after
-    each window. Raises :class:`SendError` on the first batch that fails for good.
+    each window. A window for which ``labelled(data)`` is false is sent without its labels
+    (see :func:`send_labels`). Raises :class:`SendError` on the first batch that fails for
+    good.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -158,7 +164,7 @@ def send_windows(
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="simulate") as pool:
         for data in windows:
-            bodies = encode_batches(data, batch_size=batch_size)
+            bodies = encode_batches(data, batch_size=batch_size, labels=labelled(data))
             sizes = [min(batch_size, len(data.ids) - k * batch_size) for k in range(len(bodies))]
             futures: list[Future[tuple[int, int]]] = [
                 pool.submit(post, data, body, rows)
@@ -174,3 +180,30 @@ def send_windows(
             totals.append(window_totals)
             on_window(data, window_totals)
     return totals
+
+
+def send_labels(
+    client: httpx.Client,
+    *,
+    model: str,
+    windows: Iterable[WindowData],
+    batch_size: int,
+    retry: RetryPolicy = RetryPolicy(),
+) -> int:
+    """POST the labels of ``windows`` (sent earlier without them), ``batch_size`` per request;
+    returns how many were sent. Raises :class:`SendError` on a request that fails for good."""
+    if not 1 <= batch_size <= MAX_BATCH:
+        raise ValueError(f"batch_size must be between 1 and {MAX_BATCH}")
+    path = f"/v1/models/{model}/labels"
+    sent = 0
+    for data in windows:
+        values = data.labels.tolist()
+        for first in range(0, len(data.ids), batch_size):
+            last = first + batch_size
+            rows = [
+                {"id": i, "label": y}
+                for i, y in zip(data.ids[first:last], values[first:last], strict=True)
+            ]
+            request_json(client, "POST", path, body=orjson.dumps({"labels": rows}), retry=retry)
+            sent += len(rows)
+    return sent

@@ -234,6 +234,59 @@ def panels() -> list[Panel]:
             soft_min=0,
             wide=True,
         ),
+        row("Label-free estimates"),
+        timeseries(
+            "Estimated positive class ratio, before the labels land",
+            "Positive class ratio estimated without labels from every scored prediction of the "
+            "latest window (EM prior adjustment on the reference's isotonic levels), with its "
+            "95% interval (shaded), against the measured ratio of the labelled predictions and "
+            "the reference ratio. It assumes that P(score | y) is the reference's: a likelihood "
+            "drift moves it too, and only labels tell the two apart. The estimated-shift alert "
+            "fires when the whole interval leaves the band from the reference ratio / 1.5 to "
+            "1.5 times it.",
+            [
+                (f"max(calmon_estimated_positive_class_ratio{{{W}}})", "estimated"),
+                (f"max(calmon_positive_class_ratio{{{W}}})", "measured"),
+                (f"max(calmon_reference_positive_class_ratio{{{W}}})", "reference"),
+            ],
+            unit="percentunit",
+            bands=[
+                (
+                    f"max(calmon_estimated_positive_class_ratio_lower{{{W}}})",
+                    f"max(calmon_estimated_positive_class_ratio_upper{{{W}}})",
+                    "estimated",
+                )
+            ],
+            soft_min=0,
+        ),
+        timeseries(
+            "Estimated vs measured precision, F1 and AP",
+            "Regular precision, F1 (at the decision threshold) and average precision estimated "
+            "without labels at the estimated ratio, against the measured values once labels "
+            "land. The estimates have no interval (docs/metrics.md).",
+            [
+                (
+                    f'max(calmon_estimated_{metric}{{{W},pi0="observed"}})',
+                    f"{name} estimated",
+                )
+                for metric, name in (
+                    ("precision", "precision"),
+                    ("f1", "F1"),
+                    ("average_precision", "AP"),
+                )
+            ]
+            + [
+                (f'max(calmon_{metric}{{{W},pi0="observed"}})', f"{name} measured")
+                for metric, name in (
+                    ("precision", "precision"),
+                    ("f1", "F1"),
+                    ("average_precision", "AP"),
+                )
+            ],
+            unit="percentunit",
+            soft_min=0,
+            soft_max=1,
+        ),
         row("Average precision and F1"),
         *metric_panels("average_precision", "Average precision"),
         *metric_panels("f1", "F1 at the decision threshold"),

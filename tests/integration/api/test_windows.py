@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from app.metrics import REGULAR_METRICS, evaluate
+from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.split import SPLIT_METRICS
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
@@ -34,6 +35,7 @@ FIVE_MINUTES = timedelta(minutes=5)
 READ = "read-token-0123456789"
 ADMIN = "admin-token-0123456789"
 RECORD_KEYS = {
+    "estimated",
     "start",
     "end",
     "segment",
@@ -130,7 +132,18 @@ def test_records_have_the_documented_shape_and_values(
         if start == _start(0):
             assert record["split"] is None
             assert record["reference"] is None
+            assert record["estimated"] is None
         else:
+            estimated = record["estimated"]
+            assert estimated["method"] == "saerens_em_isotonic"
+            # every scored prediction, labelled or not
+            assert estimated["n"] == len(part.items)
+            low, high = estimated["positive_class_ratio_interval"]
+            assert 0.0 <= low <= estimated["positive_class_ratio"] <= high <= 1.0
+            assert list(estimated["regular"]) == list(ESTIMATED_REGULAR)
+            assert set(estimated["calibrated"]) == {"0.1", "0.5"}
+            for values in estimated["calibrated"].values():
+                assert list(values) == list(ESTIMATED_CALIBRATED)
             assert set(record["split"]) == set(SPLIT_METRICS)
             for parts in record["split"].values():
                 assert set(parts) == {

@@ -58,6 +58,16 @@ SPLIT: Final[tuple[str, ...]] = ("precision", "f1", "average_precision", "best_f
 #: split metrics whose parts have a 95% interval: ``calmon_<metric>_change_lower``/``_upper``
 SPLIT_INTERVAL: Final[tuple[str, ...]] = ("precision", "f1", "average_precision")
 
+#: label-free estimated metrics, ``calmon_estimated_<metric>`` (docs/metrics.md, "Label-free
+#: estimates")
+ESTIMATED: Final[tuple[str, ...]] = ("precision", "recall", "f1", "roc_auc", "average_precision")
+
+#: estimated metrics with a ``pi0`` label (``observed`` = at the estimated ratio, or a configured
+#: prior; never ``reference``)
+ESTIMATED_PRIOR_DEPENDENT: Final[frozenset[str]] = frozenset(
+    {"precision", "f1", "average_precision"}
+)
+
 #: values of the ``component`` label of ``calmon_<metric>_change``
 COMPONENTS: Final[frozenset[str]] = frozenset({"total", "prior", "likelihood"})
 
@@ -112,7 +122,13 @@ def _families() -> dict[str, Family]:
         suffixes = ("_change", "_change_lower", "_change_upper")
         for suffix in suffixes if metric in SPLIT_INTERVAL else suffixes[:1]:
             families[f"calmon_{metric}{suffix}"] = Family("gauge", WINDOW | {"component"})
+    for metric in ESTIMATED:
+        labels = WINDOW | {"pi0"} if metric in ESTIMATED_PRIOR_DEPENDENT else WINDOW
+        families[f"calmon_estimated_{metric}"] = Family("gauge", labels)
     for name in (
+        "estimated_positive_class_ratio",
+        "estimated_positive_class_ratio_lower",
+        "estimated_positive_class_ratio_upper",
         "positive_class_ratio",
         "positive_class_ratio_lower",
         "positive_class_ratio_upper",

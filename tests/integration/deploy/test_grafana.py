@@ -130,6 +130,14 @@ def test_required_panels_are_there() -> None:
             f"calmon_{metric}_change_lower",
             f"calmon_{metric}_change_upper",
         )
+    panel_with(
+        "calmon_estimated_positive_class_ratio",
+        "calmon_estimated_positive_class_ratio_lower",
+        "calmon_estimated_positive_class_ratio_upper",
+        "calmon_positive_class_ratio",
+    )
+    for metric in ("precision", "f1", "average_precision"):
+        panel_with(f"calmon_estimated_{metric}", f"calmon_{metric}")
     panel_with("calmon_roc_auc", "calmon_ks")
     panel_with("calmon_brier", "calmon_ece")
     panel_with("calmon_window_predictions", "calmon_window_positives")

@@ -18,6 +18,7 @@ RULES = PROMETHEUS / "rules" / "calmon.yml"
 REQUIRED_ALERTS = {
     "CalmonCalibratedMetricDrop",
     "CalmonPriorShift",
+    "CalmonPriorShiftEstimated",
     "CalmonMetricsStale",
     "CalmonIngestRejections",
     "CalmonSchedulerDown",
@@ -82,7 +83,8 @@ def test_alerts_present_with_severity_and_short_enough_for() -> None:
     assert set(rules) >= REQUIRED_ALERTS
     assert rules["CalmonCalibratedMetricDrop"]["labels"]["severity"] == "critical"
     assert rules["CalmonPriorShift"]["labels"]["severity"] == "info"
-    for name in ("CalmonCalibratedMetricDrop", "CalmonPriorShift"):
+    assert rules["CalmonPriorShiftEstimated"]["labels"]["severity"] == "info"
+    for name in ("CalmonCalibratedMetricDrop", "CalmonPriorShift", "CalmonPriorShiftEstimated"):
         assert 0 < _seconds(rules[name]["for"]) <= 120, name
     assert _seconds(rules["CalmonIngestRejections"]["for"]) == 15 * 60
     for rule in rules.values():

@@ -160,7 +160,7 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
         + per_window_series(configured_pi0=1, probability=False)
         + 1
     )
-    assert count == 3 * 131 + 1 + 97 + 1
+    assert count == 3 * 145 + 1 + 108 + 1
     for record in _latest(env.client, "fraud").values():
         assert record["intervals"]["calibrated"]["0.01"]["average_precision"] is None
     assert len(scraped) == count

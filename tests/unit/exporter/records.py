@@ -16,6 +16,8 @@ from app.exporter.snapshot import LatestWindow
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,
+    ESTIMATED,
+    ESTIMATED_PRIOR_DEPENDENT,
     INTERVAL_COMPONENTS,
     NO_INTERVAL,
     PRIOR_DEPENDENT,
@@ -98,6 +100,16 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "prior": 0.02,
             "regular": _metrics(CATALOGUE),
         },
+        "estimated": {
+            "positive_class_ratio": 0.04,
+            "positive_class_ratio_interval": [0.035, 0.046],
+            "method": "saerens_em_isotonic",
+            "n": 20_037,
+            "regular": _metrics(ESTIMATED),
+            "calibrated": {
+                repr(float(p)): _metrics(tuple(sorted(ESTIMATED_PRIOR_DEPENDENT))) for p in pi0
+            },
+        },
         "reliability": [],
         "segments_overflow": {"segments": 3, "predictions": 412} if segment == "*" else None,
     }
@@ -171,6 +183,20 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
             lower, upper = _bounds(parts.get(f"{component}_interval"))
             put(f"calmon_{metric}_change_lower", lower, component=component)
             put(f"calmon_{metric}_change_upper", upper, component=component)
+    estimated = _section(record.get("estimated"))
+    lower, upper = _bounds(estimated.get("positive_class_ratio_interval"))
+    put("calmon_estimated_positive_class_ratio", estimated.get("positive_class_ratio"))
+    put("calmon_estimated_positive_class_ratio_lower", lower)
+    put("calmon_estimated_positive_class_ratio_upper", upper)
+    for metric in ESTIMATED:
+        name = f"calmon_estimated_{metric}"
+        value = _section(estimated.get("regular")).get(metric)
+        if metric not in ESTIMATED_PRIOR_DEPENDENT:
+            put(name, value)
+            continue
+        put(name, value, pi0="observed")
+        for pi0, values in _section(estimated.get("calibrated")).items():
+            put(name, _section(values).get(metric), pi0=pi0)
     lower, upper = _bounds(record["prior_interval"])
     put("calmon_positive_class_ratio", record["prior"])
     put("calmon_positive_class_ratio_lower", lower)
@@ -193,7 +219,8 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     or once per pi0 variant: observed, reference and each configured prior), its interval
     bounds where docs/intervals.md gives one, its reference value; the three components of
     each split metric and, where docs/intervals.md gives them, the two bounds of its prior and
-    of its likelihood part; ratio, its
+    of its likelihood part; the estimated ratio and its bounds, each estimated metric (once per
+    pi0 variant: observed and each configured prior, for the prior-dependent ones); ratio, its
     bounds, its reference; predictions, positives, unlabelled, start, end, computed."""
     count = 0
     for metric in CATALOGUE:
@@ -203,4 +230,7 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
         bounds = 0 if metric in NO_INTERVAL else 2
         count += variants * (1 + bounds) + 1
     count += len(SPLIT) * len(COMPONENTS) + len(SPLIT_INTERVAL) * 2 * len(INTERVAL_COMPONENTS)
+    count += 3 + sum(
+        1 + configured_pi0 if metric in ESTIMATED_PRIOR_DEPENDENT else 1 for metric in ESTIMATED
+    )
     return count + 4 + 6

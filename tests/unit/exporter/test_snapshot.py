@@ -79,10 +79,10 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 109 + 12 per configured pi0 for a window; one overflow series per model
-    assert per_window_series(configured_pi0=0) == 109
-    assert per_window_series(configured_pi0=2) == 133
-    assert expected == 1 * 110 + 2 * 121 + 1 + 4 * 145 + 1
+    # 117 + 15 per configured pi0 for a window; one overflow series per model
+    assert per_window_series(configured_pi0=0) == 117
+    assert per_window_series(configured_pi0=2) == 147
+    assert expected == 1 * 118 + 2 * 132 + 1 + 4 * 162 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
@@ -211,3 +211,28 @@ def test_segments_gone_quiet_are_not_exported() -> None:
         for sample in family.samples
     }
     assert "quiet" not in names
+
+
+def test_estimated_series_follow_the_estimate_and_vanish_without_it() -> None:
+    record = make_record(pi0=(0.5,))
+    series = _series(build_snapshot([window("m", record)]))
+    estimated = record["estimated"]
+    assert series[key("calmon_estimated_positive_class_ratio", model="m", segment="*")] == 0.04
+    assert series[key("calmon_estimated_positive_class_ratio_upper", model="m", segment="*")] == (
+        0.046
+    )
+    assert (
+        series[key("calmon_estimated_precision", model="m", segment="*", pi0="observed")]
+        == estimated["regular"]["precision"]
+    )
+    assert (
+        series[key("calmon_estimated_f1", model="m", segment="*", pi0="0.5")]
+        == estimated["calibrated"]["0.5"]["f1"]
+    )
+    assert (
+        series[key("calmon_estimated_roc_auc", model="m", segment="*")]
+        == estimated["regular"]["roc_auc"]
+    )
+    record["estimated"] = None
+    names = {name for name, _ in _series(build_snapshot([window("m", record)]))}
+    assert not any(name.startswith("calmon_estimated_") for name in names)

@@ -43,6 +43,7 @@ def test_defaults() -> None:
         "truth": None,
         "batch_size": 1_000,
         "concurrency": 2,
+        "label_delay": 0.0,
         "wait": 60.0,
         "_run": None,
     }

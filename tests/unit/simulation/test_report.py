@@ -25,7 +25,7 @@ from app.simulation.report import (
     reference_size,
     wait_for_windows,
 )
-from app.simulation.sender import SendTotals, request_json, send_windows
+from app.simulation.sender import SendTotals, request_json, send_labels, send_windows
 from app.simulation.stream import PHASES, WindowData, WindowPlan, generate_window, plan_windows
 
 PER_WINDOW = 400
@@ -210,10 +210,60 @@ def test_summary_lists_every_planned_window(api: TestClient, scheduler: WindowSc
             bounds = split[f"{part}_interval"]
             interval = ["[-]"] if bounds is None else [f"[{bounds[0]:+.3f},", f"{bounds[1]:+.3f}]"]
             expected += [_text(split[part], "+.3f"), *interval]
-        assert fields[7:] == expected
+        assert fields[7:-1] == expected
+        estimated = record["estimated"]
+        assert fields[-1] == _text(estimated and estimated["positive_class_ratio"], ".4f")
     assert lines[4].split()[2:] == ["prior", "not", "computed"]
     reference = records[plans[0].start]["reference"]
     assert lines[-1] == (
         f"reference {reference['start']} to {reference['end']}: n {2 * PER_WINDOW},"
         f" prior {reference['prior']:.4f}, AP {reference['regular']['average_precision']:.3f}"
     )
+
+
+def test_late_labels_keep_the_estimate_beside_the_measured_values(
+    api: TestClient, scheduler: WindowScheduler
+) -> None:
+    """Windows after the reference period are sent without labels: their records first hold
+    only the label-free estimate; once the labels land they hold the measured values too, and
+    the same estimate."""
+    plans = _plans()
+    _create(api, plans)
+    windows = [generate_window(p, seed=5) for p in plans]
+    late = [data for data in windows if data.plan.phase.name != "stable"]
+    send_windows(
+        api,
+        model="sim",
+        windows=windows,
+        batch_size=150,
+        concurrency=1,
+        labelled=lambda data: data.plan.phase.name == "stable",
+    )
+    before = wait_for_windows(
+        api, model="sim", plans=plans, timeout=60, poll=0, sleep=_ticks(scheduler, [])
+    )
+    for data in late:
+        record = before[data.plan.start]
+        assert (record["n"], record["unlabelled"]) == (0, PER_WINDOW)
+        assert record["prior"] is None
+        assert record["estimated"]["n"] == PER_WINDOW
+    with pytest.raises(WaitTimeoutError):
+        wait_for_windows(api, model="sim", plans=plans, timeout=0.01, poll=0, labelled=True)
+    assert send_labels(api, model="sim", windows=late, batch_size=150) == len(late) * PER_WINDOW
+    after = wait_for_windows(
+        api,
+        model="sim",
+        plans=plans,
+        timeout=60,
+        poll=0,
+        sleep=_ticks(scheduler, []),
+        labelled=True,
+    )
+    for data in late:
+        record = after[data.plan.start]
+        assert (record["n"], record["unlabelled"]) == (PER_WINDOW, 0)
+        assert record["n_pos"] == data.n_pos
+        assert record["estimated"] == before[data.plan.start]["estimated"]
+    summary = format_summary(plans, after).splitlines()
+    estimated = after[plans[-1].start]["estimated"]["positive_class_ratio"]
+    assert summary[len(plans)].split()[-1] == f"{estimated:.4f}"

@@ -1,0 +1,215 @@
+"""Label-free estimates (:mod:`app.metrics.label_free`) against a labelled truth.
+
+Streams are binormal scores passed through a logistic (probabilities that are not calibrated
+at any prior), rounded to 4 decimals so that ties occur; a label shift changes only π, a
+likelihood drift moves the positives' scores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.metrics.evaluation import evaluate
+from app.metrics.label_free import (
+    ESTIMATED_CALIBRATED,
+    ESTIMATED_REGULAR,
+    LabelShiftReference,
+    bbse_prior,
+    estimate_prior,
+    estimate_window,
+    expected_metrics,
+    label_shift_reference,
+    pav,
+)
+from app.metrics.ranking import rank
+
+FloatArray = np.ndarray
+
+
+def draw(
+    rng: np.random.Generator, n: int, pi: float, *, separation: float = 1.5
+) -> tuple[FloatArray, FloatArray]:
+    y = rng.random(n) < pi
+    s = np.where(y, rng.normal(separation, 1.0, n), rng.normal(0.0, 1.0, n))
+    return np.round(1.0 / (1.0 + np.exp(-(s - 2.0))), 4), y
+
+
+def reference_of(rng: np.random.Generator, n: int = 50_000) -> LabelShiftReference:
+    scores, labels = draw(rng, n, 0.1)
+    fitted = label_shift_reference(rank(scores, labels))
+    assert fitted is not None
+    return fitted
+
+
+def brute_isotonic(values: FloatArray, weights: FloatArray) -> FloatArray:
+    """Isotonic fit by the minimum-maximum formula: fit_i = max_{j≤i} min_{k≥i} mean(j..k)."""
+    n = values.size
+    fit = np.empty(n)
+    for i in range(n):
+        fit[i] = max(
+            min(np.average(values[j : k + 1], weights=weights[j : k + 1]) for k in range(i, n))
+            for j in range(i + 1)
+        )
+    return fit
+
+
+def test_pav_matches_the_min_max_formula() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n = int(rng.integers(1, 12))
+        values = rng.integers(0, 4, n).astype(float)
+        weights = rng.integers(1, 5, n).astype(float)
+        level = pav(values, weights)
+        means = np.bincount(level, values * weights) / np.bincount(level, weights)
+        np.testing.assert_allclose(means[level], brute_isotonic(values, weights))
+        assert np.all(np.diff(means) > 0)
+
+
+def test_reference_levels_are_isotonic_and_cover_every_row() -> None:
+    rng = np.random.default_rng(4)
+    scores, labels = draw(rng, 5_000, 0.2)
+    reference = label_shift_reference(rank(scores, labels))
+    assert reference is not None
+    assert np.all(np.diff(reference.fraction) > 0)
+    assert reference.pos.sum() == labels.sum()
+    assert reference.neg.sum() == labels.size - labels.sum()
+    levels = reference.levels(scores)
+    np.testing.assert_array_equal(np.bincount(levels, weights=labels), reference.pos)
+    np.testing.assert_array_equal(np.bincount(levels, weights=~labels), reference.neg)
+    assert reference.prior == pytest.approx(labels.mean())
+
+
+def test_no_reference_without_both_classes() -> None:
+    scores = np.array([0.1, 0.4, 0.8])
+    assert label_shift_reference(rank(scores, np.zeros(3, dtype=bool))) is None
+    assert label_shift_reference(rank(scores, np.ones(3, dtype=bool))) is None
+    reference = label_shift_reference(rank(scores, np.array([False, True, True])))
+    assert estimate_window(reference, np.empty(0), threshold=0.5, pi0=[0.5]) is None
+    assert estimate_window(None, scores, threshold=0.5, pi0=[0.5]) is None
+
+
+@pytest.mark.parametrize("pi", [0.01, 0.05, 0.2])
+def test_prior_under_label_shift(pi: float) -> None:
+    rng = np.random.default_rng(5)
+    reference = reference_of(rng, 100_000)
+    scores, labels = draw(rng, 100_000, pi)
+    estimate = estimate_prior(reference, scores, seed=1)
+    assert estimate is not None
+    assert estimate.n == scores.size
+    half_width = (estimate.upper - estimate.lower) / 2
+    # within 3 bootstrap standard deviations (the coverage test measures the interval)
+    assert abs(estimate.ratio - labels.mean()) < 1.5 * half_width
+    assert half_width < 0.4 * pi + 0.002
+
+
+def test_em_beats_bbse_under_label_shift() -> None:
+    """Over repeated windows the EM estimate's error is well below BBSE's (which uses one bit
+    per row, the side of the threshold)."""
+    rng = np.random.default_rng(6)
+    em_errors, bbse_errors = [], []
+    for _ in range(40):
+        ref_scores, ref_labels = draw(rng, 20_000, 0.1)
+        reference = label_shift_reference(rank(ref_scores, ref_labels))
+        assert reference is not None
+        scores, _ = draw(rng, 20_000, 0.03)
+        estimate = estimate_prior(reference, scores, replicates=2, seed=0)
+        assert estimate is not None
+        em_errors.append(estimate.ratio - 0.03)
+        bbse_errors.append(bbse_prior(ref_scores, ref_labels, scores, threshold=0.5) - 0.03)
+    em_rmse = float(np.sqrt(np.mean(np.square(em_errors))))
+    bbse_rmse = float(np.sqrt(np.mean(np.square(bbse_errors))))
+    assert em_rmse < 0.9 * bbse_rmse
+
+
+def test_estimated_metrics_close_to_measured_under_label_shift() -> None:
+    rng = np.random.default_rng(8)
+    reference = reference_of(rng, 100_000)
+    for pi in (0.05, 0.2):
+        scores, labels = draw(rng, 200_000, pi)
+        estimated = estimate_window(reference, np.sort(scores), threshold=0.5, pi0=[0.1], seed=2)
+        assert estimated is not None
+        measured = evaluate(scores, labels, threshold=0.5, pi0=[0.1])
+        assert estimated["method"] == "saerens_em_isotonic"
+        for name in ESTIMATED_REGULAR:
+            assert estimated["regular"][name] == pytest.approx(
+                measured["regular"][name], abs=0.03
+            ), name
+        for name in ESTIMATED_CALIBRATED:
+            assert estimated["calibrated"]["0.1"][name] == pytest.approx(
+                measured["calibrated"]["0.1"][name], abs=0.03
+            ), name
+
+
+def test_expected_metrics_of_hard_labels_are_the_measured_ones() -> None:
+    """With p' equal to the labels the expected counts are the counts: the same numbers as
+    :func:`evaluate`."""
+    rng = np.random.default_rng(9)
+    scores, labels = draw(rng, 3_000, 0.3)
+    expected = expected_metrics(scores, labels.astype(float), threshold=0.5, pi0=[0.2])
+    measured = evaluate(scores, labels, threshold=0.5, pi0=[0.2])
+    for name in ESTIMATED_REGULAR:
+        assert expected["regular"][name] == pytest.approx(measured["regular"][name], rel=1e-12)
+    for name in ESTIMATED_CALIBRATED:
+        assert expected["calibrated"]["0.2"][name] == pytest.approx(
+            measured["calibrated"]["0.2"][name], rel=1e-12
+        )
+
+
+def test_calibrated_estimates_do_not_follow_the_prior() -> None:
+    """Windows at π = 0.02 and 0.3: the estimated precision follows π, the calibrated estimates
+    stay at the reference's (the expected TPR and FPR are the reference's whatever π̂)."""
+    rng = np.random.default_rng(10)
+    ref_scores, ref_labels = draw(rng, 100_000, 0.1)
+    reference = label_shift_reference(rank(ref_scores, ref_labels))
+    measured = evaluate(ref_scores, ref_labels, threshold=0.5, pi0=[0.1])
+    results = []
+    for pi in (0.02, 0.3):
+        scores, _ = draw(rng, 100_000, pi)
+        estimated = estimate_window(reference, np.sort(scores), threshold=0.5, pi0=[0.1], seed=4)
+        assert estimated is not None
+        results.append(estimated)
+    assert results[1]["regular"]["precision"] - results[0]["regular"]["precision"] > 0.5
+    for name in ESTIMATED_CALIBRATED:
+        for estimated in results:
+            assert estimated["calibrated"]["0.1"][name] == pytest.approx(
+                measured["calibrated"]["0.1"][name], abs=0.02
+            ), name
+
+
+def test_likelihood_drift_is_not_detected() -> None:
+    """The positives' scores fall (the model got worse) at an unchanged π: the measured ROC
+    AUC drops, while the estimate reports the reference's ranking quality and a wrong, lower
+    π̂. Only labels show this drift."""
+    rng = np.random.default_rng(11)
+    reference = reference_of(rng, 100_000)
+    scores, labels = draw(rng, 100_000, 0.1, separation=0.75)
+    estimated = estimate_window(reference, np.sort(scores), threshold=0.5, pi0=[0.1], seed=3)
+    assert estimated is not None
+    measured = evaluate(scores, labels, threshold=0.5, pi0=[0.1])
+    assert measured["regular"]["roc_auc"] < 0.72
+    assert estimated["regular"]["roc_auc"] > 0.8
+    assert estimated["positive_class_ratio_interval"][1] < 0.1
+
+
+@pytest.mark.slow
+def test_prior_interval_coverage() -> None:
+    """Coverage of the 95% interval of π̂ under pure label shift (reference of 2·10^4 rows at
+    π_ref = 0.1, drawn anew each time): the table of ``docs/metrics.md``."""
+    rng = np.random.default_rng(7)
+    repetitions = 100
+    hits = 0
+    cells = 0
+    for pi in (0.01, 0.05, 0.2):
+        for n in (10_000, 100_000):
+            covered = 0
+            for r in range(repetitions):
+                reference = reference_of(rng, 20_000)
+                scores, _ = draw(rng, n, pi)
+                estimate = estimate_prior(reference, scores, seed=r)
+                assert estimate is not None
+                covered += estimate.lower <= pi <= estimate.upper
+            assert covered >= 0.86 * repetitions, (pi, n, covered)
+            hits += covered
+            cells += repetitions
+    assert hits >= 0.9 * cells
