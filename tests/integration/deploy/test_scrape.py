@@ -74,6 +74,17 @@ def _exercise(env: Env) -> None:
     assert response.json()["duplicates"] == 3
     response = env.client.post("/v1/models/unknown/predictions", json={"predictions": []})
     assert response.status_code == 404, response.text
+    # enough positives in window and reference for the intervals of AP's change parts
+    create_model(env.client, "wide", window="5m", grace="0s")
+    for seed, ago in enumerate((3, 2)):
+        wide = make_batch(
+            prefix=f"wide{ago}",
+            start=recent(ago),
+            count=800,
+            spacing=timedelta(seconds=0.3),
+            seed=10 + seed,
+        )
+        send(env.client, "wide", wide)
     create_model(env.client, "broken", window="5m", grace="0s")
     broken = make_batch(
         prefix="broken", start=recent(3), count=20, spacing=timedelta(seconds=5), seed=1

@@ -153,16 +153,23 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     # models x segments x metrics x pi0 variants: fraud has 2 configured priors and 3
     # segments, ads (a score model) 1 prior and segment * only
     # AP calibrated at fraud's π0 = 0.01 has no interval (its prior is below MIN_AP_PRIOR,
-    # docs/intervals.md): two bounds fewer in each of fraud's three windows
+    # docs/intervals.md): two bounds fewer in each of fraud's three windows; the parts of AP's
+    # change have none either (fewer than MIN_AP_PART_POSITIVES): four fewer in every window
     count = (
-        3 * (per_window_series(configured_pi0=2) - 2)
+        3 * (per_window_series(configured_pi0=2) - 2 - 4)
         + 1
         + per_window_series(configured_pi0=1, probability=False)
+        - 4
         + 1
     )
-    assert count == 3 * 145 + 1 + 108 + 1
+    assert count == 3 * 141 + 1 + 104 + 1
     for record in _latest(env.client, "fraud").values():
         assert record["intervals"]["calibrated"]["0.01"]["average_precision"] is None
+    for model in ("fraud", "ads"):
+        for record in _latest(env.client, model).values():
+            parts = record["split"]["average_precision"]
+            assert parts["prior_interval"] is None
+            assert parts["likelihood_interval"] is None
     assert len(scraped) == count
     assert snapshot.series == count
     assert snapshot.windows == 4
@@ -303,7 +310,7 @@ def test_promtool_check_metrics_passes_on_the_real_output(
     _populate(env)
     assert _exporter(quiet_client).refresh() is not None
     body = quiet_client.get("/metrics").text
-    assert "calmon_average_precision_change_upper{" in body
+    assert "calmon_f1_change_upper{" in body
     result = subprocess.run(
         [promtool, "check", "metrics"],
         input=body,
