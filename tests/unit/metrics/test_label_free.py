@@ -15,12 +15,15 @@ from app.metrics.label_free import (
     ESTIMATED_CALIBRATED,
     ESTIMATED_REGULAR,
     LabelShiftReference,
+    adjusted_probabilities,
     bbse_prior,
     estimate_prior,
     estimate_window,
     expected_metrics,
     label_shift_reference,
+    metrics_of_runs,
     pav,
+    prior_from_counts,
 )
 from app.metrics.ranking import rank
 
@@ -213,3 +216,38 @@ def test_prior_interval_coverage() -> None:
             hits += covered
             cells += repetitions
     assert hits >= 0.9 * cells
+
+
+@pytest.mark.parametrize("decimals", [2, 4, None])
+def test_level_bounds_path_equals_a_search_per_distinct_score(decimals: int | None) -> None:
+    """The window estimate locates level bounds in the sorted scores; it must give exactly
+    what searching every distinct score gives (tied scores, continuous scores, and window
+    scores equal to the reference's positive scores)."""
+    rng = np.random.default_rng(11)
+    ref_scores, ref_labels = draw(rng, 20_000, 0.1)
+    scores, _ = draw(rng, 8_000, 0.2)
+    if decimals is None:
+        ref_scores = 1.0 / (1.0 + np.exp(-rng.normal(0.0, 1.5, ref_scores.size) - ref_labels))
+        scores = 1.0 / (1.0 + np.exp(-rng.normal(0.0, 1.5, scores.size)))
+    else:
+        ref_scores, scores = np.round(ref_scores, decimals), np.round(scores, decimals)
+    scores = np.sort(np.concatenate((scores, ref_scores[ref_labels][:300])))
+    reference = label_shift_reference(rank(ref_scores, ref_labels))
+    assert reference is not None
+    levels = np.arange(reference.pos.size)
+    bounds = reference.level_bounds(scores)
+    np.testing.assert_array_equal(np.repeat(levels, np.diff(bounds)), reference.levels(scores))
+
+    fast = estimate_window(reference, scores, threshold=0.3, pi0=[0.1, 0.5], seed=5)
+    assert fast is not None
+    ascending, run_sizes = np.unique(scores, return_counts=True)
+    run_levels = reference.levels(ascending)
+    counts = np.bincount(run_levels, weights=run_sizes, minlength=levels.size)
+    prior = prior_from_counts(reference, counts, seed=5)
+    assert prior is not None
+    pos_runs = adjusted_probabilities(reference, prior.ratio)[run_levels] * run_sizes
+    slow = metrics_of_runs(ascending, run_sizes, pos_runs, threshold=0.3, pi0=[0.1, 0.5])
+    assert fast["positive_class_ratio"] == prior.ratio
+    assert fast["positive_class_ratio_interval"] == [prior.lower, prior.upper]
+    assert repr(fast["regular"]) == repr(slow["regular"])
+    assert repr(fast["calibrated"]) == repr(slow["calibrated"])
