@@ -242,7 +242,7 @@ def test_level_bounds_path_equals_a_search_per_distinct_score(decimals: int | No
     assert fast is not None
     ascending, run_sizes = np.unique(scores, return_counts=True)
     run_levels = reference.levels(ascending)
-    counts = np.bincount(run_levels, weights=run_sizes, minlength=levels.size)
+    counts = np.bincount(run_levels, weights=run_sizes, minlength=levels.size).astype(float)
     prior = prior_from_counts(reference, counts, seed=5)
     assert prior is not None
     pos_runs = adjusted_probabilities(reference, prior.ratio)[run_levels] * run_sizes
