@@ -233,12 +233,14 @@ def solve_prior(counts: FloatArray, pos: FloatArray, neg: FloatArray) -> FloatAr
     lead = np.broadcast_shapes(m.shape, a.shape)[:-1]
     lo = np.zeros(lead)
     hi = np.ones(lead)
-    diff = a - b
+    weighted_diff = m * (a - b)
+    empty = m <= 0
     for _ in range(BISECTIONS):
         mid = 0.5 * (lo + hi)
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = m * diff / (mid[..., None] * a + (1.0 - mid[..., None]) * b)
-        slope = np.where(m > 0, terms, 0.0).sum(axis=-1)
+            terms = weighted_diff / (mid[..., None] * a + (1.0 - mid[..., None]) * b)
+        np.copyto(terms, 0.0, where=empty)
+        slope = terms.sum(axis=-1)
         up = slope > 0
         lo = np.where(up, mid, lo)
         hi = np.where(up, hi, mid)
