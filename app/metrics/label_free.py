@@ -187,7 +187,6 @@ def label_shift_reference(ranking: Ranking) -> LabelShiftReference | None:
     kept = np.flatnonzero(size > 0)
     kept_level = pav(pos[kept] / size[kept], size[kept])
     levels = int(kept_level[-1]) + 1
-    group_level = np.zeros(2 * k + 1, dtype=np.int64)
     marks = np.zeros(2 * k + 1, dtype=np.int64)
     marks[kept] = 1
     # each group takes the level of the last nonempty group at or below it (or the first)

@@ -315,30 +315,29 @@ def split_intervals_ranked(
         ref_ranking,
         observed(ref_ranking, ref_cut),
     )
+    published = [
+        name
+        for name in PART_INTERVAL_METRICS
+        if name != "average_precision"
+        or ap_parts_published(window_ranking.n_pos, ref_ranking.n_pos)
+    ]
     collected: dict[str, tuple[list[FloatArray], list[FloatArray]]] = {
-        name: ([], []) for name in SPLIT_METRICS
+        name: ([], []) for name in published
     }
     rows = max(1, CHUNK_CELLS // blocks)
     for start in range(0, b, rows):
         size = min(rows, b - start)
         window = draw_replicates(window_ranking, window_cut, size=size, rng=rng)
         ref = draw_replicates(ref_ranking, ref_cut, size=size, rng=rng)
-        for name, (prior, likelihood) in _parts(window_ranking, window, ref_ranking, ref).items():
-            collected[name][0].append(prior)
-            collected[name][1].append(likelihood)
+        parts = _parts(window_ranking, window, ref_ranking, ref)
+        for name, (priors, likelihoods) in collected.items():
+            priors.append(parts[name][0])
+            likelihoods.append(parts[name][1])
 
     ap_df = ap_part_df(window_ranking.n_pos, ref_ranking.n_pos)
-    out: PartIntervals = {}
+    out: PartIntervals = {name: {"prior": None, "likelihood": None} for name in SPLIT_METRICS}
     for name, (priors, likelihoods) in collected.items():
-        if name not in PART_INTERVAL_METRICS:
-            out[name] = {"prior": None, "likelihood": None}
-            continue
         point_prior, point_likelihood = (float(v[0]) for v in point[name])
-        if name == "average_precision" and not ap_parts_published(
-            window_ranking.n_pos, ref_ranking.n_pos
-        ):
-            out[name] = {"prior": None, "likelihood": None}
-            continue
         df = ap_df if name == "average_precision" else None
         out[name] = {
             "prior": _interval(priors, point_prior, level, df),
