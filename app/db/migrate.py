@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from importlib.resources import files
 from pathlib import Path
 
 from alembic import command
@@ -10,15 +11,25 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
-import migrations
-
 VERSION_TABLE = "alembic_version"
+#: the installed package holding Alembic's env.py and versions/ (the repository's top-level
+#: ``migrations/`` folder, mapped by setup.py)
+MIGRATIONS_PACKAGE = "app.migrations"
+
+
+def migrations_directory() -> Path:
+    """Folder of :data:`MIGRATIONS_PACKAGE` on disk, found through the import system (so an
+    installed wheel and an editable install both work); Alembic needs a real directory."""
+    location = files(MIGRATIONS_PACKAGE)
+    if not isinstance(location, Path):
+        raise RuntimeError(f"{MIGRATIONS_PACKAGE} is not installed as a folder: {location!r}")
+    return location
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
-    """Alembic configuration pointing at the installed ``migrations`` package."""
+    """Alembic configuration pointing at the installed ``app.migrations`` package."""
     config = Config()
-    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.set_main_option("script_location", str(migrations_directory()))
     if engine is not None:
         config.set_main_option(
             "sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%")
