@@ -38,7 +38,9 @@ def _missing(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+def docker(
+    *args: str, timeout: float = 120, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run the docker client; with ``check``, fail the test with its output on an error."""
     done = subprocess.run(
         ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False
