@@ -53,6 +53,11 @@ def docker(
 @pytest.fixture(scope="session")
 def docker_engine() -> str:
     """The engine's version; skips (or fails in CI) when no engine answers."""
+    return find_engine()
+
+
+def find_engine() -> str:
+    """The version of the engine the docker client reaches; :func:`_missing` when none does."""
     if shutil.which("docker") is None:
         _missing("the docker client is not installed (Debian: apt-get install docker.io)")
     probe = docker("version", "--format", "{{.Server.Version}}", timeout=60, check=False)

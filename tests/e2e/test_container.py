@@ -5,7 +5,7 @@ prediction posted to the API comes back as a window on `/metrics`.
 The containers use the host's network (PostgreSQL listens on loopback) with free ports, and a
 throwaway database. The image's HEALTHCHECK command is the one under test; only its interval
 is shortened (``--health-interval``) so that the test does not wait 30 s for the first probe.
-Needs a Docker engine (see ``tests/e2e/conftest.py``); about a minute once the base image
+Needs a Docker engine (see ``tests/e2e/conftest.py``); about 35 s once the base image
 exists.
 """
 
@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -23,7 +24,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.db.migrate import head_revision
-from tests.e2e.conftest import docker
+from tests.e2e import conftest
+from tests.e2e.conftest import docker, find_engine
 from tests.e2e.stack import (
     API,
     API_TOKENS,
@@ -36,8 +38,6 @@ from tests.e2e.stack import (
     Role,
 )
 from tests.e2e.test_serve_quickstart import free_port
-
-pytestmark = [pytest.mark.docker, pytest.mark.postgres]
 
 TOKEN = "container-test-token-0123456789"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -139,6 +139,7 @@ def _window_predictions(metrics: str) -> float | None:
     return None
 
 
+@pytest.mark.docker
 def test_image_metadata_and_no_packaging_tools(calmon_image: str) -> None:
     """Non-root user, the volume owned by it, the HEALTHCHECK, and neither pip, setuptools nor
     wheel importable by the venv's Python or by the base image's own."""
@@ -169,6 +170,8 @@ def test_image_metadata_and_no_packaging_tools(calmon_image: str) -> None:
     assert "0001_initial.py" in files
 
 
+@pytest.mark.docker
+@pytest.mark.postgres
 def test_migrate_api_and_scheduler_round_trip_a_prediction(
     calmon_image: str, postgres_database: str, containers: Containers
 ) -> None:
@@ -231,3 +234,23 @@ def test_migrate_api_and_scheduler_round_trip_a_prediction(
     ]
     assert computed, scheduler_metrics[:2000]
     assert computed[0] >= 1
+
+
+def test_a_missing_engine_fails_when_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No docker client: a failure under CALMON_REQUIRE_DOCKER=1, else a skip remembered for
+    the run's closing warning."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(conftest, "_skipped", [])
+    monkeypatch.setenv("CALMON_REQUIRE_DOCKER", "1")
+    # BaseException: a skip must not pass for the failure (nor turn this test into a skip)
+    with pytest.raises(BaseException, match="CALMON_REQUIRE_DOCKER=1") as required:
+        find_engine()
+    assert required.type is pytest.fail.Exception
+    assert conftest._skipped == []
+    monkeypatch.delenv("CALMON_REQUIRE_DOCKER")
+    with pytest.raises(BaseException, match="docker client") as optional:
+        find_engine()
+    assert optional.type is pytest.skip.Exception
+    assert len(conftest._skipped) == 1
