@@ -24,7 +24,7 @@ HEIGHT: Final = 260
 LEFT: Final = 64
 RIGHT: Final = 16
 TOP: Final = 14
-BOTTOM: Final = 44
+BOTTOM: Final = 58
 #: at most this many windows get a marker each (beyond, the line alone reads better)
 MARKER_LIMIT: Final = 120
 MARKER_RADIUS: Final = 2.6
@@ -90,14 +90,14 @@ def _f(value: float) -> str:
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About ``count`` round values covering ``[low, high]``, in steps of 1, 2 or 5 times a
+    """About ``count`` round values within ``[low, high]``, in steps of 1, 2 or 5 times a
     power of 10."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
     raw = (high - low) / max(count - 1, 1)
     power = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.floor(low / step + 1e-9) * step
+    step = min((m * power for m in (1, 2, 5, 10)), key=lambda s: abs(math.log(s / raw)))
+    first = math.ceil(low / step - 1e-9) * step
     ticks: list[float] = []
     value = first
     while value <= high + step * 1e-9:
@@ -199,7 +199,7 @@ def _extent(series: Sequence[Series], levels: Sequence[Level]) -> tuple[float, f
 
 def _legend(entries: Sequence[tuple[str, str, bool]], frame: Frame) -> str:
     """Legend entries (label, css class, dashed) in a row under the x axis labels."""
-    x, y = frame.plot[0], frame.height - 8
+    x, y = frame.plot[0], frame.height - 6
     out: list[str] = ['<g class="legend">']
     for label, css, dashed in entries:
         dash = ' stroke-dasharray="5 3"' if dashed else ""
@@ -255,7 +255,7 @@ def _frame_svg(
         f'text-anchor="middle">{escape(y_label)}</text>'
     )
     out.append(
-        f'<text class="label" x="{_f(right)}" y="{_f(frame.height - 22)}" '
+        f'<text class="label" x="{_f(right)}" y="{_f(bottom + 34)}" '
         f'text-anchor="end">{escape(x_label)}</text>'
     )
     return out
