@@ -19,6 +19,13 @@ VENDOR: Final = "/ui/static/vendor"
 FAVICON: Final = "/ui/static/favicon.svg"
 #: Swagger UI's options: FastAPI's defaults, and no badge asking an online validator
 SWAGGER_PARAMETERS: Final = {"validatorUrl": None}
+#: the browser may load nothing from another host: ReDoc's side menu shows its maker's logo
+#: from theirs, which this blocks (the image then hides itself)
+DOCS_POLICY: Final = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -31,7 +38,7 @@ def _openapi_url(request: Request) -> str:
 @router.get("/docs")
 def swagger_ui(request: Request) -> HTMLResponse:
     """Swagger UI over ``/openapi.json``, from the package's files."""
-    return get_swagger_ui_html(
+    page = get_swagger_ui_html(
         openapi_url=_openapi_url(request),
         title=f"{request.app.title} API",
         swagger_js_url=f"{VENDOR}/swagger-ui/swagger-ui-bundle.js",
@@ -39,15 +46,19 @@ def swagger_ui(request: Request) -> HTMLResponse:
         swagger_favicon_url=FAVICON,
         swagger_ui_parameters=SWAGGER_PARAMETERS,
     )
+    page.headers["Content-Security-Policy"] = DOCS_POLICY
+    return page
 
 
 @router.get("/redoc")
 def redoc(request: Request) -> HTMLResponse:
     """ReDoc over ``/openapi.json``, from the package's files, with the system's fonts."""
-    return get_redoc_html(
+    page = get_redoc_html(
         openapi_url=_openapi_url(request),
         title=f"{request.app.title} API",
         redoc_js_url=f"{VENDOR}/redoc/redoc.standalone.js",
         redoc_favicon_url=FAVICON,
         with_google_fonts=False,
     )
+    page.headers["Content-Security-Policy"] = DOCS_POLICY
+    return page
