@@ -111,6 +111,8 @@ def format_number(value: float | None, digits: int = 3) -> str:
     if value is None:
         return DASH
     text = f"{value:.{digits}f}"
+    if float(text) == 0.0:
+        return text.lstrip("-")
     return text.replace("-", MINUS)
 
 

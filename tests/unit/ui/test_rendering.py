@@ -181,3 +181,10 @@ def test_index_and_login_pages() -> None:
     login = login_page(error="unknown token", next_path='/ui/models/a?x="')
     assert 'role="alert">unknown token' in login
     assert 'value="/ui/models/a?x=&quot;"' in login
+
+
+def test_numbers_use_a_true_minus_and_no_negative_zero() -> None:
+    assert format_number(-0.25) == "\u22120.250"
+    assert format_number(-0.0001) == "0.000"
+    assert signed(0.0123) == "+0.012"
+    assert format_number(None) == "\u2013"
