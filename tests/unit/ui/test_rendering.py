@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from app.ui.charts import Frame, Level, Series, nice_ticks, reliability_chart, time_chart
+from app.ui.charts import (
+    Frame,
+    Level,
+    Series,
+    format_number,
+    nice_ticks,
+    reliability_chart,
+    signed,
+    time_chart,
+)
 from app.ui.pages import ModelSummary, index_page, login_page, model_page
 from tests.unit.ui.test_verdict import record
 
