@@ -81,7 +81,7 @@ class Frame:
         _, top, _, bottom = self.plot
         span = self.y_max - self.y_min or 1.0
         y = bottom - (value - self.y_min) / span * (bottom - top)
-        return min(max(y, top), bottom)
+        return top if y < top else bottom if y > bottom else y
 
 
 def _f(value: float) -> str:
@@ -144,11 +144,12 @@ def time_ticks(low: float, high: float, count: int = 6) -> list[float]:
 def _line(frame: Frame, xs: Sequence[float], values: Sequence[float | None]) -> str:
     parts: list[str] = []
     pen_down = False
+    fx, fy = frame.x, frame.y
     for x, v in zip(xs, values, strict=True):
         if v is None:
             pen_down = False
             continue
-        parts.append(("L" if pen_down else "M") + _f(frame.x(x)) + " " + _f(frame.y(v)))
+        parts.append(f"{'L' if pen_down else 'M'}{fx(x):.1f} {fy(v):.1f}")
         pen_down = True
     return "".join(parts)
 

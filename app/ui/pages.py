@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from typing import Any, Final
-from urllib.parse import urlencode
+from urllib.parse import quote_plus, urlencode
 
 from app.ui.charts import DASH, Level, Series, format_number, reliability_chart, signed, time_chart
 from app.ui.verdict import (
@@ -335,10 +335,6 @@ def ratio_chart(
     )
 
 
-def _query(model_path: str, **params: str) -> str:
-    return escape(f"{model_path}?{urlencode(params)}")
-
-
 def _options(values: Sequence[str], selected: str) -> str:
     return "".join(
         f'<option value="{escape(v)}"{" selected" if v == selected else ""}>{escape(v)}</option>'
@@ -357,10 +353,11 @@ def verdict_table(
     """Newest window first: counts, ratio, AP, the two parts and the verdict; each start links
     to the page with that window's reliability diagram."""
     rows = []
+    base = f"{model_path}?{urlencode(link)}&window="
     for record, reading in zip(reversed(records), reversed(readings), strict=True):
         start = str(record.get("start", ""))
         css = ' class="selected"' if start == selected else ""
-        href = _query(model_path, **{**link, "window": start})
+        href = escape(base + quote_plus(start))
         rows.append(
             f'<tr{css}><td class="text"><a href="{href}">{escape(start)}</a></td>'
             f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"

@@ -19,7 +19,7 @@ The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -68,19 +68,20 @@ class WindowReading:
 
 def section(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a JSON object, else an empty one (records hold null sections)."""
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def number(value: Any) -> float | None:
     """``value`` as a float, or None when it is not a number (null, absent)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+    kind = type(value)
+    if kind is float:
+        return float(value)
+    return float(value) if kind is int else None
 
 
 def bounds(value: Any) -> Bounds | None:
     """A ``[lo, hi]`` pair of numbers, or None."""
-    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
+    if not isinstance(value, list | tuple) or len(value) != 2:
         return None
     lo, hi = number(value[0]), number(value[1])
     return None if lo is None or hi is None else (lo, hi)
