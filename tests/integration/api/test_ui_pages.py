@@ -112,12 +112,13 @@ def test_tokens_rule(make_client: ClientFactory) -> None:
     assert client.get("/ui", headers={"Authorization": f"Bearer {WRITE}"}).status_code == 401
 
     def login(token: str, target: str = "/ui") -> httpx.Response:
-        return client.post(
+        response: httpx.Response = client.post(
             "/ui/login",
             content=f"token={token}&next={target}",
             headers={"Content-Type": "application/x-www-form-urlencoded"},
             follow_redirects=False,
         )
+        return response
 
     wrong = login("nope-nope-nope-nope")
     assert wrong.status_code == 401
