@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.orm import Session
 
 from app.api.deps import ModelName, SessionDep, matched_token
 from app.db.models import Model
@@ -99,7 +100,8 @@ def root() -> RedirectResponse:
     return RedirectResponse("/ui", status_code=307)
 
 
-def _latest_by_model(session: SessionDep) -> dict[str, list[LatestWindow]]:
+def _latest_by_model(session: Session) -> dict[str, list[LatestWindow]]:
+    """The latest windows of every model and exported segment, by model name."""
     grouped: dict[str, list[LatestWindow]] = {}
     for latest in load_latest_windows(session):
         grouped.setdefault(latest.model, []).append(latest)
@@ -145,7 +147,7 @@ def ui_index(request: Request, session: SessionDep) -> Response:
 
 
 def _window_records(
-    session: SessionDep, *, model: Model, segment: str, since: datetime | None
+    session: Session, *, model: Model, segment: str, since: datetime | None
 ) -> list[dict[str, Any]]:
     """The stored records of ``segment`` ending after ``since``, oldest first, read a page of
     :data:`MAX_PAGE` at a time as the window API pages them."""
@@ -221,7 +223,10 @@ def ui_login_form(request: Request, next: str | None = None) -> Response:
 async def ui_login(request: Request) -> Response:
     """Check the form's token: with the ``read`` scope, set the cookie and go back to the page
     asked for; otherwise show the form again with the reason (401)."""
-    form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
+    try:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
+    except ValueError:  # more fields than the form has
+        form = {}
     token = (form.get("token") or [""])[0].strip()
     target = _safe_next((form.get("next") or [""])[0])
     tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens

@@ -120,6 +120,7 @@ def test_tokens_rule(make_client: ClientFactory) -> None:
         )
         return response
 
+    assert login("a&b=1&c=2&d=3&e=4&f=5").status_code == 401  # more fields than the form
     wrong = login("nope-nope-nope-nope")
     assert wrong.status_code == 401
     assert "unknown token" in wrong.text
