@@ -37,7 +37,7 @@ h1{font-size:1.5em;margin:.5em 0}h2{font-size:1.15em;margin:1.4em 0 .3em}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;text-align:right;vertical-align:top}
 th{background:#f4f4f4;position:sticky;top:0}
-td.text,th.text{text-align:left}td.text a{white-space:nowrap}
+td.text,th.text{text-align:left}td.text a,td.when{white-space:nowrap}
 .alert{color:#9b1c1c;font-weight:600}.ok{color:#23663a}.muted{color:#666}
 .v-both,.v-worse{color:#9b1c1c;font-weight:600}.v-ratio{color:#8a5300;font-weight:600}
 .v-unknown{color:#666}
@@ -161,7 +161,7 @@ def index_page(models: Sequence[ModelSummary]) -> str:
         else:
             reading = read_window(record)
             cells = (
-                f'<td class="text">{escape(str(record.get("start", "")))}</td>'
+                f'<td class="text when">{escape(str(record.get("start", "")))}</td>'
                 f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
                 f"<td>{escape(_ratio_vs_reference(reading))}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
