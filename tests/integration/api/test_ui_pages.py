@@ -150,3 +150,16 @@ def test_open_without_tokens(client: TestClient) -> None:
     assert client.get("/ui").status_code == 200
     login = client.get("/ui/login", follow_redirects=False)
     assert (login.status_code, login.headers["location"]) == (303, "/ui")
+
+
+def test_the_cookie_is_secure_over_https(make_client: ClientFactory) -> None:
+    client = make_client(api_tokens=TOKENS)
+    client.base_url = httpx.URL("https://testserver")
+    response = client.post(
+        "/ui/login",
+        content=f"token={READ}&next=/ui",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+    assert response.status_code == 303
+    assert "; secure" in response.headers["set-cookie"].lower()
