@@ -56,11 +56,10 @@ def static_files() -> StaticFiles:
 
 
 def _html(text: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(
-        text,
-        status_code=status,
-        headers={"Cache-Control": "no-store", "Content-Security-Policy": PAGE_POLICY},
-    )
+    headers = {"Cache-Control": "no-store", "Content-Security-Policy": PAGE_POLICY}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="calmon"'
+    return HTMLResponse(text, status_code=status, headers=headers)
 
 
 def _safe_next(path: str | None) -> str:

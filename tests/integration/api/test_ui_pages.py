@@ -106,6 +106,7 @@ def test_tokens_rule(make_client: ClientFactory) -> None:
     client = make_client(api_tokens=TOKENS)
     denied = client.get("/ui/models/fraud?segment=*")
     assert denied.status_code == 401
+    assert denied.headers["www-authenticate"] == 'Bearer realm="calmon"'
     assert 'name="next" value="/ui/models/fraud?segment=*"' in denied.text
     assert client.get("/ui", headers={"Authorization": f"Bearer {READ}"}).status_code == 200
     assert client.get("/ui", headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 200
