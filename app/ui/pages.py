@@ -69,12 +69,11 @@ VERDICT_CLASS: Final[dict[Verdict, str]] = {
 }
 
 
-def _page(title: str, body: str, *, nav: bool = True) -> str:
+def _page(title: str, body: str, *, nav: bool = True, logout: bool = False) -> str:
+    """A whole page; ``logout`` adds the log-out link (tokens configured)."""
+    out = ' · <a href="/ui/logout">log out</a>' if logout else ""
     links = (
-        '<nav><a href="/ui">models</a> · <a href="/docs">API docs</a> · '
-        '<a href="/ui/logout">log out</a></nav>'
-        if nav
-        else ""
+        f'<nav><a href="/ui">models</a> · <a href="/docs">API docs</a>{out}</nav>' if nav else ""
     )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -139,14 +138,14 @@ class ModelSummary:
     alerts: Sequence[str]
 
 
-def index_page(models: Sequence[ModelSummary]) -> str:
+def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     """``/ui``: a table of the models with their latest window's key numbers and alerts."""
     if not models:
         body = (
             "<h1>Models</h1><p>No model yet. Create one with <code>PUT /v1/models/{name}</code> "
             "or try <code>calmon simulate</code>.</p>"
         )
-        return _page("models", body)
+        return _page("models", body, logout=logout)
     rows = []
     for model in models:
         link = f'<a href="/ui/models/{escape(model.name)}">{escape(model.name)}</a>'
@@ -185,7 +184,7 @@ def index_page(models: Sequence[ModelSummary]) -> str:
         '<th scope="col">AP change: likelihood part</th><th class="text" scope="col">state</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
-    return _page("models", body)
+    return _page("models", body, logout=logout)
 
 
 def _times(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], float]:
@@ -411,6 +410,7 @@ def model_page(
     records: Sequence[Mapping[str, Any]],
     selected: str | None,
     model_alerts: Sequence[str],
+    logout: bool = False,
 ) -> str:
     """``/ui/models/{model}``: the charts over ``records`` (oldest first, one segment), the
     reliability diagram of the ``selected`` window start (default: the latest), and the
@@ -431,7 +431,7 @@ def model_page(
     head = f"<h1>{escape(name)}</h1><p>{escape(window)} windows.</p>{state}{form}"
     if not records:
         body = head + f"<p>No window of segment <code>{escape(segment)}</code> computed yet.</p>"
-        return _page(name, body)
+        return _page(name, body, logout=logout)
     readings = [read_window(r) for r in records]
     times, half = _times(records)
     chosen = next((r for r in records if r.get("start") == selected), records[-1])
@@ -475,7 +475,7 @@ def model_page(
             records, readings, selected=str(chosen.get("start")), link=link, model_path=model_path
         )
     )
-    return _page(name, body)
+    return _page(name, body, logout=logout)
 
 
 def login_page(*, error: str | None, next_path: str) -> str:

@@ -142,7 +142,7 @@ def ui_index(request: Request, session: SessionDep) -> Response:
                 alerts=_model_alerts(model, windows, now),
             )
         )
-    return _html(index_page(summaries))
+    return _html(index_page(summaries, logout=bool(request.app.state.tokens)))
 
 
 def _window_records(
@@ -206,6 +206,7 @@ def ui_model(
         records=records,
         selected=window,
         model_alerts=_model_alerts(stored, latest, datetime.now(UTC)),
+        logout=bool(request.app.state.tokens),
     )
     return _html(page)
 

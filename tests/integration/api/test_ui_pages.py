@@ -75,6 +75,7 @@ def test_pages_from_computed_windows(client: TestClient, scheduler: WindowSchedu
     assert "default-src 'none'" in index.headers["content-security-policy"]
     assert '<a href="/ui/models/fraud">fraud</a>' in index.text
     assert starts[-1] in index.text
+    assert "log out" not in index.text  # no token, nothing to log out of
 
     page = client.get("/ui/models/fraud")
     assert page.status_code == 200
@@ -109,7 +110,9 @@ def test_tokens_rule(make_client: ClientFactory) -> None:
     assert denied.headers["www-authenticate"] == 'Bearer realm="calmon"'
     assert 'name="next" value="/ui/models/fraud?segment=*"' in denied.text
     assert client.get("/ui", headers={"Authorization": f"Bearer {READ}"}).status_code == 200
-    assert client.get("/ui", headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 200
+    admin = client.get("/ui", headers={"Authorization": f"Bearer {ADMIN}"})
+    assert admin.status_code == 200
+    assert '<a href="/ui/logout">log out</a>' in admin.text
     assert client.get("/ui", headers={"Authorization": f"Bearer {WRITE}"}).status_code == 401
 
     def login(token: str, target: str = "/ui") -> httpx.Response:
