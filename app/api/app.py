@@ -19,6 +19,7 @@ from functools import cache
 from fastapi import FastAPI
 
 from app import __version__
+from app.api.docs_pages import router as docs_router
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi
@@ -28,6 +29,7 @@ from app.db.session import create_db_engine, create_session_factory
 from app.exporter.refresh import WindowExporter
 from app.log import configure_logging
 from app.settings import Settings, get_settings
+from app.ui import routes as ui
 
 LifespanHook = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -73,7 +75,14 @@ def create_app(
         finally:
             engine.dispose()
 
-    app = FastAPI(title="calmon", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="calmon",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = create_session_factory(engine)
@@ -89,6 +98,9 @@ def create_app(
     routers = (models.router, ingest.router, windows.router, health.router)
     for router in routers:
         app.include_router(router)
+    app.include_router(docs_router)
+    app.include_router(ui.router)
+    app.mount("/ui/static", ui.static_files(), name="ui-static")
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,

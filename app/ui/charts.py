@@ -1,0 +1,417 @@
+"""Charts as inline SVG text, built from plain numbers (no browser script, no asset).
+
+Each chart is one ``<svg role="img">`` with a ``<title>`` and a ``<desc>``, labelled axes and
+a legend drawn in the picture, so that it reads without colour names. A series is one
+``<path>`` for its line (gaps where a value is None), one for its 95% band (a closed outline
+per run of defined intervals) and, when there are few windows, one for its markers: the SVG
+size grows with the number of windows but the element count does not, which keeps a page of
+500 windows light for the browser.
+
+Colours come from CSS classes (``s0`` … ``s4``, ``ref``) that the page's style sheet defines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from html import escape
+from typing import Final
+
+WIDTH: Final = 920
+HEIGHT: Final = 260
+LEFT: Final = 64
+RIGHT: Final = 16
+TOP: Final = 14
+BOTTOM: Final = 58
+#: at most this many windows get a marker each (beyond, the line alone reads better)
+MARKER_LIMIT: Final = 120
+MARKER_RADIUS: Final = 2.6
+#: what stands for an absent value, and the minus sign of negative numbers
+DASH: Final = "\u2013"
+MINUS: Final = "\u2212"
+
+Bounds = tuple[float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One line over the windows, with an optional 95% band; ``css`` picks its colour class."""
+
+    label: str
+    values: Sequence[float | None]
+    css: str
+    bands: Sequence[Bounds | None] | None = None
+    dashed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """A horizontal reference line (and optional shaded band) across the chart."""
+
+    label: str
+    value: float
+    css: str = "ref"
+    band: Bounds | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Where data coordinates land on the picture."""
+
+    x_min: float
+    x_max: float
+    y_min: float
+    y_max: float
+    width: float = WIDTH
+    height: float = HEIGHT
+    plot: tuple[float, float, float, float] = field(
+        default=(LEFT, TOP, WIDTH - RIGHT, HEIGHT - BOTTOM)
+    )
+
+    def x(self, value: float) -> float:
+        """Picture x of data x."""
+        left, _, right, _ = self.plot
+        span = self.x_max - self.x_min or 1.0
+        return left + (value - self.x_min) / span * (right - left)
+
+    def y(self, value: float) -> float:
+        """Picture y of data y (clipped to the plot so that outliers stay on the edge)."""
+        _, top, _, bottom = self.plot
+        span = self.y_max - self.y_min or 1.0
+        y = bottom - (value - self.y_min) / span * (bottom - top)
+        return top if y < top else bottom if y > bottom else y
+
+
+def _f(value: float) -> str:
+    """A coordinate with one decimal, the precision a screen needs."""
+    return f"{value:.1f}"
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round values within ``[low, high]``, in steps of 1, 2 or 5 times a
+    power of 10."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low]
+    raw = (high - low) / max(count - 1, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = min((m * power for m in (1, 2, 5, 10)), key=lambda s: abs(math.log(s / raw)))
+    first = math.ceil(low / step - 1e-9) * step
+    ticks: list[float] = []
+    value = first
+    while value <= high + step * 1e-9:
+        ticks.append(round(value, 12))
+        value += step
+    return ticks
+
+
+def format_number(value: float | None, digits: int = 3) -> str:
+    """``value`` with ``digits`` decimals, a true minus sign, or an en dash when absent."""
+    if value is None:
+        return DASH
+    text = f"{value:.{digits}f}"
+    if float(text) == 0.0:
+        return text.lstrip("-")
+    return text.replace("-", MINUS)
+
+
+def signed(value: float | None, digits: int = 3) -> str:
+    """Like :func:`format_number` with an explicit + for positive values."""
+    if value is None:
+        return DASH
+    return ("+" if value > 0 else "") + format_number(value, digits)
+
+
+def _time_label(seconds: float, span: float) -> str:
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    if span <= 2 * 86_400:
+        return moment.strftime("%H:%M")
+    return moment.strftime("%m-%d %H:%M") if span <= 20 * 86_400 else moment.strftime("%Y-%m-%d")
+
+
+def time_ticks(low: float, high: float, count: int = 6) -> list[float]:
+    """Tick instants (Unix seconds) at round steps between ``low`` and ``high``."""
+    steps = (60, 300, 900, 1800, 3600, 7200, 21_600, 43_200, 86_400, 172_800, 604_800)
+    span = max(high - low, 1.0)
+    step = next((s for s in steps if span / s <= count), None)
+    if step is None:
+        step = math.ceil(span / count / 604_800) * 604_800
+    first = math.ceil(low / step) * step
+    return [float(t) for t in range(int(first), int(high) + 1, step)]
+
+
+def _line(frame: Frame, xs: Sequence[float], values: Sequence[float | None]) -> str:
+    parts: list[str] = []
+    pen_down = False
+    fx, fy = frame.x, frame.y
+    for x, v in zip(xs, values, strict=True):
+        if v is None:
+            pen_down = False
+            continue
+        parts.append(f"{'L' if pen_down else 'M'}{fx(x):.1f} {fy(v):.1f}")
+        pen_down = True
+    return "".join(parts)
+
+
+def _band(frame: Frame, xs: Sequence[float], bands: Sequence[Bounds | None], half: float) -> str:
+    """Closed outlines, one per run of defined intervals; a lone interval is a bar ``2·half``
+    pixels wide so that it shows."""
+    runs: list[list[tuple[float, Bounds]]] = [[]]
+    for x, b in zip(xs, bands, strict=True):
+        if b is None:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append((frame.x(x), b))
+    parts: list[str] = []
+    for run in runs:
+        if not run:
+            continue
+        if len(run) == 1:
+            ((px, (lo, hi)),) = run
+            run = [(px - half, (lo, hi)), (px + half, (lo, hi))]
+        upper = "L".join(f"{_f(px)} {_f(frame.y(hi))}" for px, (_, hi) in run)
+        lower = "L".join(f"{_f(px)} {_f(frame.y(lo))}" for px, (lo, _) in reversed(run))
+        parts.append(f"M{upper}L{lower}Z")
+    return "".join(parts)
+
+
+def _markers(frame: Frame, xs: Sequence[float], values: Sequence[float | None]) -> str:
+    r = MARKER_RADIUS
+    return "".join(
+        f"M{_f(frame.x(x) - r)} {_f(frame.y(v))}a{r} {r} 0 1 0 {2 * r} 0a{r} {r} 0 1 0 {-2 * r} 0"
+        for x, v in zip(xs, values, strict=True)
+        if v is not None
+    )
+
+
+def _extent(series: Sequence[Series], levels: Sequence[Level]) -> tuple[float, float] | None:
+    found: list[float] = [level.value for level in levels]
+    for level in levels:
+        if level.band is not None:
+            found.extend(level.band)
+    for s in series:
+        found.extend(v for v in s.values if v is not None)
+        for b in s.bands or ():
+            if b is not None:
+                found.extend(b)
+    finite = [v for v in found if math.isfinite(v)]
+    return (min(finite), max(finite)) if finite else None
+
+
+def _legend(entries: Sequence[tuple[str, str, bool]], frame: Frame) -> str:
+    """Legend entries (label, css class, dashed) in a row under the x axis labels."""
+    x, y = frame.plot[0], frame.height - 6
+    out: list[str] = ['<g class="legend">']
+    for label, css, dashed in entries:
+        dash = ' stroke-dasharray="5 3"' if dashed else ""
+        out.append(
+            f'<path class="line {css}"{dash} d="M{_f(x)} {_f(y - 4)}h18"/>'
+            f'<text x="{_f(x + 22)}" y="{_f(y)}">{escape(label)}</text>'
+        )
+        x += 30 + 6.4 * len(label)
+    out.append("</g>")
+    return "".join(out)
+
+
+def _frame_svg(
+    frame: Frame,
+    *,
+    title: str,
+    desc: str,
+    y_label: str,
+    x_ticks: Sequence[tuple[float, str]],
+    y_ticks: Sequence[tuple[float, str]],
+    x_label: str,
+    chart_id: str,
+) -> list[str]:
+    """The opening of a chart: accessible name, grid, axes and their labels."""
+    left, top, right, bottom = frame.plot
+    out = [
+        f'<svg class="chart" id="{escape(chart_id)}" role="img" viewBox="0 0 {frame.width} '
+        f'{frame.height}" width="{frame.width}" height="{frame.height}" '
+        f'aria-labelledby="{escape(chart_id)}-t {escape(chart_id)}-d">'
+        f'<title id="{escape(chart_id)}-t">{escape(title)}</title>'
+        f'<desc id="{escape(chart_id)}-d">{escape(desc)}</desc>',
+        '<g class="grid">',
+    ]
+    for value, text in y_ticks:
+        y = frame.y(value)
+        out.append(
+            f'<path d="M{_f(left)} {_f(y)}H{_f(right)}"/>'
+            f'<text class="tick" x="{_f(left - 6)}" y="{_f(y + 4)}" text-anchor="end">'
+            f"{escape(text)}</text>"
+        )
+    for value, text in x_ticks:
+        x = frame.x(value)
+        out.append(
+            f'<path d="M{_f(x)} {_f(bottom)}v5"/>'
+            f'<text class="tick" x="{_f(x)}" y="{_f(bottom + 17)}" text-anchor="middle">'
+            f"{escape(text)}</text>"
+        )
+    out.append("</g>")
+    out.append(f'<path class="axis" d="M{_f(left)} {_f(top)}V{_f(bottom)}H{_f(right)}"/>')
+    middle = (top + bottom) / 2
+    out.append(
+        f'<text class="label" transform="translate(14 {_f(middle)}) rotate(-90)" '
+        f'text-anchor="middle">{escape(y_label)}</text>'
+    )
+    out.append(
+        f'<text class="label" x="{_f(right)}" y="{_f(bottom + 34)}" '
+        f'text-anchor="end">{escape(x_label)}</text>'
+    )
+    return out
+
+
+def time_chart(
+    *,
+    chart_id: str,
+    title: str,
+    desc: str,
+    y_label: str,
+    times: Sequence[float],
+    series: Sequence[Series],
+    levels: Sequence[Level] = (),
+    y_range: Bounds | None = None,
+    half_window: float = 0.0,
+) -> str:
+    """A chart over window centres ``times`` (Unix seconds, ascending): each series' band,
+    line and (for few windows) markers, the reference ``levels``, with the y range fitted to
+    the data unless ``y_range`` is given. An empty chart says "no data" in its picture."""
+    extent = y_range or _extent(series, levels)
+    if not times or extent is None:
+        frame = Frame(0.0, 1.0, 0.0, 1.0)
+        body = _frame_svg(
+            frame,
+            title=title,
+            desc=desc,
+            y_label=y_label,
+            x_ticks=[],
+            y_ticks=[],
+            x_label="window (UTC)",
+            chart_id=chart_id,
+        )
+        body.append(
+            f'<text class="empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
+            "no data</text></svg>"
+        )
+        return "".join(body)
+    low, high = extent
+    if high - low < 1e-9:
+        low, high = low - 0.05, high + 0.05
+    pad = 0.0 if y_range else 0.04 * (high - low)
+    x_min, x_max = times[0] - half_window, times[-1] + half_window
+    frame = Frame(x_min, x_max, low - pad, high + pad)
+    y_ticks = [
+        (t, format_number(t, _digits(high - low))) for t in nice_ticks(low - pad, high + pad)
+    ]
+    y_ticks = [(t, s) for t, s in y_ticks if frame.y_min <= t <= frame.y_max]
+    span = x_max - x_min
+    x_ticks = [(t, _time_label(t, span)) for t in time_ticks(x_min, x_max)]
+    out = _frame_svg(
+        frame,
+        title=title,
+        desc=desc,
+        y_label=y_label,
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        x_label="window (UTC)",
+        chart_id=chart_id,
+    )
+    left, _, right, _ = frame.plot
+    for level in levels:
+        if level.band is not None:
+            lo, hi = frame.y(level.band[0]), frame.y(level.band[1])
+            out.append(
+                f'<path class="band {level.css}" d="M{_f(left)} {_f(hi)}H{_f(right)}'
+                f'V{_f(lo)}H{_f(left)}Z"/>'
+            )
+        y = frame.y(level.value)
+        out.append(f'<path class="level {level.css}" d="M{_f(left)} {_f(y)}H{_f(right)}"/>')
+    bar_half = max(2.0, (frame.x(times[0] + half_window) - frame.x(times[0])) * 0.8)
+    for s in series:
+        if s.bands is not None:
+            band = _band(frame, times, s.bands, bar_half)
+            if band:
+                out.append(f'<path class="band {s.css}" d="{band}"/>')
+    for s in series:
+        dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+        line = _line(frame, times, s.values)
+        if line:
+            out.append(f'<path class="line {s.css}"{dash} d="{line}"/>')
+        if len(times) <= MARKER_LIMIT:
+            marks = _markers(frame, times, s.values)
+            if marks:
+                out.append(f'<path class="mark {s.css}" d="{marks}"/>')
+    entries = [(s.label, s.css, s.dashed) for s in series]
+    entries += [(level.label, level.css, False) for level in levels]
+    out.append(_legend(entries, frame))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _digits(span: float) -> int:
+    """Decimals for tick labels over a range of ``span``."""
+    if span <= 0 or not math.isfinite(span):
+        return 3
+    return min(max(0, 2 - math.floor(math.log10(span))), 6)
+
+
+def reliability_chart(
+    *, chart_id: str, title: str, rows: Sequence[dict[str, float | int | None]]
+) -> str:
+    """A reliability diagram: fraction of positives against mean score per bin (points sized
+    by the square root of the bin's count, joined by a line), with the diagonal of perfect
+    calibration. Empty bins are left out."""
+    frame = Frame(
+        0.0, 1.0, 0.0, 1.0, width=460, height=400, plot=(LEFT, TOP, 460 - RIGHT, 400 - BOTTOM)
+    )
+    ticks = [(t, format_number(t, 1)) for t in nice_ticks(0.0, 1.0, 6)]
+    desc = (
+        "Per score bin, the fraction of positive labels against the mean score; points on the "
+        "diagonal are perfectly calibrated."
+    )
+    out = _frame_svg(
+        frame,
+        title=title,
+        desc=desc,
+        y_label="fraction positive",
+        x_ticks=ticks,
+        y_ticks=ticks,
+        x_label="mean score",
+        chart_id=chart_id,
+    )
+    out.append(
+        f'<path class="level ref" d="M{_f(frame.x(0))} {_f(frame.y(0))}'
+        f'L{_f(frame.x(1))} {_f(frame.y(1))}"/>'
+    )
+    points = [
+        (float(m), float(f), int(c or 0))
+        for row in rows
+        if (m := row.get("mean_score")) is not None
+        and (f := row.get("fraction_positive")) is not None
+        for c in [row.get("count")]
+    ]
+    if not points:
+        out.append(
+            f'<text class="empty" x="{frame.width / 2}" y="{frame.height / 2}" '
+            'text-anchor="middle">no labelled scores</text>'
+        )
+    else:
+        line = "".join(
+            ("L" if i else "M") + f"{_f(frame.x(m))} {_f(frame.y(f))}"
+            for i, (m, f, _) in enumerate(points)
+        )
+        out.append(f'<path class="line s0" d="{line}"/>')
+        biggest = max(c for _, _, c in points) or 1
+        for m, f, c in points:
+            r = 2.5 + 6.0 * math.sqrt(c / biggest)
+            out.append(
+                f'<circle class="mark s0" cx="{_f(frame.x(m))}" cy="{_f(frame.y(f))}" r="{r:.1f}">'
+                f"<title>mean score {m:.3f}, fraction positive {f:.3f}, {c} predictions</title>"
+                "</circle>"
+            )
+    out.append(_legend([("bins (size: count)", "s0", False), ("perfect", "ref", False)], frame))
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,499 @@
+"""HTML pages of the web view, as text, from window records and plain values.
+
+Pure functions: the routes (:mod:`app.ui.routes`) read the records through the services and
+pass them here. Every value that comes from a record or a request is escaped. Pages carry
+their small style sheet inline and load nothing: the routes send them with a Content-Security-
+Policy that forbids scripts and every other host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from typing import Any, Final
+from urllib.parse import quote_plus, urlencode
+
+from app.ui.charts import DASH, Level, Series, format_number, reliability_chart, signed, time_chart
+from app.ui.verdict import (
+    SPLIT_METRIC,
+    Bounds,
+    Verdict,
+    WindowReading,
+    bounds,
+    number,
+    read_window,
+    section,
+)
+
+TIMES: Final = "\u00d7"
+STYLE: Final = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1180px;padding:0 16px 40px;
+color:#1b1b1b;background:#fff}
+header{display:flex;gap:16px;align-items:baseline;border-bottom:1px solid #ccc;margin-bottom:12px}
+header nav{margin-left:auto}
+h1{font-size:1.5em;margin:.5em 0}h2{font-size:1.15em;margin:1.4em 0 .3em}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums}
+th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;text-align:right;vertical-align:top}
+th{background:#f4f4f4;position:sticky;top:0}
+td.text,th.text{text-align:left}td.text a,td.when{white-space:nowrap}
+.alert{color:#9b1c1c;font-weight:600}.ok{color:#23663a}.muted{color:#666}
+.v-both,.v-worse{color:#9b1c1c;font-weight:600}.v-ratio{color:#8a5300;font-weight:600}
+.v-unknown{color:#666}
+.scroll{max-height:560px;overflow:auto;border:1px solid #ddd}
+tr.selected td{background:#fff6d6}
+form.inline{display:flex;gap:12px;align-items:end;flex-wrap:wrap}
+label{display:flex;flex-direction:column;font-size:.9em}
+.error{color:#9b1c1c}
+svg.chart{max-width:100%;height:auto;display:block}
+svg text{font:12px system-ui,sans-serif;fill:#333}
+svg .label{font-size:13px}
+svg .grid path{stroke:#e6e6e6}svg .axis{stroke:#555;fill:none}
+svg .line{fill:none;stroke-width:1.8}svg .band{stroke:none;opacity:.2}
+svg .level{fill:none;stroke-width:1.4;stroke-dasharray:2 3}
+svg .empty{fill:#888;font-size:15px}
+.s0{stroke:#1f5fa8;fill:#1f5fa8}.s1{stroke:#c2410c;fill:#c2410c}
+.s2{stroke:#15803d;fill:#15803d}.s3{stroke:#7e22ce;fill:#7e22ce}
+.ref{stroke:#222;fill:#222}
+svg .line.s0,svg .line.s1,svg .line.s2,svg .line.s3,svg .line.ref,svg .level{fill:none}
+svg .mark{stroke:none}
+"""
+
+VERDICT_CLASS: Final[dict[Verdict, str]] = {
+    Verdict.BOTH: "v-both",
+    Verdict.WORSE: "v-worse",
+    Verdict.RATIO: "v-ratio",
+    Verdict.NEITHER: "ok",
+    Verdict.UNKNOWN: "v-unknown",
+}
+
+
+def _page(title: str, body: str, *, nav: bool = True, logout: bool = False) -> str:
+    """A whole page; ``logout`` adds the log-out link (tokens configured)."""
+    out = ' · <a href="/ui/logout">log out</a>' if logout else ""
+    links = (
+        f'<nav><a href="/ui">models</a> · <a href="/docs">API docs</a>{out}</nav>' if nav else ""
+    )
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{escape(title)} · calmon</title>"
+        '<link rel="icon" href="/ui/static/favicon.svg" type="image/svg+xml">'
+        f"<style>{STYLE}</style></head><body>"
+        f'<header><strong>calmon</strong><span class="muted">{escape(title)}</span>{links}</header>'
+        f"<main>{body}</main></body></html>"
+    )
+
+
+def interval_text(interval: Bounds | None, digits: int = 3) -> str:
+    """``[lo, hi]`` or an empty string when absent."""
+    if interval is None:
+        return ""
+    return f" [{format_number(interval[0], digits)}, {format_number(interval[1], digits)}]"
+
+
+def _metric(record: Mapping[str, Any], metric: str, *, calibrated: bool = False) -> float | None:
+    if calibrated:
+        return number(section(section(record.get("calibrated")).get("reference")).get(metric))
+    return number(section(record.get("regular")).get(metric))
+
+
+def _metric_interval(
+    record: Mapping[str, Any], metric: str, *, calibrated: bool = False
+) -> Bounds | None:
+    intervals = section(record.get("intervals"))
+    if calibrated:
+        return bounds(section(section(intervals.get("calibrated")).get("reference")).get(metric))
+    return bounds(section(intervals.get("regular")).get(metric))
+
+
+def _reference_metric(record: Mapping[str, Any], metric: str) -> float | None:
+    return number(section(section(record.get("reference")).get("regular")).get(metric))
+
+
+def _ratio_vs_reference(reading: WindowReading) -> str:
+    if reading.ratio is None:
+        return DASH
+    text = format_number(reading.ratio, 4)
+    if reading.reference_ratio:
+        factor = reading.ratio / reading.reference_ratio
+        text += f" vs {format_number(reading.reference_ratio, 4)} ({TIMES}{factor:.2f})"
+    return text
+
+
+def _part(value: float | None, interval: Bounds | None) -> str:
+    return signed(value) + interval_text(interval)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSummary:
+    """One row of the model list: the model, its latest ``*`` window (None before the first)
+    and the alert states of its latest windows (stale included)."""
+
+    name: str
+    window: str
+    score_kind: str
+    latest: Mapping[str, Any] | None
+    alerts: Sequence[str]
+
+
+def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
+    """``/ui``: a table of the models with their latest window's key numbers and alerts."""
+    if not models:
+        body = (
+            "<h1>Models</h1><p>No model yet. Create one with <code>PUT /v1/models/{name}</code> "
+            "or try <code>calmon simulate</code>.</p>"
+        )
+        return _page("models", body, logout=logout)
+    rows = []
+    for model in models:
+        link = f'<a href="/ui/models/{escape(model.name)}">{escape(model.name)}</a>'
+        state = (
+            "".join(f'<div class="alert">{escape(a)}</div>' for a in model.alerts)
+            if model.alerts
+            else '<span class="ok">no alert</span>'
+        )
+        record = model.latest
+        if record is None:
+            cells = '<td class="text muted" colspan="8">no window computed yet</td>'
+        else:
+            reading = read_window(record)
+            cells = (
+                f'<td class="text when">{escape(str(record.get("start", "")))}</td>'
+                f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
+                f"<td>{escape(_ratio_vs_reference(reading))}</td>"
+                f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
+                f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
+                f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
+                f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
+            )
+        rows.append(
+            f'<tr><td class="text">{link}</td><td class="text">{escape(model.window)}</td>'
+            f'{cells}<td class="text">{state}</td></tr>'
+        )
+    body = (
+        "<h1>Models</h1>"
+        "<p>Latest window of every model (all predictions, segment <code>*</code>); alerts "
+        "follow the Prometheus rules and cover every tracked segment.</p>"
+        '<table><thead><tr><th class="text" scope="col">model</th>'
+        '<th class="text" scope="col">window</th><th class="text" scope="col">latest (UTC)</th>'
+        '<th scope="col">n</th><th scope="col">positives</th>'
+        '<th scope="col">class ratio vs reference</th><th scope="col">AP</th>'
+        '<th scope="col">calibrated AP</th><th scope="col">AP change: prior part</th>'
+        '<th scope="col">AP change: likelihood part</th><th class="text" scope="col">state</th>'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    return _page("models", body, logout=logout)
+
+
+def _times(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], float]:
+    """Window centres (Unix seconds) and half a window length."""
+    times: list[float] = []
+    half = 0.0
+    for record in records:
+        start = datetime.fromisoformat(str(record["start"])).timestamp()
+        end = datetime.fromisoformat(str(record["end"])).timestamp()
+        times.append((start + end) / 2)
+        half = (end - start) / 2
+    return times, half
+
+
+def metric_chart(
+    records: Sequence[Mapping[str, Any]],
+    metric: str,
+    *,
+    chart_id: str,
+    times: Sequence[float],
+    half: float,
+) -> str:
+    """Regular against calibrated (at the reference prior) ``metric`` with 95% bands, and the
+    reference's value; a metric that does not depend on the class ratio has no calibrated
+    line."""
+    series = [
+        Series(
+            f"{metric} (regular)",
+            [_metric(r, metric) for r in records],
+            "s0",
+            [_metric_interval(r, metric) for r in records],
+        )
+    ]
+    calibrated = [_metric(r, metric, calibrated=True) for r in records]
+    if any(v is not None for v in calibrated):
+        series.append(
+            Series(
+                f"{metric} calibrated at the reference ratio",
+                calibrated,
+                "s1",
+                [_metric_interval(r, metric, calibrated=True) for r in records],
+            )
+        )
+    series.append(
+        Series("reference", [_reference_metric(r, metric) for r in records], "ref", dashed=True)
+    )
+    return time_chart(
+        chart_id=chart_id,
+        title=f"{metric}: regular and calibrated per window",
+        desc=(
+            f"{metric} of each window as measured (regular) and calibrated at the reference's "
+            "class ratio, with their 95% intervals as shaded bands, and the reference's value."
+        ),
+        y_label=metric,
+        times=times,
+        series=series,
+        half_window=half,
+    )
+
+
+def split_chart(
+    readings: Sequence[WindowReading],
+    records: Sequence[Mapping[str, Any]],
+    *,
+    times: Sequence[float],
+    half: float,
+) -> str:
+    """The change of average precision from the reference split into its prior part (what the
+    class ratio explains) and likelihood part (what the model's scores explain), with 95%
+    bands, the total, and the zero line."""
+    totals = [
+        number(section(section(r.get("split")).get(SPLIT_METRIC)).get("total")) for r in records
+    ]
+    return time_chart(
+        chart_id="split",
+        title="Change of average precision from the reference, split in two parts",
+        desc=(
+            "Per window, the total change of average precision from the reference, its prior "
+            "part (explained by the class ratio) and its likelihood part (explained by the "
+            "model's scores), with 95% intervals as shaded bands. A likelihood part below 0 "
+            "means the model got worse."
+        ),
+        y_label="AP change",
+        times=times,
+        series=[
+            Series(
+                "prior part",
+                [x.prior_part for x in readings],
+                "s2",
+                [x.prior_interval for x in readings],
+            ),
+            Series(
+                "likelihood part",
+                [x.likelihood_part for x in readings],
+                "s3",
+                [x.likelihood_interval for x in readings],
+            ),
+            Series("total", totals, "s0", dashed=True),
+        ],
+        levels=[Level("no change", 0.0)],
+        half_window=half,
+    )
+
+
+def ratio_chart(
+    readings: Sequence[WindowReading],
+    records: Sequence[Mapping[str, Any]],
+    *,
+    times: Sequence[float],
+    half: float,
+) -> str:
+    """The positive class ratio (labels) with its Wilson band, the reference's with its band,
+    and the label-free estimate with its band."""
+    estimated = [section(r.get("estimated")) for r in records]
+    return time_chart(
+        chart_id="ratio",
+        title="Positive class ratio per window against the reference",
+        desc=(
+            "Per window, the fraction of positive labels with its 95% interval, the reference's "
+            "ratio with its 95% interval, and the ratio estimated from the scores alone "
+            "(without labels) with its 95% interval."
+        ),
+        y_label="positive class ratio",
+        times=times,
+        series=[
+            Series(
+                "from labels",
+                [x.ratio for x in readings],
+                "s0",
+                [x.ratio_interval for x in readings],
+            ),
+            Series(
+                "estimated without labels",
+                [number(e.get("positive_class_ratio")) for e in estimated],
+                "s1",
+                [bounds(e.get("positive_class_ratio_interval")) for e in estimated],
+                dashed=True,
+            ),
+            Series(
+                "reference",
+                [x.reference_ratio for x in readings],
+                "ref",
+                [x.reference_interval for x in readings],
+            ),
+        ],
+        half_window=half,
+    )
+
+
+def _options(values: Sequence[str], selected: str) -> str:
+    return "".join(
+        f'<option value="{escape(v)}"{" selected" if v == selected else ""}>{escape(v)}</option>'
+        for v in values
+    )
+
+
+def verdict_table(
+    records: Sequence[Mapping[str, Any]],
+    readings: Sequence[WindowReading],
+    *,
+    selected: str | None,
+    link: Mapping[str, str],
+    model_path: str,
+) -> str:
+    """Newest window first: counts, ratio, AP, the two parts and the verdict; each start links
+    to the page with that window's reliability diagram."""
+    rows = []
+    base = f"{model_path}?{urlencode(link)}&window="
+    for record, reading in zip(reversed(records), reversed(readings), strict=True):
+        start = str(record.get("start", ""))
+        css = ' class="selected"' if start == selected else ""
+        href = escape(base + quote_plus(start))
+        rows.append(
+            f'<tr{css}><td class="text"><a href="{href}">{escape(start)}</a></td>'
+            f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
+            f"<td>{escape(_ratio_vs_reference(reading))}</td>"
+            f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
+            f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
+            f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
+            f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
+            f'<td class="text {VERDICT_CLASS[reading.verdict]}">{reading.verdict.value}</td></tr>'
+        )
+    return (
+        '<div class="scroll"><table id="verdicts"><caption class="muted">Per window, newest '
+        "first; the parts are the AP change from the reference with 95% intervals.</caption>"
+        '<thead><tr><th class="text" scope="col">window start (UTC)</th><th scope="col">n</th>'
+        '<th scope="col">positives</th><th scope="col">class ratio vs reference</th>'
+        '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
+        '<th scope="col">prior part</th><th scope="col">likelihood part</th>'
+        '<th class="text" scope="col">verdict</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _explain(reading: WindowReading) -> str:
+    """One sentence on the verdict of a window, with its numbers."""
+    if reading.verdict is Verdict.UNKNOWN:
+        return (
+            "Not enough data: the intervals of the change split need a reference and at least "
+            "100 labelled positives in both the window and the reference."
+        )
+    ratio = (
+        f"The class ratio is {format_number(reading.ratio, 4)}"
+        f"{interval_text(reading.ratio_interval, 4)}"
+        f" against the reference's {format_number(reading.reference_ratio, 4)}"
+        f"{interval_text(reading.reference_interval, 4)}; "
+    )
+    parts = (
+        f"the prior part of the AP change is {_part(reading.prior_part, reading.prior_interval)}, "
+        f"the likelihood part {_part(reading.likelihood_part, reading.likelihood_interval)}."
+    )
+    return ratio + parts
+
+
+def model_page(
+    *,
+    name: str,
+    window: str,
+    segment: str,
+    segments: Sequence[str],
+    metric: str,
+    metrics: Sequence[str],
+    records: Sequence[Mapping[str, Any]],
+    selected: str | None,
+    model_alerts: Sequence[str],
+    logout: bool = False,
+) -> str:
+    """``/ui/models/{model}``: the charts over ``records`` (oldest first, one segment), the
+    reliability diagram of the ``selected`` window start (default: the latest), and the
+    verdict of every window."""
+    model_path = f"/ui/models/{name}"
+    link = {"segment": segment, "metric": metric}
+    form = (
+        f'<form class="inline" method="get" action="{escape(model_path)}">'
+        f'<label>segment<select name="segment">{_options(segments, segment)}</select></label>'
+        f'<label>second metric<select name="metric">{_options(metrics, metric)}</select></label>'
+        '<button type="submit">show</button></form>'
+    )
+    state = (
+        "".join(f'<p class="alert">{escape(a)}</p>' for a in model_alerts)
+        if model_alerts
+        else '<p class="ok">No alert on the latest windows.</p>'
+    )
+    head = f"<h1>{escape(name)}</h1><p>{escape(window)} windows.</p>{state}{form}"
+    if not records:
+        body = head + f"<p>No window of segment <code>{escape(segment)}</code> computed yet.</p>"
+        return _page(name, body, logout=logout)
+    readings = [read_window(r) for r in records]
+    times, half = _times(records)
+    chosen = next((r for r in records if r.get("start") == selected), records[-1])
+    latest = readings[-1]
+    summary = (
+        f'<h2>Latest window: <span class="{VERDICT_CLASS[latest.verdict]}">'
+        f"{latest.verdict.value}</span></h2><p>{escape(_explain(latest))}</p>"
+    )
+    reliability = chosen.get("reliability")
+    if isinstance(reliability, list) and reliability:
+        diagram = reliability_chart(
+            chart_id="reliability",
+            title=f"Reliability diagram of the window starting {chosen.get('start')}",
+            rows=reliability,
+        )
+    else:
+        diagram = (
+            '<p class="muted">No reliability diagram: the model\'s scores are not '
+            "probabilities, or the window has no labelled prediction.</p>"
+        )
+    chosen_reading = read_window(chosen)
+    body = (
+        head
+        + summary
+        + f'<p class="muted">{len(records)} windows of segment <code>{escape(segment)}</code>.'
+        " Shaded bands are 95% intervals.</p>"
+        + "<h2>Average precision</h2>"
+        + metric_chart(records, SPLIT_METRIC, chart_id="ap", times=times, half=half)
+        + "<h2>Prior and likelihood parts of the change</h2>"
+        + split_chart(readings, records, times=times, half=half)
+        + "<h2>Positive class ratio</h2>"
+        + ratio_chart(readings, records, times=times, half=half)
+        + f"<h2>{escape(metric)}</h2>"
+        + metric_chart(records, metric, chart_id="metric", times=times, half=half)
+        + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
+        + f'<p><span class="{VERDICT_CLASS[chosen_reading.verdict]}">'
+        f"{chosen_reading.verdict.value}</span>. {escape(_explain(chosen_reading))}</p>"
+        + diagram
+        + "<h2>Verdict per window</h2>"
+        + verdict_table(
+            records, readings, selected=str(chosen.get("start")), link=link, model_path=model_path
+        )
+    )
+    return _page(name, body, logout=logout)
+
+
+def login_page(*, error: str | None, next_path: str) -> str:
+    """The form that asks for a token with the ``read`` scope."""
+    message = f'<p class="error" role="alert">{escape(error)}</p>' if error else ""
+    body = (
+        "<h1>Log in</h1><p>This server needs a token with the <code>read</code> scope "
+        "(one of <code>CALMON_API_TOKENS</code>).</p>"
+        f'{message}<form method="post" action="/ui/login">'
+        f'<input type="hidden" name="next" value="{escape(next_path)}">'
+        '<label>token<input type="password" name="token" autocomplete="current-password" '
+        'required autofocus></label><p><button type="submit">log in</button></p></form>'
+    )
+    return _page("log in", body, nav=False)
+
+
+def not_found_page(name: str) -> str:
+    """The page of a model that does not exist."""
+    return _page(
+        "not found", f"<h1>Not found</h1><p>No model named <code>{escape(name)}</code>.</p>"
+    )

@@ -1,0 +1,262 @@
+"""Routes of the web view: ``/`` (redirect), ``/ui``, ``/ui/models/{model}``, ``/ui/login``,
+``/ui/logout`` and the package's static files under ``/ui/static``.
+
+Tokens rule: with no token configured the pages are open, like the API. Otherwise a page needs
+a token with the ``read`` scope, given as ``Authorization: Bearer`` or as the HttpOnly,
+SameSite=Strict cookie that the login form sets (Secure over https). The cookie is accepted by
+these pages only, never by the JSON API, so a browser holding it cannot be made to write.
+Without a good token a page answers 401 with the login form.
+
+Records are read with the services the window API uses (:func:`list_window_results`) and the
+latest windows as the exporter reads them (:func:`load_latest_windows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Final
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy.orm import Session
+
+from app.api.deps import ModelName, SessionDep, matched_token
+from app.db.models import Model
+from app.exporter.snapshot import LatestWindow, load_latest_windows
+from app.metrics.evaluation import REGULAR_METRICS
+from app.names import SEGMENT_OR_ALL_PATTERN
+from app.services.models import get_model, list_models
+from app.services.windows import MAX_PAGE, list_window_results
+from app.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
+from app.ui.verdict import alerts, is_stale
+from app.windows import window_length
+
+STATIC: Final = Path(__file__).resolve().parent / "static"
+COOKIE: Final = "calmon_ui_token"
+#: windows shown by default on a model page, and at most
+DEFAULT_LAST: Final = 500
+MAX_LAST: Final = 5_000
+DEFAULT_METRIC: Final = "roc_auc"
+#: no script, no frame, nothing from another host: the pages are HTML and inline SVG
+PAGE_POLICY: Final = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+
+router = APIRouter(include_in_schema=False)
+
+
+def static_files() -> StaticFiles:
+    """The package's static files (vendored Swagger UI and ReDoc, the icon)."""
+    return StaticFiles(directory=STATIC)
+
+
+def _html(text: str, status: int = 200) -> HTMLResponse:
+    headers = {"Cache-Control": "no-store", "Content-Security-Policy": PAGE_POLICY}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="calmon"'
+    return HTMLResponse(text, status_code=status, headers=headers)
+
+
+def _safe_next(path: str | None) -> str:
+    """A page of the web view to go back to after logging in (never another host)."""
+    if path and path.startswith("/ui") and not path.startswith("/ui/log") and "\\" not in path:
+        return path
+    return "/ui"
+
+
+def has_read_access(request: Request) -> bool:
+    """Whether the request may see the pages: no token configured, or a token with the
+    ``read`` scope in the bearer header or the login cookie."""
+    tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
+    if not tokens:
+        return True
+    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+    presented = credential.strip() if scheme.lower() == "bearer" else ""
+    presented = presented or request.cookies.get(COOKIE, "")
+    if not presented:
+        return False
+    _, scopes = matched_token(tokens, presented.encode())
+    return "read" in scopes
+
+
+def _login_required(request: Request) -> HTMLResponse | None:
+    """The 401 login form when the request may not see the page, else None."""
+    if has_read_access(request):
+        return None
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    error = "log in with a token that has the read scope" if COOKIE in request.cookies else None
+    return _html(login_page(error=error, next_path=_safe_next(target)), 401)
+
+
+@router.get("/")
+def root() -> RedirectResponse:
+    """The web view is the server's front page."""
+    return RedirectResponse("/ui", status_code=307)
+
+
+def _latest_by_model(session: Session) -> dict[str, list[LatestWindow]]:
+    """The latest windows of every model and exported segment, by model name."""
+    grouped: dict[str, list[LatestWindow]] = {}
+    for latest in load_latest_windows(session):
+        grouped.setdefault(latest.model, []).append(latest)
+    return grouped
+
+
+def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> list[str]:
+    """Alert states of a model's latest windows: each segment's record rules, and stale."""
+    out: list[str] = []
+    for window in latest:
+        where = "" if window.segment == "*" else f" (segment {window.segment})"
+        out.extend(f"{text}{where}" for text in alerts(window.record))
+    if latest:
+        computed = max(w.computed_at for w in latest)
+        if computed.tzinfo is None:
+            computed = computed.replace(tzinfo=UTC)
+        if is_stale(computed, now=now, length=window_length(model.window)):
+            out.append(f"stale: no window computed since {computed.isoformat()}")
+    return out
+
+
+@router.get("/ui", response_class=HTMLResponse)
+def ui_index(request: Request, session: SessionDep) -> Response:
+    """Every model with its latest window and alert-worthy state."""
+    if (denied := _login_required(request)) is not None:
+        return denied
+    now = datetime.now(UTC)
+    latest = _latest_by_model(session)
+    summaries = []
+    for model in list_models(session):
+        windows = latest.get(model.name, [])
+        star = next((w.record for w in windows if w.segment == "*"), None)
+        summaries.append(
+            ModelSummary(
+                name=model.name,
+                window=model.window,
+                score_kind=model.score_kind,
+                latest=star,
+                alerts=_model_alerts(model, windows, now),
+            )
+        )
+    return _html(index_page(summaries, logout=bool(request.app.state.tokens)))
+
+
+def _window_records(
+    session: Session, *, model: Model, segment: str, since: datetime | None
+) -> list[dict[str, Any]]:
+    """The stored records of ``segment`` ending after ``since``, oldest first, read a page of
+    :data:`MAX_PAGE` at a time as the window API pages them."""
+    records: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page = list_window_results(
+            session,
+            model=model,
+            start=since,
+            end=None,
+            segment=segment,
+            after=after,
+            limit=MAX_PAGE,
+        )
+        records.extend(page.records)
+        if page.next_cursor is None:
+            return records
+        last: Mapping[str, Any] = page.records[-1]
+        after = (datetime.fromisoformat(str(last["start"])), str(last["segment"]))
+
+
+@router.get("/ui/models/{model}", response_class=HTMLResponse)
+def ui_model(
+    request: Request,
+    session: SessionDep,
+    model: ModelName,
+    segment: Annotated[str, Query(pattern=SEGMENT_OR_ALL_PATTERN)] = "*",
+    metric: Annotated[str, Query()] = DEFAULT_METRIC,
+    window: Annotated[str | None, Query(max_length=64)] = None,
+    last: Annotated[int, Query(ge=1, le=MAX_LAST)] = DEFAULT_LAST,
+) -> Response:
+    """Charts over the latest ``last`` windows of one segment, the reliability diagram of
+    ``window`` (a window start; default the latest) and the verdict per window."""
+    if (denied := _login_required(request)) is not None:
+        return denied
+    stored = get_model(session, name=model)
+    if stored is None:
+        return _html(not_found_page(model), 404)
+    if metric not in REGULAR_METRICS:
+        metric = DEFAULT_METRIC
+    latest = _latest_by_model(session).get(stored.name, [])
+    segments = [w.segment for w in latest] or ["*"]
+    if segment not in segments:
+        segments.append(segment)
+    newest = next((w.start for w in latest if w.segment == segment), None)
+    length = window_length(stored.window)
+    since = None if newest is None else newest - (last - 1) * length
+    records = _window_records(session, model=stored, segment=segment, since=since)[-last:]
+    page = model_page(
+        name=stored.name,
+        window=stored.window,
+        segment=segment,
+        segments=segments,
+        metric=metric,
+        metrics=list(REGULAR_METRICS),
+        records=records,
+        selected=window,
+        model_alerts=_model_alerts(stored, latest, datetime.now(UTC)),
+        logout=bool(request.app.state.tokens),
+    )
+    return _html(page)
+
+
+@router.get("/ui/login", response_class=HTMLResponse)
+def ui_login_form(request: Request, next: str | None = None) -> Response:
+    """The login form (straight to the pages when no token is configured)."""
+    if not request.app.state.tokens:
+        return RedirectResponse(_safe_next(next), status_code=303)
+    return _html(login_page(error=None, next_path=_safe_next(next)))
+
+
+@router.post("/ui/login", response_class=HTMLResponse)
+async def ui_login(request: Request) -> Response:
+    """Check the form's token: with the ``read`` scope, set the cookie and go back to the page
+    asked for; otherwise show the form again with the reason (401)."""
+    try:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
+    except ValueError:  # more fields than the form has
+        form = {}
+    token = (form.get("token") or [""])[0].strip()
+    target = _safe_next((form.get("next") or [""])[0])
+    tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
+    if not tokens:
+        return RedirectResponse(target, status_code=303)
+    _, scopes = matched_token(tokens, token.encode())
+    if "read" not in scopes:
+        error = "unknown token" if not scopes else "this token lacks the read scope"
+        return _html(login_page(error=error, next_path=target), 401)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        token,
+        path="/ui",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.api_route("/ui/logout", methods=["GET", "POST"])
+def ui_logout(request: Request) -> Response:
+    """Forget the login cookie."""
+    response = RedirectResponse("/ui/login" if request.app.state.tokens else "/ui", 303)
+    response.delete_cookie(
+        COOKIE,
+        path="/ui",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response

@@ -1,0 +1,187 @@
+"""What a window record says in plain words, and which of the alert rules it would fire.
+
+Pure functions of window records (the shape in :mod:`app.services.windows`); nothing here
+reads the database.
+
+The per-window verdict is read from the 95% intervals of the record:
+
+- the class ratio moved when the prior part of the average precision change has an interval
+  excluding 0 *and* the window's positive class ratio has a Wilson interval disjoint from the
+  reference's (the ratio really differs, and enough to move the metric);
+- the model got worse when the likelihood part's interval lies below 0;
+- "not enough data" when any of those intervals is absent (no reference, no labels yet, or
+  fewer than 100 positives in the window or the reference for the split's intervals).
+
+The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
+(``CalmonCalibratedMetricDrop``, ``CalmonPriorShift``, ``CalmonPriorShiftEstimated``,
+``CalmonMetricsStale``) on the latest records, so that the page and Prometheus agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final
+
+from app.metrics.intervals import wilson_interval
+
+#: the metric whose change split drives the verdict and the alert
+SPLIT_METRIC: Final = "average_precision"
+#: CalmonCalibratedMetricDrop: calibrated AP below this fraction of the reference's
+DROP_FRACTION: Final = 0.95
+#: CalmonCalibratedMetricDrop: (2.326 / 1.960 - 1) / 2, a one-sided 99% bound from the 95% one
+ONE_SIDED_99: Final = 0.0935
+#: CalmonPriorShift: the ratio moved by more than this factor either way
+SHIFT_FACTOR: Final = 1.5
+#: CalmonMetricsStale: no window computed for this many window lengths
+STALE_LENGTHS: Final = 3
+
+Bounds = tuple[float, float]
+
+
+class Verdict(StrEnum):
+    """The plain-words reading of one window."""
+
+    RATIO = "class ratio moved"
+    WORSE = "model got worse"
+    BOTH = "class ratio moved and model got worse"
+    NEITHER = "neither: stable"
+    UNKNOWN = "not enough data"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReading:
+    """A window's verdict and the numbers behind it (None where absent)."""
+
+    verdict: Verdict
+    ratio: float | None
+    ratio_interval: Bounds | None
+    reference_ratio: float | None
+    reference_interval: Bounds | None
+    prior_part: float | None
+    prior_interval: Bounds | None
+    likelihood_part: float | None
+    likelihood_interval: Bounds | None
+
+
+def section(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (records hold null sections)."""
+    return value if isinstance(value, dict) else {}
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a float, or None when it is not a number (null, absent)."""
+    kind = type(value)
+    if kind is float:
+        return float(value)
+    return float(value) if kind is int else None
+
+
+def bounds(value: Any) -> Bounds | None:
+    """A ``[lo, hi]`` pair of numbers, or None."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return None
+    lo, hi = number(value[0]), number(value[1])
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def reference_interval(record: Mapping[str, Any]) -> Bounds | None:
+    """The 95% Wilson interval of the reference's positive class ratio (as the window's
+    ``prior_interval`` is computed), or None without a labelled reference."""
+    reference = section(record.get("reference"))
+    n, n_pos = number(reference.get("n")), number(reference.get("n_pos"))
+    if n is None or n_pos is None:
+        return None
+    return bounds(wilson_interval(n_pos, n))
+
+
+def read_window(record: Mapping[str, Any], *, metric: str = SPLIT_METRIC) -> WindowReading:
+    """The verdict of one window record, from the split of ``metric``'s change."""
+    split = section(section(record.get("split")).get(metric))
+    ratio_iv, ref_iv = bounds(record.get("prior_interval")), reference_interval(record)
+    prior_iv, lik_iv = bounds(split.get("prior_interval")), bounds(split.get("likelihood_interval"))
+    verdict = Verdict.UNKNOWN
+    if ratio_iv is not None and ref_iv is not None and prior_iv is not None and lik_iv is not None:
+        part_moved = not prior_iv[0] <= 0.0 <= prior_iv[1]
+        ratio_moved = ratio_iv[1] < ref_iv[0] or ratio_iv[0] > ref_iv[1]
+        moved, worse = part_moved and ratio_moved, lik_iv[1] < 0.0
+        verdict = {
+            (True, True): Verdict.BOTH,
+            (True, False): Verdict.RATIO,
+            (False, True): Verdict.WORSE,
+            (False, False): Verdict.NEITHER,
+        }[(moved, worse)]
+    return WindowReading(
+        verdict=verdict,
+        ratio=number(record.get("prior")),
+        ratio_interval=ratio_iv,
+        reference_ratio=number(section(record.get("reference")).get("prior")),
+        reference_interval=ref_iv,
+        prior_part=number(split.get("prior")),
+        prior_interval=prior_iv,
+        likelihood_part=number(split.get("likelihood")),
+        likelihood_interval=lik_iv,
+    )
+
+
+def calibrated_drop(record: Mapping[str, Any]) -> bool:
+    """``CalmonCalibratedMetricDrop``: AP calibrated at the reference prior below 95% of the
+    reference's AP, and the likelihood part below 0 at one-sided 99% confidence."""
+    calibrated = number(
+        section(section(record.get("calibrated")).get("reference")).get(SPLIT_METRIC)
+    )
+    reference = number(section(section(record.get("reference")).get("regular")).get(SPLIT_METRIC))
+    split = section(section(record.get("split")).get(SPLIT_METRIC))
+    interval = bounds(split.get("likelihood_interval"))
+    if calibrated is None or reference is None or interval is None:
+        return False
+    lower, upper = interval
+    return calibrated < DROP_FRACTION * reference and upper + ONE_SIDED_99 * (upper - lower) < 0.0
+
+
+def prior_shift(record: Mapping[str, Any]) -> str | None:
+    """``CalmonPriorShift``: "up" or "down" when the window's ratio moved by more than a factor
+    1.5 and its Wilson interval excludes the reference ratio, else None."""
+    ratio, interval = number(record.get("prior")), bounds(record.get("prior_interval"))
+    reference = number(section(record.get("reference")).get("prior"))
+    if ratio is None or interval is None or reference is None:
+        return None
+    if ratio > SHIFT_FACTOR * reference and interval[0] > reference:
+        return "up"
+    if ratio < reference / SHIFT_FACTOR and interval[1] < reference:
+        return "down"
+    return None
+
+
+def estimated_prior_shift(record: Mapping[str, Any]) -> str | None:
+    """``CalmonPriorShiftEstimated``: "up" or "down" when the label-free ratio's interval lies
+    wholly beyond the reference ratio times or divided by 1.5, else None."""
+    interval = bounds(section(record.get("estimated")).get("positive_class_ratio_interval"))
+    reference = number(section(record.get("reference")).get("prior"))
+    if interval is None or reference is None:
+        return None
+    if interval[0] > SHIFT_FACTOR * reference:
+        return "up"
+    if interval[1] < reference / SHIFT_FACTOR:
+        return "down"
+    return None
+
+
+def is_stale(computed_at: datetime, *, now: datetime, length: timedelta) -> bool:
+    """``CalmonMetricsStale``: the model's latest computation is more than three window
+    lengths old."""
+    return now - computed_at > STALE_LENGTHS * length
+
+
+def alerts(record: Mapping[str, Any]) -> list[str]:
+    """The record-level alert states of a latest window, in words (empty when quiet)."""
+    out: list[str] = []
+    if calibrated_drop(record):
+        out.append("calibrated AP drop: the model got worse")
+    if (direction := prior_shift(record)) is not None:
+        out.append(f"prior shift: class ratio went {direction}")
+    if (direction := estimated_prior_shift(record)) is not None:
+        out.append(f"estimated prior shift (no labels needed): class ratio went {direction}")
+    return out

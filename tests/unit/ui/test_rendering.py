@@ -1,0 +1,199 @@
+"""Charts and pages rendered from records: what the picture holds, not how it looks."""
+
+from __future__ import annotations
+
+import re
+import time
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from app.ui.charts import (
+    Frame,
+    Level,
+    Series,
+    format_number,
+    nice_ticks,
+    reliability_chart,
+    signed,
+    time_chart,
+)
+from app.ui.pages import ModelSummary, index_page, login_page, model_page
+from tests.unit.ui.test_verdict import record
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def parse(svg: str) -> ET.Element:
+    """The chart as XML (inline SVG in HTML needs no namespace; add it to parse)."""
+    return ET.fromstring(svg.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+
+
+def paths(root: ET.Element, css: str) -> list[str]:
+    """The ``d`` of the chart's own paths of class ``css`` (not the legend's swatches)."""
+    return [p.get("d", "") for p in root.findall(f"{SVG}path") if p.get("class") == css]
+
+
+def points(d: str) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in re.findall(r"[ML](-?[\d.]+) (-?[\d.]+)", d)]
+
+
+def test_line_breaks_at_missing_values_and_bands_follow_intervals() -> None:
+    svg = time_chart(
+        chart_id="c",
+        title="t <&>",
+        desc="d",
+        y_label="AP",
+        times=[0.0, 1.0, 2.0, 3.0],
+        series=[Series("s", [0.1, None, 0.3, 0.5], "s0", [(0.0, 0.2), None, (0.2, 0.4), None])],
+        levels=[Level("zero", 0.0)],
+        y_range=(0.0, 1.0),
+    )
+    root = parse(svg)
+    assert root.findtext(f"{SVG}title") == "t <&>"
+    assert root.get("role") == "img"
+    (line,) = paths(root, "line s0")
+    assert line.count("M") == 2  # a gap at the missing value
+    frame = Frame(0.0, 3.0, 0.0, 1.0)
+    assert points(line)[0] == pytest.approx((frame.x(0.0), frame.y(0.1)), abs=0.05)
+    assert points(line)[-1] == pytest.approx((frame.x(3.0), frame.y(0.5)), abs=0.05)
+    (band,) = paths(root, "band s0")
+    assert band.count("Z") == 2  # two separate runs, each a lone interval drawn as a bar
+    ys = [y for _, y in points(band)]
+    assert min(ys) == pytest.approx(frame.y(0.4), abs=0.05)
+    assert max(ys) == pytest.approx(frame.y(0.0), abs=0.05)
+    legend = [t.text for t in root.iter(f"{SVG}text") if t.text in {"s", "zero"}]
+    assert legend == ["s", "zero"]
+
+
+def test_an_empty_chart_says_so() -> None:
+    svg = time_chart(chart_id="c", title="t", desc="d", y_label="y", times=[], series=[])
+    assert "no data" in svg
+    parse(svg)
+
+
+def test_markers_only_for_few_windows() -> None:
+    def chart(count: int) -> ET.Element:
+        values: list[float | None] = [0.5] * count
+        return parse(
+            time_chart(
+                chart_id="c",
+                title="t",
+                desc="d",
+                y_label="y",
+                times=[float(i) for i in range(count)],
+                series=[Series("s", values, "s0")],
+            )
+        )
+
+    assert len(paths(chart(10), "mark s0")) == 1
+    assert paths(chart(500), "mark s0") == []
+    # the element count does not grow with the windows
+    assert len(list(chart(500).iter())) < 60
+
+
+def test_nice_ticks() -> None:
+    assert nice_ticks(0.0, 1.0) == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    assert nice_ticks(-0.31, 0.02) == pytest.approx([-0.3, -0.2, -0.1, 0.0])
+
+
+def test_reliability_chart_leaves_out_empty_bins() -> None:
+    rows: list[dict[str, float | int | None]] = [
+        {"lower": 0.0, "upper": 0.5, "count": 90, "mean_score": 0.1, "fraction_positive": 0.12},
+        {"lower": 0.5, "upper": 0.9, "count": 0, "mean_score": None, "fraction_positive": None},
+        {"lower": 0.9, "upper": 1.0, "count": 10, "mean_score": 0.95, "fraction_positive": 0.9},
+    ]
+    root = parse(reliability_chart(chart_id="r", title="r", rows=rows))
+    circles = list(root.iter(f"{SVG}circle"))
+    assert len(circles) == 2
+    assert float(circles[0].get("r", 0)) > float(circles[1].get("r", 0))  # bigger bin
+    assert "no labelled scores" in reliability_chart(chart_id="r", title="r", rows=rows[1:2])
+
+
+def window_records(count: int) -> list[dict[str, Any]]:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    out = []
+    for i in range(count):
+        moved = i >= count // 2
+        r = record(
+            ratio=0.01 if moved else 0.05,
+            prior_interval=[-0.3, -0.2] if moved else None,
+            estimated=[0.008, 0.012] if moved else [0.045, 0.055],
+        )
+        r["start"] = (start + i * timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+        r["end"] = (start + (i + 1) * timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+        r["segment"] = "*"
+        r["regular"]["roc_auc"] = 0.9
+        r["intervals"] = {"regular": {"average_precision": [0.35, 0.45], "roc_auc": [0.88, 0.92]}}
+        r["reliability"] = [
+            {"lower": 0.0, "upper": 1.0, "count": 5, "mean_score": 0.3, "fraction_positive": 0.2}
+        ]
+        out.append(r)
+    return out
+
+
+def test_model_page_holds_every_chart_and_verdict() -> None:
+    records = window_records(6)
+    html = model_page(
+        name="m<x>",
+        window="1h",
+        segment="*",
+        segments=["*", "eu"],
+        metric="roc_auc",
+        metrics=["roc_auc", "average_precision"],
+        records=records,
+        selected=records[1]["start"],
+        model_alerts=["prior shift: class ratio went down"],
+    )
+    assert "m&lt;x&gt;" in html
+    assert "m<x>" not in html
+    for chart in ("ap", "split", "ratio", "metric", "reliability"):
+        assert f'<svg class="chart" id="{chart}"' in html
+    assert html.count("class ratio moved</td>") == 3
+    assert html.count("neither: stable</td>") == 3
+    assert f"Window {records[1]['start']}" in html
+    assert "<script" not in html
+    assert "http://" not in html.replace('"http://www.w3.org', "")
+
+
+def test_model_page_of_500_windows_renders_fast() -> None:
+    records = window_records(500)
+    started = time.perf_counter()
+    html = model_page(
+        name="m",
+        window="1h",
+        segment="*",
+        segments=["*"],
+        metric="roc_auc",
+        metrics=["roc_auc"],
+        records=records,
+        selected=None,
+        model_alerts=[],
+    )
+    assert time.perf_counter() - started < 0.5
+    assert html.count("<tr") == 501
+
+
+def test_index_and_login_pages() -> None:
+    html = index_page(
+        [
+            ModelSummary("a", "1h", "probability", window_records(1)[0], ["stale: x"]),
+            ModelSummary("b", "5m", "score", None, []),
+        ]
+    )
+    assert '<a href="/ui/models/a">a</a>' in html
+    assert '<div class="alert">stale: x</div>' in html
+    assert "no window computed yet" in html
+    assert "No model yet" in index_page([])
+    login = login_page(error="unknown token", next_path='/ui/models/a?x="')
+    assert 'role="alert">unknown token' in login
+    assert 'value="/ui/models/a?x=&quot;"' in login
+
+
+def test_numbers_use_a_true_minus_and_no_negative_zero() -> None:
+    assert format_number(-0.25) == "\u22120.250"
+    assert format_number(-0.0001) == "0.000"
+    assert signed(0.0123) == "+0.012"
+    assert format_number(None) == "\u2013"

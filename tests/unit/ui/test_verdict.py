@@ -1,0 +1,147 @@
+"""The plain-words verdict of a window and the alert states, on records built by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from app.metrics.intervals import wilson_interval
+from app.ui.verdict import (
+    Verdict,
+    alerts,
+    calibrated_drop,
+    estimated_prior_shift,
+    is_stale,
+    prior_shift,
+    read_window,
+)
+
+REFERENCE_N, REFERENCE_POS = 80_000, 4_000  # ratio 0.05
+
+
+def record(
+    *,
+    ratio: float = 0.05,
+    n: int = 20_000,
+    prior_interval: list[float] | None = None,
+    likelihood_interval: list[float] | None = None,
+    calibrated_ap: float = 0.45,
+    reference_ap: float = 0.46,
+    estimated: list[float] | None = None,
+) -> dict[str, Any]:
+    """A window record with the fields the verdict reads; parts default to intervals around
+    0 (nothing moved)."""
+    n_pos = round(ratio * n)
+    prior_iv = prior_interval or [-0.02, 0.03]
+    lik_iv = likelihood_interval or [-0.04, 0.05]
+    return {
+        "n": n,
+        "n_pos": n_pos,
+        "prior": n_pos / n,
+        "prior_interval": wilson_interval(n_pos, n),
+        "regular": {"average_precision": 0.4},
+        "calibrated": {"reference": {"average_precision": calibrated_ap}},
+        "split": {
+            "average_precision": {
+                "total": sum(prior_iv) / 2 + sum(lik_iv) / 2,
+                "prior": sum(prior_iv) / 2,
+                "likelihood": sum(lik_iv) / 2,
+                "prior_interval": prior_iv,
+                "likelihood_interval": lik_iv,
+            }
+        },
+        "reference": {
+            "n": REFERENCE_N,
+            "n_pos": REFERENCE_POS,
+            "prior": REFERENCE_POS / REFERENCE_N,
+            "regular": {"average_precision": reference_ap},
+        },
+        "estimated": None
+        if estimated is None
+        else {
+            "positive_class_ratio": sum(estimated) / 2,
+            "positive_class_ratio_interval": estimated,
+        },
+    }
+
+
+def test_neither_when_every_interval_holds_zero_and_the_ratios_overlap() -> None:
+    reading = read_window(record())
+    assert reading.verdict is Verdict.NEITHER
+    assert reading.reference_interval == pytest.approx(tuple(wilson_interval(4_000, 80_000) or ()))
+
+
+def test_class_ratio_moved_needs_the_prior_part_and_the_ratio_intervals() -> None:
+    moved = record(ratio=0.008, prior_interval=[-0.30, -0.25])
+    assert read_window(moved).verdict is Verdict.RATIO
+    # the prior part excludes 0 but the ratio's interval overlaps the reference's
+    small = record(ratio=0.0505, prior_interval=[0.001, 0.02])
+    assert read_window(small).verdict is Verdict.NEITHER
+
+
+def test_model_got_worse_when_the_likelihood_interval_is_below_zero() -> None:
+    assert read_window(record(likelihood_interval=[-0.3, -0.17])).verdict is Verdict.WORSE
+    # an interval touching 0 is not enough
+    assert read_window(record(likelihood_interval=[-0.3, 0.0])).verdict is Verdict.NEITHER
+
+
+def test_both() -> None:
+    both = record(ratio=0.2, prior_interval=[0.1, 0.2], likelihood_interval=[-0.2, -0.1])
+    assert read_window(both).verdict is Verdict.BOTH
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r.update(split=None),
+        lambda r: r["split"]["average_precision"].update(likelihood_interval=None),
+        lambda r: r["split"]["average_precision"].update(prior_interval=None),
+        lambda r: r.update(reference=None),
+        lambda r: r.update(prior_interval=None),
+    ],
+)
+def test_not_enough_data_without_an_interval(change: Any) -> None:
+    r = record(ratio=0.2, prior_interval=[0.1, 0.2], likelihood_interval=[-0.2, -0.1])
+    change(r)
+    assert read_window(r).verdict is Verdict.UNKNOWN
+
+
+def test_calibrated_drop_follows_the_alert_rule() -> None:
+    # calibrated AP 0.40 < 0.95 x 0.46 and upper + 0.0935 (upper - lower) = -0.01 + 0.0187 > 0
+    assert not calibrated_drop(record(calibrated_ap=0.40, likelihood_interval=[-0.21, -0.01]))
+    assert calibrated_drop(record(calibrated_ap=0.40, likelihood_interval=[-0.21, -0.03]))
+    # significant but not material: 0.44 >= 0.95 x 0.46 = 0.437
+    assert not calibrated_drop(record(calibrated_ap=0.44, likelihood_interval=[-0.21, -0.03]))
+    assert not calibrated_drop(record(calibrated_ap=0.40, likelihood_interval=None))
+
+
+def test_prior_shift_both_ways_and_the_factor() -> None:
+    assert prior_shift(record(ratio=0.008)) == "down"
+    assert prior_shift(record(ratio=0.1)) == "up"
+    assert prior_shift(record(ratio=0.07)) is None  # interval excludes 0.05 but x1.4 < x1.5
+    assert prior_shift(record(ratio=0.1, n=30)) is None  # x2 but interval holds 0.05
+
+
+def test_estimated_prior_shift_needs_the_whole_interval_beyond_the_band() -> None:
+    assert estimated_prior_shift(record(estimated=[0.01, 0.02])) == "down"
+    assert estimated_prior_shift(record(estimated=[0.08, 0.09])) == "up"
+    assert estimated_prior_shift(record(estimated=[0.02, 0.04])) is None
+    assert estimated_prior_shift(record()) is None
+
+
+def test_alerts_in_words() -> None:
+    texts = alerts(record(ratio=0.008, calibrated_ap=0.3, likelihood_interval=[-0.3, -0.2]))
+    assert texts == [
+        "calibrated AP drop: the model got worse",
+        "prior shift: class ratio went down",
+    ]
+    assert alerts(record()) == []
+
+
+def test_stale_after_three_window_lengths() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    hour = timedelta(hours=1)
+    assert not is_stale(now - 3 * hour, now=now, length=hour)
+    assert is_stale(now - 3 * hour - timedelta(seconds=1), now=now, length=hour)
