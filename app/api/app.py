@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from app import __version__
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
-from app.api.openapi import install_openapi
+from app.api.openapi import install_openapi, operation_id
 from app.api.ratelimit import RateLimiter
 from app.api.routes import health, ingest, models, windows
 from app.db.session import create_db_engine, create_session_factory
@@ -73,7 +73,13 @@ def create_app(
         finally:
             engine.dispose()
 
-    app = FastAPI(title="calmon", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="calmon",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        generate_unique_id_function=operation_id,
+    )
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = create_session_factory(engine)
