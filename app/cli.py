@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("migrate", "upgrade the configured database to the latest schema"),
     "evaluate": ("evaluate", "compute every metric of a CSV file offline"),
     "simulate": ("simulate", "send a synthetic stream with known drifts to a running server"),
+    "windows": ("windows", "show a model's stored windows as a table, from a running server"),
 }
 
 
