@@ -4,6 +4,7 @@ N windows), and errors are one line with the documented exit status."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,19 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
             env={**env, "CALMON_TOKEN": ADMIN},
         )
         assert simulated.returncode == 0, simulated.stderr
+        # the same command again: a fresh model, not windows mixing two streams
+        again = _calmon(*simulated.args[1:], env={**env, "CALMON_TOKEN": ADMIN})
+        assert again.returncode == 0, again.stderr
+        assert "model shown exists" in again.stderr
+        assert "sending to model shown-2 instead" in again.stderr
+        assert "every window computed" in again.stderr
+        # the same verdicts (the bootstrap intervals follow the model's name)
+        verdicts = [
+            re.sub(r" \[.*?\]", "", text.split("\n\n")[1])
+            for text in (again.stdout, simulated.stdout)
+        ]
+        assert verdicts[0] == verdicts[1]
+        assert "likelihood: class ratio x" in verdicts[0]
         records = httpx.get(
             f"{base}/v1/models/shown/windows",
             params={"segment": "*"},
