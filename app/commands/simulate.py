@@ -26,8 +26,10 @@ The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the o
   stable      pi = 0.05, ROC AUC 0.90: the model's fixed reference period
   prior       pi = 0.008 with P(score | y) unchanged: a pure prior shift
   likelihood  pi = 0.05, ROC AUC 0.80: the classes overlap more, a pure likelihood drift
-The model is created (or replaced) with score_kind probability, threshold 0.5, grace 0s and
-the stable period as its fixed reference; the token needs the admin scope.
+The model is created with score_kind probability, threshold 0.5, grace 0s and the stable
+period as its fixed reference (under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse);
+the token needs the admin scope. The output ends with a verdict per phase: whether the class
+ratio moved and whether the model got worse, beside the true values.
 """
 
 
