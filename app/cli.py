@@ -9,20 +9,27 @@ from collections.abc import Sequence
 
 from app import __version__
 
+DESCRIPTION = (
+    "calmon monitors binary classifiers: regular and prior-calibrated metrics per time window,"
+    " with each change split into a prior part and a likelihood part. Settings are CALMON_*"
+    " environment variables (see the README); 'calmon COMMAND --help' describes each command."
+)
+
 #: sub-command name -> (module under ``app.commands``, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "API and scheduler in one process (SQLite default, zero set-up)"),
     "api": ("api", "the HTTP API under uvicorn (production)"),
     "scheduler": ("scheduler", "the window scheduler (production)"),
-    "migrate": ("migrate", "upgrade the configured database to the latest schema"),
+    "migrate": ("migrate", "upgrade the database of CALMON_DATABASE_URL to the latest schema"),
     "evaluate": ("evaluate", "compute every metric of a CSV file offline"),
     "simulate": ("simulate", "send a synthetic stream with known drifts to a running server"),
+    "windows": ("windows", "show a model's stored windows as a table, from a running server"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the parser; each command module adds its own options via ``configure``."""
-    parser = argparse.ArgumentParser(prog="calmon", description=__doc__)
+    parser = argparse.ArgumentParser(prog="calmon", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"calmon {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():

@@ -6,6 +6,8 @@ from typing import Final
 
 #: Model names: lower case, usable as a Prometheus label value and in URLs.
 MODEL_NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+#: the longest model name :data:`MODEL_NAME_PATTERN` allows
+MODEL_NAME_MAX: Final = 63
 
 #: Segment names such as ``country=FR``; ``*`` (all rows) is reserved and never a segment.
 SEGMENT_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63}$"

@@ -22,7 +22,7 @@ from app import __version__
 from app.api.docs_pages import router as docs_router
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
-from app.api.openapi import install_openapi
+from app.api.openapi import install_openapi, operation_id
 from app.api.ratelimit import RateLimiter
 from app.api.routes import health, ingest, models, windows
 from app.db.session import create_db_engine, create_session_factory
@@ -82,6 +82,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.engine = engine

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 from pydantic import TypeAdapter
 
 from app.api.schemas import ErrorBody
@@ -60,6 +61,12 @@ MODEL_ERRORS: Final = {**V1_ERRORS, **error_responses(404, 422)}
 BODY_ERRORS: Final = error_responses(400, 413, 415, 422)
 #: an ingestion route: a JSON body on an existing model, under the write rate limit
 WRITE_ERRORS: Final = {**MODEL_ERRORS, **BODY_ERRORS, **error_responses(429)}
+
+
+def operation_id(route: APIRoute) -> str:
+    """The ``operationId`` of a route: its function's name, which says what it does
+    (``read_windows``); names are unique across the routers."""
+    return route.name
 
 
 def json_request_body(name: str, adapter: TypeAdapter[Any]) -> dict[str, Any]:

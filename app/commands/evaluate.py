@@ -30,7 +30,8 @@ spaces around a score or a label are ignored, and so are blank lines at the end 
 
 Output: one record per window and segment, oldest window first, segment '*' (all rows)
 first, then the segments by name. Errors in FILE are reported as FILE:LINE: reason (the
-header is line 1) with exit status 2.
+header is line 1), one line per bad row up to 20 then a count of the others, with exit
+status 2 and nothing on standard output.
 """
 
 
@@ -100,7 +101,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--score-kind",
         choices=("probability", "score"),
         default="probability",
-        help="probability (in [0, 1], adds the calibration metrics) or score (any real)",
+        help="probability (in [0, 1], adds the calibration metrics) or score (any real);"
+        " default probability",
     )
     parser.add_argument(
         "--window",
@@ -142,7 +144,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = parse_csv(data, score_kind=args.score_kind, required=required_columns(args))
     except InputError as exc:
-        print(f"{name}:{exc.line}: {exc.reason}", file=sys.stderr)
+        for line, reason in exc.problems:
+            print(f"{name}:{line}: {reason}", file=sys.stderr)
+        if exc.count > len(exc.problems):
+            print(f"{name}: ... and {exc.count - len(exc.problems)} more bad rows", file=sys.stderr)
         return 2
     del data
     groups = split_rows(rows, window=args.window, by_segment=args.by_segment)

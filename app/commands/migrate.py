@@ -5,14 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 
+EPILOG = """\
+The database is the one CALMON_DATABASE_URL names (default sqlite:///calmon.db, a file in the
+working directory), e.g. postgresql+psycopg://user:password@host:5432/calmon.
+--check only reads: it creates no database (a missing SQLite file is reported as empty).
+"""
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon migrate`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--downgrade",
         metavar="REVISION",
-        help="downgrade to REVISION instead of upgrading (`base` drops every table)",
+        help="downgrade to REVISION instead of upgrading (base drops every table)",
     )
     group.add_argument(
         "--check",
@@ -32,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings("migrate")
     if settings is None:
         return 2
+    missing = missing_sqlite_file(settings.database_url) if args.check else None
+    if missing is not None:
+        print(f"current: empty (no file {missing}); head: {migrate.head_revision()}")
+        return 1
     engine = create_db_engine(settings)
     try:
         if args.check:
@@ -50,3 +62,19 @@ def run(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     return 0
+
+
+def missing_sqlite_file(database_url: str) -> str | None:
+    """The path of the SQLite file ``database_url`` names when that file does not exist (a
+    connection would create it empty), else None (it exists, is in memory, or the database
+    is not SQLite)."""
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if url.database.startswith("file:") or url.query.get("mode") == "memory":
+        return None
+    return None if Path(url.database).exists() else url.database

@@ -26,8 +26,10 @@ The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the o
   stable      pi = 0.05, ROC AUC 0.90: the model's fixed reference period
   prior       pi = 0.008 with P(score | y) unchanged: a pure prior shift
   likelihood  pi = 0.05, ROC AUC 0.80: the classes overlap more, a pure likelihood drift
-The model is created (or replaced) with score_kind probability, threshold 0.5, grace 0s and
-the stable period as its fixed reference; the token needs the admin scope.
+The model is created with score_kind probability, threshold 0.5, grace 0s and the stable
+period as its fixed reference (under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse);
+the token needs the admin scope. The output ends with a verdict per phase: whether the class
+ratio moved and whether the model got worse, beside the true values.
 """
 
 
@@ -91,7 +93,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url", required=True, type=_url, help="root URL of the server, e.g. http://127.0.0.1:8000"
     )
-    parser.add_argument("--model", required=True, help="model name to create and feed")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="model name to create and feed; when it exists already, the first free name"
+        " MODEL-2, MODEL-3, ... is used instead (see --reuse)",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="send to MODEL even if it exists (to finish an interrupted run with the same"
+        " --seed; another stream's predictions would mix with this one's)",
+    )
     parser.add_argument(
         "--window", choices=list(WINDOW_SECONDS), default="5m", help="window length (default 5m)"
     )
@@ -279,12 +292,22 @@ def _simulate(
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     with make_client(args.url, token=token) as client:
+        if not args.reuse:
+            model = _free_name(client, args.model)
+            if model != args.model:
+                print(
+                    f"calmon simulate: model {args.model} exists (its predictions would mix with"
+                    f" this stream's); sending to model {model} instead (--reuse to send to"
+                    f" {args.model})",
+                    file=err,
+                )
+                args.model = model
         body = orjson.dumps(_model_config(plans, args.window))
         status, _ = request_json(client, "PUT", f"/v1/models/{args.model}", body=body)
         if status == 200:
             print(
                 f"calmon simulate: model {args.model} existed; its configuration is replaced"
-                " and its earlier predictions stay (use a new name for a clean run)",
+                " and its earlier predictions stay",
                 file=err,
             )
         started = time.monotonic()
@@ -305,16 +328,16 @@ def _simulate(
             f" {sum(t.duplicates for t in totals)} repeats)",
             file=err,
         )
+        document = truth_document(
+            plans=plans,
+            positives=positives,
+            model=args.model,
+            window=args.window,
+            seed=seed,
+            threshold=THRESHOLD,
+            score_map=SCORE_MAP,
+        )
         if truth is not None:
-            document = truth_document(
-                plans=plans,
-                positives=positives,
-                model=args.model,
-                window=args.window,
-                seed=seed,
-                threshold=THRESHOLD,
-                score_map=SCORE_MAP,
-            )
             truth.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
             truth.flush()
         if delayed:
@@ -323,7 +346,7 @@ def _simulate(
                 f" {args.label_delay:g} s; before they land the server shows its estimates",
                 file=err,
             )
-            status = _wait_and_show(args, client, plans, labelled=False)
+            status = _wait_and_show(args, client, plans, document, labelled=False)
             if status:
                 return status
             time.sleep(max(0.0, args.label_delay - (time.monotonic() - sent_at)))
@@ -331,17 +354,53 @@ def _simulate(
                 client, model=args.model, windows=delayed, batch_size=args.batch_size
             )
             print(f"calmon simulate: sent {count} labels late", file=err)
-        return _wait_and_show(args, client, plans, labelled=bool(delayed))
+        return _wait_and_show(args, client, plans, document, labelled=bool(delayed))
+
+
+def _free_name(client: Any, model: str) -> str:
+    """``model`` when the server has no model of that name, else the first of ``model-2``,
+    ``model-3``, … it has not (shortened to stay a valid name)."""
+    from app.names import MODEL_NAME_MAX
+    from app.simulation.sender import SendError, request_json
+
+    for number in range(1, 1000):
+        suffix = "" if number == 1 else f"-{number}"
+        name = model[: MODEL_NAME_MAX - len(suffix)] + suffix
+        try:
+            request_json(client, "GET", f"/v1/models/{name}")
+        except SendError as exc:
+            if exc.status == 404:
+                return name
+            raise
+    raise SendError(f"models {model} to {model}-999 all exist; choose another --model name")
+
+
+def _show(plans: list[WindowPlan], records: Any, truth: dict[str, Any] | None) -> None:
+    """Print the table of the windows, then after a blank line the verdict of each phase
+    (with ``truth``) or that there is none (when not every window was computed)."""
+    from app.simulation.report import format_summary, format_verdicts
+
+    print(format_summary(plans, records))
+    print()
+    if truth is None:
+        print("no verdict: not every window holds this run's predictions")
+    else:
+        print("\n".join(format_verdicts(plans, records, truth)))
 
 
 def _wait_and_show(
-    args: argparse.Namespace, client: Any, plans: list[WindowPlan], *, labelled: bool
+    args: argparse.Namespace,
+    client: Any,
+    plans: list[WindowPlan],
+    truth: dict[str, Any],
+    *,
+    labelled: bool,
 ) -> int:
     """Wait for the server to compute every window (with ``labelled``, from every label too)
-    and print the summary; 1 when the wait timed out."""
+    and print the summary and the verdicts; 1 when the wait timed out."""
     import time
 
-    from app.simulation.report import WaitTimeoutError, format_summary, wait_for_windows
+    from app.simulation.report import WaitTimeoutError, wait_for_windows
 
     err = sys.stderr
     if args.wait:
@@ -357,12 +416,12 @@ def _wait_and_show(
         )
     except WaitTimeoutError as exc:
         print(f"calmon simulate: {exc}", file=err)
-        print(format_summary(plans, exc.records))
+        _show(plans, exc.records, None)
         return 1
     if args.wait:
         print(
             f"calmon simulate: every window computed after {time.monotonic() - started:.1f} s",
             file=err,
         )
-    print(format_summary(plans, records))
+    _show(plans, records, truth)
     return 0

@@ -20,8 +20,11 @@ The format:
   option needs is reported as missing.
 
 Known columns are validated whenever they are present, whatever the options, so a file is
-either valid or not. A bad file raises :class:`InputError` for the first bad line (its line
-number in the file, header = 1).
+either valid or not. A bad file raises :class:`InputError`: for a bad header, encoding or
+quoting, the line where reading stopped; for bad rows (a wrong number of fields, or values),
+every bad row with its reason (the first reason of a row, columns in the order score, label,
+timestamp, segment), the first :data:`MAX_REPORTED` kept and the rest counted. Line numbers
+are those of the file, header = 1.
 
 Speed: a file without quotes is split with a few whole-text string operations and each column is
 converted at once by NumPy (timestamps in the common layouts by :mod:`app.offline.timestamps`);
@@ -34,7 +37,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import repeat
@@ -55,6 +58,8 @@ SEGMENT_RE: Final = re.compile(SEGMENT_PATTERN)
 #: The columns this format knows; ``score`` and ``label`` are required.
 KNOWN_COLUMNS: Final = ("score", "label", "timestamp", "segment")
 REQUIRED_COLUMNS: Final = ("score", "label")
+#: Bad rows an :class:`InputError` keeps (the others are counted).
+MAX_REPORTED: Final = 20
 #: Label code of a row whose label is not known yet.
 UNLABELLED: Final = -1
 
@@ -71,12 +76,27 @@ T = TypeVar("T")
 
 
 class InputError(ValueError):
-    """The file is not a valid evaluation CSV; ``line`` is 1-based, the header being line 1."""
+    """The file is not a valid evaluation CSV; ``line`` is 1-based, the header being line 1.
 
-    def __init__(self, line: int, reason: str) -> None:
+    ``line`` and ``reason`` are those of the first problem; ``problems`` holds the first
+    :data:`MAX_REPORTED` (line, reason) pairs in line order, ``count`` how many bad lines
+    there are in all.
+    """
+
+    def __init__(
+        self, line: int, reason: str, *, problems: Sequence[tuple[int, str]] = (), count: int = 1
+    ) -> None:
         super().__init__(f"line {line}: {reason}")
         self.line = line
         self.reason = reason
+        self.problems = list(problems[:MAX_REPORTED]) or [(line, reason)]
+        self.count = max(count, len(self.problems))
+
+    @classmethod
+    def of(cls, problems: Sequence[tuple[int, str]]) -> InputError:
+        """The error of every bad line of ``problems`` (line order, at least one)."""
+        line, reason = problems[0]
+        return cls(line, reason, problems=problems, count=len(problems))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +159,12 @@ def parse_csv(data: bytes, *, score_kind: str, required: Collection[str] = ()) -
         if segments is not None:
             segment_names, segment_codes = segments
     if problems:
-        first = min(problems, key=lambda problem: problem.index)
-        raise InputError(fields.line_of(first.index), first.reason)
+        first_of_row: dict[int, str] = {}
+        for problem in problems:
+            first_of_row.setdefault(problem.index, problem.reason)
+        raise InputError.of(
+            [(fields.line_of(index), reason) for index, reason in sorted(first_of_row.items())]
+        )
     assert scores is not None
     assert labels is not None
     return EvaluationRows(
@@ -152,10 +176,9 @@ def parse_csv(data: bytes, *, score_kind: str, required: Collection[str] = ()) -
     )
 
 
-def _collect(result: tuple[T | None, _Problem | None], problems: list[_Problem]) -> T | None:
-    value, problem = result
-    if problem is not None:
-        problems.append(problem)
+def _collect(result: tuple[T | None, list[_Problem]], problems: list[_Problem]) -> T | None:
+    value, found = result
+    problems.extend(found)
     return value
 
 
@@ -234,11 +257,16 @@ def _check_field_counts(data: bytes, text: str, width: int) -> None:
     per_line = np.diff(np.searchsorted(commas, ends), prepend=0)
     bad = np.flatnonzero(per_line[1:] != width - 1)
     if bad.size:
-        line = int(bad[0]) + 2
-        found = int(per_line[line - 1]) + 1
-        if found == 1 and not text.split("\n", line)[line - 1].strip():
-            raise InputError(line, "empty line")
-        raise InputError(line, f"expected {width} fields like the header, found {found}")
+        lines = text.split("\n")
+        problems = []
+        for index in bad.tolist():
+            line = index + 2
+            found = int(per_line[line - 1]) + 1
+            if found == 1 and not lines[line - 1].strip():
+                problems.append((line, "empty line"))
+            else:
+                problems.append((line, f"expected {width} fields like the header, found {found}"))
+        raise InputError.of(problems)
 
 
 def _split_quoted(text: str, *, required: Collection[str]) -> _Fields:
@@ -249,6 +277,7 @@ def _split_quoted(text: str, *, required: Collection[str]) -> _Fields:
         width = len(header)
         rows: list[list[str]] = []
         lines: list[int] = []
+        problems: list[tuple[int, str]] = []
         last_line = reader.line_num
         for row in reader:
             start = last_line + 1
@@ -259,32 +288,17 @@ def _split_quoted(text: str, *, required: Collection[str]) -> _Fields:
                     if not row
                     else f"expected {width} fields like the header, found {len(row)}"
                 )
-                raise InputError(start, reason)
+                problems.append((start, reason))
             rows.append(row)
             lines.append(start)
     except csv.Error as exc:
         raise InputError(reader.line_num, f"malformed CSV: {exc}") from None
+    if problems:
+        raise InputError.of(problems)
     if not rows:
         raise InputError(1, "no data lines after the header")
     columns = {name: [row[index] for row in rows] for name, index in positions.items()}
     return _Fields(columns=columns, n=len(rows), lines=lines)
-
-
-def _first_failure(values: list[str], convert: Callable[[list[str]], object]) -> int:
-    """Index of the first value that ``convert`` rejects (it must reject ``values`` as a whole).
-
-    Halves the range each time, so the whole search converts about ``len(values)`` values.
-    """
-    low, high = 0, len(values)
-    while high - low > 1:
-        middle = (low + high) // 2
-        try:
-            convert(values[low:middle])
-        except ValueError:
-            high = middle
-        else:
-            low = middle
-    return low
 
 
 # ---- columns -----------------------------------------------------------------------------
@@ -296,60 +310,70 @@ def _to_floats(values: list[str]) -> FloatArray:
 
 def _parse_scores(
     values: list[str], *, score_kind: str
-) -> tuple[FloatArray | None, _Problem | None]:
-    """Scores, or the first row that is not a number, not finite, or not a probability."""
-    unparsable: _Problem | None = None
+) -> tuple[FloatArray | None, list[_Problem]]:
+    """Scores, or every row that is not a number, not finite, or not a probability."""
+    problems: list[_Problem] = []
     try:
         scores = _to_floats(values)
     except ValueError:
-        index = _first_failure(values, _to_floats)
-        field = values[index]
-        reason = "score is empty" if not field.strip() else f"score {_shown(field)} is not a number"
-        unparsable = _Problem(index, reason)
-        scores = _to_floats(values[:index])
-    problem = _range_problem(scores, values, score_kind=score_kind)
-    return (scores if problem is None and unparsable is None else None), problem or unparsable
+        # the slow path, only for a bad file: each value on its own
+        scores = np.full(len(values), 0.5)
+        for index, field in enumerate(values):
+            try:
+                scores[index] = _to_floats([field])[0]
+            except ValueError:
+                reason = (
+                    "score is empty"
+                    if not field.strip()
+                    else f"score {_shown(field)} is not a number"
+                )
+                problems.append(_Problem(index, reason))
+    problems.extend(_range_problems(scores, values, score_kind=score_kind))
+    return (None if problems else scores), problems
 
 
-def _range_problem(scores: FloatArray, values: list[str], *, score_kind: str) -> _Problem | None:
-    bad_finite = np.flatnonzero(~np.isfinite(scores))
-    first_finite = int(bad_finite[0]) if bad_finite.size else None
-    first_range = None
+def _range_problems(scores: FloatArray, values: list[str], *, score_kind: str) -> list[_Problem]:
+    """Rows whose score is not finite or, for probabilities, outside [0, 1]."""
+    finite = np.isfinite(scores)
+    problems = [
+        _Problem(index, f"score {_shown(values[index])} is not finite")
+        for index in np.flatnonzero(~finite).tolist()
+    ]
     if score_kind == "probability":
-        with np.errstate(invalid="ignore"):
-            bad_range = np.flatnonzero((scores < 0.0) | (scores > 1.0))
-        first_range = int(bad_range[0]) if bad_range.size else None
-    if first_finite is not None and (first_range is None or first_finite <= first_range):
-        return _Problem(first_finite, f"score {_shown(values[first_finite])} is not finite")
-    if first_range is not None:
-        return _Problem(
-            first_range,
-            f"score {_shown(values[first_range])} is outside [0, 1] (probability scores; "
-            "use --score-kind score for other scores)",
-        )
-    return None
+        outside = finite & ((scores < 0.0) | (scores > 1.0))
+        problems += [
+            _Problem(
+                index,
+                f"score {_shown(values[index])} is outside [0, 1] (probability scores; "
+                "use --score-kind score for other scores)",
+            )
+            for index in np.flatnonzero(outside).tolist()
+        ]
+    return problems
 
 
-def _parse_labels(values: list[str]) -> tuple[Int8Array | None, _Problem | None]:
+def _parse_labels(values: list[str]) -> tuple[Int8Array | None, list[_Problem]]:
     """Labels as 1, 0, or UNLABELLED for an empty field; spaces around a label are ignored."""
     codes = np.fromiter(
         map(_LABEL_CODES.get, values, repeat(_BAD_LABEL)), dtype=np.int8, count=len(values)
     )
+    problems: list[_Problem] = []
     for index in np.flatnonzero(codes == _BAD_LABEL).tolist():
         field = values[index]
         code = _LABEL_CODES.get(field.strip(), _BAD_LABEL)
         if code == _BAD_LABEL:
-            return None, _Problem(index, f"label {_shown(field)} is not 0, 1 or empty")
+            problems.append(_Problem(index, f"label {_shown(field)} is not 0, 1 or empty"))
         codes[index] = code
-    return codes, None
+    return (None if problems else codes), problems
 
 
 def _to_datetimes(values: list[str]) -> list[datetime]:
     return list(map(datetime.fromisoformat, values))
 
 
-def _parse_timestamps(values: list[str]) -> tuple[FloatArray | None, _Problem | None]:
-    """Seconds since the epoch; the first unreadable or offset-less timestamp is a problem.
+def _parse_timestamps(values: list[str]) -> tuple[FloatArray | None, list[_Problem]]:
+    """Seconds since the epoch; every unreadable, offset-less or out-of-range timestamp is a
+    problem.
 
     The common layouts are read at once; the other rows one ``fromisoformat`` at a time.
     """
@@ -358,66 +382,68 @@ def _parse_timestamps(values: list[str]) -> tuple[FloatArray | None, _Problem | 
     others = np.flatnonzero(~known)
     if others.size:
         rest = [values[index] for index in others.tolist()]
-        rest_seconds, problem = _parse_timestamps_one_by_one(rest)
-        if problem is not None:
-            problems.append(_Problem(int(others[problem.index]), problem.reason))
-        else:
-            assert rest_seconds is not None
-            seconds[others] = rest_seconds
-            known[:] = True
+        rest_seconds, rest_problems = _parse_timestamps_one_by_one(rest)
+        problems += [_Problem(int(others[p.index]), p.reason) for p in rest_problems]
+        seconds[others] = rest_seconds
+        known[others] = True
+        known[[p.index for p in problems]] = False
     outside = np.flatnonzero(known & ((seconds < _EARLIEST) | (seconds >= _LATEST)))
-    if outside.size:
-        index = int(outside[0])
-        problems.append(
-            _Problem(index, f"timestamp {_shown(values[index])} is not between 1900 and 9998")
-        )
-    if problems:
-        return None, min(problems, key=lambda problem: problem.index)
-    return seconds, None
+    problems += [
+        _Problem(index, f"timestamp {_shown(values[index])} is not between 1900 and 9998")
+        for index in outside.tolist()
+    ]
+    return (None if problems else seconds), problems
 
 
-def _parse_timestamps_one_by_one(values: list[str]) -> tuple[FloatArray | None, _Problem | None]:
+def _parse_timestamps_one_by_one(values: list[str]) -> tuple[FloatArray, list[_Problem]]:
+    """Seconds of each value (0 where it is bad) and the problem of each bad one."""
     try:
-        moments = _to_datetimes(values)
+        moments: list[datetime | None] = list(_to_datetimes(values))
     except ValueError:
-        index = _first_failure(values, _to_datetimes)
-        field = values[index]
-        reason = (
-            "timestamp is empty"
-            if not field.strip()
-            else f"timestamp {_shown(field)} is not ISO 8601"
-        )
-        moments = _to_datetimes(values[:index])
-        naive = _first_naive(moments, values)
-        return None, naive or _Problem(index, reason)
-    naive = _first_naive(moments, values)
-    if naive is not None:
-        return None, naive
-    return np.fromiter(map(datetime.timestamp, moments), dtype=np.float64, count=len(values)), None
-
-
-def _first_naive(moments: list[datetime], values: list[str]) -> _Problem | None:
-    flags = [moment.tzinfo is None for moment in moments]
-    if True not in flags:
-        return None
-    index = flags.index(True)
-    return _Problem(index, f"timestamp {_shown(values[index])} has no UTC offset (add Z or +HH:MM)")
+        # the slow path, only for a bad file: each value on its own
+        moments = []
+        for field in values:
+            try:
+                moments.append(datetime.fromisoformat(field))
+            except ValueError:
+                moments.append(None)
+    seconds = np.zeros(len(values))
+    problems: list[_Problem] = []
+    for index, (moment, field) in enumerate(zip(moments, values, strict=True)):
+        if moment is None:
+            reason = (
+                "timestamp is empty"
+                if not field.strip()
+                else f"timestamp {_shown(field)} is not ISO 8601"
+            )
+            problems.append(_Problem(index, reason))
+        elif moment.tzinfo is None:
+            problems.append(
+                _Problem(index, f"timestamp {_shown(field)} has no UTC offset (add Z or +HH:MM)")
+            )
+        else:
+            seconds[index] = moment.timestamp()
+    return seconds, problems
 
 
 def _parse_segments(
     values: list[str],
-) -> tuple[tuple[tuple[str, ...], IntArray] | None, _Problem | None]:
+) -> tuple[tuple[tuple[str, ...], IntArray] | None, list[_Problem]]:
     """Sorted distinct segment names and each row's index into them (-1: no segment)."""
     distinct = dict.fromkeys(values)  # in order of first appearance
-    for name in distinct:
-        if name and SEGMENT_RE.fullmatch(name) is None:
-            return None, _Problem(
-                values.index(name),
+    invalid = {name for name in distinct if name and SEGMENT_RE.fullmatch(name) is None}
+    if invalid:
+        return None, [
+            _Problem(
+                index,
                 f"segment {_shown(name)} is not a valid name "
                 "(letters, digits and _.:=- , starting with a letter or digit, at most 64)",
             )
+            for index, name in enumerate(values)
+            if name in invalid
+        ]
     names = tuple(sorted(name for name in distinct if name))
     code_of = {name: code for code, name in enumerate(names)}
     code_of[""] = -1
     codes = np.fromiter(map(code_of.__getitem__, values), dtype=np.int64, count=len(values))
-    return (names, codes), None
+    return (names, codes), []

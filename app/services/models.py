@@ -136,8 +136,14 @@ def _reference_schema(schema: dict[str, Any]) -> None:
             },
         },
     ]
-    schema.pop("type", None)
     schema.pop("additionalProperties", None)
+    schema["type"] = "object"
+    schema["properties"] = {
+        "kind": {**properties["kind"], "enum": ["trailing", "fixed"]},
+        "windows": properties["windows"],
+        "start": properties["start"],
+        "end": properties["end"],
+    }
 
 
 class ReferenceConfig(BaseModel):
@@ -146,17 +152,30 @@ class ReferenceConfig(BaseModel):
     ``{"kind": "trailing", "windows": K}``: the K windows before the evaluated one, pooled
     (``DEFAULT_TRAILING_WINDOWS`` when left out). ``{"kind": "fixed", "start": …, "end": …}``:
     the predictions with ``start <= timestamp < end`` (both with an offset, start first; in a
-    request, both where event times may lie, see :func:`parse_config`).
+    request, both where event times may lie).
     """
 
     model_config = ConfigDict(
         extra="forbid", strict=True, frozen=True, json_schema_extra=_reference_schema
     )
 
-    kind: Literal["trailing", "fixed"] = "trailing"
-    windows: int | None = Field(default=None, ge=1, le=1000)
-    start: AwareDatetime | None = None
-    end: AwareDatetime | None = None
+    kind: Literal["trailing", "fixed"] = Field(
+        default="trailing",
+        description="`trailing`: the windows before the evaluated one; `fixed`: a period",
+    )
+    windows: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="trailing windows pooled (default 7); only for `trailing`",
+    )
+    start: AwareDatetime | None = Field(
+        default=None, description="first instant of a `fixed` reference period (with an offset)"
+    )
+    end: AwareDatetime | None = Field(
+        default=None,
+        description="end of a `fixed` reference period, excluded (with an offset, after `start`)",
+    )
 
     @field_validator("start", "end")
     @classmethod

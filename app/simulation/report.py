@@ -11,6 +11,7 @@ to date by asking for a recompute of the whole stream once, then again every
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -36,6 +37,11 @@ class WaitTimeoutError(Exception):
     def __init__(self, message: str, records: Records) -> None:
         super().__init__(message)
         self.records = records
+
+
+class MixedWindowsError(WaitTimeoutError):
+    """Some windows hold more predictions than were sent to them: the model holds another
+    stream's predictions there, so they will never match the plan (no use waiting)."""
 
 
 def fetch_records(client: httpx.Client, *, model: str, start: datetime, end: datetime) -> Records:
@@ -82,6 +88,16 @@ def is_complete(
     return reference is not None and reference["n"] == reference_size
 
 
+def _mixed(record: Mapping[str, Any], plan: WindowPlan, reference_size: int) -> bool:
+    """True when ``record`` holds more predictions than ``plan``, or its reference more than
+    the reference period's ``reference_size``: predictions of another stream are there."""
+    reference = record.get("reference") or {}
+    return (
+        record["n"] + record["unlabelled"] > plan.size
+        or int(reference.get("n") or 0) > reference_size
+    )
+
+
 def reference_size(plans: Sequence[WindowPlan]) -> int:
     """Predictions in the reference (stable) period of ``plans``."""
     return sum(plan.size for plan in plans if plan.phase.name == REFERENCE_PHASE)
@@ -103,7 +119,8 @@ def wait_for_windows(
     is complete (:func:`is_complete`, with ``labelled``); returns the records.
 
     With ``timeout`` 0 the records are read once, without waiting. Raises
-    :class:`WaitTimeoutError` when windows are still incomplete at the deadline.
+    :class:`WaitTimeoutError` when windows are still incomplete at the deadline, and
+    :class:`MixedWindowsError` at once when a window holds more predictions than planned.
     """
     size = reference_size(plans)
     first, last = plans[0].start, plans[-1].end
@@ -115,6 +132,14 @@ def wait_for_windows(
         behind = [
             p for p in plans if not is_complete(records.get(p.start), p, size, labelled=labelled)
         ]
+        mixed = [p for p in plans if p.start in records and _mixed(records[p.start], p, size)]
+        if mixed:
+            raise MixedWindowsError(
+                f"{len(mixed)} of {len(plans)} windows hold more predictions than this run sent:"
+                f" model {model} has predictions of an earlier run in them; run again with a"
+                " new --model name",
+                records,
+            )
         if not behind or timeout == 0:
             return records
         now = clock()
@@ -181,3 +206,125 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
             f" AP {_number(reference['regular'].get('average_precision'), 3)}"
         )
     return "\n".join(lines)
+
+
+#: a phase's class ratio "moved" when it differs from the reference's by more than this many
+#: standard errors of the difference (two-proportion z over the phase's pooled windows)
+RATIO_Z: Final = 3.0
+
+
+def _ratio_moved(n_pos: int, n: int, ref_pos: int, ref_n: int) -> bool:
+    """Whether n_pos / n differs from ref_pos / ref_n by more than :data:`RATIO_Z` standard
+    errors of the difference (pooled proportion); False when either set is empty."""
+    if n == 0 or ref_n == 0:
+        return False
+    pooled = (n_pos + ref_pos) / (n + ref_n)
+    if pooled in (0.0, 1.0):
+        return n_pos / n != ref_pos / ref_n
+    se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / n + 1.0 / ref_n))
+    return abs(n_pos / n - ref_pos / ref_n) > RATIO_Z * se
+
+
+def _model_change(parts: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the likelihood parts of a phase's windows say, by majority of the windows with an
+    interval: "got worse" (interval below 0), "got better" (above 0), "did not change" (holds
+    0); None when no window has an interval."""
+    votes = {"got worse": 0, "got better": 0, "did not change": 0}
+    for part in parts:
+        bounds = part.get("likelihood_interval")
+        if bounds is None:
+            continue
+        if bounds[1] < 0.0:
+            votes["got worse"] += 1
+        elif bounds[0] > 0.0:
+            votes["got better"] += 1
+        else:
+            votes["did not change"] += 1
+    counted = sum(votes.values())
+    if counted == 0:
+        return None
+    word, count = max(votes.items(), key=lambda item: item[1])
+    return word if 2 * count > counted else "did not change"
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _conclusion(moved: bool, change: str | None) -> str:
+    if change is None:
+        model = "no interval of the likelihood part to tell whether the model changed"
+        return f"the class ratio {'moved' if moved else 'did not move'}; {model}"
+    if change == "did not change":
+        return (
+            "the class ratio moved; the model did not change"
+            if moved
+            else "neither the class ratio nor the model changed"
+        )
+    if moved:
+        return f"both: the class ratio moved and the model {change}"
+    return f"the model {change}; the class ratio did not move"
+
+
+def format_verdicts(
+    plans: Sequence[WindowPlan], records: Records, truth: Mapping[str, Any]
+) -> list[str]:
+    """A verdict per phase after the reference, in plain words, beside the true values.
+
+    For each phase: the class ratio of its labelled predictions pooled against the
+    reference's (a factor, measured and true), the likelihood part of the average precision's
+    change (mean over its windows, with the mean bounds of their 95% intervals, and the true
+    part), and what that says: whether the class ratio moved (:data:`RATIO_Z`), and whether
+    the model got worse, better or did not change (by majority of the windows' likelihood
+    intervals). ``truth`` is the truth document (``population.truth_document``). A phase
+    whose windows are not computed, or hold no label yet, says so.
+    """
+    true_rows = {row["start"]: row for row in truth["windows"]}
+    true_ref_prior = truth["phases"][REFERENCE_PHASE]["prior"]
+    lines: list[str] = []
+    for name in dict.fromkeys(plan.phase.name for plan in plans):
+        if name == REFERENCE_PHASE:
+            continue
+        chosen = [plan for plan in plans if plan.phase.name == name]
+        found = [records[plan.start] for plan in chosen if plan.start in records]
+        reference = next((r["reference"] for r in found if r.get("reference")), None)
+        if not found or reference is None:
+            lines.append(f"{name}: not computed, no verdict")
+            continue
+        true_prior = truth["phases"][name]["prior"]
+        true_ratio = f"true {true_ref_prior:.3f} -> {true_prior:.3f}"
+        n, n_pos = sum(r["n"] for r in found), sum(r["n_pos"] for r in found)
+        ref_prior = reference["prior"]
+        if n == 0 or not ref_prior:
+            estimates = [
+                r["estimated"]["positive_class_ratio"] for r in found if r.get("estimated")
+            ]
+            estimate = _mean(estimates)
+            text = (
+                ""
+                if estimate is None or not ref_prior
+                else f" estimated class ratio x{estimate / ref_prior:.2f}"
+                f" ({ref_prior:.4f} -> {estimate:.4f}, {true_ratio});"
+            )
+            lines.append(f"{name}: no labels yet;{text} the likelihood part needs labels")
+            continue
+        ratio = n_pos / n
+        moved = _ratio_moved(n_pos, n, reference["n_pos"], reference["n"])
+        splits = [(r.get("split") or {}).get("average_precision") or {} for r in found]
+        parts = [s for s in splits if s.get("likelihood") is not None]
+        likelihood = _mean([s["likelihood"] for s in parts])
+        bounded = [s["likelihood_interval"] for s in parts if s.get("likelihood_interval")]
+        low, high = _mean([b[0] for b in bounded]), _mean([b[1] for b in bounded])
+        interval = f" [{_signed(low)}, {_signed(high)}]" if bounded else " [-]"
+        true_parts = [
+            true_rows[iso(plan.start)]["average_precision_change"]["likelihood"]
+            for plan in chosen
+            if iso(plan.start) in true_rows
+        ]
+        true_part = _mean(true_parts)
+        lines.append(
+            f"{name}: class ratio x{ratio / ref_prior:.2f} ({ref_prior:.4f} -> {ratio:.4f},"
+            f" {true_ratio}); likelihood part of AP {_signed(likelihood)}{interval}"
+            f" (true {_signed(true_part)}): {_conclusion(moved, _model_change(parts))}"
+        )
+    return lines

@@ -25,7 +25,14 @@ RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 
 
 class SendError(Exception):
-    """The server refused a request, or stayed unreachable through every retry."""
+    """The server refused a request (``status``: its answer's status), or stayed unreachable
+    through every retry (``status`` None, or the last retried status)."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        #: the server's error code and message, or what went wrong with the connection
+        self.reason = reason or message
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +95,17 @@ def request_json(
                 return response.status_code, orjson.loads(response.content or b"null")
             problem = f"{response.status_code} {_error_text(response)}"
             if response.status_code not in RETRY_STATUSES:
-                raise SendError(f"{method} {path}: {problem}")
+                raise SendError(
+                    f"{method} {path}: {problem}",
+                    status=response.status_code,
+                    reason=_error_text(response),
+                )
             retry_after = response.headers.get("Retry-After")
         if attempt + 1 < retry.attempts:
             sleep(retry.delay(attempt, retry_after))
-    raise SendError(f"{method} {path}: gave up after {retry.attempts} attempts: {problem}")
+    raise SendError(
+        f"{method} {path}: gave up after {retry.attempts} attempts: {problem}", reason=problem
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -398,3 +398,56 @@ def test_intervals_are_reproducible_with_a_seed(tmp_path: Path) -> None:
     low, high = record["intervals"]["regular"]["roc_auc"]
     assert lines[row + 1].split() == ["95%", "low", format(low, "#.4g")]
     assert lines[row + 2].split() == ["95%", "high", format(high, "#.4g")]
+
+
+def test_every_bad_row_is_reported_in_line_order(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "bad.csv",
+        [
+            "score,label,timestamp,segment",
+            "0.5,1,2024-03-01T00:00:00Z,a",
+            "0.5,yes,2024-03-01T00:00:00Z,a",
+            "x,1,2024-03-01T00:00:00,a",  # two bad fields: the score's reason
+            "0.5,1,2024-03-01T00:00:00Z,not ok",
+            "0.5,0,2024-03-01T00:00:00Z,b",
+            "1.5,0,2024-03-01T00:00:00Z,b",
+            "0.5,0,2024-03-01T00:00:00,b",
+        ],
+    )
+    done = calmon(path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        f"{path}:3: label 'yes' is not 0, 1 or empty",
+        f"{path}:4: score 'x' is not a number",
+        f"{path}:5: segment 'not ok' is not a valid name (letters, digits and _.:=- , starting"
+        " with a letter or digit, at most 64)",
+        f"{path}:7: score '1.5' is outside [0, 1] (probability scores; use --score-kind score for"
+        " other scores)",
+        f"{path}:8: timestamp '2024-03-01T00:00:00' has no UTC offset (add Z or +HH:MM)",
+    ]
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_bad_rows_beyond_twenty_are_counted(quoted: bool, tmp_path: Path) -> None:
+    lines = ["score,label"]
+    for row in range(60):
+        lines.append(f"{row / 100},{'maybe' if row % 2 else '1'}")
+    lines.append('"0.5",1,0' if quoted else "0.5,1,0")  # a wrong field count: reported alone
+    done = calmon(write(tmp_path / "many.csv", lines[:-1]))
+    assert (done.returncode, done.stdout) == (2, "")
+    reported = done.stderr.splitlines()
+    assert len(reported) == 21
+    assert reported[:2] == [
+        f"{tmp_path / 'many.csv'}:3: label 'maybe' is not 0, 1 or empty",
+        f"{tmp_path / 'many.csv'}:5: label 'maybe' is not 0, 1 or empty",
+    ]
+    assert reported[19].startswith(f"{tmp_path / 'many.csv'}:41: ")
+    assert reported[20] == f"{tmp_path / 'many.csv'}: ... and 10 more bad rows"
+    # fields in the wrong number stop the reading of values: those rows are the problems
+    counts = [*lines[:-1], lines[-1], lines[-1]]
+    done = calmon(write(tmp_path / "counts.csv", counts))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"{tmp_path / 'counts.csv'}:{line}: expected 2 fields like the header, found 3"
+        for line in (62, 63)
+    ]

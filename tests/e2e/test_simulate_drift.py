@@ -171,13 +171,46 @@ def _check_likelihood_drift(pairs: list[Any]) -> None:
     assert len(excluding_zero) <= 1, prior_intervals
 
 
-def _check_summary(out: str, phases: list[str]) -> None:
-    lines = out.strip().splitlines()
+#: the plain-words conclusion of each drift phase's verdict line
+CONCLUSIONS = {
+    "prior": "the class ratio moved; the model did not change",
+    "likelihood": "the model got worse; the class ratio did not move",
+}
+
+
+def _check_summary(
+    out: str, phases: list[str], records: list[dict[str, Any]], truth: dict[str, Any]
+) -> None:
+    """The table (a line per window, then the reference), a blank line, and a verdict per
+    drift phase: the measured class ratio against the reference's, the true one, the mean
+    likelihood part of the AP change with the true part, and the conclusion in words."""
+    table, verdicts = out.strip().split("\n\n")
+    lines = table.splitlines()
     assert lines[0].startswith("window start (UTC)")
     rows = lines[1:-1]
     assert [line.split()[2] for line in rows] == [p for p in phases for _ in range(4)]
     assert all("not computed" not in line for line in rows)
     assert lines[-1].startswith("reference ")
+    verdict_lines = verdicts.splitlines()
+    assert len(verdict_lines) == len(phases) - 1
+    reference = records[0]["reference"]
+    for phase, line in zip(phases[1:], verdict_lines, strict=True):
+        rows_of_phase = [row for row in truth["windows"] if row["phase"] == phase]
+        chosen = [r for r in records if r["start"] in {row["start"] for row in rows_of_phase}]
+        ratio = sum(r["n_pos"] for r in chosen) / sum(r["n"] for r in chosen)
+        parts = [r["split"]["average_precision"] for r in chosen]
+        likelihood = sum(part["likelihood"] for part in parts) / len(parts)
+        low = sum(part["likelihood_interval"][0] for part in parts) / len(parts)
+        high = sum(part["likelihood_interval"][1] for part in parts) / len(parts)
+        true_part = rows_of_phase[0]["average_precision_change"]["likelihood"]
+        true_priors = truth["phases"]["stable"]["prior"], truth["phases"][phase]["prior"]
+        assert line == (
+            f"{phase}: class ratio x{ratio / reference['prior']:.2f}"
+            f" ({reference['prior']:.4f} -> {ratio:.4f},"
+            f" true {true_priors[0]:.3f} -> {true_priors[1]:.3f});"
+            f" likelihood part of AP {likelihood:+.3f} [{low:+.3f}, {high:+.3f}]"
+            f" (true {true_part:+.3f}): {CONCLUSIONS[phase]}"
+        )
 
 
 def test_prior_shift_and_likelihood_drift_on_sqlite(tmp_path: Path) -> None:
@@ -192,10 +225,11 @@ def test_prior_shift_and_likelihood_drift_on_sqlite(tmp_path: Path) -> None:
         wait_until_up(base, serve)
         out = _finished(_simulate(base, "drift", seed=20240501, truth=truth_file, env=env))
         truth = json.loads(truth_file.read_text())
-        by_phase = _check_stream(_records(base, "drift"), truth)
+        records = _records(base, "drift")
+        by_phase = _check_stream(records, truth)
     assert truth["model"] == "drift"
     assert truth["seed"] == 20240501
-    _check_summary(out, ["stable", "prior", "likelihood"])
+    _check_summary(out, ["stable", "prior", "likelihood"], records, truth)
     _check_prior_shift(by_phase["prior"])
     _check_likelihood_drift(by_phase["likelihood"])
 
@@ -223,12 +257,16 @@ def test_prior_shift_and_likelihood_drift_on_postgresql(
             base, "likelihood-drift", seed=8, truth=drift_truth, env=env, phases="stable,likelihood"
         )
         prior_out, drift_out = _finished(prior_run), _finished(drift_run)
-        prior = _check_stream(_records(base, "prior-shift"), json.loads(prior_truth.read_text()))
-        drift = _check_stream(
-            _records(base, "likelihood-drift"), json.loads(drift_truth.read_text())
+        prior_records, drift_records = (
+            _records(base, "prior-shift"),
+            _records(base, "likelihood-drift"),
         )
-    _check_summary(prior_out, ["stable", "prior"])
-    _check_summary(drift_out, ["stable", "likelihood"])
+        prior_truth_doc = json.loads(prior_truth.read_text())
+        drift_truth_doc = json.loads(drift_truth.read_text())
+        prior = _check_stream(prior_records, prior_truth_doc)
+        drift = _check_stream(drift_records, drift_truth_doc)
+    _check_summary(prior_out, ["stable", "prior"], prior_records, prior_truth_doc)
+    _check_summary(drift_out, ["stable", "likelihood"], drift_records, drift_truth_doc)
     assert set(prior) == {"stable", "prior"}
     assert set(drift) == {"stable", "likelihood"}
     _check_prior_shift(prior["prior"])

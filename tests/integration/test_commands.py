@@ -30,12 +30,38 @@ def _tables(path: Path) -> set[str]:
 
 def test_migrate_check_and_downgrade(sqlite_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate", "--check"]) == 1
-    assert "current: empty" in capsys.readouterr().out
+    assert capsys.readouterr().out.startswith(f"current: empty (no file {sqlite_env}); head: ")
+    # checking creates no database file
+    assert not sqlite_env.exists()
+    assert list(sqlite_env.parent.iterdir()) == []
     assert main(["migrate"]) == 0
     assert {"models", "predictions", "pending_labels"} <= _tables(sqlite_env)
     assert main(["migrate", "--check"]) == 0
     assert main(["migrate", "--downgrade", "base"]) == 0
     assert _tables(sqlite_env) <= {"alembic_version"}
+
+
+def test_migrate_check_reads_an_existing_empty_sqlite_file(
+    sqlite_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sqlite_env.touch()
+    assert main(["migrate", "--check"]) == 1
+    assert capsys.readouterr().out.startswith("current: empty; head: ")
+
+
+def test_help_is_plain_text_and_names_what_matters(capsys: pytest.CaptureFixture[str]) -> None:
+    commands = ["migrate", "evaluate", "windows", "simulate", "serve", "api", "scheduler"]
+    for command in ([], *([name] for name in commands)):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        text = capsys.readouterr().out
+        for markup in ("`", ":func:", ":mod:", ":class:", ":data:"):
+            assert markup not in text, (command, markup)
+        if command == ["migrate"]:
+            assert "CALMON_DATABASE_URL" in text
+            assert "sqlite:///calmon.db" in text
+        if command == ["evaluate"]:
+            assert "default probability" in " ".join(text.split())
 
 
 def test_migrate_postgres(postgres_database: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,19 +14,20 @@ from app.observability import build_scrape_registry
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", response_model_exclude_none=True)
-def healthz() -> Status:
+@router.get("/healthz", summary="Liveness probe", response_model_exclude_none=True)
+def check_liveness() -> Status:
     """The process answers (does not touch the database)."""
     return Status(status="ok")
 
 
 @router.get(
     "/readyz",
+    summary="Readiness probe",
     responses=error_responses(
         503, descriptions={503: "`not_ready`: the database is down or not at the expected revision"}
     ),
 )
-def readyz(request: Request) -> Status:
+def check_readiness(request: Request) -> Status:
     """The database answers and its schema is at the revision this code expects."""
     head = head_revision()
     try:

@@ -38,6 +38,7 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
 
 @router.post(
     "/{model}/predictions",
+    summary="Send predictions",
     dependencies=[WriteScope],
     openapi_extra=json_request_body("PredictionBatch", PREDICTION_BATCH),
     responses={
@@ -51,7 +52,7 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
         ),
     },
 )
-def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
+def send_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
     now = datetime.now(UTC)
 
@@ -73,11 +74,12 @@ def post_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> P
 
 @router.post(
     "/{model}/labels",
+    summary="Send labels",
     dependencies=[WriteScope],
     openapi_extra=json_request_body("LabelBatch", LABEL_BATCH),
     responses=WRITE_ERRORS,
 )
-def post_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
+def send_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction."""
     now = datetime.now(UTC)
 

@@ -38,6 +38,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 
 @router.put(
     "/{model}",
+    summary="Create or replace a model",
     dependencies=[AdminScope],
     status_code=200,
     responses={
@@ -56,7 +57,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
     openapi_extra=json_request_body("ModelConfig", MODEL_CONFIG),
     response_model_exclude_none=True,
 )
-def put(
+def create_or_replace_model(
     model: ModelName,
     body: JsonBody,
     session: SessionDep,
@@ -79,14 +80,24 @@ def put(
 
 
 @router.get(
-    "/{model}", dependencies=[ReadScope], response_model_exclude_none=True, responses=MODEL_ERRORS
+    "/{model}",
+    summary="Read a model",
+    dependencies=[ReadScope],
+    response_model_exclude_none=True,
+    responses=MODEL_ERRORS,
 )
-def get(model: ModelName, session: SessionDep) -> ModelOut:
+def read_model(model: ModelName, session: SessionDep) -> ModelOut:
     """One model and its configuration."""
     return ModelOut.of(existing_model(session, model))
 
 
-@router.get("", dependencies=[ReadScope], response_model_exclude_none=True, responses=V1_ERRORS)
-def index(session: SessionDep) -> ModelList:
+@router.get(
+    "",
+    summary="List the models",
+    dependencies=[ReadScope],
+    response_model_exclude_none=True,
+    responses=V1_ERRORS,
+)
+def list_all_models(session: SessionDep) -> ModelList:
     """Every model, by name."""
     return ModelList(models=[ModelOut.of(m) for m in list_models(session)])

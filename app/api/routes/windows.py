@@ -18,7 +18,7 @@ lies before it) to now (only windows that have ended are recomputed).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Response
@@ -28,6 +28,7 @@ from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_
 from app.api.errors import field_error
 from app.api.openapi import MODEL_ERRORS
 from app.api.transactions import in_transaction
+from app.api.window_schemas import WindowPage
 from app.db.models import Model
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.ingest import EARLIEST_TIMESTAMP, Instant
@@ -48,13 +49,6 @@ _LAST_UTC = datetime.max.replace(tzinfo=UTC)
 #: the cursors this API gives: seconds of a window start (years 1653 to 5138 here), a colon
 #: and a segment; a subset of what :func:`decode_cursor` reads
 CURSOR_PATTERN: Final = r"^(-?[0-9]{1,10}|[0-9]{11}):[^\x00]+$"
-
-
-class WindowPage(BaseModel):
-    """Window records (see the API docs for their fields) and the cursor of the next page."""
-
-    windows: list[dict[str, Any]]
-    next_cursor: str | None
 
 
 class WindowSpan(BaseModel):
@@ -91,11 +85,12 @@ def _window_count(window: str, start: datetime, end: datetime) -> int:
 
 @router.get(
     "/{model}/windows",
+    summary="Read computed windows",
     dependencies=[ReadScope],
     response_model=WindowPage,
     responses=MODEL_ERRORS,
 )
-def get_windows(
+def read_windows(
     model: ModelName,
     session: SessionDep,
     start: Annotated[
@@ -120,7 +115,10 @@ def get_windows(
     ] = None,
 ) -> Response:
     """Stored window results overlapping ``[start, end)``, oldest first (``*`` first within
-    a window); ``next_cursor`` is set when more records follow."""
+    a window); ``next_cursor`` is set when more records follow.
+
+    The records are served as they were stored when computed (the schema describes them;
+    they are not validated again on the way out)."""
     _check_range(start, end)
     start, end = _within_utc(start), _within_utc(end)
     after = None
@@ -147,11 +145,12 @@ def get_windows(
 
 @router.post(
     "/{model}/recompute",
+    summary="Recompute a range of windows",
     dependencies=[AdminScope],
     status_code=202,
     responses=MODEL_ERRORS,
 )
-def post_recompute(
+def recompute_windows(
     model: ModelName,
     session: SessionDep,
     start: Annotated[

@@ -45,6 +45,7 @@ def test_defaults() -> None:
         "concurrency": 2,
         "label_delay": 0.0,
         "wait": 60.0,
+        "reuse": False,
         "_run": None,
     }
 

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -17,16 +18,27 @@ from app.db import migrate
 from app.db.session import create_db_engine
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
+from app.simulation.population import truth_document
 from app.simulation.report import (
+    MixedWindowsError,
     WaitTimeoutError,
+    _ratio_moved,
     fetch_records,
     format_summary,
+    format_verdicts,
     is_complete,
     reference_size,
     wait_for_windows,
 )
 from app.simulation.sender import SendTotals, request_json, send_labels, send_windows
-from app.simulation.stream import PHASES, WindowData, WindowPlan, generate_window, plan_windows
+from app.simulation.stream import (
+    PHASES,
+    SCORE_MAP,
+    WindowData,
+    WindowPlan,
+    generate_window,
+    plan_windows,
+)
 
 PER_WINDOW = 400
 
@@ -267,3 +279,145 @@ def test_late_labels_keep_the_estimate_beside_the_measured_values(
     summary = format_summary(plans, after).splitlines()
     estimated = after[plans[-1].start]["estimated"]["positive_class_ratio"]
     assert summary[len(plans)].split()[-1] == f"{estimated:.4f}"
+
+
+def test_a_second_stream_in_the_same_windows_stops_the_wait_at_once(
+    api: TestClient, scheduler: WindowScheduler
+) -> None:
+    plans = _plans()
+    _create(api, plans)
+    for seed in (1, 2):  # two runs, other ids, same windows
+        send_windows(
+            api,
+            model="sim",
+            windows=(generate_window(p, seed=seed) for p in plans),
+            batch_size=1000,
+            concurrency=1,
+        )
+    scheduler.tick()
+    slept: list[float] = []
+    with pytest.raises(MixedWindowsError, match="4 of 4 windows hold more predictions") as caught:
+        wait_for_windows(api, model="sim", plans=plans, timeout=60, sleep=slept.append)
+    assert slept == []
+    assert isinstance(caught.value, WaitTimeoutError)
+    assert all(r["n"] == 2 * PER_WINDOW for r in caught.value.records.values())
+
+
+def test_an_existing_model_name_gives_the_first_free_suffix(api: TestClient) -> None:
+    from app.commands.simulate import _free_name
+
+    assert _free_name(api, "sim") == "sim"
+    _create(api, _plans())
+    assert _free_name(api, "sim") == "sim-2"
+    status, _ = request_json(api, "PUT", "/v1/models/sim-2", body=b"{}")
+    assert status == 201
+    assert _free_name(api, "sim") == "sim-3"
+    long = "m" * 63
+    status, _ = request_json(api, "PUT", f"/v1/models/{long}", body=b"{}")
+    assert status == 201
+    assert _free_name(api, long) == "m" * 61 + "-2"
+
+
+def test_the_class_ratio_moves_beyond_three_standard_errors() -> None:
+    # 0.05 against 0.05 +- 3 se of the difference (se = 0.00218 at n = 20,000 each)
+    assert not _ratio_moved(1000, 20_000, 1000, 20_000)
+    assert not _ratio_moved(1130, 20_000, 1000, 20_000)
+    assert _ratio_moved(1140, 20_000, 1000, 20_000)
+    assert _ratio_moved(160, 20_000, 1000, 20_000)
+    assert not _ratio_moved(0, 0, 1000, 20_000)
+
+
+def _verdict_plans() -> list[WindowPlan]:
+    return plan_windows(
+        phases=[PHASES["stable"], PHASES["prior"], PHASES["likelihood"]],
+        window="1h",
+        windows_per_phase=2,
+        per_window=20_000,
+        now=datetime(2026, 11, 1, 14, 30, tzinfo=UTC),
+    )
+
+
+def _verdict_record(n_pos: int, likelihood: float, bounds: list[float] | None) -> dict[str, Any]:
+    return {
+        "n": 20_000,
+        "n_pos": n_pos,
+        "unlabelled": 0,
+        "reference": {"n": 40_000, "n_pos": 2_000, "prior": 0.05},
+        "split": {
+            "average_precision": {
+                "total": likelihood,
+                "prior": 0.0,
+                "likelihood": likelihood,
+                "prior_interval": None,
+                "likelihood_interval": bounds,
+            }
+        },
+        "estimated": None,
+    }
+
+
+def test_verdicts_say_in_words_what_moved_beside_the_truth() -> None:
+    plans = _verdict_plans()
+    truth = truth_document(
+        plans=plans,
+        positives=[1000] * len(plans),
+        model="sim",
+        window="1h",
+        seed=1,
+        threshold=0.5,
+        score_map=SCORE_MAP,
+    )
+    true_drift = truth["windows"][4]["average_precision_change"]["likelihood"]
+    records = {
+        plans[0].start: _verdict_record(1000, 0.0, [-0.05, 0.05]),
+        plans[1].start: _verdict_record(1000, 0.0, [-0.05, 0.05]),
+        plans[2].start: _verdict_record(150, 0.004, [-0.02, 0.03]),
+        plans[3].start: _verdict_record(170, 0.0, [-0.04, 0.03]),
+        plans[4].start: _verdict_record(1010, -0.24, [-0.26, -0.22]),
+        plans[5].start: _verdict_record(990, -0.226, [-0.25, -0.20]),
+    }
+    assert format_verdicts(plans, records, truth) == [
+        "prior: class ratio x0.16 (0.0500 -> 0.0080, true 0.050 -> 0.008); likelihood part of AP"
+        " +0.002 [-0.030, +0.030] (true +0.000): the class ratio moved; the model did not change",
+        "likelihood: class ratio x1.00 (0.0500 -> 0.0500, true 0.050 -> 0.050); likelihood part"
+        f" of AP -0.233 [-0.255, -0.210] (true {true_drift:+.3f}): the model got worse; the class"
+        " ratio did not move",
+    ]
+    assert -0.24 < true_drift < -0.22
+    # both at once; no interval; nothing computed
+    records[plans[4].start]["n_pos"] = records[plans[5].start]["n_pos"] = 3000
+    for plan in plans[2:4]:
+        records[plan.start]["split"]["average_precision"]["likelihood_interval"] = None
+    del records[plans[5].start]
+    lines = format_verdicts(plans, records, truth)
+    assert lines[0].endswith(
+        "[-] (true +0.000): the class ratio moved; no interval of the likelihood part to tell"
+        " whether the model changed"
+    )
+    assert lines[1].startswith("likelihood: class ratio x3.00 (0.0500 -> 0.1500,")
+    assert lines[1].endswith(": both: the class ratio moved and the model got worse")
+    assert format_verdicts(plans, {}, truth) == [
+        "prior: not computed, no verdict",
+        "likelihood: not computed, no verdict",
+    ]
+
+
+def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
+    plans = _verdict_plans()[:4]
+    truth = truth_document(
+        plans=plans,
+        positives=[1000] * 4,
+        model="sim",
+        window="1h",
+        seed=1,
+        threshold=0.5,
+        score_map=SCORE_MAP,
+    )
+    records = {plan.start: _verdict_record(1000, 0.0, None) for plan in plans}
+    for plan, estimate in zip(plans[2:], (0.007, 0.009), strict=True):
+        records[plan.start].update(n=0, n_pos=0, unlabelled=20_000, split=None)
+        records[plan.start]["estimated"] = {"positive_class_ratio": estimate}
+    assert format_verdicts(plans, records, truth) == [
+        "prior: no labels yet; estimated class ratio x0.16 (0.0500 -> 0.0080, true 0.050 ->"
+        " 0.008); the likelihood part needs labels"
+    ]

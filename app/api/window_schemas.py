@@ -1,0 +1,289 @@
+"""The OpenAPI schema of a window record (``GET /v1/models/{model}/windows``).
+
+Records are built as plain dictionaries when a window is computed
+(:mod:`app.services.windows`), stored as JSON and served as stored, without passing through
+these models: they only describe that shape for the OpenAPI document, and tests validate real
+records against them. Every object is closed (``additionalProperties: false``) except the
+maps keyed by a configured π0 (``"0.01"``), whose values have one schema.
+
+A metric is ``null`` where it is undefined (one class only, no prediction at the threshold,
+…); an interval is ``[lower, upper]`` at 95%, or ``null`` where none is published
+(``docs/intervals.md``). Metrics marked *probability models* are absent for ``score`` models.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Metric = Annotated[float | None, Field(description="the value, null where undefined")]
+Interval = Annotated[
+    tuple[float, float] | None,
+    Field(description="95% interval `[lower, upper]`, null where none is published"),
+]
+_PROBABILITY = " (probability models only)"
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RegularMetrics(_Closed):
+    """Every catalogue metric of the window's labelled predictions, at their own class ratio
+    (`docs/metrics.md`)."""
+
+    precision: Metric = Field(description="TP/(TP+FP) at the model's threshold")
+    f1: Metric = Field(description="2PR/(P+R) at the threshold")
+    recall: Metric = Field(description="TP/n_pos at the threshold (prior-invariant)")
+    fpr: Metric = Field(description="FP/n_neg at the threshold (prior-invariant)")
+    roc_auc: Metric = Field(description="area under the ROC curve, ties count 1/2")
+    ks: Metric = Field(description="Kolmogorov-Smirnov statistic: max of TPR - FPR")
+    ks_abc: Metric = Field(description="mean score of positives minus that of negatives")
+    average_precision: Metric = Field(description="average precision (scikit-learn's step rule)")
+    best_f1: Metric = Field(description="highest F1 over every threshold")
+    best_f1_threshold: Metric = Field(description="highest threshold reaching `best_f1`")
+    pr_gain_auc: Metric = Field(description="area under the precision-recall-gain curve")
+    brier: Metric = Field(
+        default=None, description="mean squared error of the score" + _PROBABILITY
+    )
+    brier_skill: Metric = Field(
+        default=None, description="1 - brier / (prior (1 - prior))" + _PROBABILITY
+    )
+    brier_pos: Metric = Field(
+        default=None, description="mean (score - 1)^2 over positives" + _PROBABILITY
+    )
+    brier_neg: Metric = Field(
+        default=None, description="mean score^2 over negatives" + _PROBABILITY
+    )
+    log_loss: Metric = Field(
+        default=None,
+        description="mean log loss, scores clipped to [1e-15, 1 - 1e-15]" + _PROBABILITY,
+    )
+    ece: Metric = Field(
+        default=None,
+        description="expected calibration error over 10 equal-width bins" + _PROBABILITY,
+    )
+    mce: Metric = Field(
+        default=None, description="maximum calibration error over the non-empty bins" + _PROBABILITY
+    )
+
+
+class CalibratedMetrics(_Closed):
+    """The prior-dependent metrics calibrated at a reference prior π0: their value had the
+    window's positives made up a π0 share of it (`docs/metrics.md`, π0 calibration)."""
+
+    precision: Metric = Field(description="calibrated precision at the threshold")
+    f1: Metric = Field(description="F1 of the calibrated precision and the recall")
+    average_precision: Metric = Field(description="calibrated average precision (AUC-PcR)")
+    best_f1: Metric = Field(description="highest calibrated F1 over every threshold")
+    best_f1_threshold: Metric = Field(
+        description="highest threshold reaching the calibrated `best_f1`"
+    )
+    pr_gain_auc: Metric = Field(description="area under the PR-gain curve with recall gain at π0")
+
+
+class CalibratedByPrior(BaseModel):
+    """Calibrated metrics at the reference's prior (`reference`), and at each configured
+    π0 under its decimal text (`"0.01"`)."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, CalibratedMetrics] = Field(init=False)
+
+    reference: CalibratedMetrics | None = Field(
+        description="at the reference's positive class ratio; null until the model has a "
+        "reference with labelled predictions of both classes"
+    )
+
+
+class RegularIntervals(_Closed):
+    """95% intervals of the regular metrics (`docs/intervals.md`); null where none is
+    published (always for `best_f1`, `pr_gain_auc` and `ks`)."""
+
+    precision: Interval
+    recall: Interval
+    fpr: Interval
+    f1: Interval
+    roc_auc: Interval
+    average_precision: Interval
+    best_f1: Interval
+    pr_gain_auc: Interval
+    ks: Interval
+    ks_abc: Interval
+    brier: Interval = Field(default=None, description="95% interval" + _PROBABILITY)
+    brier_pos: Interval = Field(default=None, description="95% interval" + _PROBABILITY)
+    brier_neg: Interval = Field(default=None, description="95% interval" + _PROBABILITY)
+    log_loss: Interval = Field(default=None, description="95% interval" + _PROBABILITY)
+    brier_skill: Interval = Field(default=None, description="95% interval" + _PROBABILITY)
+
+
+class CalibratedIntervals(_Closed):
+    """95% intervals of the calibrated metrics at one prior (none for `best_f1` and
+    `pr_gain_auc`, nor for average precision at small priors)."""
+
+    precision: Interval
+    f1: Interval
+    average_precision: Interval
+    best_f1: Interval
+    pr_gain_auc: Interval
+
+
+class CalibratedIntervalsByPrior(BaseModel):
+    """Intervals of the calibrated metrics, keyed like `calibrated`."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, CalibratedIntervals] = Field(init=False)
+
+    reference: CalibratedIntervals | None = Field(
+        description="at the reference's positive class ratio; null when `calibrated.reference` is"
+    )
+
+
+class WindowIntervals(_Closed):
+    """The 95% intervals of every published metric."""
+
+    regular: RegularIntervals = Field(description="intervals of the regular metrics")
+    calibrated: CalibratedIntervalsByPrior = Field(
+        description="intervals of the calibrated metrics, keyed like `calibrated`"
+    )
+
+
+class SplitParts(_Closed):
+    """A change of one prior-dependent metric from the reference to the window, split into the
+    part due to the class ratio and the part due to the model (`docs/metrics.md`, the
+    order-symmetric split: total = prior + likelihood)."""
+
+    total: Metric = Field(description="the window's value minus the reference's")
+    prior: Metric = Field(description="the part due to the class ratio moving (the prior shift)")
+    likelihood: Metric = Field(
+        description="the part due to P(score | class) moving: the model got better (> 0) "
+        "or worse (< 0)"
+    )
+    prior_interval: Interval
+    likelihood_interval: Interval
+
+
+class Split(_Closed):
+    """The change split of each prior-dependent metric (intervals for precision, F1 and, with
+    at least 100 positives in the window and in the reference, average precision)."""
+
+    precision: SplitParts = Field(description="change of the precision at the threshold")
+    f1: SplitParts = Field(description="change of the F1 at the threshold")
+    average_precision: SplitParts = Field(description="change of the average precision")
+    best_f1: SplitParts = Field(description="change of the best F1 (parts without intervals)")
+    pr_gain_auc: SplitParts = Field(description="change of AUPRG (parts without intervals)")
+
+
+class ReferenceSummary(_Closed):
+    """The reference set the window is compared with."""
+
+    kind: Literal["trailing", "fixed"] = Field(description="how the reference is chosen")
+    start: datetime = Field(description="first instant of the reference period (UTC)")
+    end: datetime = Field(description="end of the reference period, excluded (UTC)")
+    windows: int | None = Field(description="trailing windows pooled; null for a fixed one")
+    n: int = Field(description="labelled predictions of the reference")
+    n_pos: int = Field(description="positives of the reference")
+    prior: float | None = Field(description="positive class ratio of the reference")
+    regular: RegularMetrics = Field(description="the regular metrics of the reference")
+
+
+class EstimatedRegular(_Closed):
+    """Label-free estimates of the regular metrics at the estimated class ratio."""
+
+    precision: Metric = Field(description="estimated precision at the threshold")
+    recall: Metric = Field(description="estimated recall at the threshold")
+    f1: Metric = Field(description="estimated F1 at the threshold")
+    roc_auc: Metric = Field(description="estimated ROC AUC")
+    average_precision: Metric = Field(description="estimated average precision")
+
+
+class EstimatedCalibrated(_Closed):
+    """Label-free estimates of calibrated metrics at one configured π0."""
+
+    precision: Metric = Field(description="estimated calibrated precision")
+    f1: Metric = Field(description="estimated calibrated F1")
+    average_precision: Metric = Field(description="estimated calibrated average precision")
+
+
+class Estimated(_Closed):
+    """The label-free estimate of the window (`docs/metrics.md`, Label-free estimates): from
+    every scored prediction, labelled or not, assuming P(score | class) is the reference's."""
+
+    positive_class_ratio: float = Field(description="estimated positive class ratio")
+    positive_class_ratio_interval: tuple[float, float] = Field(
+        description="its 95% interval `[lower, upper]`"
+    )
+    method: Literal["saerens_em_isotonic"] = Field(description="how it was estimated")
+    n: int = Field(description="scored predictions it used")
+    regular: EstimatedRegular = Field(description="metrics at the estimated class ratio")
+    calibrated: dict[str, EstimatedCalibrated] = Field(
+        description='at each configured π0, keyed by its decimal text (`"0.01"`)'
+    )
+
+
+class ReliabilityBin(_Closed):
+    """One bin of the reliability diagram (10 equal-width bins on [0, 1], right-closed)."""
+
+    lower: float = Field(description="lower edge of the bin")
+    upper: float = Field(description="upper edge of the bin")
+    count: int = Field(description="labelled predictions in the bin")
+    mean_score: float | None = Field(description="mean score in the bin, null when empty")
+    fraction_positive: float | None = Field(
+        description="share of positives in the bin, null when empty"
+    )
+
+
+class SegmentsOverflow(_Closed):
+    """Segments beyond the model's `max_segments` in this window (counted only in `*`)."""
+
+    segments: int = Field(description="distinct untracked segments")
+    predictions: int = Field(description="predictions in them")
+
+
+class WindowRecord(_Closed):
+    """The result of one window and segment, as computed by the scheduler."""
+
+    start: datetime = Field(description="first instant of the window (UTC)")
+    end: datetime = Field(description="end of the window, excluded (UTC)")
+    segment: str = Field(description="the segment, `*` for every prediction")
+    computed_at: datetime = Field(description="when this record was computed (UTC)")
+    n: int = Field(description="labelled predictions")
+    n_pos: int = Field(description="positives")
+    unlabelled: int = Field(description="predictions without a label yet")
+    prior: float | None = Field(description="positive class ratio n_pos / n, null when n = 0")
+    prior_interval: tuple[float, float] | None = Field(
+        description="95% Wilson interval of the prior, null when n = 0"
+    )
+    regular: RegularMetrics = Field(description="every metric at the window's own prior")
+    calibrated: CalibratedByPrior = Field(
+        description="the prior-dependent metrics calibrated at the reference's prior and at "
+        "each configured π0"
+    )
+    intervals: WindowIntervals = Field(description="95% intervals of the metrics")
+    split: Split | None = Field(
+        description="change from the reference, split into prior and likelihood parts; null "
+        "until the model has a reference with labelled predictions"
+    )
+    reference: ReferenceSummary | None = Field(
+        description="the reference set, null when the model has none yet"
+    )
+    estimated: Estimated | None = Field(
+        description="label-free estimate; null until the model has a reference with both "
+        "classes, or when the window has no scored prediction"
+    )
+    reliability: list[ReliabilityBin] | None = Field(
+        default=None, description="reliability diagram" + _PROBABILITY
+    )
+    segments_overflow: SegmentsOverflow | None = Field(
+        description="untracked segments of the window, on segment `*` only (else null)"
+    )
+
+
+class WindowPage(_Closed):
+    """A page of window records, oldest window first (`*` first within a window)."""
+
+    windows: list[WindowRecord] = Field(description="at most `limit` records")
+    next_cursor: str | None = Field(
+        description="pass as `cursor` to read the next page; null on the last one"
+    )

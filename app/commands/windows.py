@@ -1,0 +1,266 @@
+"""`calmon windows MODEL`: the stored windows of a model as a table, read from the server's API.
+
+One line per window, oldest first: the window's start, its labelled predictions and
+positives, the class ratio, one metric (regular, and calibrated at the reference's class
+ratio) and the prior and likelihood parts of that metric's change since the reference, each
+part marked where its 95% interval excludes 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import deque
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import httpx
+
+TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
+DEFAULT_URL: Final = "http://127.0.0.1:8000"
+DEFAULT_METRIC: Final = "average_precision"
+DEFAULT_LAST: Final = 24
+PAGE: Final = 1000
+#: the metrics of a window record's ``regular`` (app.metrics.evaluation.REGULAR_METRICS)
+METRICS: Final = (
+    "precision",
+    "f1",
+    "recall",
+    "fpr",
+    "roc_auc",
+    "ks",
+    "ks_abc",
+    "average_precision",
+    "best_f1",
+    "best_f1_threshold",
+    "pr_gain_auc",
+    "brier",
+    "brier_skill",
+    "brier_pos",
+    "brier_neg",
+    "log_loss",
+    "ece",
+    "mce",
+)
+#: after a part of the split: its 95% interval excludes 0, holds it, or is not published
+EXCLUDES_ZERO: Final = "*"
+HOLDS_ZERO: Final = " "
+NO_INTERVAL: Final = "?"
+LEGEND: Final = "\n".join(
+    (
+        f"{EXCLUDES_ZERO} the part's 95% interval excludes 0: a real change",
+        f"{NO_INTERVAL} no interval (average precision: under 100 positives in the window or"
+        " the reference)",
+        "- undefined: one class only, no reference yet, or no calibrated value or split for the"
+        " metric",
+    )
+)
+
+EPILOG = """\
+Columns: window start (UTC); n, n_pos: labelled predictions and positives; ratio: the positive
+class ratio n_pos / n; regular: the metric at the window's own ratio; calibrated: the metric
+calibrated at the reference's ratio (what it would be had the ratio not moved); prior part and
+likelihood part: the change of the metric since the reference, split into what the class ratio
+moving explains and what the model getting better (> 0) or worse (< 0) explains.
+
+Windows are computed by the scheduler at its tick after they end (plus the model's grace);
+the table shows what is stored. Exit status: 0, 1 when the server cannot be reached or fails,
+2 when it refuses the request (unknown model, bad token) or for bad options.
+"""
+
+
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
+    return text.rstrip("/")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of `calmon windows`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("model", metavar="MODEL", help="the model's name")
+    parser.add_argument(
+        "--segment", default="*", metavar="S", help="one segment (default *: every prediction)"
+    )
+    parser.add_argument(
+        "--last",
+        type=_positive,
+        default=DEFAULT_LAST,
+        metavar="N",
+        help=f"the N most recent windows (default {DEFAULT_LAST})",
+    )
+    parser.add_argument(
+        "--metric",
+        choices=METRICS,
+        default=DEFAULT_METRIC,
+        metavar="M",
+        help=f"the metric shown (default {DEFAULT_METRIC}; any of {', '.join(METRICS)})",
+    )
+    parser.add_argument(
+        "--url",
+        type=_url,
+        default=DEFAULT_URL,
+        help=f"root URL of the server (default {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token with the read scope (default: the {TOKEN_ENV} variable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the model and its last windows from the server and print the table."""
+    from app.simulation.sender import RetryPolicy, SendError, make_client
+
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        with make_client(args.url, token=token, timeout=30.0) as client:
+            records = last_records(
+                client,
+                model=args.model,
+                segment=args.segment,
+                last=args.last,
+                retry=RetryPolicy(attempts=2, first_delay=0.5),
+            )
+    except SendError as exc:
+        if exc.status is not None and 400 <= exc.status < 500:
+            print(f"calmon windows: {exc.reason}", file=sys.stderr)
+            return 2
+        print(f"calmon windows: {args.url}: {exc.reason}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("calmon windows: interrupted", file=sys.stderr)
+        return 130
+    print(
+        format_table(records, model=args.model, segment=args.segment, metric=args.metric),
+    )
+    return 0
+
+
+def last_records(
+    client: httpx.Client, *, model: str, segment: str, last: int, retry: Any
+) -> list[dict[str, Any]]:
+    """The ``last`` most recent records of ``model`` and ``segment``, oldest first.
+
+    The model is read first (an unknown model is the server's 404). The windows API lists
+    oldest first, so the records are read from ``last`` windows before now, and, when that
+    finds fewer (windows further in the past), from the beginning, keeping the last ones.
+    """
+    from app.simulation.sender import request_json
+    from app.windows import iso, window_length
+
+    _, stored = request_json(client, "GET", f"/v1/models/{model}", retry=retry)
+    since = datetime.now(UTC) - last * window_length(stored["window"])
+    records = _read(client, model=model, segment=segment, last=last, start=iso(since), retry=retry)
+    if len(records) < last:
+        records = _read(client, model=model, segment=segment, last=last, start=None, retry=retry)
+    return records
+
+
+def _read(
+    client: httpx.Client, *, model: str, segment: str, last: int, start: str | None, retry: Any
+) -> list[dict[str, Any]]:
+    from app.simulation.sender import request_json
+
+    kept: deque[dict[str, Any]] = deque(maxlen=last)
+    cursor: str | None = None
+    while True:
+        params = {"segment": segment, "limit": str(PAGE)}
+        if start is not None:
+            params["start"] = start
+        if cursor is not None:
+            params["cursor"] = cursor
+        _, page = request_json(
+            client, "GET", f"/v1/models/{model}/windows", params=params, retry=retry
+        )
+        kept.extend(page["windows"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return list(kept)
+
+
+def _value(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _part(parts: Mapping[str, Any], name: str) -> str:
+    """A part of the split, signed, followed by the mark of its interval (``-`` when the
+    part is undefined)."""
+    value = parts.get(name)
+    if value is None:
+        return "-"
+    bounds = parts.get(f"{name}_interval")
+    if bounds is None:
+        mark = NO_INTERVAL
+    else:
+        mark = HOLDS_ZERO if bounds[0] <= 0.0 <= bounds[1] else EXCLUDES_ZERO
+    return f"{value:+.3f}{mark}"
+
+
+def format_table(
+    records: Iterable[Mapping[str, Any]], *, model: str, segment: str, metric: str
+) -> str:
+    """The table of ``records`` (window records of the API, oldest first) for ``metric``: a
+    title (and the reference), the header, a line per window and the legend."""
+    rows: list[tuple[str, ...]] = []
+    reference: Mapping[str, Any] | None = None
+    for record in records:
+        start = datetime.fromisoformat(record["start"]).astimezone(UTC)
+        calibrated = (record.get("calibrated") or {}).get("reference") or {}
+        parts = (record.get("split") or {}).get(metric) or {}
+        reference = record.get("reference") or reference
+        rows.append(
+            (
+                f"{start:%Y-%m-%d %H:%M}",
+                str(record["n"]),
+                str(record["n_pos"]),
+                _value(record["prior"], 4),
+                _value(record["regular"].get(metric)),
+                _value(calibrated.get(metric)),
+                _part(parts, "prior"),
+                _part(parts, "likelihood"),
+            )
+        )
+    title = f"model {model}, segment {segment}, {metric}"
+    if reference is not None:
+        title += (
+            f"\nreference {reference['start']} to {reference['end']}: n {reference['n']},"
+            f" ratio {_value(reference['prior'], 4)},"
+            f" {metric} {_value(reference['regular'].get(metric))}"
+        )
+    if not rows:
+        return f"{title}\nno computed window yet (windows are computed at the scheduler's tick)"
+    header = (
+        "window start (UTC)",
+        "n",
+        "n_pos",
+        "ratio",
+        "regular",
+        "calibrated",
+        "prior part",
+        "likelihood part",
+    )
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [title]
+    for row in [header, *rows]:
+        cells = [row[0].ljust(widths[0])] + [
+            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    lines.append(LEGEND)
+    return "\n".join(lines)

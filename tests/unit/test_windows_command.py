@@ -1,0 +1,127 @@
+"""`calmon windows`: the table's layout, values and marks, from window records built here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.cli import build_parser
+from app.commands.windows import LEGEND, METRICS, format_table
+from app.metrics.evaluation import REGULAR_METRICS
+
+REFERENCE = {
+    "kind": "fixed",
+    "start": "2026-11-01T08:00:00Z",
+    "end": "2026-11-01T10:00:00Z",
+    "windows": None,
+    "n": 4000,
+    "n_pos": 200,
+    "prior": 0.05,
+    "regular": {"average_precision": 0.461, "roc_auc": 0.9},
+}
+
+
+def _record(
+    start: str, *, split: dict[str, Any] | None, calibrated: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "start": start,
+        "n": 2000,
+        "n_pos": 16,
+        "prior": 0.008,
+        "regular": {"average_precision": 0.17649, "roc_auc": 0.9012},
+        "calibrated": {"reference": calibrated, "0.01": {"average_precision": 0.2}},
+        "split": split,
+        "reference": REFERENCE,
+    }
+
+
+def _parts(prior: float, prior_interval: Any, likelihood: float, likelihood_interval: Any) -> Any:
+    return {
+        "average_precision": {
+            "total": prior + likelihood,
+            "prior": prior,
+            "likelihood": likelihood,
+            "prior_interval": prior_interval,
+            "likelihood_interval": likelihood_interval,
+        }
+    }
+
+
+def test_the_table_shows_values_and_marks_each_part_by_its_interval() -> None:
+    records = [
+        _record("2026-11-01T10:00:00Z", split=None, calibrated=None),
+        _record(
+            "2026-11-01T11:00:00Z",
+            split=_parts(-0.285, [-0.31, -0.26], 0.002, [-0.02, 0.03]),
+            calibrated={"average_precision": 0.4637},
+        ),
+        _record(
+            "2026-11-01T12:00:00+00:00",
+            split=_parts(0.001, None, -0.2334, [-0.25, -0.21]),
+            calibrated={"average_precision": 0.2276},
+        ),
+    ]
+    lines = format_table(records, model="fraud", segment="*", metric="average_precision").split(
+        "\n"
+    )
+    assert lines[0] == "model fraud, segment *, average_precision"
+    assert lines[1] == (
+        "reference 2026-11-01T08:00:00Z to 2026-11-01T10:00:00Z: n 4000, ratio 0.0500,"
+        " average_precision 0.461"
+    )
+    assert lines[2].split("  ")[0] == "window start (UTC)"
+    rows = [line.split() for line in lines[3:6]]
+    assert rows[0] == ["2026-11-01", "10:00", "2000", "16", "0.0080", "0.176", "-", "-", "-"]
+    assert rows[1][2:] == ["2000", "16", "0.0080", "0.176", "0.464", "-0.285*", "+0.002"]
+    assert rows[2][-3:] == ["0.228", "+0.001?", "-0.233*"]
+    assert "\n".join(lines[6:]) == LEGEND
+    # numbers are right-aligned under their header; a part's digits align whatever its mark
+    header = lines[2]
+    for line in lines[3:6]:
+        assert len(line.rstrip()) <= len(header) + 1
+    column = header.index("prior part") + len("prior part")
+    assert {line[column - 2] for line in lines[4:6]} == {"5", "1"}
+    assert lines[4][column - 1] == "*"
+    assert lines[5][column - 1] == "?"
+
+
+def test_a_metric_without_calibration_or_split_shows_dashes() -> None:
+    record = _record(
+        "2026-11-01T11:00:00Z",
+        split=_parts(-0.285, [-0.31, -0.26], 0.002, [-0.02, 0.03]),
+        calibrated={"average_precision": 0.4637},
+    )
+    lines = format_table([record], model="m", segment="country=FR", metric="roc_auc").split("\n")
+    assert lines[0] == "model m, segment country=FR, roc_auc"
+    assert lines[1].endswith("roc_auc 0.900")
+    assert lines[3].split()[4:] == ["0.0080", "0.901", "-", "-", "-"]
+
+
+def test_no_window_yet_says_so() -> None:
+    text = format_table([], model="m", segment="*", metric="f1")
+    assert text.splitlines() == [
+        "model m, segment *, f1",
+        "no computed window yet (windows are computed at the scheduler's tick)",
+    ]
+
+
+def test_options_and_defaults() -> None:
+    assert METRICS == REGULAR_METRICS
+    args = build_parser().parse_args(["windows", "fraud"])
+    assert (args.model, args.segment, args.last, args.metric) == (
+        "fraud",
+        "*",
+        24,
+        "average_precision",
+    )
+    assert (args.url, args.token) == ("http://127.0.0.1:8000", None)
+    args = build_parser().parse_args(
+        ["windows", "fraud", "--last", "3", "--metric", "f1", "--url", "http://h:1/"]
+    )
+    assert (args.last, args.metric, args.url) == (3, "f1", "http://h:1")
+    for bad in (["--last", "0"], ["--metric", "accuracy"], ["--url", "h:1"]):
+        with pytest.raises(SystemExit) as exit_info:
+            build_parser().parse_args(["windows", "fraud", *bad])
+        assert exit_info.value.code == 2
