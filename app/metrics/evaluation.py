@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import BoolArray, FloatArray
 from app.metrics.curves import curve_metrics
 from app.metrics.probability import (
     ECE_BINS,
@@ -32,8 +33,6 @@ from app.metrics.probability import (
 from app.metrics.ranking import Ranking, rank_sorted
 from app.metrics.thresholded import threshold_metrics
 
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 ScoreKind = Literal["probability", "score"]
 
 SCORE_KINDS = ("probability", "score")

@@ -39,16 +39,15 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from app.arrays import FloatArray, IntArray, LabelArray
 from app.metrics.curves import curve_metrics
 from app.metrics.evaluation import PreparedSet
 from app.metrics.poisson import poisson
-from app.metrics.ranking import FloatArray, IntArray, Ranking, distinct_runs
+from app.metrics.ranking import Ranking, distinct_runs
 from app.metrics.thresholded import threshold_metrics
 
 Interval = list[float] | None
-Labels = npt.NDArray[np.integer] | npt.NDArray[np.bool_]
 
 MIN_REPLICATES = 100
 MAX_REPLICATES = 400
@@ -170,7 +169,9 @@ class Replicates:
         return total + self.neg_below
 
 
-def cut_at(scores: FloatArray, labels: Labels, ranking: Ranking, threshold: float) -> ThresholdCut:
+def cut_at(
+    scores: FloatArray, labels: LabelArray, ranking: Ranking, threshold: float
+) -> ThresholdCut:
     """Locate ``threshold`` in ``ranking`` (built from the same ``scores`` (n,), ``labels`` (n,)).
 
     The ranking does not keep where negatives sit inside a run between two blocks, so the

@@ -30,13 +30,13 @@ from typing import Any, TypeGuard, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import FloatArray, LabelArray
 from app.metrics.curves import prior_dependent_at
 from app.metrics.evaluation import check_options, evaluate_prepared, prepare
 from app.metrics.intervals import (
     CHUNK_CELLS,
     REAL,
     Interval,
-    Labels,
     Replicates,
     ThresholdCut,
     cut_at,
@@ -45,7 +45,7 @@ from app.metrics.intervals import (
     observed,
     replicate_interval,
 )
-from app.metrics.ranking import FloatArray, Ranking
+from app.metrics.ranking import Ranking
 from app.metrics.thresholded import threshold_metrics
 
 #: Metrics whose change is split (prior-dependent, ``docs/metrics.md``).
@@ -249,10 +249,10 @@ def _parts(
 
 def split_intervals(
     window_scores: FloatArray,
-    window_labels: Labels,
+    window_labels: LabelArray,
     window_ranking: Ranking,
     ref_scores: FloatArray,
-    ref_labels: Labels,
+    ref_labels: LabelArray,
     ref_ranking: Ranking,
     *,
     threshold: float,

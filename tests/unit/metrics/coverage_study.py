@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import integrate, stats
 
+from app.arrays import FloatArray
 from app.metrics.evaluation import prepare
 from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
 from app.metrics.split import (
@@ -27,8 +28,6 @@ from app.metrics.split import (
     shapley_parts,
     split_from_arrays,
 )
-
-FloatArray = npt.NDArray[np.float64]
 
 THRESHOLD = 0.5
 PI0 = 0.5
