@@ -68,7 +68,7 @@ CHUNK_CELLS = 1 << 17
 1 MiB and stays in cache, which makes the bootstrap 1.5-2 times faster than chunks of 10^6
 cells, and the working memory stays near 50 MB whatever K and B are."""
 
-REGULAR_METRICS = (
+REGULAR_INTERVAL_METRICS = (
     "precision",
     "recall",
     "fpr",
@@ -79,7 +79,9 @@ REGULAR_METRICS = (
     "pr_gain_auc",
     "ks",
 )
-CALIBRATED_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+CALIBRATED_INTERVAL_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+"""The metrics :func:`bootstrap_intervals` reports an interval (or None) for, a subset of
+:data:`app.metrics.evaluation.REGULAR_METRICS` / ``CALIBRATED_METRICS``."""
 MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
 """Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
 
@@ -691,10 +693,11 @@ def bootstrap_intervals(
 
     ``prepared`` is the validated set sorted once (:func:`app.metrics.evaluation.prepare`).
     Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0): {metric:
-    [lo, hi] | None}}}`` for REGULAR_METRICS and CALIBRATED_METRICS: the metrics at τ from their
-    counts (:func:`count_intervals`); ROC AUC and AP from ``replicates`` Poisson-bootstrap
-    replicates (by default :func:`default_replicates`; a calibrated replicate uses its own
-    prior, as the point value does; :func:`replicate_interval` with min(n_pos, n_neg) events);
+    [lo, hi] | None}}}`` for REGULAR_INTERVAL_METRICS and CALIBRATED_INTERVAL_METRICS: the
+    metrics at τ from their counts (:func:`count_intervals`); ROC AUC and AP from ``replicates``
+    Poisson-bootstrap replicates (by default :func:`default_replicates`; a calibrated
+    replicate uses its own prior, as the point value does; :func:`replicate_interval` with
+    min(n_pos, n_neg) events);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
     under "regular" (normal approximation, see :func:`mean_intervals`). None also when the
     point value is undefined or too few replicates are defined. The same ``seed`` gives the
@@ -736,7 +739,7 @@ def bootstrap_intervals(
         int(point.tp[0]), int(point.fp[0]), n_pos, n_neg, pi0=pi0s, level=level
     )
     out_regular: dict[str, Interval] = {}
-    for name in REGULAR_METRICS:
+    for name in REGULAR_INTERVAL_METRICS:
         out_regular[name] = at_tau[name] if name in COUNT_REGULAR else curve_intervals.get(name)
     out_regular |= mean_intervals(
         prepared.pos_sorted, prepared.neg_sorted, score_kind=score_kind, level=level
@@ -744,7 +747,7 @@ def bootstrap_intervals(
     out_calibrated: dict[str, dict[str, Interval]] = {}
     for p in pi0s:
         metrics: dict[str, Interval] = {}
-        for name in CALIBRATED_METRICS:
+        for name in CALIBRATED_INTERVAL_METRICS:
             if name in COUNT_CALIBRATED:
                 metrics[name] = at_tau_calibrated[p][name]
             else:

@@ -18,14 +18,14 @@ from app.metrics import evaluate
 from app.metrics.evaluation import prepare
 from app.metrics.intervals import (
     BELOW_ONE,
-    CALIBRATED_METRICS,
+    CALIBRATED_INTERVAL_METRICS,
     CHUNK_CELLS,
     MAX_REPLICATES,
     MEAN_METRICS,
     MIN_REPLICATES,
     NO_INTERVAL,
     REAL,
-    REGULAR_METRICS,
+    REGULAR_INTERVAL_METRICS,
     UNIT,
     Replicates,
     ap_interval_published,
@@ -261,10 +261,10 @@ def test_shapes_and_keys() -> None:
         seed=1,
     )
     assert set(out) == {"regular", "calibrated"}
-    assert set(out["regular"]) == set(REGULAR_METRICS) | {"ks_abc"}
+    assert set(out["regular"]) == set(REGULAR_INTERVAL_METRICS) | {"ks_abc"}
     assert set(out["calibrated"]) == {"0.5", "0.01"}
     for metrics in out["calibrated"].values():
-        assert set(metrics) == set(CALIBRATED_METRICS)
+        assert set(metrics) == set(CALIBRATED_INTERVAL_METRICS)
     # π̂ = 0.1014: AP at π0 = 0.01 gets no interval (MIN_AP_PRIOR), nor the maxima and AUPRG.
     absent = {("regular", name) for name in NO_INTERVAL}
     absent |= {(p, name) for p in ("0.5", "0.01") for name in NO_INTERVAL if name != "ks"}
@@ -292,7 +292,7 @@ def test_probability_models_get_mean_metric_intervals() -> None:
         seed=1,
         score_kind="probability",
     )
-    assert set(out["regular"]) == set(REGULAR_METRICS) | set(MEAN_METRICS) | {"ks_abc"}
+    assert set(out["regular"]) == set(REGULAR_INTERVAL_METRICS) | set(MEAN_METRICS) | {"ks_abc"}
     assert out["calibrated"] == {}
 
 
@@ -321,7 +321,7 @@ def test_intervals_contain_the_point_estimate() -> None:
     regular, calibrated = evaluate_replicates(
         ranking.thresholds, observed(ranking, cut_at(scores, labels, ranking, 1.0)), pi0
     )
-    for name in REGULAR_METRICS:
+    for name in REGULAR_INTERVAL_METRICS:
         interval = out["regular"][name]
         if name in NO_INTERVAL:
             assert interval is None
@@ -330,7 +330,7 @@ def test_intervals_contain_the_point_estimate() -> None:
         assert lo <= regular[name][0] <= hi, name
         assert lo < hi, name
     for p in pi0:
-        for name in CALIBRATED_METRICS:
+        for name in CALIBRATED_INTERVAL_METRICS:
             interval = out["calibrated"][repr(p)][name]
             prior = float(labels.mean())
             if name in NO_INTERVAL or (
