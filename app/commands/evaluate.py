@@ -35,7 +35,7 @@ header is line 1) with exit status 2.
 
 
 def _pi0(text: str) -> float:
-    from app.metrics.evaluation import check_pi0
+    from app.metrics.prepared import check_pi0
 
     try:
         value = float(text)

@@ -42,8 +42,8 @@ import numpy as np
 
 from app.arrays import FloatArray, IntArray, LabelArray
 from app.metrics.curves import curve_metrics
-from app.metrics.evaluation import PreparedSet
 from app.metrics.poisson import poisson
+from app.metrics.prepared import PreparedSet
 from app.metrics.ranking import Ranking, distinct_runs
 from app.metrics.thresholded import threshold_metrics
 
@@ -691,7 +691,7 @@ def bootstrap_intervals(
 ) -> dict[str, Any]:
     """Confidence intervals at ``level`` for the metrics of one set.
 
-    ``prepared`` is the validated set sorted once (:func:`app.metrics.evaluation.prepare`).
+    ``prepared`` is the validated set sorted once (:func:`app.metrics.prepared.prepare`).
     Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0): {metric:
     [lo, hi] | None}}}`` for REGULAR_INTERVAL_METRICS and CALIBRATED_INTERVAL_METRICS: the
     metrics at τ from their counts (:func:`count_intervals`); ROC AUC and AP from ``replicates``

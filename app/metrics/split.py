@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from app.arrays import FloatArray, LabelArray
 from app.metrics.curves import prior_dependent_at
-from app.metrics.evaluation import check_options, evaluate_prepared, prepare
+from app.metrics.evaluation import evaluate_prepared
 from app.metrics.intervals import (
     CHUNK_CELLS,
     REAL,
@@ -45,6 +45,7 @@ from app.metrics.intervals import (
     observed,
     replicate_interval,
 )
+from app.metrics.prepared import check_options, prepare
 from app.metrics.ranking import Ranking
 from app.metrics.thresholded import threshold_metrics
 

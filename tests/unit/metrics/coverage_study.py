@@ -20,8 +20,8 @@ import numpy.typing as npt
 from scipy import integrate, stats
 
 from app.arrays import FloatArray
-from app.metrics.evaluation import prepare
 from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
+from app.metrics.prepared import prepare
 from app.metrics.split import (
     PART_INTERVAL_METRICS,
     ap_parts_published,

@@ -15,7 +15,6 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from app.arrays import FloatArray, Int8Array
 from app.metrics import evaluate
-from app.metrics.evaluation import prepare
 from app.metrics.intervals import (
     BELOW_ONE,
     CALIBRATED_INTERVAL_METRICS,
@@ -44,6 +43,7 @@ from app.metrics.intervals import (
     t_quantile,
     wilson_interval,
 )
+from app.metrics.prepared import prepare
 from app.metrics.ranking import Ranking, rank
 from app.metrics.thresholded import threshold_metrics
 
