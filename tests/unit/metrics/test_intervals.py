@@ -18,26 +18,15 @@ from app.metrics import evaluate
 from app.metrics.intervals import (
     BELOW_ONE,
     CALIBRATED_INTERVAL_METRICS,
-    CHUNK_CELLS,
-    MAX_REPLICATES,
     MEAN_METRICS,
-    MIN_REPLICATES,
     NO_INTERVAL,
     REAL,
     REGULAR_INTERVAL_METRICS,
     UNIT,
-    Replicates,
     ap_interval_published,
     bootstrap_intervals,
     count_intervals,
-    cut_at,
-    cut_prepared,
-    cut_with_fp,
-    default_replicates,
-    draw_replicates,
-    evaluate_replicates,
     mean_intervals,
-    observed,
     replicate_interval,
     roc_auc_df,
     t_quantile,
@@ -45,6 +34,19 @@ from app.metrics.intervals import (
 )
 from app.metrics.prepared import prepare
 from app.metrics.ranking import Ranking, rank
+from app.metrics.resampling import (
+    CHUNK_CELLS,
+    MAX_REPLICATES,
+    MIN_REPLICATES,
+    Replicates,
+    cut_at,
+    cut_prepared,
+    cut_with_fp,
+    default_replicates,
+    draw_replicates,
+    evaluate_replicates,
+    observed,
+)
 from app.metrics.thresholded import threshold_metrics
 
 

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from app.arrays import FloatArray, IntArray
 from app.metrics import SPLIT_METRICS, drift_split, evaluate, split_from_arrays
-from app.metrics.intervals import (
+from app.metrics.ranking import rank
+from app.metrics.resampling import (
     cut_at,
     cut_with_fp,
     draw_replicates,
     evaluate_replicates,
 )
-from app.metrics.ranking import rank
 from app.metrics.split import (
     MIN_AP_PART_POSITIVES,
     PART_INTERVAL_METRICS,
