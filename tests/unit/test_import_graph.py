@@ -1,4 +1,5 @@
-"""The import graph of ``app`` points one way (``docs/design.md``).
+"""The import graph of ``app`` points one way: api and commands -> services -> db, and a pure
+metric engine that imports nothing else of the service.
 
 Every module under ``app/`` is parsed with :mod:`ast`; every ``import`` and ``from ... import``
 counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks alike. The rules:
