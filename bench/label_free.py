@@ -28,11 +28,11 @@ import warnings
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import FloatArray
 from app.metrics.evaluation import evaluate
 from app.metrics.label_free import estimate_window, label_shift_reference
 from app.metrics.ranking import rank
 
-FloatArray = npt.NDArray[np.float64]
 METRICS = ("precision", "f1", "roc_auc")
 PRIORS = (0.01, 0.02, 0.05, 0.1, 0.2)
 REFERENCE_PRIOR = 0.1

@@ -36,7 +36,7 @@ status 2 and nothing on standard output.
 
 
 def _pi0(text: str) -> float:
-    from app.metrics.evaluation import check_pi0
+    from app.metrics.prepared import check_pi0
 
     try:
         value = float(text)

@@ -22,10 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import FloatArray
 from app.metrics.thresholded import calibration_ratio, f1_from_counts
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.intp]
 
 #: Regular curve metrics returned by :func:`curve_metrics`.
 REGULAR_CURVE_METRICS = (

@@ -1,75 +1,45 @@
-"""Confidence intervals for one evaluation set, and the bootstrap the drift split's intervals use.
+"""Confidence intervals for one evaluation set, by metric family (``docs/intervals.md``).
 
-Methods (``docs/intervals.md``), chosen so that an interval is honest or absent:
+- Metrics at the decision threshold τ, from the confusion counts: Wilson intervals, F1 through
+  the Jaccard index, the calibrated precision and F1 by MOVER (:func:`count_intervals`).
+- ROC AUC and average precision: bias-corrected normal intervals from Poisson-bootstrap
+  replicates (:mod:`app.metrics.resampling`) on the logit scale (:func:`replicate_interval`);
+  AP only at priors where it covers (:func:`ap_interval_published`).
+- best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): normal
+  approximation (:func:`mean_intervals`).
 
-- Metrics at the decision threshold τ are functions of the confusion counts, so they get
-  count-based intervals: Wilson score intervals for precision (TP of TP + FP), recall (TP of
-  n_pos) and FPR (FP of n_neg); F1 through the Jaccard index J = TP/(TP + FP + FN), itself a
-  proportion, and F1 = 2J/(1 + J); the calibrated precision and F1, which depend on the counts
-  only through TPR and FPR, by MOVER (Newcombe's method of variance estimates recovery) from
-  the Wilson intervals of TPR and FPR. These are near nominal with few events and never have
-  zero width while their counts are finite.
-- ROC AUC and average precision (regular and calibrated): a Poisson bootstrap drawn per
-  positive block of a :class:`~app.metrics.ranking.Ranking`. Giving every row an independent
-  Poisson(1) weight is the Poisson bootstrap; the summed weight of a group of m exchangeable
-  rows is Poisson(m), and the curve metrics only see rows through their block counts, so
-  drawing one Poisson(count) per block and per count kind reproduces the row-level replicate
-  distribution exactly, at cost O(B·K) instead of O(B·n). The decision threshold τ may fall
-  inside a run of negatives between two blocks; that run is split into its part ≥ τ and its
-  part < τ, each drawn on its own, so TP(τ), FP(τ) of a replicate come from the same draws as
-  its curves. Intervals are bias-corrected normal intervals on the logit scale (Student's t
-  with Welch-Satterthwaite degrees of freedom for ROC AUC), widened to at least a Wilson
-  interval over min(n_pos, n_neg) events where a value sits on a bound. AP gets one only at
-  priors where it covers (:func:`ap_interval_published`).
-- ``best_f1``, ``pr_gain_auc`` and ``ks`` (regular and calibrated) get no interval (None):
-  their bootstrap intervals undercover at the set sizes a window has.
-- The metrics that are plain means (Brier scores, log loss, ``ks_abc``) get
-  normal-approximation intervals from each class's sorted scores (O(n), or one term per
-  distinct score when ties are heavy).
-
-Everything here is pure NumPy; replicates are processed in chunks of bounded size.
+:func:`bootstrap_intervals` puts them together for a prepared set.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from app.arrays import FloatArray, IntArray
 from app.metrics.curves import curve_metrics
-from app.metrics.evaluation import PreparedSet
-from app.metrics.poisson import poisson
-from app.metrics.ranking import FloatArray, IntArray, Ranking, distinct_runs
-from app.metrics.thresholded import threshold_metrics
+from app.metrics.prepared import PreparedSet
+from app.metrics.ranking import Ranking, distinct_runs
+from app.metrics.resampling import (
+    Replicates,
+    Values,
+    cut_prepared,
+    default_replicates,
+    observed,
+    replicate_chunks,
+)
 
 Interval = list[float] | None
-Labels = npt.NDArray[np.integer] | npt.NDArray[np.bool_]
-
-MIN_REPLICATES = 100
-MAX_REPLICATES = 400
-REPLICATE_CELLS = 1_000_000
-"""Default replicate count B = REPLICATE_CELLS // K clipped to [MIN_REPLICATES,
-MAX_REPLICATES]: every set with up to 10^4 positive blocks costs at most about 10^6
-(replicate, block) cells, and small sets get more replicates for free. The intervals only need
-the replicates' mean and standard deviation (not tail quantiles), which 100 replicates give to
-within a few percent of the interval's width."""
 
 MIN_DEFINED_FRACTION = 0.9
 """An interval is only reported when at least this share of the replicates define the metric
 (e.g. hold both classes); below it the replicate distribution says little about the set."""
 
-CHUNK_CELLS = 1 << 17
-"""Replicates are drawn and evaluated in chunks of about this many (replicate, block) cells
-(at least one replicate): each of the dozen or so arrays a chunk passes through is then about
-1 MiB and stays in cache, which makes the bootstrap 1.5-2 times faster than chunks of 10^6
-cells, and the working memory stays near 50 MB whatever K and B are."""
-
-REGULAR_METRICS = (
+REGULAR_INTERVAL_METRICS = (
     "precision",
     "recall",
     "fpr",
@@ -80,7 +50,9 @@ REGULAR_METRICS = (
     "pr_gain_auc",
     "ks",
 )
-CALIBRATED_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+CALIBRATED_INTERVAL_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
+"""The metrics :func:`bootstrap_intervals` reports an interval (or None) for, a subset of
+:data:`app.metrics.evaluation.REGULAR_METRICS` / ``CALIBRATED_METRICS``."""
 MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
 """Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
 
@@ -114,171 +86,7 @@ NO_INTERVAL = ("best_f1", "pr_gain_auc", "ks")
 """Metrics that get None: no method here reaches nominal coverage for them at window sizes
 (maxima over thresholds, and AUPRG, whose curve hinges on the few top-scored positives)."""
 
-_CURVE_REGULAR = ("roc_auc", "average_precision", "best_f1", "pr_gain_auc", "ks")
-_CURVE_CALIBRATED = ("average_precision", "best_f1", "pr_gain_auc")
-_THRESHOLD_REGULAR = ("precision", "recall", "fpr", "f1")
-_THRESHOLD_CALIBRATED = ("precision", "f1")
 _LOG_LOSS_EPS = 1e-15
-
-Values = dict[str, FloatArray]
-
-
-@dataclass(frozen=True, slots=True)
-class ThresholdCut:
-    """Where the decision threshold τ falls in a :class:`Ranking`.
-
-    Attributes:
-        blocks: number m of positive blocks whose threshold is ≥ τ; they count whole towards
-            TP(τ) and FP(τ).
-        neg_hi, neg_lo: the negatives of the run just below those blocks (``neg_above[m]``,
-            or ``neg_below`` when m = K) with s ≥ τ and with s < τ. ``neg_hi`` is 0 when τ is
-            itself a block threshold.
-    """
-
-    blocks: int
-    neg_hi: int
-    neg_lo: int
-
-
-@dataclass(frozen=True, slots=True)
-class Replicates:
-    """B bootstrap replicates of a :class:`Ranking`, as block counts.
-
-    Attributes:
-        pos, neg_tied, neg_above: shape (B, K), the replicate counts of each block (may be 0).
-        neg_below: shape (B,).
-        tp, fp: shape (B,), positives and negatives with s ≥ τ in each replicate.
-    """
-
-    pos: IntArray
-    neg_tied: IntArray
-    neg_above: IntArray
-    neg_below: IntArray
-    tp: IntArray
-    fp: IntArray
-
-    @property
-    def n_pos(self) -> IntArray:
-        """Shape (B,): positives of each replicate."""
-        total: IntArray = np.sum(self.pos, axis=-1)
-        return total
-
-    @property
-    def n_neg(self) -> IntArray:
-        """Shape (B,): negatives of each replicate."""
-        total: IntArray = np.sum(self.neg_tied, axis=-1) + np.sum(self.neg_above, axis=-1)
-        return total + self.neg_below
-
-
-def cut_at(scores: FloatArray, labels: Labels, ranking: Ranking, threshold: float) -> ThresholdCut:
-    """Locate ``threshold`` in ``ranking`` (built from the same ``scores`` (n,), ``labels`` (n,)).
-
-    The ranking does not keep where negatives sit inside a run between two blocks, so the
-    negatives with s ≥ τ are counted once from the raw arrays (O(n)).
-    """
-    fp = int(np.count_nonzero((scores >= threshold) & ~labels.astype(bool, copy=False)))
-    return cut_with_fp(ranking, threshold, fp)
-
-
-def cut_prepared(prepared: PreparedSet, threshold: float) -> ThresholdCut:
-    """Locate ``threshold`` in a prepared set's ranking: its negatives with s ≥ τ are found by
-    binary search in the sorted negatives (O(log n))."""
-    neg = prepared.neg_sorted
-    fp = neg.size - int(np.searchsorted(neg, threshold, side="left"))
-    return cut_with_fp(prepared.ranking, threshold, fp)
-
-
-def cut_with_fp(ranking: Ranking, threshold: float, fp: int) -> ThresholdCut:
-    """Locate ``threshold`` in ``ranking`` given ``fp``, the set's negatives with s ≥ τ (for
-    a set that is not held as arrays, such as a pooled reference)."""
-    k = ranking.thresholds.size
-    blocks = int(np.count_nonzero(ranking.thresholds >= threshold))
-    fp_blocks = int(np.sum(ranking.neg_above[:blocks]) + np.sum(ranking.neg_tied[:blocks]))
-    run = int(ranking.neg_above[blocks]) if blocks < k else ranking.neg_below
-    neg_hi = fp - fp_blocks
-    return ThresholdCut(blocks=blocks, neg_hi=neg_hi, neg_lo=run - neg_hi)
-
-
-def observed(ranking: Ranking, cut: ThresholdCut) -> Replicates:
-    """The set itself as a single replicate (B = 1), so point values take the replicate path."""
-    m = cut.blocks
-    tp = int(np.sum(ranking.pos[:m]))
-    fp = int(np.sum(ranking.neg_above[:m]) + np.sum(ranking.neg_tied[:m])) + cut.neg_hi
-    return Replicates(
-        pos=ranking.pos[None, :],
-        neg_tied=ranking.neg_tied[None, :],
-        neg_above=ranking.neg_above[None, :],
-        neg_below=np.array([ranking.neg_below], dtype=np.int64),
-        tp=np.array([tp], dtype=np.int64),
-        fp=np.array([fp], dtype=np.int64),
-    )
-
-
-def draw_replicates(
-    ranking: Ranking, cut: ThresholdCut, *, size: int, rng: np.random.Generator
-) -> Replicates:
-    """Draw ``size`` Poisson-bootstrap replicates of ``ranking`` in O(size·K).
-
-    Each count (every block's positives, tied negatives, negatives above, the negatives
-    below the last block) becomes an independent Poisson draw with that count as mean; the run
-    cut by τ is drawn as two independent parts, whose sum is again Poisson(run). The replicate
-    distribution is exactly that of giving each row a Poisson(1) weight.
-    """
-    m = cut.blocks
-    k = ranking.thresholds.size
-    pos = poisson(rng, ranking.pos, size)
-    neg_tied = poisson(rng, ranking.neg_tied, size)
-    above_mean = ranking.neg_above.copy()
-    if m < k:
-        above_mean[m] = 0
-    neg_above = poisson(rng, above_mean, size)
-    neg_hi = rng.poisson(cut.neg_hi, size=size).astype(np.int64, copy=False)
-    neg_lo = rng.poisson(cut.neg_lo, size=size).astype(np.int64, copy=False)
-    if m < k:
-        neg_above[:, m] = neg_hi + neg_lo
-        neg_below = rng.poisson(ranking.neg_below, size=size).astype(np.int64, copy=False)
-    else:
-        neg_below = neg_hi + neg_lo
-    tp = np.sum(pos[:, :m], axis=-1)
-    fp = np.sum(neg_above[:, :m], axis=-1) + np.sum(neg_tied[:, :m], axis=-1) + neg_hi
-    return Replicates(
-        pos=pos, neg_tied=neg_tied, neg_above=neg_above, neg_below=neg_below, tp=tp, fp=fp
-    )
-
-
-def default_replicates(blocks: int) -> int:
-    """B for a set with ``blocks`` positive blocks (see REPLICATE_CELLS)."""
-    return min(MAX_REPLICATES, max(MIN_REPLICATES, REPLICATE_CELLS // max(1, blocks)))
-
-
-def _replicate_chunks(
-    ranking: Ranking, cut: ThresholdCut, *, replicates: int, rng: np.random.Generator
-) -> Iterator[Replicates]:
-    """``replicates`` draws of :func:`draw_replicates`, in chunks of about CHUNK_CELLS cells."""
-    rows = max(1, CHUNK_CELLS // max(1, ranking.thresholds.size))
-    for start in range(0, replicates, rows):
-        yield draw_replicates(ranking, cut, size=min(rows, replicates - start), rng=rng)
-
-
-def evaluate_replicates(
-    thresholds: FloatArray, reps: Replicates, pi0: Sequence[float]
-) -> tuple[Values, dict[float, Values]]:
-    """Regular and calibrated (per π0) values of each replicate: ({name: (B,)}, {π0: {...}})."""
-    pi0s = [float(p) for p in pi0]
-    curves = curve_metrics(
-        thresholds, reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below, pi0=pi0s
-    )
-    at_tau = threshold_metrics(reps.tp, reps.fp, reps.n_pos, reps.n_neg, pi0=pi0s)
-    curve_reg, tau_reg = curves.regular, at_tau.regular
-    curve_cal, tau_cal = curves.calibrated, at_tau.calibrated
-    regular = {name: np.asarray(curve_reg[name], dtype=np.float64) for name in _CURVE_REGULAR}
-    regular |= {name: np.asarray(tau_reg[name], dtype=np.float64) for name in _THRESHOLD_REGULAR}
-    calibrated: dict[float, Values] = {}
-    for p in pi0s:
-        values = {name: np.asarray(curve_cal[p][name], np.float64) for name in _CURVE_CALIBRATED}
-        values |= {name: np.asarray(tau_cal[p][name], np.float64) for name in _THRESHOLD_CALIBRATED}
-        calibrated[p] = values
-    return regular, calibrated
 
 
 def _logit(x: FloatArray) -> FloatArray:
@@ -688,12 +496,13 @@ def bootstrap_intervals(
 ) -> dict[str, Any]:
     """Confidence intervals at ``level`` for the metrics of one set.
 
-    ``prepared`` is the validated set sorted once (:func:`app.metrics.evaluation.prepare`).
+    ``prepared`` is the validated set sorted once (:func:`app.metrics.prepared.prepare`).
     Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0): {metric:
-    [lo, hi] | None}}}`` for REGULAR_METRICS and CALIBRATED_METRICS: the metrics at τ from their
-    counts (:func:`count_intervals`); ROC AUC and AP from ``replicates`` Poisson-bootstrap
-    replicates (by default :func:`default_replicates`; a calibrated replicate uses its own
-    prior, as the point value does; :func:`replicate_interval` with min(n_pos, n_neg) events);
+    [lo, hi] | None}}}`` for REGULAR_INTERVAL_METRICS and CALIBRATED_INTERVAL_METRICS: the
+    metrics at τ from their counts (:func:`count_intervals`); ROC AUC and AP from ``replicates``
+    Poisson-bootstrap replicates (by default :func:`default_replicates`; a calibrated
+    replicate uses its own prior, as the point value does; :func:`replicate_interval` with
+    min(n_pos, n_neg) events);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
     under "regular" (normal approximation, see :func:`mean_intervals`). None also when the
     point value is undefined or too few replicates are defined. The same ``seed`` gives the
@@ -709,7 +518,7 @@ def bootstrap_intervals(
     point_curves = _curve_replicates(ranking.thresholds, point, pi0s)
     rng = np.random.default_rng(seed)
     parts: dict[str, list[FloatArray]] = {name: [] for name in point_curves}
-    for reps in _replicate_chunks(ranking, cut, replicates=b, rng=rng):
+    for reps in replicate_chunks(ranking, cut, replicates=b, rng=rng):
         for name, values in _curve_replicates(ranking.thresholds, reps, pi0s).items():
             parts[name].append(values)
     events = min(n_pos, n_neg)
@@ -735,7 +544,7 @@ def bootstrap_intervals(
         int(point.tp[0]), int(point.fp[0]), n_pos, n_neg, pi0=pi0s, level=level
     )
     out_regular: dict[str, Interval] = {}
-    for name in REGULAR_METRICS:
+    for name in REGULAR_INTERVAL_METRICS:
         out_regular[name] = at_tau[name] if name in COUNT_REGULAR else curve_intervals.get(name)
     out_regular |= mean_intervals(
         prepared.pos_sorted, prepared.neg_sorted, score_kind=score_kind, level=level
@@ -743,7 +552,7 @@ def bootstrap_intervals(
     out_calibrated: dict[str, dict[str, Interval]] = {}
     for p in pi0s:
         metrics: dict[str, Interval] = {}
-        for name in CALIBRATED_METRICS:
+        for name in CALIBRATED_INTERVAL_METRICS:
             if name in COUNT_CALIBRATED:
                 metrics[name] = at_tau_calibrated[p][name]
             else:

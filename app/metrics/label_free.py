@@ -53,12 +53,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import FloatArray, IntArray
 from app.metrics.curves import curve_metrics
 from app.metrics.ranking import Ranking, distinct_runs
 from app.metrics.thresholded import threshold_metrics
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 #: The method named in window records.
 METHOD = "saerens_em_isotonic"

@@ -19,7 +19,7 @@ import functools
 import numpy as np
 import numpy.typing as npt
 
-IntArray = npt.NDArray[np.int64]
+from app.arrays import IntArray
 
 TABLE_MEANS = 256
 """Means 0..TABLE_MEANS-1 are drawn from the tables (2 MiB of int16)."""

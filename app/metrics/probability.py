@@ -13,9 +13,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import FloatArray
 from app.metrics.ranking import distinct_runs
-
-FloatArray = npt.NDArray[np.float64]
 
 #: Probabilities are clipped to [LOG_LOSS_EPS, 1 - LOG_LOSS_EPS] inside the log loss.
 LOG_LOSS_EPS = 1e-15

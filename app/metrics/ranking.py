@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+from app.arrays import FloatArray, IntArray
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,22 +30,21 @@ from typing import Any, TypeGuard, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import FloatArray, LabelArray
 from app.metrics.curves import prior_dependent_at
-from app.metrics.evaluation import check_options, evaluate_prepared, prepare
-from app.metrics.intervals import (
+from app.metrics.evaluation import evaluate_prepared
+from app.metrics.intervals import REAL, Interval, replicate_interval
+from app.metrics.prepared import check_options, prepare
+from app.metrics.ranking import Ranking
+from app.metrics.resampling import (
     CHUNK_CELLS,
-    REAL,
-    Interval,
-    Labels,
     Replicates,
     ThresholdCut,
     cut_at,
     default_replicates,
     draw_replicates,
     observed,
-    replicate_interval,
 )
-from app.metrics.ranking import FloatArray, Ranking
 from app.metrics.thresholded import threshold_metrics
 
 #: Metrics whose change is split (prior-dependent, ``docs/metrics.md``).
@@ -249,10 +248,10 @@ def _parts(
 
 def split_intervals(
     window_scores: FloatArray,
-    window_labels: Labels,
+    window_labels: LabelArray,
     window_ranking: Ranking,
     ref_scores: FloatArray,
-    ref_labels: Labels,
+    ref_labels: LabelArray,
     ref_ranking: Ranking,
     *,
     threshold: float,
@@ -264,7 +263,7 @@ def split_intervals(
 
     Returns ``{metric: {"prior": [lo, hi] | None, "likelihood": [lo, hi] | None}}``. The
     window and the reference set are bootstrapped independently (B Poisson replicates each,
-    B by default :func:`~app.metrics.intervals.default_replicates` of the larger set); pair b
+    B by default :func:`~app.metrics.resampling.default_replicates` of the larger set); pair b
     computes both parts with :func:`shapley_parts`, the window calibrated at the prior of
     reference replicate b and the reference at the prior of window replicate b. Intervals from
     the B values of each part on the identity scale
@@ -297,7 +296,7 @@ def split_intervals_ranked(
     seed: int | None = None,
 ) -> PartIntervals:
     """:func:`split_intervals` from each set's ranking and threshold cut (see
-    :func:`~app.metrics.intervals.cut_with_fp`), for a reference pooled without its rows.
+    :func:`~app.metrics.resampling.cut_with_fp`), for a reference pooled without its rows.
 
     The two sets are drawn in lockstep chunks of equally many replicates, about CHUNK_CELLS
     (replicate, block) cells of the larger set each, so memory stays bounded."""

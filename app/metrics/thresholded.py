@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
+from app.arrays import FloatArray
+
 ArrayLike = npt.ArrayLike
 
 

@@ -44,14 +44,10 @@ from itertools import repeat
 from typing import Final, TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
+from app.arrays import FloatArray, Int8Array, IntArray
 from app.names import SEGMENT_PATTERN
 from app.offline.timestamps import common_layout_seconds
-
-FloatArray = npt.NDArray[np.float64]
-Int8Array = npt.NDArray[np.int8]
-IntArray = npt.NDArray[np.int64]
 
 #: Segment names as the HTTP API accepts them; ``*`` is reserved for the whole population.
 SEGMENT_RE: Final = re.compile(SEGMENT_PATTERN)

@@ -8,7 +8,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from app.offline.csv_input import UNLABELLED, EvaluationRows, FloatArray, Int8Array, IntArray
+from app.arrays import FloatArray, Int8Array, IntArray
+from app.offline.csv_input import UNLABELLED, EvaluationRows
 from app.windows import WINDOW_SECONDS, window_length, window_start
 
 #: The segment name of the whole population.

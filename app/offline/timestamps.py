@@ -15,8 +15,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
+from app.arrays import BoolArray, FloatArray
 
 _WIDTH: Final = 26  # one more than the longest layout, to tell longer strings apart
 _SEPARATORS: Final = {4: "-", 7: "-", 10: "T", 13: ":", 16: ":"}

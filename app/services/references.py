@@ -41,14 +41,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from app.arrays import FloatArray
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.label_free import LabelShiftReference, label_shift_reference
 from app.metrics.ranking import Ranking, RankingAccumulator
 from app.scheduler.planning import Fingerprint, fingerprint, fingerprint_columns
 from app.windows import iso, window_length
-
-FloatArray = npt.NDArray[np.float64]
 
 ALL: Final = "*"
 #: segment code of a prediction without a segment, and of one in a segment beyond the cap

@@ -59,10 +59,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from app.arrays import FloatArray
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
-from app.metrics.evaluation import PreparedSet, evaluate_prepared, evaluate_ranked, prepare
-from app.metrics.intervals import bootstrap_intervals, cut_prepared, cut_with_fp, wilson_interval
-from app.metrics.label_free import FloatArray, estimate_window
+from app.metrics.evaluation import evaluate_prepared, evaluate_ranked
+from app.metrics.intervals import bootstrap_intervals, wilson_interval
+from app.metrics.label_free import estimate_window
+from app.metrics.prepared import PreparedSet, prepare
+from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
 from app.scheduler.planning import EPOCH, request_windows, window_epoch_seconds
 from app.services.references import (

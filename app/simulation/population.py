@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 
+from app.arrays import FloatArray
 from app.metrics.split import shapley_parts
 from app.simulation.stream import (
     PHASES,
@@ -34,8 +34,6 @@ from app.simulation.stream import (
     phase_bounds,
 )
 from app.windows import iso
-
-FloatArray = npt.NDArray[np.float64]
 
 GRID_HALF_WIDTH: Final = 12.0
 GRID_POINTS: Final = 4_801

@@ -32,10 +32,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from app.arrays import FloatArray, IntArray
 from app.windows import window_length, window_start
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 _STANDARD_NORMAL: Final = NormalDist()
 

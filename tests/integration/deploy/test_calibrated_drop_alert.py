@@ -25,7 +25,8 @@ import yaml
 
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, build_snapshot
-from app.metrics.evaluation import evaluate_ranked, prepare, set_sums
+from app.metrics.evaluation import evaluate_ranked, set_sums
+from app.metrics.prepared import prepare
 from app.services.references import Reference
 from app.services.windows import evaluate_segment
 from tests.integration.deploy.promql import selectors

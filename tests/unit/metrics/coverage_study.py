@@ -19,16 +19,15 @@ import numpy as np
 import numpy.typing as npt
 from scipy import integrate, stats
 
-from app.metrics.evaluation import prepare
+from app.arrays import FloatArray
 from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
+from app.metrics.prepared import prepare
 from app.metrics.split import (
     PART_INTERVAL_METRICS,
     ap_parts_published,
     shapley_parts,
     split_from_arrays,
 )
-
-FloatArray = npt.NDArray[np.float64]
 
 THRESHOLD = 0.5
 PI0 = 0.5

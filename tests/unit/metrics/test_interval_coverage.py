@@ -27,8 +27,8 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from app.metrics import evaluate
-from app.metrics.evaluation import prepare
 from app.metrics.intervals import MIN_AP_PRIOR, mean_intervals
+from app.metrics.prepared import prepare
 from app.metrics.ranking import rank
 from app.metrics.split import (
     MIN_AP_PART_POSITIVES,

@@ -13,58 +13,58 @@ from hypothesis import strategies as st
 from scipy import special, stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from app.arrays import FloatArray, Int8Array
 from app.metrics import evaluate
-from app.metrics.evaluation import prepare
 from app.metrics.intervals import (
     BELOW_ONE,
-    CALIBRATED_METRICS,
-    CHUNK_CELLS,
-    MAX_REPLICATES,
+    CALIBRATED_INTERVAL_METRICS,
     MEAN_METRICS,
-    MIN_REPLICATES,
     NO_INTERVAL,
     REAL,
-    REGULAR_METRICS,
+    REGULAR_INTERVAL_METRICS,
     UNIT,
-    Replicates,
     ap_interval_published,
     bootstrap_intervals,
     count_intervals,
+    mean_intervals,
+    replicate_interval,
+    roc_auc_df,
+    t_quantile,
+    wilson_interval,
+)
+from app.metrics.prepared import prepare
+from app.metrics.ranking import Ranking, rank
+from app.metrics.resampling import (
+    CHUNK_CELLS,
+    MAX_REPLICATES,
+    MIN_REPLICATES,
+    Replicates,
     cut_at,
     cut_prepared,
     cut_with_fp,
     default_replicates,
     draw_replicates,
     evaluate_replicates,
-    mean_intervals,
     observed,
-    replicate_interval,
-    roc_auc_df,
-    t_quantile,
-    wilson_interval,
 )
-from app.metrics.ranking import Ranking, rank
 from app.metrics.thresholded import threshold_metrics
 
-FloatArray = npt.NDArray[np.float64]
-Labels = npt.NDArray[np.int8]
 
-
-def binormal(n: int, prior: float, mu: float, seed: int) -> tuple[FloatArray, Labels]:
+def binormal(n: int, prior: float, mu: float, seed: int) -> tuple[FloatArray, Int8Array]:
     """Scores N(0, 1) for negatives and N(mu, 1) for positives; classes Bernoulli(prior)."""
     rng = np.random.default_rng(seed)
     labels = (rng.random(n) < prior).astype(np.int8)
     return rng.normal(size=n) + mu * labels, labels
 
 
-def probabilities(n: int, seed: int) -> tuple[FloatArray, Labels]:
+def probabilities(n: int, seed: int) -> tuple[FloatArray, Int8Array]:
     """Calibrated probabilities: s ~ U(0, 1), y ~ Bernoulli(s)."""
     rng = np.random.default_rng(seed)
     scores = rng.random(n)
     return scores, (rng.random(n) < scores).astype(np.int8)
 
 
-def tied_set() -> tuple[FloatArray, Labels]:
+def tied_set() -> tuple[FloatArray, Int8Array]:
     """Small set with ties across classes and a run of negatives straddling τ = 0.5.
 
     Positives sit on 0.2, 0.4, 0.6, 0.8 (several per score, some tied with negatives);
@@ -78,7 +78,7 @@ def tied_set() -> tuple[FloatArray, Labels]:
     return scores, labels
 
 
-def direct_counts(scores: FloatArray, labels: Labels, tau: float) -> tuple[int, int]:
+def direct_counts(scores: FloatArray, labels: Int8Array, tau: float) -> tuple[int, int]:
     above = scores >= tau
     return int(np.sum(above & (labels == 1))), int(np.sum(above & (labels == 0)))
 
@@ -248,7 +248,7 @@ def test_chunks_keep_memory_bounded() -> None:
     assert peak < 100 * 2**20
 
 
-def typical() -> tuple[FloatArray, Labels, Ranking]:
+def typical() -> tuple[FloatArray, Int8Array, Ranking]:
     scores, labels = binormal(5000, 0.1, 1.5, seed=21)
     return scores, labels, rank(scores, labels)
 
@@ -263,10 +263,10 @@ def test_shapes_and_keys() -> None:
         seed=1,
     )
     assert set(out) == {"regular", "calibrated"}
-    assert set(out["regular"]) == set(REGULAR_METRICS) | {"ks_abc"}
+    assert set(out["regular"]) == set(REGULAR_INTERVAL_METRICS) | {"ks_abc"}
     assert set(out["calibrated"]) == {"0.5", "0.01"}
     for metrics in out["calibrated"].values():
-        assert set(metrics) == set(CALIBRATED_METRICS)
+        assert set(metrics) == set(CALIBRATED_INTERVAL_METRICS)
     # π̂ = 0.1014: AP at π0 = 0.01 gets no interval (MIN_AP_PRIOR), nor the maxima and AUPRG.
     absent = {("regular", name) for name in NO_INTERVAL}
     absent |= {(p, name) for p in ("0.5", "0.01") for name in NO_INTERVAL if name != "ks"}
@@ -294,7 +294,7 @@ def test_probability_models_get_mean_metric_intervals() -> None:
         seed=1,
         score_kind="probability",
     )
-    assert set(out["regular"]) == set(REGULAR_METRICS) | set(MEAN_METRICS) | {"ks_abc"}
+    assert set(out["regular"]) == set(REGULAR_INTERVAL_METRICS) | set(MEAN_METRICS) | {"ks_abc"}
     assert out["calibrated"] == {}
 
 
@@ -323,7 +323,7 @@ def test_intervals_contain_the_point_estimate() -> None:
     regular, calibrated = evaluate_replicates(
         ranking.thresholds, observed(ranking, cut_at(scores, labels, ranking, 1.0)), pi0
     )
-    for name in REGULAR_METRICS:
+    for name in REGULAR_INTERVAL_METRICS:
         interval = out["regular"][name]
         if name in NO_INTERVAL:
             assert interval is None
@@ -332,7 +332,7 @@ def test_intervals_contain_the_point_estimate() -> None:
         assert lo <= regular[name][0] <= hi, name
         assert lo < hi, name
     for p in pi0:
-        for name in CALIBRATED_METRICS:
+        for name in CALIBRATED_INTERVAL_METRICS:
             interval = out["calibrated"][repr(p)][name]
             prior = float(labels.mean())
             if name in NO_INTERVAL or (
@@ -430,7 +430,7 @@ def test_bad_arguments_are_refused() -> None:
         )
 
 
-def classes(scores: FloatArray, labels: Labels) -> tuple[FloatArray, FloatArray]:
+def classes(scores: FloatArray, labels: Int8Array) -> tuple[FloatArray, FloatArray]:
     """Each class's scores, ascending (as ``PreparedSet`` holds them)."""
     prepared = prepare(scores, labels, score_kind="probability")
     return prepared.pos_sorted, prepared.neg_sorted
@@ -674,7 +674,7 @@ def test_roc_auc_df_is_welch_satterthwaite_of_the_placements() -> None:
     assert roc_auc_df(rank(np.r_[np.arange(5) + 30.0, np.arange(20.0)], separated)) is None
 
 
-def small_sets() -> list[tuple[str, FloatArray, Labels]]:
+def small_sets() -> list[tuple[str, FloatArray, Int8Array]]:
     """Sets with 0, 1, 2, 3 positives (among 60 negatives) and with perfect separation."""
     rng = np.random.default_rng(12)
     neg = rng.random(60) * 0.8
@@ -688,7 +688,7 @@ def small_sets() -> list[tuple[str, FloatArray, Labels]]:
 
 @pytest.mark.parametrize(("name", "scores", "labels"), small_sets(), ids=lambda x: str(x)[:14])
 def test_small_counts_give_a_proper_interval_or_none(
-    name: str, scores: FloatArray, labels: Labels
+    name: str, scores: FloatArray, labels: Int8Array
 ) -> None:
     """Every interval of a set with few events is None or has width and holds its point."""
     result = evaluate(scores, labels, threshold=0.5, pi0=[0.5], intervals=True, seed=3)

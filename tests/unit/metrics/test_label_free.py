@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.arrays import BoolArray, FloatArray
 from app.metrics.evaluation import evaluate
 from app.metrics.label_free import (
     ESTIMATED_CALIBRATED,
@@ -27,12 +28,10 @@ from app.metrics.label_free import (
 )
 from app.metrics.ranking import rank
 
-FloatArray = np.ndarray
-
 
 def draw(
     rng: np.random.Generator, n: int, pi: float, *, separation: float = 1.5
-) -> tuple[FloatArray, FloatArray]:
+) -> tuple[FloatArray, BoolArray]:
     y = rng.random(n) < pi
     s = np.where(y, rng.normal(separation, 1.0, n), rng.normal(0.0, 1.0, n))
     return np.round(1.0 / (1.0 + np.exp(-(s - 2.0))), 4), y

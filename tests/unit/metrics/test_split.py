@@ -7,19 +7,19 @@ import math
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.arrays import FloatArray, IntArray
 from app.metrics import SPLIT_METRICS, drift_split, evaluate, split_from_arrays
-from app.metrics.intervals import (
+from app.metrics.ranking import rank
+from app.metrics.resampling import (
     cut_at,
     cut_with_fp,
     draw_replicates,
     evaluate_replicates,
 )
-from app.metrics.ranking import rank
 from app.metrics.split import (
     MIN_AP_PART_POSITIVES,
     PART_INTERVAL_METRICS,
@@ -31,8 +31,6 @@ from app.metrics.split import (
     split_intervals_ranked,
 )
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 Z95 = 1.959963984540054
 
 

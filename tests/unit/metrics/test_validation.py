@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.metrics import evaluate, split_from_arrays
-from app.metrics.evaluation import MIN_PI0
+from app.metrics.prepared import MIN_PI0
 
 GOOD_S = [0.1, 0.4, 0.35, 0.8]
 GOOD_Y = [0, 0, 1, 1]
