@@ -24,12 +24,11 @@ from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
 from app.api.ratelimit import RateLimiter
-from app.api.routes import health, ingest, models, windows
+from app.api.routes import health, ingest, models, ui, windows
 from app.db.session import create_db_engine, create_session_factory
 from app.exporter.refresh import WindowExporter
 from app.log import configure_logging
 from app.settings import Settings, get_settings
-from app.ui import routes as ui
 
 LifespanHook = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 

@@ -1,6 +1,6 @@
 """HTML pages of the web view, as text, from window records and plain values.
 
-Pure functions: the routes (:mod:`app.ui.routes`) read the records through the services and
+Pure functions: the routes (:mod:`app.api.routes.ui`) read the records through the services and
 pass them here. Every value that comes from a record or a request is escaped. Pages carry
 their small style sheet inline and load nothing: the routes send them with a Content-Security-
 Policy that forbids scripts and every other host.

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.routes.ui import COOKIE
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
-from app.ui.routes import COOKIE
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import create_model, make_batch, recent, send, settle
 

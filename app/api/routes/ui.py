@@ -35,7 +35,7 @@ from app.ui.pages import ModelSummary, index_page, login_page, model_page, not_f
 from app.ui.verdict import alerts, is_stale
 from app.windows import window_length
 
-STATIC: Final = Path(__file__).resolve().parent / "static"
+STATIC: Final = Path(__file__).resolve().parents[2] / "ui" / "static"
 COOKIE: Final = "calmon_ui_token"
 #: windows shown by default on a model page, and at most
 DEFAULT_LAST: Final = 500
