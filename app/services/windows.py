@@ -346,7 +346,7 @@ def window_claim_key(model: Model, start: datetime) -> tuple[int, int]:
     return -model.id, seconds - 2**32 if seconds >= 2**31 else seconds
 
 
-def _begin(session: Session, *, model: Model, start: datetime) -> bool:
+def _begin(session: Session, *, model: Model, start: datetime, instance: str) -> bool:
     """Open the window's transaction and claim the window: one snapshot for every read
     (PostgreSQL: repeatable read and a long statement timeout). SQLite transactions are
     serialisable already, and SQLite has a single scheduler.
@@ -361,7 +361,8 @@ def _begin(session: Session, *, model: Model, start: datetime) -> bool:
     of the model is being computed. The locks are the transaction's first statement, so its
     snapshot is taken just before they are granted: a computation committed in between makes
     this one fail when it writes the window's state (a serialisation failure), never store
-    twice.
+    twice. While the transaction lasts its ``application_name`` names the scheduler instance
+    (``pg_stat_activity`` shows who computes what).
     """
     if session.get_bind().dialect.name != "postgresql":
         session.connection()
@@ -383,8 +384,11 @@ def _begin(session: Session, *, model: Model, start: datetime) -> bool:
         )
     )
     session.execute(
-        text("SELECT set_config('statement_timeout', :value, true)"),
-        {"value": str(COMPUTE_STATEMENT_TIMEOUT_MS)},
+        text(
+            "SELECT set_config('statement_timeout', :value, true),"
+            " set_config('application_name', :name, true)"
+        ),
+        {"value": str(COMPUTE_STATEMENT_TIMEOUT_MS), "name": f"calmon-window {instance}"[:63]},
     )
     return claimed
 
@@ -427,7 +431,7 @@ def compute_window(
     it was planned) and, for a trailing reference, no older window of the model is due (it
     must be computed first, being part of this window's reference).
     """
-    if not _begin(session, model=model, start=start):
+    if not _begin(session, model=model, start=start, instance=instance):
         return None
     state = session.get(WindowState, (model.id, start))
     if state is None:
