@@ -65,7 +65,8 @@ MARGIN = 5
 def _windows_bench() -> ModuleType:
     """``bench/windows.py`` (its COPY writer), loaded from its file."""
     spec = importlib.util.spec_from_file_location("bench_windows", HERE / "windows.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
