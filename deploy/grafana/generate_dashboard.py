@@ -487,7 +487,8 @@ def panels() -> list[Panel]:
             "windows of the Scheduler panel.",
             [
                 (
-                    "60 * max by (instance) (rate(calmon_windows_computed_total[$__rate_interval]))",
+                    "60 * max by (instance) "
+                    "(rate(calmon_windows_computed_total[$__rate_interval]))",
                     "{{instance}}",
                 ),
                 (
