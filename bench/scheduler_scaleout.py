@@ -87,7 +87,7 @@ def _pending(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[int, int]:
         " (WHERE computed_version IS NULL OR computed_version < version) FROM window_states"
     ).fetchone()
     assert row is not None
-    return int(row[0]), int(row[1])
+    return int(str(row[0])), int(str(row[1]))
 
 
 def _computed(log: Path) -> list[dict[str, object]]:
