@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
 from app.scheduler import metrics
-from app.scheduler.claims import Outcome, fair_order, is_serialization_failure
+from app.scheduler.claims import Outcome, fair_order, is_lock_timeout, is_serialization_failure
 from app.scheduler.lock import LeaderLock, leader_lock
 from app.scheduler.planning import (
     DueWindow,
@@ -167,19 +167,35 @@ class WindowScheduler:
         return planned, failed
 
     def _plan_model(self, model: Model, *, scan: bool) -> list[DueWindow]:
+        """Scan the model (``scan``), then list its due windows. A scan that waits for the
+        model's lock beyond ``lock_timeout`` (one of its windows computed for that long) is
+        left to the next plan; the listing goes on."""
         now = datetime.now(UTC)
         with self.session_factory() as session:
             if scan:
-                lock_model_for_scan(session, model=model)
-                scan_model(session, model=model, now=now, margin=self.margin)
-                refreshed = refresh_for_fixed_reference(session, model=model, now=now)
-                session.commit()
-                if refreshed:
+                try:
+                    self._scan(session, model=model, now=now)
+                except Exception as exc:
+                    if not is_lock_timeout(exc):
+                        raise
+                    session.rollback()
                     logger.info(
-                        "fixed reference changed: windows computed before it requested",
-                        extra={"model": model.name, "windows": refreshed},
+                        "scan postponed: a window of the model is being computed",
+                        extra={"model": model.name},
                     )
             return due_windows(session, model=model, now=now)
+
+    def _scan(self, session: Session, *, model: Model, now: datetime) -> None:
+        """The leader's scan of one model and the fixed-reference refresh, committed."""
+        lock_model_for_scan(session, model=model)
+        scan_model(session, model=model, now=now, margin=self.margin)
+        refreshed = refresh_for_fixed_reference(session, model=model, now=now)
+        session.commit()
+        if refreshed:
+            logger.info(
+                "fixed reference changed: windows computed before it requested",
+                extra={"model": model.name, "windows": refreshed},
+            )
 
     def _compute(self, model: Model, window: DueWindow) -> Outcome:
         """Claim and compute one window in its own transaction."""
