@@ -122,20 +122,31 @@ class WindowScheduler:
                 planned, failed = self._plan(scan=leader)
                 queue = deque(planned)
             planned_at = time.monotonic()
-            while queue and not self._stop.is_set():
+            progress = 0
+            while computes and not self._stop.is_set():
+                stale = time.monotonic() - planned_at >= self.settings.scheduler_interval
+                if stale or (not queue and progress):
+                    # Plan again: every interval (the leader scans first), and as soon as a
+                    # pass over the plan computed something (windows skipped because another
+                    # process held them may be free now; a pass that computed nothing ends
+                    # the tick, so a process never spins on windows others hold).
+                    if stale:
+                        leader = self._lead()
+                        if not (leader or self._claims):
+                            break
+                    planned, failures = self._plan(scan=leader and stale)
+                    queue = deque(planned)
+                    failed += failures
+                    planned_at = time.monotonic() if stale else planned_at
+                    progress = 0
+                if not queue:
+                    break
                 model, window = queue.popleft()
                 outcome = self._compute(model, window)
                 computed += outcome is Outcome.COMPUTED
+                progress += outcome is Outcome.COMPUTED
                 failed += outcome is Outcome.FAILED
                 metrics.WINDOWS_PENDING.set(len(queue))
-                if time.monotonic() - planned_at >= self.settings.scheduler_interval:
-                    leader = self._lead()
-                    if not (leader or self._claims):
-                        break
-                    planned, failures = self._plan(scan=leader)
-                    queue = deque(planned)
-                    failed += failures
-                    planned_at = time.monotonic()
             if not self._stop.is_set() and leader and self.lock.held():
                 self._expire()
             return TickReport(
