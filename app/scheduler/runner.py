@@ -123,6 +123,7 @@ class WindowScheduler:
                 queue = deque(planned)
             planned_at = time.monotonic()
             progress = 0
+            broken: set[tuple[int, datetime]] = set()
             while computes and not self._stop.is_set():
                 stale = time.monotonic() - planned_at >= self.settings.scheduler_interval
                 if stale or (not queue and progress):
@@ -135,7 +136,12 @@ class WindowScheduler:
                         if not (leader or self._claims):
                             break
                     planned, failures = self._plan(scan=leader and stale)
-                    queue = deque(planned)
+                    # a window that failed is tried again at a later tick, not in this one
+                    queue = deque(
+                        (model, window)
+                        for model, window in planned
+                        if (model.id, window.start) not in broken
+                    )
                     failed += failures
                     planned_at = time.monotonic() if stale else planned_at
                     progress = 0
@@ -145,7 +151,9 @@ class WindowScheduler:
                 outcome = self._compute(model, window)
                 computed += outcome is Outcome.COMPUTED
                 progress += outcome is Outcome.COMPUTED
-                failed += outcome is Outcome.FAILED
+                if outcome is Outcome.FAILED:
+                    failed += 1
+                    broken.add((model.id, window.start))
                 metrics.WINDOWS_PENDING.set(len(queue))
             if not self._stop.is_set() and leader and self.lock.held():
                 self._expire()
