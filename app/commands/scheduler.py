@@ -1,7 +1,8 @@
 """`calmon scheduler`: the window scheduler alone (production), with its Prometheus metrics.
 
-Any number may run against one PostgreSQL database: the one holding the leader lock computes,
-the others stand by and take over when it dies (``docs/scheduler.md``). Metrics are served on
+Any number may run against one PostgreSQL database: each claims due windows and computes
+them, and the one holding the leader lock also scans for changes and expires old data; another
+takes the lock over when it dies (``docs/scheduler.md``, "Scaling out"). Metrics are served on
 ``--metrics-host``:``--metrics-port`` (``/metrics``; default ``CALMON_HOST``:9464); they hold no
 data of the models, but name them, so like the API they listen beyond loopback only when a
 token is configured. A database that does not answer at start is waited for (logged, retried
@@ -51,7 +52,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="run one tick (scan, compute every due window if leading) and exit; "
+        help="run one tick (scan if leading, compute every due window it can claim) and exit; "
         "an unreachable database is an error (exit 1), not waited for",
     )
 

@@ -26,12 +26,18 @@ LAST_COMPUTE_SUCCESS: Final = Gauge(
 )
 WINDOWS_PENDING: Final = Gauge(
     "calmon_windows_pending",
-    "Windows due for computation (ended past their grace, never computed or changed since)",
+    "Windows due for computation (ended past their grace, never computed or changed since), "
+    "as this scheduler last planned them",
+    registry=SCHEDULER_REGISTRY,
+)
+WINDOWS_COMPUTED: Final = Counter(
+    "calmon_windows_computed",
+    "Windows this scheduler process computed and stored (every segment, one transaction)",
     registry=SCHEDULER_REGISTRY,
 )
 SCHEDULER_LEADER: Final = Gauge(
     "calmon_scheduler_leader",
-    "1 when this scheduler holds the computation lock, 0 on standbys",
+    "1 when this scheduler holds the leader lock (change scan, retention), 0 otherwise",
     registry=SCHEDULER_REGISTRY,
 )
 SEGMENTS_OVERFLOW: Final = Counter(

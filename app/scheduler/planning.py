@@ -211,24 +211,48 @@ class DueWindow:
     end: datetime
 
 
+def _due(model: Model, now: datetime) -> Any:
+    """SQL: the window state is pending, ended ``grace`` ago (or ended, when a recompute was
+    requested), and not waiting for a retry."""
+    grace = timedelta(seconds=model.grace_seconds)
+    return and_(
+        WindowState.model_id == model.id,
+        PENDING_WINDOW,
+        or_(
+            WindowState.ends_at <= now - grace,
+            and_(WindowState.requested_at.is_not(None), WindowState.ends_at <= now),
+        ),
+        or_(WindowState.retry_at.is_(None), WindowState.retry_at <= now),
+    )
+
+
 def due_windows(session: Session, *, model: Model, now: datetime) -> list[DueWindow]:
     """Pending windows of ``model`` that ended ``grace`` ago (or ended, when a recompute was
     requested), not waiting for a retry, oldest first (so trailing references exist)."""
-    grace = timedelta(seconds=model.grace_seconds)
     rows = session.execute(
         select(WindowState.starts_at, WindowState.ends_at)
-        .where(
-            WindowState.model_id == model.id,
-            PENDING_WINDOW,
-            or_(
-                WindowState.ends_at <= now - grace,
-                and_(WindowState.requested_at.is_not(None), WindowState.ends_at <= now),
-            ),
-            or_(WindowState.retry_at.is_(None), WindowState.retry_at <= now),
-        )
+        .where(_due(model, now))
         .order_by(WindowState.starts_at)
     ).all()
     return [DueWindow(start=start, end=end) for start, end in rows]
+
+
+def still_due(session: Session, *, model: Model, state: WindowState, now: datetime) -> bool:
+    """Whether a claimed window is to be computed now: it is pending, and for a trailing
+    reference no older window of the model is due (the older one is part of its reference).
+
+    The claimed window's own grace and retry time were checked when it was planned; it is
+    not held back again for them."""
+    if state.computed_version is not None and state.computed_version >= state.version:
+        return False
+    if model.reference_kind != "trailing":
+        return True
+    older = session.scalar(
+        select(WindowState.starts_at)
+        .where(_due(model, now), WindowState.starts_at < state.starts_at)
+        .limit(1)
+    )
+    return older is None
 
 
 def record_failure(

@@ -1,14 +1,17 @@
 """The scheduler loop: every ``CALMON_SCHEDULER_INTERVAL`` seconds, one *tick*.
 
-A tick takes (or keeps) the leader lock; standbys stop there. The leader scans every model
-for changed windows (:func:`app.scheduler.planning.scan_model`), lists the due windows, and
-computes them round-robin across models (each model's oldest first, so that a window's
-trailing reference is computed before it), each in its own session and transaction
-(:func:`app.services.windows.compute_window`). Before each window it checks that it still
-holds the lock. A failure is logged with the model and window, counted in
-``calmon_window_compute_failures_total{model}`` and retried after a back-off; other windows
-and models go on. Once an hour (the first time ten minutes after start) the leader also
-expires old predictions and their windows (``CALMON_RETENTION_DAYS``).
+A tick takes (or keeps) the leader lock. The leader does the once-only work: it scans every
+model for changed windows (:func:`app.scheduler.planning.scan_model`) and, once an hour (the
+first time ten minutes after start), expires old predictions and their windows
+(``CALMON_RETENTION_DAYS``). Then every process on PostgreSQL, leader or not, lists the due
+windows and tries them in a fair order (:func:`app.scheduler.claims.fair_order`: round-robin
+across models), each in its own session and transaction
+(:func:`app.services.windows.compute_window`), which claims the window first and computes it
+only if it is still due; a window claimed elsewhere is skipped. The plan (and, on the leader,
+the scan) is made again every interval while windows remain, so fresh windows do not wait
+behind a back-fill. On SQLite only the leader computes. A failure is logged with the model and
+window, counted in ``calmon_window_compute_failures_total{model}`` and retried after a
+back-off; other windows and models go on.
 
 Ticks run on an APScheduler ``BackgroundScheduler`` thread, never two at once; ``calmon
 scheduler`` runs it alone, ``calmon serve`` beside the API.
@@ -23,6 +26,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
 from app.scheduler import metrics
+from app.scheduler.claims import Outcome, fair_order, is_lock_timeout, is_serialization_failure
 from app.scheduler.lock import LeaderLock, leader_lock
 from app.scheduler.planning import (
     DueWindow,
@@ -47,7 +52,7 @@ from app.scheduler.planning import (
 )
 from app.services.references import ReferenceCache
 from app.services.retention import run_retention
-from app.services.windows import compute_window
+from app.services.windows import compute_window, lock_model_for_scan
 from app.settings import Settings
 from app.windows import iso
 
@@ -75,7 +80,7 @@ class TickReport:
 
 
 class WindowScheduler:
-    """Scans, plans and computes windows while holding the leader lock."""
+    """Computes due windows it can claim; scans and expires while holding the leader lock."""
 
     def __init__(
         self,
@@ -101,59 +106,118 @@ class WindowScheduler:
         self._tick_lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
         self._last_retention = time.monotonic() - RETENTION_EVERY + RETENTION_FIRST_AFTER
+        #: every process computes (claiming windows) on PostgreSQL; on SQLite the leader alone
+        self._claims = self.engine.dialect.name == "postgresql"
 
     def tick(self) -> TickReport:
-        """One round: lead or stand by; scan; compute every due window."""
+        """One round: lead (scan) or not; compute due windows until none is left to claim;
+        the leader's hourly work last."""
         with self._tick_lock:
-            if not self.lock.acquire():
-                metrics.SCHEDULER_LEADER.set(0)
-                return TickReport(leader=False)
-            metrics.SCHEDULER_LEADER.set(1)
-            with self.session_factory() as session:
-                models = list(session.scalars(select(Model).order_by(Model.id)))
-            due: dict[int, list[DueWindow]] = {}
+            leader = self._lead()
+            computes = leader or self._claims
             failed = 0
-            for model in models:
-                try:
-                    due[model.id] = self._plan(model)
-                except Exception:
-                    failed += 1
-                    metrics.COMPUTE_FAILURES.labels(model.name).inc()
-                    logger.exception("scan failed", extra={"model": model.name})
-            remaining = sum(len(windows) for windows in due.values())
-            metrics.WINDOWS_PENDING.set(remaining)
             computed = 0
-            for model, window in _round_robin(models, due):
-                if self._stop.is_set() or not self.lock.held():
-                    metrics.SCHEDULER_LEADER.set(0 if not self.lock.held() else 1)
+            queue: deque[tuple[Model, DueWindow]] = deque()
+            if computes:
+                planned, failed = self._plan(scan=leader)
+                queue = deque(planned)
+            planned_at = time.monotonic()
+            progress = 0
+            broken: set[tuple[int, datetime]] = set()
+            while computes and not self._stop.is_set():
+                stale = time.monotonic() - planned_at >= self.settings.scheduler_interval
+                if stale or (not queue and progress):
+                    # Plan again: every interval (the leader scans first), and as soon as a
+                    # pass over the plan computed something (windows skipped because another
+                    # process held them may be free now; a pass that computed nothing ends
+                    # the tick, so a process never spins on windows others hold).
+                    if stale:
+                        leader = self._lead()
+                        if not (leader or self._claims):
+                            break
+                    planned, failures = self._plan(scan=leader and stale)
+                    # a window that failed is tried again at a later tick, not in this one
+                    queue = deque(
+                        (model, window)
+                        for model, window in planned
+                        if (model.id, window.start) not in broken
+                    )
+                    failed += failures
+                    planned_at = time.monotonic() if stale else planned_at
+                    progress = 0
+                if not queue:
                     break
-                if self._compute(model, window):
-                    computed += 1
-                else:
+                model, window = queue.popleft()
+                outcome = self._compute(model, window)
+                computed += outcome is Outcome.COMPUTED
+                progress += outcome is Outcome.COMPUTED
+                if outcome is Outcome.FAILED:
                     failed += 1
-                remaining -= 1
-                metrics.WINDOWS_PENDING.set(remaining)
-            if not self._stop.is_set() and self.lock.held():
+                    broken.add((model.id, window.start))
+                metrics.WINDOWS_PENDING.set(len(queue))
+            if not self._stop.is_set() and leader and self.lock.held():
                 self._expire()
             return TickReport(
-                leader=True, due=computed + remaining, computed=computed, failed=failed
+                leader=leader, due=computed + len(queue), computed=computed, failed=failed
             )
 
-    def _plan(self, model: Model) -> list[DueWindow]:
+    def _lead(self) -> bool:
+        """Take or keep the leader lock; the gauge follows."""
+        leader = self.lock.acquire()
+        metrics.SCHEDULER_LEADER.set(1 if leader else 0)
+        return leader
+
+    def _plan(self, *, scan: bool) -> tuple[list[tuple[Model, DueWindow]], int]:
+        """The due windows of every model in the order to try them, and how many models'
+        scans or listings failed; ``scan``: the leader scans each model first."""
+        with self.session_factory() as session:
+            models = list(session.scalars(select(Model).order_by(Model.id)))
+        due: dict[int, list[DueWindow]] = {}
+        failed = 0
+        for model in models:
+            try:
+                due[model.id] = self._plan_model(model, scan=scan)
+            except Exception:
+                failed += 1
+                metrics.COMPUTE_FAILURES.labels(model.name).inc()
+                logger.exception("scan failed", extra={"model": model.name})
+        planned = fair_order(models, due)
+        metrics.WINDOWS_PENDING.set(len(planned))
+        return planned, failed
+
+    def _plan_model(self, model: Model, *, scan: bool) -> list[DueWindow]:
+        """Scan the model (``scan``), then list its due windows. A scan that waits for the
+        model's lock beyond ``lock_timeout`` (one of its windows computed for that long) is
+        left to the next plan; the listing goes on."""
         now = datetime.now(UTC)
         with self.session_factory() as session:
-            scan_model(session, model=model, now=now, margin=self.margin)
-            refreshed = refresh_for_fixed_reference(session, model=model, now=now)
-            session.commit()
-            if refreshed:
-                logger.info(
-                    "fixed reference changed: windows computed before it requested",
-                    extra={"model": model.name, "windows": refreshed},
-                )
+            if scan:
+                try:
+                    self._scan(session, model=model, now=now)
+                except Exception as exc:
+                    if not is_lock_timeout(exc):
+                        raise
+                    session.rollback()
+                    logger.info(
+                        "scan postponed: a window of the model is being computed",
+                        extra={"model": model.name},
+                    )
             return due_windows(session, model=model, now=now)
 
-    def _compute(self, model: Model, window: DueWindow) -> bool:
-        """Compute one window in its own transaction; False when it failed."""
+    def _scan(self, session: Session, *, model: Model, now: datetime) -> None:
+        """The leader's scan of one model and the fixed-reference refresh, committed."""
+        lock_model_for_scan(session, model=model)
+        scan_model(session, model=model, now=now, margin=self.margin)
+        refreshed = refresh_for_fixed_reference(session, model=model, now=now)
+        session.commit()
+        if refreshed:
+            logger.info(
+                "fixed reference changed: windows computed before it requested",
+                extra={"model": model.name, "windows": refreshed},
+            )
+
+    def _compute(self, model: Model, window: DueWindow) -> Outcome:
+        """Claim and compute one window in its own transaction."""
         started = time.perf_counter()
         now = datetime.now(UTC)
         try:
@@ -167,9 +231,16 @@ class WindowScheduler:
                     cache=self.cache,
                     margin=self.margin,
                     pause_before_commit=self.settings.scheduler_pause_before_commit,
+                    only_due=True,
                 )
                 session.commit()
-        except Exception:
+        except Exception as exc:
+            if is_serialization_failure(exc):
+                logger.info(
+                    "window changed while computed: nothing stored, planned again",
+                    extra={"model": model.name, "window_start": iso(window.start)},
+                )
+                return Outcome.CHANGED
             metrics.COMPUTE_FAILURES.labels(model.name).inc()
             logger.exception(
                 "window computation failed",
@@ -187,16 +258,17 @@ class WindowScheduler:
                     session.commit()
             except Exception:
                 logger.exception("could not record the failure", extra={"model": model.name})
-            return False
+            return Outcome.FAILED
         seconds = time.perf_counter() - started
         if result is None:
-            logger.info(
-                "window skipped: computed elsewhere or gone",
+            logger.debug(
+                "window skipped: claimed elsewhere, computed already or waiting for an older one",
                 extra={"model": model.name, "window_start": iso(window.start)},
             )
-            return True
+            return Outcome.SKIPPED
         metrics.WINDOW_COMPUTE_DURATION.observe(seconds)
         metrics.LAST_COMPUTE_SUCCESS.set(time.time())
+        metrics.WINDOWS_COMPUTED.inc()
         if result.overflow_added:
             metrics.SEGMENTS_OVERFLOW.labels(model.name).inc(result.overflow_added)
         logger.info(
@@ -211,7 +283,7 @@ class WindowScheduler:
                 "instance": self.instance,
             },
         )
-        return True
+        return Outcome.COMPUTED
 
     def _expire(self) -> None:
         """Once an hour: expire old predictions and the windows they held."""
@@ -281,20 +353,6 @@ class WindowScheduler:
         if self._own_engine:
             self.engine.dispose()
         logger.info("scheduler stopped", extra={"instance": self.instance})
-
-
-def _round_robin(
-    models: list[Model], due: dict[int, list[DueWindow]]
-) -> list[tuple[Model, DueWindow]]:
-    """Each model's due windows in order, interleaved across models."""
-    order: list[tuple[Model, DueWindow]] = []
-    depth = max((len(windows) for windows in due.values()), default=0)
-    for i in range(depth):
-        for model in models:
-            windows = due.get(model.id, [])
-            if i < len(windows):
-                order.append((model, windows[i]))
-    return order
 
 
 def scheduler_lifespan(

@@ -67,7 +67,7 @@ from app.metrics.label_free import estimate_window
 from app.metrics.prepared import PreparedSet, prepare
 from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
-from app.scheduler.planning import EPOCH, request_windows, window_epoch_seconds
+from app.scheduler.planning import EPOCH, request_windows, still_due, window_epoch_seconds
 from app.services.references import (
     ALL,
     UNTRACKED,
@@ -341,23 +341,71 @@ def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
     return int(overflow.get("predictions") or 0)
 
 
-def _begin(session: Session, *, model: Model) -> bool:
-    """Open the window's transaction: one snapshot for every read (PostgreSQL: repeatable
-    read, a long statement timeout, and the model's window lock, False when another
-    scheduler holds it). SQLite transactions are serialisable already."""
+def window_claim_key(model: Model, start: datetime) -> tuple[int, int]:
+    """The two-key advisory lock that claims one window: (-model id, the window's start in
+    Unix seconds as a signed 32-bit integer). The negative first key keeps it apart from the
+    model lock ``(WINDOW_LOCK_CLASS, model id)``; starts are unique within 136 years."""
+    seconds = int((start - EPOCH).total_seconds()) % 2**32
+    return -model.id, seconds - 2**32 if seconds >= 2**31 else seconds
+
+
+def _begin(session: Session, *, model: Model, start: datetime, instance: str) -> bool:
+    """Open the window's transaction and claim the window: one snapshot for every read
+    (PostgreSQL: repeatable read and a long statement timeout). SQLite transactions are
+    serialisable already, and SQLite has a single scheduler.
+
+    On PostgreSQL the claim is two transaction-level advisory locks, taken without waiting
+    (False when either is taken elsewhere) and released when the transaction ends, commit,
+    rollback or a dead connection alike: the model lock ``(WINDOW_LOCK_CLASS, model id)``,
+    exclusive for a model with a trailing reference (its windows are computed one at a time,
+    oldest first, as each one's reference is made of the windows before it) and shared
+    otherwise, and the window's own lock (:func:`window_claim_key`). The change scan takes
+    the model lock exclusively (:func:`lock_model_for_scan`), so it never runs while a window
+    of the model is being computed. The locks are the transaction's first statement, so its
+    snapshot is taken just before they are granted: a computation committed in between makes
+    this one fail when it writes the window's state (a serialisation failure), never store
+    twice. While the transaction lasts its ``application_name`` names the scheduler instance
+    (``pg_stat_activity`` shows who computes what).
+    """
     if session.get_bind().dialect.name != "postgresql":
         session.connection()
         return True
     session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-    session.execute(
-        text("SELECT set_config('statement_timeout', :value, true)"),
-        {"value": str(COMPUTE_STATEMENT_TIMEOUT_MS)},
+    model_lock = (
+        "pg_try_advisory_xact_lock"
+        if model.reference_kind == "trailing"
+        else "pg_try_advisory_xact_lock_shared"
     )
-    return bool(
+    key, window = window_claim_key(model, start)
+    claimed = bool(
         session.scalar(
-            text("SELECT pg_try_advisory_xact_lock(:cls, :obj)"),
-            {"cls": WINDOW_LOCK_CLASS, "obj": model.id},
+            text(
+                f"SELECT {model_lock}(:cls, :obj)"
+                " AND pg_try_advisory_xact_lock(CAST(:key AS integer), CAST(:window AS integer))"
+            ),
+            {"cls": WINDOW_LOCK_CLASS, "obj": model.id, "key": key, "window": window},
         )
+    )
+    session.execute(
+        text(
+            "SELECT set_config('statement_timeout', :value, true),"
+            " set_config('application_name', :name, true)"
+        ),
+        {"value": str(COMPUTE_STATEMENT_TIMEOUT_MS), "name": f"calmon-window {instance}"[:63]},
+    )
+    return claimed
+
+
+def lock_model_for_scan(session: Session, *, model: Model) -> None:
+    """Wait for the model lock exclusively (PostgreSQL; nothing on SQLite): the windows of the
+    model being computed commit first, and none starts until the session's transaction ends.
+    A scan then never races a computation of the same model (it would compare a window's
+    fingerprint with a checkpoint being replaced)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(:cls, :obj)"),
+        {"cls": WINDOW_LOCK_CLASS, "obj": model.id},
     )
 
 
@@ -371,6 +419,7 @@ def compute_window(
     cache: ReferenceCache,
     margin: timedelta,
     pause_before_commit: float = 0.0,
+    only_due: bool = False,
 ) -> ComputedWindow | None:
     """Compute every segment of the window of ``model`` that starts at ``start`` and store the
     results; the session's transaction must not have begun, and the caller commits the
@@ -379,11 +428,18 @@ def compute_window(
     ``now`` is taken before the transaction begins; it becomes the window's checkpoint.
     Returns None when the window has no state or another scheduler is computing it.
     ``pause_before_commit`` (a testing hook) sleeps after everything is written.
+
+    ``only_due`` (the scheduler's claims): return None, computing nothing, unless the window
+    is still due in the transaction's snapshot (another scheduler may have computed it since
+    it was planned) and, for a trailing reference, no older window of the model is due (it
+    must be computed first, being part of this window's reference).
     """
-    if not _begin(session, model=model):
+    if not _begin(session, model=model, start=start, instance=instance):
         return None
     state = session.get(WindowState, (model.id, start))
     if state is None:
+        return None
+    if only_due and not still_due(session, model=model, state=state, now=now):
         return None
     version = state.version
     end = start + window_length(model.window)

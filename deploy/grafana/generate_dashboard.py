@@ -465,19 +465,36 @@ def panels() -> list[Panel]:
         ),
         timeseries(
             "Scheduler",
-            "Which scheduler instance holds the computation lock (1), how many do (exactly one "
-            "should), windows waiting to be computed as the leader counts them, and how many "
-            "processes run each version.",
+            "Which scheduler instance holds the leader lock (change scan, retention; exactly "
+            "one should), how many do, windows due and not computed yet (the largest count a "
+            "scheduler reports), and how many processes run each version.",
             [
                 ("max by (instance) (calmon_scheduler_leader)", "leader {{instance}}"),
                 ("sum(max by (instance) (calmon_scheduler_leader))", "leaders"),
-                (
-                    "max(calmon_windows_pending and on (instance) (calmon_scheduler_leader == 1))",
-                    "pending windows",
-                ),
+                ("max(calmon_windows_pending)", "pending windows"),
                 (
                     "count by (version) (max by (instance, version) (calmon_build_info))",
                     "processes running {{version}}",
+                ),
+            ],
+            unit="short",
+            soft_min=0,
+        ),
+        timeseries(
+            "Windows computed",
+            "Windows computed per minute by each scheduler process (every process claims and "
+            "computes due windows on PostgreSQL) and by all together; compare with the pending "
+            "windows of the Scheduler panel.",
+            [
+                (
+                    "60 * max by (instance) "
+                    "(rate(calmon_windows_computed_total[$__rate_interval]))",
+                    "{{instance}}",
+                ),
+                (
+                    "60 * sum(max by (instance) "
+                    "(rate(calmon_windows_computed_total[$__rate_interval])))",
+                    "all schedulers",
                 ),
             ],
             unit="short",

@@ -156,6 +156,7 @@ def _families() -> dict[str, Family]:
         "calmon_segments_overflow": Family("counter", model, SCHEDULER),
         "calmon_last_compute_success_timestamp_seconds": Family("gauge", none, SCHEDULER),
         "calmon_windows_pending": Family("gauge", none, SCHEDULER),
+        "calmon_windows_computed": Family("counter", none, SCHEDULER),
         "calmon_scheduler_leader": Family("gauge", none, SCHEDULER),
         "calmon_build_info": Family("gauge", frozenset({"version"}), API | SCHEDULER),
     }

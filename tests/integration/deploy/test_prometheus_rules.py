@@ -24,6 +24,7 @@ REQUIRED_ALERTS = {
     "CalmonSchedulerDown",
     "CalmonSchedulerReplicaDown",
     "CalmonSchedulerLeaders",
+    "CalmonWindowsBacklogGrowing",
 }
 #: series Prometheus itself provides, allowed in rules beside the contract
 PROMETHEUS_SERIES = {"up": frozenset[str]()}

@@ -142,6 +142,7 @@ def test_the_contract_names_samples_as_queries_use_them() -> None:
     for name in (
         "calmon_segments_overflow_total",
         "calmon_window_compute_failures_total",
+        "calmon_windows_computed_total",
         "calmon_predictions_duplicate_total",
         "calmon_window_compute_duration_seconds_count",
     ):
