@@ -12,6 +12,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     CheckConstraint,
+    Column,
     DateTime,
     Dialect,
     Double,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     TypeDecorator,
     UniqueConstraint,
     text,
@@ -106,6 +108,10 @@ class Prediction(Base):
 
     ``changed_at`` is the last time the row was inserted or its label changed; the scheduler
     finds windows to recompute through the ``(model_id, changed_at)`` index.
+
+    On PostgreSQL the table is range-partitioned by ``ts``, one partition per UTC day
+    (:mod:`app.services.partitions`), with both indexes local and no unique index: the key is
+    kept unique by :data:`prediction_keys`. SQLite keeps one table with this primary key.
     """
 
     __tablename__ = "predictions"
@@ -126,6 +132,20 @@ class Prediction(Base):
     received_at: Mapped[datetime]
     labelled_at: Mapped[datetime | None]
     changed_at: Mapped[datetime]
+
+
+#: PostgreSQL only: every stored prediction id with its event time, hash-partitioned on
+#: ``client_id`` (32 partitions). It keeps ``(model_id, client_id)`` unique across the day
+#: partitions of ``predictions`` and tells a label which partition holds its prediction.
+#: Outside ``Base.metadata``: SQLite has no such table.
+postgresql_metadata = MetaData(naming_convention=NAMING_CONVENTION)
+prediction_keys = Table(
+    "prediction_keys",
+    postgresql_metadata,
+    Column("model_id", Integer, primary_key=True),
+    Column("client_id", String(128), primary_key=True),
+    Column("ts", UTCDateTime(), nullable=False),
+)
 
 
 class PendingLabel(Base):
