@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Column,
+    Connection,
     DateTime,
     Dialect,
     Double,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Table,
     TypeDecorator,
     UniqueConstraint,
+    event,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -137,12 +139,13 @@ class Prediction(Base):
 #: PostgreSQL only: every stored prediction id with its event time, hash-partitioned on
 #: ``client_id`` (32 partitions). It keeps ``(model_id, client_id)`` unique across the day
 #: partitions of ``predictions`` and tells a label which partition holds its prediction.
-#: Outside ``Base.metadata``: SQLite has no such table.
+#: Outside ``Base.metadata`` (which SQLite's schema matches), with a copy of ``models``.
 postgresql_metadata = MetaData(naming_convention=NAMING_CONVENTION)
+Model.__table__.to_metadata(postgresql_metadata)
 prediction_keys = Table(
     "prediction_keys",
     postgresql_metadata,
-    Column("model_id", Integer, primary_key=True),
+    Column("model_id", ForeignKey("models.id", ondelete="CASCADE"), primary_key=True),
     Column("client_id", String(128), primary_key=True),
     Column("ts", UTCDateTime(), nullable=False),
 )
@@ -300,3 +303,14 @@ class WindowScores(Base):
     version: Mapped[int] = mapped_column(Integer)
     positives: Mapped[bytes] = mapped_column(LargeBinary)
     negatives: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+@event.listens_for(Prediction, "before_insert")
+def _make_partition(_mapper: Any, connection: Connection, target: Prediction) -> None:
+    """On PostgreSQL, make the day partition of a prediction stored through the ORM if it is
+    missing (ingestion makes those of a batch itself; see :mod:`app.services.partitions`)."""
+    if connection.dialect.name != "postgresql":
+        return
+    from app.services.partitions import ensure_days, utc_day
+
+    ensure_days(connection, [utc_day(target.ts)])
