@@ -141,7 +141,7 @@ class Prediction(Base):
 #: partitions of ``predictions`` and tells a label which partition holds its prediction.
 #: Outside ``Base.metadata`` (which SQLite's schema matches), with a copy of ``models``.
 postgresql_metadata = MetaData(naming_convention=NAMING_CONVENTION)
-Model.__table__.to_metadata(postgresql_metadata)
+Base.metadata.tables["models"].to_metadata(postgresql_metadata)
 prediction_keys = Table(
     "prediction_keys",
     postgresql_metadata,
