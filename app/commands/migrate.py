@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +23,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only report the current and the expected revision; exit 1 when they differ",
     )
+
+
+def _ensure_partitions(engine: Engine) -> None:
+    """PostgreSQL: make today's and the next days' partitions, so that a new database takes
+    predictions before any scheduler has run (ingestion would make them anyway)."""
+    from datetime import UTC, datetime
+
+    from app.db.session import create_session_factory
+    from app.services.partitions import ensure_partitions
+
+    with create_session_factory(engine)() as session:
+        ensure_partitions(session, now=datetime.now(UTC))
+        session.commit()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
             migrate.downgrade(engine, args.downgrade)
         else:
             migrate.upgrade(engine)
+            _ensure_partitions(engine)
     except SQLAlchemyError as exc:
         print(f"calmon migrate: database error: {exc}", file=sys.stderr)
         return 1

@@ -95,9 +95,8 @@ def _create(connection: Connection, day: date) -> None:
         ),
     ]
     driver: Any = connection.connection.driver_connection
-    with driver.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
+    for statement in statements:
+        connection.exec_driver_sql(statement.as_string(driver))
 
 
 def ensure_days(connection: Connection, days: Iterable[date]) -> list[date]:

@@ -122,11 +122,12 @@ def expire_windows_batch(
 
 
 def _driver_execute(session: Session, statement: pg_sql.Composable, params: Any = None) -> int:
-    """Run a composed statement on the session's connection; returns its row count."""
-    driver: Any = session.connection().connection.driver_connection
-    with driver.cursor() as cursor:
-        cursor.execute(statement, params)
-        return int(cursor.rowcount)
+    """Run a composed statement (identifiers quoted by psycopg) on the session's connection;
+    returns its row count."""
+    connection = session.connection()
+    driver: Any = connection.connection.driver_connection
+    result = connection.exec_driver_sql(statement.as_string(driver), params)
+    return int(result.rowcount)
 
 
 def detach_expired_days(session: Session, *, before: datetime) -> list[str]:
