@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, func, select, text
@@ -14,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import migrate
 from app.db.models import Model, Prediction, prediction_keys
 from app.db.session import create_db_engine, create_session_factory
+from app.scheduler.planning import fingerprint
 from app.services.errors import ConflictError
 from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
 from app.services.models import ModelConfig, put_model
@@ -25,6 +27,7 @@ from app.services.partitions import (
     forget,
     partition_name,
 )
+from app.services.references import load_rows
 from app.services.retention import detach_expired_days, expired_tables, run_retention
 from app.settings import Settings
 
@@ -261,3 +264,89 @@ def test_an_interrupted_expiry_is_finished_by_the_next_run(
     with sessions() as session:
         assert expired_tables(session) == []
         assert session.scalar(select(func.count()).select_from(prediction_keys)) == 0
+
+
+def _relations(plan: Any) -> set[str]:
+    """Every relation a JSON plan reads or writes."""
+    found: set[str] = set()
+    if isinstance(plan, dict):
+        if "Relation Name" in plan:
+            found.add(str(plan["Relation Name"]))
+        for value in plan.values():
+            found |= _relations(value)
+    elif isinstance(plan, list):
+        for item in plan:
+            found |= _relations(item)
+    return found
+
+
+class PlanRecorder:
+    """Plans (``EXPLAIN``, not run) of the statements an engine executes that name
+    ``predictions``, made on the same connection with the same parameters just before each
+    runs: the day partitions each one would touch."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.plans: list[tuple[str, set[str]]] = []
+
+    def __enter__(self) -> PlanRecorder:
+        event.listen(self.engine, "before_cursor_execute", self._explain)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._explain)
+
+    def _explain(
+        self, _conn: object, cursor: Any, statement: str, parameters: Any, *_: object
+    ) -> None:
+        words = statement.lstrip().split(None, 1)
+        if " predictions " not in f" {statement} ".replace("\n", " ") or words[0].upper() not in {
+            "SELECT",
+            "UPDATE",
+            "WITH",
+        }:
+            return
+        with cursor.connection.cursor() as explain:
+            explain.execute("EXPLAIN (FORMAT JSON) " + statement, parameters)
+            plan = explain.fetchone()[0]
+        days = {name for name in _relations(plan) if name.startswith("predictions_")}
+        self.plans.append((statement, days))
+
+    def days(self, needle: str) -> list[set[str]]:
+        """Partitions touched by each recorded statement that contains ``needle``."""
+        return [days for statement, days in self.plans if needle in statement]
+
+
+def test_reads_and_label_updates_touch_only_their_days(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    model = _model(sessions)
+    days = [datetime(2026, 2, d, tzinfo=UTC) for d in (1, 2, 3, 4)]
+    with sessions() as session:
+        for k, day in enumerate(days):
+            rows = [
+                (f"d{k}-{j}", day + timedelta(hours=j % 24, minutes=j), 0.5, j % 2, None)
+                for j in range(48)
+            ]
+            ingest_predictions(session, model=model, rows=rows, now=NOW)
+        session.commit()
+    names = [partition_name(day.date()) for day in days]
+    hour = timedelta(hours=1)
+    with sessions() as session, PlanRecorder(engine) as plans:
+        load_rows(session, model=model, start=days[1] + hour, end=days[1] + 2 * hour)
+        load_rows(session, model=model, start=days[2] - hour, end=days[2] + hour, label=1)
+        fingerprint(session, model_id=model.id, start=days[3], end=days[3] + hour, since=NOW - hour)
+        reads = plans.days("array_send")
+        counted = plans.days("count(*) FILTER")
+        ingest_labels(session, model=model, labels=[{"id": "d0-3", "label": 1}], now=NOW)
+        ingest_labels(
+            session,
+            model=model,
+            labels=[{"id": "d1-3", "label": 0}, {"id": "d2-3", "label": 0}],
+            now=NOW,
+        )
+        updates = plans.days("UPDATE predictions")
+        session.rollback()
+    assert reads == [{names[1]}, {names[1], names[2]}]
+    assert counted[-1] == {names[3]}
+    assert updates == [{names[0]}, {names[1], names[2]}]
