@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,19 +21,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _ensure_partitions(engine: Engine) -> None:
-    """PostgreSQL: make today's and the next days' partitions, so that a new database takes
-    predictions before any scheduler has run (ingestion would make them anyway)."""
-    from datetime import UTC, datetime
-
-    from app.db.session import create_session_factory
-    from app.services.partitions import ensure_partitions
-
-    with create_session_factory(engine)() as session:
-        ensure_partitions(session, now=datetime.now(UTC))
-        session.commit()
-
-
 def run(args: argparse.Namespace) -> int:
     """Upgrade to head (default), downgrade, or check; returns the exit code."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -45,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from app.commands.common import load_settings
     from app.db import migrate
     from app.db.session import create_db_engine
+    from app.services.partitions import prepare_partitions
 
     settings = load_settings("migrate")
     if settings is None:
@@ -61,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             migrate.downgrade(engine, args.downgrade)
         else:
             migrate.upgrade(engine)
-            _ensure_partitions(engine)
+            prepare_partitions(engine)
     except SQLAlchemyError as exc:
         print(f"calmon migrate: database error: {exc}", file=sys.stderr)
         return 1

@@ -20,13 +20,15 @@ with it if the batch rolls back (the insert that then misses it makes it again: 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final
 
 from psycopg import sql as pg_sql
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 #: first key of the advisory lock taken by partition makers ("calp")
@@ -42,6 +44,8 @@ _ATTACHED = text(
     " WHERE i.inhparent = 'predictions'::regclass"
 )
 _LOCK = text("SELECT pg_advisory_xact_lock(:cls, 0)")
+
+logger = logging.getLogger(__name__)
 
 #: days whose partition this process knows to exist, per database (URL without password)
 _known: dict[str, set[date]] = {}
@@ -138,3 +142,20 @@ def ensure_partitions(
         return []
     today = utc_day(now)
     return ensure_days(connection, [today + k * _DAY for k in range(ahead_days + 1)])
+
+
+def prepare_partitions(engine: Engine, *, now: datetime | None = None) -> list[date]:
+    """:func:`ensure_partitions` in a transaction of its own, for commands that start
+    (``calmon migrate``, ``calmon serve``, ``calmon scheduler``), so that a new database takes
+    the coming days' predictions before the first hourly upkeep. A database error is logged
+    and ignored: ingestion makes missing days itself. A no-op off PostgreSQL."""
+    if engine.dialect.name != "postgresql":
+        return []
+    try:
+        with Session(engine) as session:
+            made = ensure_partitions(session, now=now or datetime.now(UTC))
+            session.commit()
+    except SQLAlchemyError:
+        logger.warning("day partitions not prepared", exc_info=True)
+        return []
+    return made
