@@ -5,9 +5,10 @@ cutoff (so a prediction outlives the period by less than a day). The partition i
 (renamed ``expired_predictions_yyyymmdd`` in the same short transaction, taken with a lock
 timeout so that it never queues long in front of ingestion), its ids are deleted from the
 registry ``prediction_keys`` in batches of ``KEY_BATCH_PAGES`` heap pages (a TID range scan,
-each batch its own transaction), then it is dropped with one statement: time and WAL grow with
-the number of ids, never a ``DELETE`` of the rows. An interrupted run leaves a renamed table,
-which the next run finishes. The same run first makes the coming days' partitions
+each batch its own transaction, at most ``KEY_EXPIRY_SECONDS`` of them per run), then it is
+dropped with one statement: time and WAL grow with the number of ids, never a ``DELETE`` of the
+rows. A run stopped by its budget or interrupted leaves a renamed table with its progress in
+the table's comment, and the next run goes on. The same run first makes the coming days' partitions
 (:func:`app.services.partitions.ensure_partitions`).
 
 On SQLite, deletion runs in bounded batches of rows, each its own transaction.
@@ -22,6 +23,7 @@ backlog.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -43,6 +45,10 @@ from app.windows import window_length
 DEFAULT_BATCH: Final = 50_000
 #: heap pages of an expired day partition whose ids one registry batch deletes (some 50,000)
 KEY_BATCH_PAGES: Final = 800
+#: seconds of registry deletes one retention run spends at most (then the next run goes on)
+KEY_EXPIRY_SECONDS: Final = 300.0
+_PROGRESS_TEXT: Final = "calmon: registry ids deleted below heap page "
+_PROGRESS = re.compile(r"^calmon: registry ids deleted below heap page (\d+)$")
 #: how long detaching a partition waits for its lock before giving up until the next run
 DETACH_LOCK_TIMEOUT: Final = "5s"
 EXPIRED_PREFIX: Final = "expired_"
@@ -203,14 +209,42 @@ def drop_expired_table(session: Session, *, table: str) -> None:
     _driver_execute(session, pg_sql.SQL("DROP TABLE {}").format(pg_sql.Identifier(table)))
 
 
-def expire_partitions(
-    session_factory: sessionmaker[Session], *, before: datetime, pages: int = KEY_BATCH_PAGES
-) -> int:
-    """PostgreSQL: expire every day partition that ended by ``before`` (and finish those an
-    earlier run detached); returns how many predictions they held (= registry ids deleted).
+def _progress(session: Session, table: str) -> int:
+    """Heap pages of an expired day whose ids are already out of the registry (kept in the
+    table's comment, written with each batch)."""
+    comment = session.execute(
+        text("SELECT obj_description(to_regclass(:name), 'pg_class')"), {"name": table}
+    ).scalar_one()
+    match = _PROGRESS.match(comment or "")
+    return int(match.group(1)) if match else 0
 
-    A detach that cannot get its lock within ``DETACH_LOCK_TIMEOUT`` is left to the next run.
+
+def _set_progress(session: Session, table: str, page: int) -> None:
+    _driver_execute(
+        session,
+        pg_sql.SQL("COMMENT ON TABLE {} IS {}").format(
+            pg_sql.Identifier(table), pg_sql.Literal(f"{_PROGRESS_TEXT}{page}")
+        ),
+    )
+
+
+def expire_partitions(
+    session_factory: sessionmaker[Session],
+    *,
+    before: datetime,
+    pages: int = KEY_BATCH_PAGES,
+    budget: float = KEY_EXPIRY_SECONDS,
+) -> int:
+    """PostgreSQL: expire every day partition that ended by ``before`` (and go on with those
+    an earlier run detached); returns how many registry ids were deleted (the predictions of
+    the days dropped, when every day is finished).
+
+    Registry batches stop once ``budget`` seconds have passed (at least one batch runs), so a
+    run stays short whatever the size of a day; each batch records how far it got in the
+    table's comment, in its own transaction, and the next run goes on from there. A detach
+    that cannot get its lock within ``DETACH_LOCK_TIMEOUT`` is left to the next run.
     """
+    began = time.monotonic()
     with session_factory() as session:
         try:
             detach_expired_days(session, before=before)
@@ -223,10 +257,15 @@ def expire_partitions(
     for table in tables:
         with session_factory() as session:
             total = table_pages(session, table)
-        for first in range(0, total, pages):
+            first = _progress(session, table)
+        while first < total:
             with session_factory() as session:
                 removed += expire_keys_batch(session, table=table, first_page=first, pages=pages)
+                first += pages
+                _set_progress(session, table, first)
                 session.commit()
+            if time.monotonic() - began >= budget:
+                return removed
         with session_factory() as session:
             drop_expired_table(session, table=table)
             session.commit()
@@ -240,6 +279,7 @@ def run_retention(
     retention_days: int,
     batch_size: int = DEFAULT_BATCH,
     window_batch: int = WINDOW_BATCH,
+    key_seconds: float = KEY_EXPIRY_SECONDS,
 ) -> RetentionResult:
     """Make the coming days' partitions (PostgreSQL), then expire everything older than
     ``retention_days`` before ``now``, batch by batch: predictions (whole days on PostgreSQL,
@@ -255,7 +295,7 @@ def run_retention(
         models = list(session.execute(select(Model.id, Model.window).order_by(Model.id)))
     predictions = windows = 0
     if partitioned:
-        predictions = expire_partitions(session_factory, before=cutoff)
+        predictions = expire_partitions(session_factory, before=cutoff, budget=key_seconds)
     for model_id, window in models:
         while not partitioned:
             with session_factory() as session:

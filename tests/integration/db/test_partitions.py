@@ -28,7 +28,12 @@ from app.services.partitions import (
     partition_name,
 )
 from app.services.references import load_rows
-from app.services.retention import detach_expired_days, expired_tables, run_retention
+from app.services.retention import (
+    detach_expired_days,
+    expire_partitions,
+    expired_tables,
+    run_retention,
+)
 from app.settings import Settings
 
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
@@ -350,3 +355,27 @@ def test_reads_and_label_updates_touch_only_their_days(
     assert reads == [{names[1]}, {names[1], names[2]}]
     assert counted[-1] == {names[3]}
     assert updates == [{names[0]}, {names[1], names[2]}]
+
+
+def test_registry_expiry_stops_at_its_budget_and_the_next_run_goes_on(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    """With no time budget each run deletes one batch of pages and records how far it got;
+    the runs together delete every id once and then drop the day."""
+    model = _model(sessions)
+    old = date(2026, 1, 4)
+    _fill_day(engine, model.id, old, 3_000)
+    removed: list[int] = []
+    for _ in range(40):
+        removed.append(
+            expire_partitions(sessions, before=NOW - timedelta(days=30), pages=4, budget=0.0)
+        )
+        with sessions() as session:
+            if not expired_tables(session):
+                break
+    assert len(removed) > 3
+    assert all(count > 0 for count in removed[:-1])
+    assert sum(removed) == 3_000
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(prediction_keys)) == 0
+    assert old not in _days(engine)
