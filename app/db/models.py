@@ -112,8 +112,10 @@ class Prediction(Base):
     finds windows to recompute through the ``(model_id, changed_at)`` index.
 
     On PostgreSQL the table is range-partitioned by ``ts``, one partition per UTC day
-    (:mod:`app.services.partitions`), with both indexes local and no unique index: the key is
-    kept unique by :data:`prediction_keys`. SQLite keeps one table with this primary key.
+    (:mod:`app.services.partitions`), with both indexes local, no unique index (the key is
+    kept unique by :data:`prediction_keys`) and no foreign key (a check per inserted row;
+    ingestion writes only for a model it holds locked). SQLite keeps one table with this
+    primary key and foreign key.
     """
 
     __tablename__ = "predictions"
@@ -139,13 +141,14 @@ class Prediction(Base):
 #: PostgreSQL only: every stored prediction id with its event time, hash-partitioned on
 #: ``client_id`` (32 partitions). It keeps ``(model_id, client_id)`` unique across the day
 #: partitions of ``predictions`` and tells a label which partition holds its prediction.
-#: Outside ``Base.metadata`` (which SQLite's schema matches), with a copy of ``models``.
+#: No foreign key, like ``predictions`` there. Outside ``Base.metadata`` (which SQLite's
+#: schema matches), with a copy of ``models``.
 postgresql_metadata = MetaData(naming_convention=NAMING_CONVENTION)
 Base.metadata.tables["models"].to_metadata(postgresql_metadata)
 prediction_keys = Table(
     "prediction_keys",
     postgresql_metadata,
-    Column("model_id", ForeignKey("models.id", ondelete="CASCADE"), primary_key=True),
+    Column("model_id", Integer, primary_key=True),
     Column("client_id", String(128), primary_key=True),
     Column("ts", UTCDateTime(), nullable=False),
 )
