@@ -49,6 +49,7 @@ from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
 from app.scheduler.planning import due_windows, scan_model
 from app.services.models import ModelConfig, ReferenceConfig, put_model
+from app.services.partitions import ensure_days
 from app.services.references import ALL, Reference, ReferenceCache, load_rows, references_for
 from app.services.windows import all_sorted, compute_window, evaluate_segment
 from app.settings import Settings
@@ -249,6 +250,13 @@ def main() -> None:
             f"{args.segments} named segments), 2 fixed pi0 + the reference prior"
         )
         began = time.perf_counter()
+        with factory() as session:
+            # PostgreSQL keeps predictions in day partitions: make those of the windows
+            ensure_days(
+                session.connection(),
+                {(FIRST + i * WINDOW).date() for i in range(args.windows + 1)},
+            )
+            session.commit()
         with psycopg.connect(libpq_url) as conn:
             for i in range(args.windows):
                 start = FIRST + i * WINDOW

@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from app.commands.common import load_settings
     from app.db import migrate
     from app.db.session import create_db_engine
+    from app.services.partitions import prepare_partitions
 
     settings = load_settings("migrate")
     if settings is None:
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             migrate.downgrade(engine, args.downgrade)
         else:
             migrate.upgrade(engine)
+            prepare_partitions(engine)
     except SQLAlchemyError as exc:
         print(f"calmon migrate: database error: {exc}", file=sys.stderr)
         return 1

@@ -149,6 +149,7 @@ def _run_with(
 ) -> int:
     from app.db import migrate
     from app.scheduler.runner import WindowScheduler
+    from app.services.partitions import prepare_partitions
 
     revision = wait_for_database(engine, stop=stop, wait=not args.once)
     if revision != migrate.head_revision():
@@ -158,6 +159,7 @@ def _run_with(
             file=sys.stderr,
         )
         return 1
+    prepare_partitions(engine)
     scheduler = WindowScheduler(settings, engine=engine)
     if args.once:
         try:

@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from app.commands.common import load_settings
     from app.db import migrate
     from app.db.session import create_db_engine
+    from app.services.partitions import prepare_partitions
     from app.settings import bind_refusal
 
     settings = load_settings("serve")
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         engine = create_db_engine(settings)
         try:
             migrate.upgrade(engine)
+            prepare_partitions(engine)
         except SQLAlchemyError as exc:
             print(f"calmon serve: cannot migrate the database: {exc}", file=sys.stderr)
             return 1

@@ -12,6 +12,8 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     CheckConstraint,
+    Column,
+    Connection,
     DateTime,
     Dialect,
     Double,
@@ -22,8 +24,10 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     TypeDecorator,
     UniqueConstraint,
+    event,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -106,6 +110,12 @@ class Prediction(Base):
 
     ``changed_at`` is the last time the row was inserted or its label changed; the scheduler
     finds windows to recompute through the ``(model_id, changed_at)`` index.
+
+    On PostgreSQL the table is range-partitioned by ``ts``, one partition per UTC day
+    (:mod:`app.services.partitions`), with both indexes local, no unique index (the key is
+    kept unique by :data:`prediction_keys`) and no foreign key (a check per inserted row;
+    ingestion writes only for a model it holds locked). SQLite keeps one table with this
+    primary key and foreign key.
     """
 
     __tablename__ = "predictions"
@@ -126,6 +136,22 @@ class Prediction(Base):
     received_at: Mapped[datetime]
     labelled_at: Mapped[datetime | None]
     changed_at: Mapped[datetime]
+
+
+#: PostgreSQL only: every stored prediction id with its event time, hash-partitioned on
+#: ``client_id`` (32 partitions). It keeps ``(model_id, client_id)`` unique across the day
+#: partitions of ``predictions`` and tells a label which partition holds its prediction.
+#: No foreign key, like ``predictions`` there. Outside ``Base.metadata`` (which SQLite's
+#: schema matches), with a copy of ``models``.
+postgresql_metadata = MetaData(naming_convention=NAMING_CONVENTION)
+Base.metadata.tables["models"].to_metadata(postgresql_metadata)
+prediction_keys = Table(
+    "prediction_keys",
+    postgresql_metadata,
+    Column("model_id", Integer, primary_key=True),
+    Column("client_id", String(128), primary_key=True),
+    Column("ts", UTCDateTime(), nullable=False),
+)
 
 
 class PendingLabel(Base):
@@ -280,3 +306,14 @@ class WindowScores(Base):
     version: Mapped[int] = mapped_column(Integer)
     positives: Mapped[bytes] = mapped_column(LargeBinary)
     negatives: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+@event.listens_for(Prediction, "before_insert")
+def _make_partition(_mapper: Any, connection: Connection, target: Prediction) -> None:
+    """On PostgreSQL, make the day partition of a prediction stored through the ORM if it is
+    missing (ingestion makes those of a batch itself; see :mod:`app.services.partitions`)."""
+    if connection.dialect.name != "postgresql":
+        return
+    from app.services.partitions import ensure_days, utc_day
+
+    ensure_days(connection, [utc_day(target.ts)])

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Final, Generic, NotRequired, TypeVar, cast
 
 from psycopg import sql as pg_sql
@@ -62,6 +62,7 @@ from typing_extensions import TypedDict
 from app.db.models import Model, UTCDateTime
 from app.names import SEGMENT_PATTERN
 from app.services.errors import ConflictError
+from app.services.partitions import ensure_days, forget
 from app.windows import iso
 
 MAX_BATCH: Final = 10_000
@@ -71,6 +72,7 @@ CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f-\x9f]{1,128}$"
 MODEL_LOCK_CLASS: Final = 0x63616C6D
 #: earliest event time taken: the UTC epoch, where windows are aligned
 EARLIEST_TIMESTAMP: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_DAY: Final = date(1970, 1, 1)
 #: how far an event time may lie past the server's clock (other hosts' clocks run ahead)
 FUTURE_TOLERANCE: Final = timedelta(days=1)
 
@@ -351,6 +353,8 @@ def _lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> No
 
 _NOW = bindparam("now", type_=UTCDateTime())
 
+# SQLite: one table keyed by (model_id, client_id).
+
 #: the staged rows into ``predictions`` (a constant: no value is ever part of the text)
 _INSERT_STAGED: Final = (
     "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
@@ -362,7 +366,6 @@ _INSERT_STAGED: Final = (
 _INSERT_NEW_ONLY = text(
     _INSERT_STAGED + " ON CONFLICT (model_id, client_id) DO NOTHING"
 ).bindparams(_NOW)
-_INSERT_ALL_OR_FAIL = text(_INSERT_STAGED).bindparams(_NOW)
 UNIQUE_VIOLATION: Final = "23505"
 
 _CONFLICTING_IDS = text(
@@ -373,6 +376,141 @@ _CONFLICTING_IDS = text(
     " OR (s.label IS NOT NULL AND COALESCE(p.label, -1) <> s.label)"
     " ORDER BY s.client_id"
 )
+
+# PostgreSQL: ``predictions`` is partitioned by day and has no unique index; ``prediction_keys``
+# holds the ids (and each one's event time, which names its partition). Statements that find a
+# stored prediction by id go through the registry and bound ``ts`` to the batch's range, so
+# only the partitions of those days are read.
+
+_PG_INSERT_ALL_OR_FAIL = text(
+    "WITH keys AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
+    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage ORDER BY client_id)"
+    " INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
+    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now FROM calmon_prediction_stage"
+).bindparams(_NOW)
+_PG_INSERT_NEW_ONLY = text(
+    "WITH new AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
+    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage"
+    " ORDER BY client_id, label IS NULL ON CONFLICT (model_id, client_id) DO NOTHING"
+    " RETURNING client_id, ts)"
+    " INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT DISTINCT ON (s.client_id) :model_id, s.client_id, s.ts, s.score, s.label,"
+    " s.segment, :now, CASE WHEN s.label IS NULL THEN NULL ELSE :now END, :now"
+    " FROM calmon_prediction_stage s JOIN new ON new.client_id = s.client_id AND new.ts = s.ts"
+    " ORDER BY s.client_id, s.label IS NULL"
+).bindparams(_NOW)
+CHECK_VIOLATION: Final = "23514"
+
+_PG_STORED_RANGE = text(
+    "SELECT min(k.ts), max(k.ts) FROM calmon_prediction_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id"
+)
+_PG_CONFLICTING_IDS = text(
+    "SELECT DISTINCT s.client_id FROM calmon_prediction_stage s"
+    " JOIN prediction_keys k ON k.model_id = :model_id AND k.client_id = s.client_id"
+    " JOIN predictions p ON p.model_id = :model_id AND p.client_id = k.client_id"
+    " AND p.ts = k.ts"
+    " WHERE p.ts >= :lo AND p.ts <= :hi AND (p.ts <> s.ts OR p.score <> s.score"
+    " OR COALESCE(p.segment, '') <> COALESCE(s.segment, '')"
+    " OR (s.label IS NOT NULL AND COALESCE(p.label, -1) <> s.label))"
+    " ORDER BY s.client_id"
+).bindparams(bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+
+_PG_APPLY_PENDING = text(
+    "UPDATE predictions p SET label = pl.label, labelled_at = pl.received_at, changed_at = :now"
+    " FROM pending_labels pl JOIN prediction_keys k"
+    " ON k.model_id = pl.model_id AND k.client_id = pl.client_id"
+    " WHERE pl.model_id = :model_id AND p.model_id = :model_id"
+    " AND p.client_id = k.client_id AND p.ts = k.ts AND p.ts >= :lo AND p.ts <= :hi"
+    " AND p.label IS NULL"
+    " AND pl.client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+).bindparams(_NOW, bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+
+_PG_UNKNOWN_LABEL_IDS = text(
+    "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+    " ORDER BY s.client_id"
+)
+_PG_LABELLED_RANGE = text(
+    "SELECT min(k.ts), max(k.ts) FROM calmon_label_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id"
+)
+_PG_LOCK_LABELLED = text(
+    "SELECT 1 FROM calmon_label_stage s"
+    " JOIN prediction_keys k ON k.model_id = :model_id AND k.client_id = s.client_id"
+    " JOIN predictions p ON p.model_id = :model_id AND p.client_id = k.client_id"
+    " AND p.ts = k.ts"
+    " WHERE p.ts >= :lo AND p.ts <= :hi"
+    " ORDER BY p.client_id FOR NO KEY UPDATE OF p"
+).bindparams(bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+_PG_UPDATE_LABELS = text(
+    "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
+    " FROM calmon_label_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id"
+    " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
+    " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label"
+).bindparams(_NOW, bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+_PG_REPEATED_PENDING = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
+    " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
+    " WHERE NOT EXISTS (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+)
+_PG_UPSERT_PENDING = text(
+    "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
+    " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+    " ORDER BY s.client_id ON CONFLICT (model_id, client_id)"
+    " DO UPDATE SET label = excluded.label, received_at = excluded.received_at"
+).bindparams(_NOW)
+
+_HAS_PENDING = text("SELECT 1 FROM pending_labels WHERE model_id = :model_id LIMIT 1")
+
+_APPLY_PENDING = text(
+    "UPDATE predictions SET label = pl.label, labelled_at = pl.received_at, changed_at = :now"
+    " FROM pending_labels pl"
+    " WHERE pl.model_id = :model_id AND predictions.model_id = :model_id"
+    " AND predictions.client_id = pl.client_id AND predictions.label IS NULL"
+    " AND pl.client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+).bindparams(_NOW)
+
+_DROP_APPLIED_PENDING = text(
+    "DELETE FROM pending_labels WHERE model_id = :model_id"
+    " AND client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+)
+
+_UNKNOWN_LABEL_IDS = text(
+    "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
+    " ORDER BY s.client_id"
+)
+
+_UPDATE_LABELS = text(
+    "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
+    " FROM calmon_label_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id"
+    " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
+    " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label"
+).bindparams(_NOW, bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+_PG_REPEATED_PENDING = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
+    " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
+    " WHERE NOT EXISTS (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+)
+_PG_UPSERT_PENDING = text(
+    "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
+    " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+    " ORDER BY s.client_id ON CONFLICT (model_id, client_id)"
+    " DO UPDATE SET label = excluded.label, received_at = excluded.received_at"
+).bindparams(_NOW)
 
 _HAS_PENDING = text("SELECT 1 FROM pending_labels WHERE model_id = :model_id LIMIT 1")
 
@@ -426,21 +564,32 @@ _UPSERT_PENDING = text(
 ).bindparams(_NOW)
 
 
-def _insert_staged(connection: Connection, params: dict[str, Any]) -> int:
-    """Insert the staged predictions whose id is new; returns how many.
+def _insert_partitioned(connection: Connection, params: dict[str, Any], days: set[date]) -> int:
+    """PostgreSQL: insert the staged predictions whose id is new, registry first; returns how
+    many.
 
-    On PostgreSQL a plain insert is tried first, in a savepoint: when every id is new (the
-    usual case) it costs about a quarter less than ``ON CONFLICT DO NOTHING``; a unique
-    violation rolls the savepoint back and the batch goes through ``ON CONFLICT``.
+    Each attempt runs in a savepoint: a plain insert first (every id new, the usual case),
+    then on a unique violation the ``ON CONFLICT`` form. An insert that finds a day without
+    its partition (this process believed it made, but the batch that made it rolled back, or
+    it was dropped since) makes it and tries once more.
     """
-    if connection.dialect.name == "postgresql":
+    statements = [_PG_INSERT_ALL_OR_FAIL, _PG_INSERT_NEW_ONLY]
+    retried = False
+    while statements:
         try:
             with connection.begin_nested():
-                return int(connection.execute(_INSERT_ALL_OR_FAIL, params).rowcount)
+                return int(connection.execute(statements[0], params).rowcount)
         except IntegrityError as exc:
-            if getattr(exc.orig, "sqlstate", None) != UNIQUE_VIOLATION:
+            state = getattr(exc.orig, "sqlstate", None)
+            if state == UNIQUE_VIOLATION and len(statements) == 2:
+                statements.pop(0)
+            elif state == CHECK_VIOLATION and not retried:
+                retried = True
+                forget(connection)
+                ensure_days(connection, days)
+            else:
                 raise
-    return int(connection.execute(_INSERT_NEW_ONLY, params).rowcount)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _disagreeing_copies(rows: Sequence[PredictionRow], ids: Sequence[str]) -> set[str]:
@@ -483,21 +632,59 @@ def ingest_predictions(
     if not rows:
         return PredictionsResult(new=0, duplicates=0, pending_labels_applied=0)
     connection = session.connection()
-    params = {"model_id": model.id, "now": now}
+    params: dict[str, Any] = {"model_id": model.id, "now": now}
+    if connection.dialect.name == "postgresql":
+        return _ingest_partitioned(connection, params, rows)
     _lock_model(connection, model.id, exclusive=False)
     _load_stage(connection, prediction_stage, rows)
-    new = _insert_staged(connection, params)
+    new = int(connection.execute(_INSERT_NEW_ONLY, params).rowcount)
     if new < len(rows):
         conflicting = connection.execute(_CONFLICTING_IDS, params).scalars().all()
-        if conflicting:
-            raise ConflictError(
-                "prediction_conflict",
-                _conflict_message(conflicting, rows),
-                [{"id": client_id} for client_id in conflicting],
-            )
+        _raise_conflicts(conflicting, rows)
     applied = 0
     if new and connection.execute(_HAS_PENDING, params).first() is not None:
         applied = connection.execute(_APPLY_PENDING, params).rowcount
+        connection.execute(_DROP_APPLIED_PENDING, params)
+    return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
+
+
+def _raise_conflicts(conflicting: Sequence[str], rows: Sequence[PredictionRow]) -> None:
+    if conflicting:
+        raise ConflictError(
+            "prediction_conflict",
+            _conflict_message(conflicting, rows),
+            [{"id": client_id} for client_id in conflicting],
+        )
+
+
+def _ingest_partitioned(
+    connection: Connection, params: dict[str, Any], rows: Sequence[PredictionRow]
+) -> PredictionsResult:
+    """:func:`ingest_predictions` on PostgreSQL: the partitions of the batch's days are made
+    if missing (before any lock of the batch), then ids go into the registry and rows into
+    their day partitions in one statement."""
+    seconds = [row[1].timestamp() for row in rows]
+    days = {_EPOCH_DAY + timedelta(days=int(s // 86_400)) for s in seconds}
+    ensure_days(connection, days)
+    _lock_model(connection, params["model_id"], exclusive=False)
+    _load_stage(connection, prediction_stage, rows)
+    new = _insert_partitioned(connection, params, days)
+    if new < len(rows):
+        lo, hi = connection.execute(_PG_STORED_RANGE, params).one()
+        if lo is not None:
+            conflicting = (
+                connection.execute(_PG_CONFLICTING_IDS, {**params, "lo": lo, "hi": hi})
+                .scalars()
+                .all()
+            )
+            _raise_conflicts(conflicting, rows)
+    applied = 0
+    if new and connection.execute(_HAS_PENDING, params).first() is not None:
+        bounds = {
+            "lo": datetime.fromtimestamp(min(seconds), UTC),
+            "hi": datetime.fromtimestamp(max(seconds), UTC),
+        }
+        applied = connection.execute(_PG_APPLY_PENDING, {**params, **bounds}).rowcount
         connection.execute(_DROP_APPLIED_PENDING, params)
     return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
 
@@ -510,21 +697,31 @@ def ingest_labels(
     if not latest:
         return LabelsResult(updated=0, unchanged=0, pending=[], pending_changed=0)
     connection = session.connection()
-    params = {"model_id": model.id, "now": now}
+    params: dict[str, Any] = {"model_id": model.id, "now": now}
+    partitioned = connection.dialect.name == "postgresql"
+    find_unknown = _PG_UNKNOWN_LABEL_IDS if partitioned else _UNKNOWN_LABEL_IDS
     _load_stage(connection, label_stage, list(latest.items()))
-    unknown = connection.execute(_UNKNOWN_LABEL_IDS, params).scalars().all()
+    unknown = connection.execute(find_unknown, params).scalars().all()
     if unknown:
         _lock_model(connection, model.id, exclusive=True)
-    if connection.dialect.name == "postgresql":
-        connection.execute(_LOCK_LABELLED, params)
-    updated = connection.execute(_UPDATE_LABELS, params).rowcount
+    if partitioned:
+        updated = 0
+        lo, hi = connection.execute(_PG_LABELLED_RANGE, params).one()
+        if lo is not None:
+            bounds = {**params, "lo": lo, "hi": hi}
+            connection.execute(_PG_LOCK_LABELLED, bounds)
+            updated = connection.execute(_PG_UPDATE_LABELS, bounds).rowcount
+    else:
+        updated = connection.execute(_UPDATE_LABELS, params).rowcount
     pending_changed = 0
     if unknown:
-        unknown = connection.execute(_UNKNOWN_LABEL_IDS, params).scalars().all()
+        unknown = connection.execute(find_unknown, params).scalars().all()
         if unknown:
-            repeated = connection.execute(_REPEATED_PENDING, params).scalar_one()
+            repeated = connection.execute(
+                _PG_REPEATED_PENDING if partitioned else _REPEATED_PENDING, params
+            ).scalar_one()
             pending_changed = len(unknown) - int(repeated)
-            connection.execute(_UPSERT_PENDING, params)
+            connection.execute(_PG_UPSERT_PENDING if partitioned else _UPSERT_PENDING, params)
     return LabelsResult(
         updated=updated,
         unchanged=len(latest) - updated - len(unknown),

@@ -1,26 +1,59 @@
 """Expiry of old data: predictions whose event time is older than the retention period.
 
-Deletion runs in bounded batches, each its own transaction, so that expiry never holds locks
-or a snapshot for long and can be interrupted at any point (the next run goes on). Pending
-labels older than the period (their prediction never came) go too, and so do the windows that
-ended by the cutoff (their state, results and stored scores), at most ``WINDOW_BATCH`` windows
-of a model per statement so that no statement grows with the backlog. ``docs/storage.md`` says
-how this becomes partition drops on a large PostgreSQL installation.
+On PostgreSQL, predictions go by whole day partitions: a day is expired once it ended by the
+cutoff (so a prediction outlives the period by less than a day). The partition is detached
+(renamed ``expired_predictions_yyyymmdd`` in the same short transaction, taken with a lock
+timeout so that it never queues long in front of ingestion), its ids are deleted from the
+registry ``prediction_keys`` in batches of ``KEY_BATCH_PAGES`` heap pages (a TID range scan,
+each batch its own transaction, at most ``KEY_EXPIRY_SECONDS`` of them per run), then it is
+dropped with one statement: time and WAL grow with the number of ids, never a ``DELETE`` of the
+rows. A run stopped by its budget or interrupted leaves a renamed table with its progress in
+the table's comment, and the next run goes on. The same run first makes the coming days' partitions
+(:func:`app.services.partitions.ensure_partitions`).
+
+On SQLite, deletion runs in bounded batches of rows, each its own transaction.
+
+Either way expiry never holds locks or a snapshot for long and can be interrupted at any point
+(the next run goes on). Pending labels older than the period (their prediction never came) go
+too, and so do the windows that ended by the cutoff (their state, results and stored scores),
+at most ``WINDOW_BATCH`` windows of a model per statement so that no statement grows with the
+backlog.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
+from psycopg import sql as pg_sql
 from sqlalchemy import bindparam, delete, select, text, union
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Model, UTCDateTime, WindowResult, WindowScores, WindowState
+from app.services.partitions import (
+    attached_days,
+    day_start,
+    ensure_partitions,
+    partition_name,
+)
 from app.windows import window_length
 
 DEFAULT_BATCH: Final = 50_000
+#: heap pages of an expired day partition whose ids one registry batch deletes (some 50,000)
+KEY_BATCH_PAGES: Final = 800
+#: seconds of registry deletes one retention run spends at most (then the next run goes on)
+KEY_EXPIRY_SECONDS: Final = 300.0
+_PROGRESS_TEXT: Final = "calmon: registry ids deleted below heap page "
+_PROGRESS = re.compile(r"^calmon: registry ids deleted below heap page (\d+)$")
+#: how long detaching a partition waits for its lock before giving up until the next run
+DETACH_LOCK_TIMEOUT: Final = "5s"
+EXPIRED_PREFIX: Final = "expired_"
+_EXPIRED = re.compile(r"^expired_predictions_\d{8}$")
+_DAY: Final = timedelta(days=1)
 #: windows of a model expired by one batch (three DELETEs with this many bound instants)
 WINDOW_BATCH: Final = 500
 
@@ -94,6 +127,151 @@ def expire_windows_batch(
     return len(starts)
 
 
+def _driver_execute(session: Session, statement: pg_sql.Composable, params: Any = None) -> int:
+    """Run a composed statement (identifiers quoted by psycopg) on the session's connection;
+    returns its row count."""
+    connection = session.connection()
+    driver: Any = connection.connection.driver_connection
+    result = connection.exec_driver_sql(statement.as_string(driver), params)
+    return int(result.rowcount)
+
+
+def detach_expired_days(session: Session, *, before: datetime) -> list[str]:
+    """PostgreSQL: detach the day partitions that ended at or before ``before`` and rename
+    them ``expired_predictions_yyyymmdd``; returns the new names. The caller commits soon:
+    detaching holds ``ACCESS EXCLUSIVE`` on ``predictions`` until then (``DETACH_LOCK_TIMEOUT``
+    bounds the wait for it)."""
+    connection = session.connection()
+    days = sorted(day for day in attached_days(connection) if day_start(day) + _DAY <= before)
+    if not days:
+        return []
+    session.execute(
+        text("SELECT set_config('lock_timeout', :timeout, true)"), {"timeout": DETACH_LOCK_TIMEOUT}
+    )
+    names = []
+    for day in days:
+        name = partition_name(day)
+        _driver_execute(
+            session,
+            pg_sql.SQL("ALTER TABLE predictions DETACH PARTITION {}").format(
+                pg_sql.Identifier(name)
+            ),
+        )
+        _driver_execute(
+            session,
+            pg_sql.SQL("ALTER TABLE {} RENAME TO {}").format(
+                pg_sql.Identifier(name), pg_sql.Identifier(EXPIRED_PREFIX + name)
+            ),
+        )
+        names.append(EXPIRED_PREFIX + name)
+    return names
+
+
+def expired_tables(session: Session) -> list[str]:
+    """PostgreSQL: detached day partitions still to drop (``expired_predictions_yyyymmdd``)."""
+    names = session.scalars(
+        text(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname LIKE 'expired_%'"
+            " AND relnamespace = current_schema()::regnamespace ORDER BY relname"
+        )
+    )
+    return [name for name in names if _EXPIRED.match(name)]
+
+
+def table_pages(session: Session, name: str) -> int:
+    """Heap pages of table ``name``."""
+    return int(
+        session.execute(
+            text(
+                "SELECT pg_relation_size(to_regclass(:name)) / current_setting('block_size')::int"
+            ),
+            {"name": name},
+        ).scalar_one()
+    )
+
+
+def expire_keys_batch(session: Session, *, table: str, first_page: int, pages: int) -> int:
+    """Delete from the registry the ids of the rows of ``table`` (an expired day) that lie in
+    heap pages ``[first_page, first_page + pages)``; returns how many."""
+    return _driver_execute(
+        session,
+        pg_sql.SQL(
+            "DELETE FROM prediction_keys k USING {} p"
+            " WHERE p.ctid >= %(lo)s::tid AND p.ctid < %(hi)s::tid"
+            " AND k.model_id = p.model_id AND k.client_id = p.client_id AND k.ts = p.ts"
+        ).format(pg_sql.Identifier(table)),
+        {"lo": f"({first_page},0)", "hi": f"({first_page + pages},0)"},
+    )
+
+
+def drop_expired_table(session: Session, *, table: str) -> None:
+    """Drop an expired day (one statement, whatever its size)."""
+    _driver_execute(session, pg_sql.SQL("DROP TABLE {}").format(pg_sql.Identifier(table)))
+
+
+def _progress(session: Session, table: str) -> int:
+    """Heap pages of an expired day whose ids are already out of the registry (kept in the
+    table's comment, written with each batch)."""
+    comment = session.execute(
+        text("SELECT obj_description(to_regclass(:name), 'pg_class')"), {"name": table}
+    ).scalar_one()
+    match = _PROGRESS.match(comment or "")
+    return int(match.group(1)) if match else 0
+
+
+def _set_progress(session: Session, table: str, page: int) -> None:
+    _driver_execute(
+        session,
+        pg_sql.SQL("COMMENT ON TABLE {} IS {}").format(
+            pg_sql.Identifier(table), pg_sql.Literal(f"{_PROGRESS_TEXT}{page}")
+        ),
+    )
+
+
+def expire_partitions(
+    session_factory: sessionmaker[Session],
+    *,
+    before: datetime,
+    pages: int = KEY_BATCH_PAGES,
+    budget: float = KEY_EXPIRY_SECONDS,
+) -> int:
+    """PostgreSQL: expire every day partition that ended by ``before`` (and go on with those
+    an earlier run detached); returns how many registry ids were deleted (the predictions of
+    the days dropped, when every day is finished).
+
+    Registry batches stop once ``budget`` seconds have passed (at least one batch runs), so a
+    run stays short whatever the size of a day; each batch records how far it got in the
+    table's comment, in its own transaction, and the next run goes on from there. A detach
+    that cannot get its lock within ``DETACH_LOCK_TIMEOUT`` is left to the next run.
+    """
+    began = time.monotonic()
+    with session_factory() as session:
+        try:
+            detach_expired_days(session, before=before)
+            session.commit()
+        except OperationalError:
+            session.rollback()
+        tables = expired_tables(session)
+        session.commit()
+    removed = 0
+    for table in tables:
+        with session_factory() as session:
+            total = table_pages(session, table)
+            first = _progress(session, table)
+        while first < total:
+            with session_factory() as session:
+                removed += expire_keys_batch(session, table=table, first_page=first, pages=pages)
+                first += pages
+                _set_progress(session, table, first)
+                session.commit()
+            if time.monotonic() - began >= budget:
+                return removed
+        with session_factory() as session:
+            drop_expired_table(session, table=table)
+            session.commit()
+    return removed
+
+
 def run_retention(
     session_factory: sessionmaker[Session],
     *,
@@ -101,17 +279,25 @@ def run_retention(
     retention_days: int,
     batch_size: int = DEFAULT_BATCH,
     window_batch: int = WINDOW_BATCH,
+    key_seconds: float = KEY_EXPIRY_SECONDS,
 ) -> RetentionResult:
-    """Expire everything older than ``retention_days`` before ``now``, batch by batch:
-    predictions (``batch_size`` per statement), windows (``window_batch``), pending labels."""
+    """Make the coming days' partitions (PostgreSQL), then expire everything older than
+    ``retention_days`` before ``now``, batch by batch: predictions (whole days on PostgreSQL,
+    ``batch_size`` rows per statement on SQLite), windows (``window_batch``), pending labels."""
+    with session_factory() as session:
+        ensure_partitions(session, now=now)
+        session.commit()
+        partitioned = session.get_bind().dialect.name == "postgresql"
     cutoff = retention_cutoff(now=now, retention_days=retention_days)
     if cutoff is None:
         return RetentionResult(cutoff=None, predictions=0, pending_labels=0)
     with session_factory() as session:
         models = list(session.execute(select(Model.id, Model.window).order_by(Model.id)))
     predictions = windows = 0
+    if partitioned:
+        predictions = expire_partitions(session_factory, before=cutoff, budget=key_seconds)
     for model_id, window in models:
-        while True:
+        while not partitioned:
             with session_factory() as session:
                 deleted = expire_predictions_batch(
                     session, model_id=model_id, before=cutoff, limit=batch_size

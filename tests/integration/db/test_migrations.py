@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -11,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
 from app.db import migrate
-from app.db.models import Base
+from app.db.models import Base, postgresql_metadata
 from app.db.session import create_db_engine
 from app.settings import Settings
 
@@ -38,36 +39,85 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     engine.dispose()
 
 
+def _partitions(engine: Engine) -> set[str]:
+    """PostgreSQL: tables that are partitions of another (days of ``predictions``, hash parts
+    of ``prediction_keys``)."""
+    if engine.dialect.name != "postgresql":
+        return set()
+    with engine.connect() as conn:
+        return set(
+            conn.execute(text("SELECT relname FROM pg_class WHERE relispartition")).scalars()
+        )
+
+
 def _tables(engine: Engine) -> set[str]:
-    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+    return set(inspect(engine).get_table_names()) - {"alembic_version"} - _partitions(engine)
+
+
+def _expected(engine: Engine) -> set[str]:
+    return TABLES | ({"prediction_keys"} if engine.dialect.name == "postgresql" else set())
 
 
 def test_up_down_up(engine: Engine) -> None:
     assert _tables(engine) == set()
     migrate.upgrade(engine)
-    assert _tables(engine) == TABLES
+    assert _tables(engine) == _expected(engine)
     with engine.connect() as conn:
         assert migrate.current_revision(conn) == migrate.head_revision()
     migrate.downgrade(engine, "base")
     assert _tables(engine) == set()
+    assert _partitions(engine) == set()
     with engine.connect() as conn:
         assert migrate.current_revision(conn) is None
     migrate.upgrade(engine)
-    assert _tables(engine) == TABLES
+    assert _tables(engine) == _expected(engine)
 
 
 def test_migrated_schema_matches_models(engine: Engine) -> None:
+    """Every table of the models, and on PostgreSQL the registry too; partitions are the
+    parents' business (their indexes and constraints are the parents')."""
     migrate.upgrade(engine)
+    partitions = _partitions(engine)
+    postgres = engine.dialect.name == "postgresql"
+
+    def include(name: str | None, kind: str, _parent: Any) -> bool:
+        return not (kind == "table" and (name in partitions or name == "prediction_keys"))
+
+    def include_object(item: Any, _name: str | None, kind: str, *_: Any) -> bool:
+        # PostgreSQL: predictions has no foreign key (a check per row; see docs/storage.md)
+        parent = getattr(getattr(item, "parent", None), "name", None)
+        return not (postgres and kind == "foreign_key_constraint" and parent == "predictions")
+
     with engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        context = MigrationContext.configure(
+            conn,
+            opts={
+                "compare_type": True,
+                "include_name": include,
+                "include_object": include_object,
+            },
+        )
         diff = compare_metadata(context, Base.metadata)
+        registry = MigrationContext.configure(
+            conn,
+            opts={
+                "compare_type": True,
+                "include_object": lambda _o, name, kind, _r, _c: (
+                    kind != "table" or name == "prediction_keys"
+                ),
+            },
+        )
+        registry_diff = compare_metadata(registry, postgresql_metadata) if postgres else []
     assert diff == []
+    assert registry_diff == []
+    foreign = inspect(engine).get_foreign_keys("predictions")
+    assert [key["referred_table"] for key in foreign] == ([] if postgres else ["models"])
 
 
 def test_upgrade_twice_is_a_no_op(engine: Engine) -> None:
     migrate.upgrade(engine)
     migrate.upgrade(engine)
-    assert _tables(engine) == TABLES
+    assert _tables(engine) == _expected(engine)
 
 
 def test_window_scores_are_stored_out_of_line_on_postgresql(postgres_database: str) -> None:
@@ -88,3 +138,72 @@ def test_window_scores_are_stored_out_of_line_on_postgresql(postgres_database: s
     finally:
         engine.dispose()
     assert storage == {"positives": "e", "negatives": "e"}
+
+
+_ROWS = text(
+    "SELECT model_id, client_id, ts, score, label, segment, received_at, labelled_at,"
+    " changed_at FROM predictions ORDER BY model_id, client_id"
+)
+
+
+def test_partitioning_moves_existing_rows_and_back(postgres_database: str) -> None:
+    """0002 -> 0003 with rows over several days: every row lands in its day's partition with
+    its registry entry; 0003 -> 0002 gives back the single keyed table with the same rows."""
+    engine = create_db_engine(Settings(database_url=postgres_database))
+    try:
+        migrate.upgrade(engine, "0002")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    'INSERT INTO models (name, score_kind, "window", threshold, pi0,'
+                    " reference_kind, reference_windows, grace_seconds, max_segments,"
+                    " created_at, updated_at) VALUES ('m', 'probability', '1h', 0.5, '[0.5]',"
+                    " 'trailing', 3, 0, 10, now(), now())"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO predictions SELECT 1, 'id-' || g,"
+                    " '2025-01-01T23:30:00Z'::timestamptz + g * interval '7 hours', g / 1000.0,"
+                    " CASE WHEN g % 3 = 0 THEN NULL ELSE g % 2 END,"
+                    " CASE WHEN g % 5 = 0 THEN 'eu' END, now(), NULL, now()"
+                    " FROM generate_series(1, 200) g"
+                )
+            )
+            before = conn.execute(_ROWS).all()
+            days = conn.execute(
+                text("SELECT count(DISTINCT (ts AT TIME ZONE 'UTC')::date) FROM predictions")
+            ).scalar_one()
+        migrate.upgrade(engine)
+        with engine.connect() as conn:
+            assert conn.execute(_ROWS).all() == before
+            placed = conn.execute(
+                text(
+                    "SELECT count(*) FROM predictions"
+                    " WHERE tableoid::regclass::text <> 'predictions_'"
+                    " || to_char(ts AT TIME ZONE 'UTC', 'YYYYMMDD')"
+                )
+            ).scalar_one()
+            assert placed == 0
+            holding = conn.execute(
+                text("SELECT count(DISTINCT tableoid) FROM predictions")
+            ).scalar_one()
+            assert holding == days
+            keys = conn.execute(
+                text(
+                    "SELECT count(*) FROM prediction_keys k JOIN predictions p"
+                    " USING (model_id, client_id, ts)"
+                )
+            ).scalar_one()
+            assert keys == len(before)
+        migrate.downgrade(engine, "0002")
+        with engine.connect() as conn:
+            assert conn.execute(_ROWS).all() == before
+            assert _partitions(engine) == set()
+        assert inspect(engine).get_pk_constraint("predictions")["constrained_columns"] == [
+            "model_id",
+            "client_id",
+        ]
+        assert "prediction_keys" not in _tables(engine)
+    finally:
+        engine.dispose()

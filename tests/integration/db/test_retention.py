@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import PendingLabel, Prediction, WindowResult, WindowScores, WindowState
+from app.db.models import Model, PendingLabel, Prediction, WindowResult, WindowScores, WindowState
 from app.db.session import create_db_engine, create_session_factory
 from app.services.ingest import ingest_labels, ingest_predictions
 from app.services.models import ModelConfig, put_model
@@ -18,6 +18,7 @@ from app.services.retention import retention_cutoff, run_retention
 from app.settings import Settings
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
+_TICK = timedelta(microseconds=1)
 
 
 @pytest.fixture
@@ -57,29 +58,44 @@ def test_retention_deletes_only_expired(sessions: sessionmaker[Session]) -> None
     assert len(_ids(sessions)) == 36
     result = run_retention(sessions, now=NOW, retention_days=10, batch_size=4)
     assert result.cutoff == NOW - timedelta(days=10)
-    # per model: age 10 at k = 1, 2 (older than the cutoff by k seconds), ages 11 and 400
-    assert result.predictions == 2 * (2 + 3 + 3)
+    # per model: ages 11 and 400, and on SQLite age 10 at k = 1, 2 (older than the cutoff by
+    # k seconds); PostgreSQL expires whole days, and the cutoff's day has not ended by then
+    boundary = {0, 1, 2} if _partitioned(sessions) else {0}
+    assert result.predictions == 2 * (3 - len(boundary) + 3 + 3)
     assert result.pending_labels == 1
     kept = _ids(sessions)
     assert kept == {
         f"{name}-{age}-{k}" for name in ("m1", "m2") for age in (0, 5, 9) for k in range(3)
-    } | {"m1-10-0", "m2-10-0"}
+    } | {f"{name}-10-{k}" for name in ("m1", "m2") for k in boundary}
     with sessions() as session:
         assert list(session.scalars(select(PendingLabel.client_id))) == ["recent"]
 
 
+def _partitioned(sessions: sessionmaker[Session]) -> bool:
+    return bool(sessions.kw["bind"].dialect.name == "postgresql")
+
+
 def test_boundary_is_exclusive(sessions: sessionmaker[Session]) -> None:
+    """Rows at the cutoff stay, older ones go; on PostgreSQL, where whole days go, the cutoff
+    is put at a midnight to see the same."""
     _seed(sessions)
-    cutoff = retention_cutoff(now=NOW, retention_days=10)
-    assert cutoff is not None
-    run_retention(sessions, now=NOW, retention_days=10)
+    now = NOW + timedelta(hours=12) if _partitioned(sessions) else NOW
+    with sessions() as session:
+        model = session.scalars(select(Model).where(Model.name == "m1")).one()
+        edge = now - timedelta(days=10)
+        rows = [("edge-at", edge, 0.5, None, None), ("edge-before", edge - _TICK, 0.5, None, None)]
+        ingest_predictions(session, model=model, rows=rows, now=NOW)
+        session.commit()
+    cutoff = retention_cutoff(now=now, retention_days=10)
+    assert cutoff == edge
+    run_retention(sessions, now=now, retention_days=10)
     with sessions() as session:
         oldest = session.scalar(select(func.min(Prediction.ts)))
     assert oldest is not None
     assert oldest >= cutoff
     assert oldest == cutoff
-    assert "m1-10-0" in _ids(sessions)
-    assert "m1-10-1" not in _ids(sessions)
+    assert "edge-at" in _ids(sessions)
+    assert "edge-before" not in _ids(sessions)
 
 
 def test_retention_zero_keeps_everything(sessions: sessionmaker[Session]) -> None:

@@ -1,0 +1,381 @@
+"""PostgreSQL day partitions: made ahead and on demand (also by two writers at once), ids
+unique across days through the registry, labels found in any day, whole days expired."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, func, select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import migrate
+from app.db.models import Model, Prediction, prediction_keys
+from app.db.session import create_db_engine, create_session_factory
+from app.scheduler.planning import fingerprint
+from app.services.errors import ConflictError
+from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
+from app.services.models import ModelConfig, put_model
+from app.services.partitions import (
+    AHEAD_DAYS,
+    attached_days,
+    ensure_days,
+    ensure_partitions,
+    forget,
+    partition_name,
+)
+from app.services.references import load_rows
+from app.services.retention import (
+    detach_expired_days,
+    expire_partitions,
+    expired_tables,
+    run_retention,
+)
+from app.settings import Settings
+
+NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def engine(postgres_database: str) -> Iterator[Engine]:
+    engine = create_db_engine(Settings(database_url=postgres_database))
+    migrate.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sessions(engine: Engine) -> sessionmaker[Session]:
+    return create_session_factory(engine)
+
+
+def _model(sessions: sessionmaker[Session], name: str = "m") -> Model:
+    with sessions() as session:
+        model, _ = put_model(session, name=name, config=ModelConfig(), now=NOW, max_models=10)
+        session.commit()
+        return model
+
+
+def _days(engine: Engine) -> set[date]:
+    with engine.connect() as conn:
+        return attached_days(conn)
+
+
+def _rows(prefix: str, moment: datetime, n: int) -> list[PredictionRow]:
+    return [(f"{prefix}-{k}", moment + timedelta(seconds=k), 0.25, None, None) for k in range(n)]
+
+
+def test_scheduler_upkeep_makes_today_and_the_next_days(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    later = NOW + timedelta(days=400)
+    with sessions() as session:
+        made = ensure_partitions(session, now=later)
+        session.commit()
+    first = later.date()
+    wanted = {first + timedelta(days=k) for k in range(AHEAD_DAYS + 1)}
+    assert set(made) == wanted
+    assert wanted <= _days(engine)
+    with sessions() as session:
+        forget(session.connection())
+        assert ensure_partitions(session, now=later) == []
+
+
+def test_two_writers_make_a_new_day_together(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    """Both miss the day in their cache; one makes it, the other waits and finds it; ids
+    both send are stored once."""
+    model = _model(sessions)
+    day = datetime(2024, 2, 29, 6, tzinfo=UTC)
+    assert day.date() not in _days(engine)
+    barrier = threading.Barrier(2)
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def write(first: int) -> None:
+        rows = [
+            (f"id-{k}", day + timedelta(seconds=k), 0.5, None, None)
+            for k in range(first, first + 600)
+        ]
+        try:
+            with sessions() as session:
+                forget(session.connection())
+                barrier.wait(timeout=10)
+                result = ingest_predictions(session, model=model, rows=rows, now=NOW)
+                session.commit()
+                results.append(result.new)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(first,)) for first in (0, 300)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sum(results) == 900
+    assert day.date() in _days(engine)
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Prediction)) == 900
+        assert session.scalar(select(func.count()).select_from(prediction_keys)) == 900
+
+
+def test_an_id_is_unique_across_days_and_labels_find_any_day(
+    sessions: sessionmaker[Session],
+) -> None:
+    model = _model(sessions)
+    first = datetime(2025, 1, 1, 1, tzinfo=UTC)
+    with sessions() as session:
+        ingest_predictions(session, model=model, rows=[("x", first, 0.5, None, None)], now=NOW)
+        session.commit()
+    with sessions() as session:
+        other_day = [("x", first + timedelta(days=30), 0.5, None, None)]
+        with pytest.raises(ConflictError) as caught:
+            ingest_predictions(session, model=model, rows=other_day, now=NOW)
+        assert caught.value.details == [{"id": "x"}]
+        session.rollback()
+    with sessions() as session:
+        again = ingest_predictions(
+            session, model=model, rows=[("x", first, 0.5, None, None)], now=NOW
+        )
+        assert (again.new, again.duplicates) == (0, 1)
+        labelled = ingest_labels(session, model=model, labels=[{"id": "x", "label": 1}], now=NOW)
+        session.commit()
+    assert (labelled.updated, labelled.pending) == (1, [])
+    with sessions() as session:
+        assert session.scalar(select(Prediction.label).where(Prediction.client_id == "x")) == 1
+
+
+def test_a_pending_label_reaches_a_back_filled_day(sessions: sessionmaker[Session]) -> None:
+    model = _model(sessions)
+    old = datetime(2023, 7, 4, tzinfo=UTC)
+    with sessions() as session:
+        ingest_labels(session, model=model, labels=[{"id": "late", "label": 0}], now=NOW)
+        session.commit()
+    with sessions() as session:
+        result = ingest_predictions(
+            session, model=model, rows=[("late", old, 0.5, None, None)], now=NOW
+        )
+        session.commit()
+    assert result.pending_labels_applied == 1
+    with sessions() as session:
+        assert session.scalar(select(Prediction.label).where(Prediction.client_id == "late")) == 0
+
+
+def test_a_rolled_back_day_is_made_again(engine: Engine, sessions: sessionmaker[Session]) -> None:
+    """The process remembers a day it made in a batch that then rolled back; the next batch
+    of that day finds it missing and makes it."""
+    model = _model(sessions)
+    day = datetime(2022, 5, 5, tzinfo=UTC)
+    with sessions() as session:
+        ingest_predictions(session, model=model, rows=_rows("a", day, 3), now=NOW)
+        session.rollback()
+    assert day.date() not in _days(engine)
+    with sessions() as session:
+        result = ingest_predictions(session, model=model, rows=_rows("b", day, 3), now=NOW)
+        session.commit()
+    assert result.new == 3
+    assert day.date() in _days(engine)
+
+
+def _fill_day(engine: Engine, model_id: int, day: date, n: int) -> None:
+    """``n`` predictions of one day, written in bulk (registry too)."""
+    with engine.begin() as conn:
+        ensure_days(conn, [day])
+        conn.execute(
+            text(
+                "WITH k AS (INSERT INTO prediction_keys SELECT :m, 'bulk-' || g,"
+                " CAST(:day AS timestamptz) + g * interval '1 ms' FROM generate_series(1, :n) g)"
+                " INSERT INTO predictions SELECT :m, 'bulk-' || g,"
+                " CAST(:day AS timestamptz) + g * interval '1 ms', 0.5, NULL, NULL, now(),"
+                " NULL, now() FROM generate_series(1, :n) g"
+            ),
+            {"m": model_id, "day": day.isoformat() + "T00:00:00Z", "n": n},
+        )
+
+
+def test_an_expired_day_goes_with_one_drop_whatever_its_rows(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    model = _model(sessions)
+    old = date(2026, 1, 2)
+    with sessions() as session:
+        ingest_predictions(
+            session, model=model, rows=_rows("kept", NOW - timedelta(days=1), 5), now=NOW
+        )
+        ingest_predictions(
+            session, model=model, rows=_rows("old", datetime(2026, 1, 2, tzinfo=UTC), 1), now=NOW
+        )
+        session.commit()
+    _fill_day(engine, model.id, old, 40_000)
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        result = run_retention(sessions, now=NOW, retention_days=30)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert result.predictions == 40_001
+    assert old not in _days(engine)
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(prediction_keys)) == 5
+        assert session.scalar(select(func.count()).select_from(Prediction)) == 5
+        assert expired_tables(session) == []
+        # the expired id is free again
+        again = ingest_predictions(
+            session, model=model, rows=_rows("old", datetime(2026, 1, 2, tzinfo=UTC), 1), now=NOW
+        )
+        assert again.new == 1
+        session.rollback()
+    expired = "expired_" + partition_name(old)
+    drops = [s for s in statements if s.lstrip().upper().startswith("DROP")]
+    assert drops == [f'DROP TABLE "{expired}"']
+    deletes = [s for s in statements if s.lstrip().upper().startswith("DELETE")]
+    # the rows themselves are never deleted, only their ids, a few batches of pages
+    assert all(s.startswith("DELETE FROM prediction_keys") for s in deletes if expired in s)
+    assert not [s for s in deletes if "FROM predictions" in s]
+    assert 1 <= len([s for s in deletes if expired in s]) <= 2
+    with engine.connect() as conn:
+        assert (
+            conn.execute(
+                text("SELECT to_regclass(:name)"), {"name": "expired_" + partition_name(old)}
+            ).scalar_one()
+            is None
+        )
+
+
+def test_an_interrupted_expiry_is_finished_by_the_next_run(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    model = _model(sessions)
+    old = date(2026, 1, 3)
+    _fill_day(engine, model.id, old, 2_000)
+    with sessions() as session:
+        assert detach_expired_days(session, before=NOW - timedelta(days=30)) == [
+            "expired_" + partition_name(old)
+        ]
+        session.commit()
+    with sessions() as session:
+        assert expired_tables(session) == ["expired_" + partition_name(old)]
+    result = run_retention(sessions, now=NOW, retention_days=30)
+    assert result.predictions == 2_000
+    with sessions() as session:
+        assert expired_tables(session) == []
+        assert session.scalar(select(func.count()).select_from(prediction_keys)) == 0
+
+
+def _relations(plan: Any) -> set[str]:
+    """Every relation a JSON plan reads or writes."""
+    found: set[str] = set()
+    if isinstance(plan, dict):
+        if "Relation Name" in plan:
+            found.add(str(plan["Relation Name"]))
+        for value in plan.values():
+            found |= _relations(value)
+    elif isinstance(plan, list):
+        for item in plan:
+            found |= _relations(item)
+    return found
+
+
+class PlanRecorder:
+    """Plans (``EXPLAIN``, not run) of the statements an engine executes that name
+    ``predictions``, made on the same connection with the same parameters just before each
+    runs: the day partitions each one would touch."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.plans: list[tuple[str, set[str]]] = []
+
+    def __enter__(self) -> PlanRecorder:
+        event.listen(self.engine, "before_cursor_execute", self._explain)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._explain)
+
+    def _explain(
+        self, _conn: object, cursor: Any, statement: str, parameters: Any, *_: object
+    ) -> None:
+        words = statement.lstrip().split(None, 1)
+        if " predictions " not in f" {statement} ".replace("\n", " ") or words[0].upper() not in {
+            "SELECT",
+            "UPDATE",
+            "WITH",
+        }:
+            return
+        with cursor.connection.cursor() as explain:
+            explain.execute("EXPLAIN (FORMAT JSON) " + statement, parameters)
+            plan = explain.fetchone()[0]
+        days = {name for name in _relations(plan) if name.startswith("predictions_")}
+        self.plans.append((statement, days))
+
+    def days(self, needle: str) -> list[set[str]]:
+        """Partitions touched by each recorded statement that contains ``needle``."""
+        return [days for statement, days in self.plans if needle in statement]
+
+
+def test_reads_and_label_updates_touch_only_their_days(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    model = _model(sessions)
+    days = [datetime(2026, 2, d, tzinfo=UTC) for d in (1, 2, 3, 4)]
+    with sessions() as session:
+        for k, day in enumerate(days):
+            rows = [
+                (f"d{k}-{j}", day + timedelta(hours=j % 24, minutes=j), 0.5, j % 2, None)
+                for j in range(48)
+            ]
+            ingest_predictions(session, model=model, rows=rows, now=NOW)
+        session.commit()
+    names = [partition_name(day.date()) for day in days]
+    hour = timedelta(hours=1)
+    with sessions() as session, PlanRecorder(engine) as plans:
+        load_rows(session, model=model, start=days[1] + hour, end=days[1] + 2 * hour)
+        load_rows(session, model=model, start=days[2] - hour, end=days[2] + hour, label=1)
+        fingerprint(session, model_id=model.id, start=days[3], end=days[3] + hour, since=NOW - hour)
+        reads = plans.days("array_send")
+        counted = plans.days("count(*) FILTER")
+        ingest_labels(session, model=model, labels=[{"id": "d0-3", "label": 1}], now=NOW)
+        ingest_labels(
+            session,
+            model=model,
+            labels=[{"id": "d1-3", "label": 0}, {"id": "d2-3", "label": 0}],
+            now=NOW,
+        )
+        updates = plans.days("UPDATE predictions")
+        session.rollback()
+    assert reads == [{names[1]}, {names[1], names[2]}]
+    assert counted[-1] == {names[3]}
+    assert updates == [{names[0]}, {names[1], names[2]}]
+
+
+def test_registry_expiry_stops_at_its_budget_and_the_next_run_goes_on(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    """With no time budget each run deletes one batch of pages and records how far it got;
+    the runs together delete every id once and then drop the day."""
+    model = _model(sessions)
+    old = date(2026, 1, 4)
+    _fill_day(engine, model.id, old, 3_000)
+    removed: list[int] = []
+    for _ in range(40):
+        removed.append(
+            expire_partitions(sessions, before=NOW - timedelta(days=30), pages=4, budget=0.0)
+        )
+        with sessions() as session:
+            if not expired_tables(session):
+                break
+    assert len(removed) > 3
+    assert all(count > 0 for count in removed[:-1])
+    assert sum(removed) == 3_000
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(prediction_keys)) == 0
+    assert old not in _days(engine)
