@@ -32,9 +32,9 @@ import psycopg
 from psycopg import sql
 
 from app.db import migrate
+from app.db.partitions import ensure_days, partition_name
 from app.db.session import create_db_engine, create_session_factory
 from app.services.models import ModelConfig, put_model
-from app.services.partitions import ensure_days, partition_name
 from app.services.retention import run_retention
 from app.settings import Settings
 

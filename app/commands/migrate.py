@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
     from app.commands.common import load_settings
     from app.db import migrate
+    from app.db.partitions import prepare_partitions
     from app.db.session import create_db_engine
-    from app.services.partitions import prepare_partitions
 
     settings = load_settings("migrate")
     if settings is None:

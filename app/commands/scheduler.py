@@ -148,8 +148,8 @@ def _run_with(
     args: argparse.Namespace, *, settings: Settings, engine: Engine, stop: threading.Event
 ) -> int:
     from app.db import migrate
+    from app.db.partitions import prepare_partitions
     from app.scheduler.runner import WindowScheduler
-    from app.services.partitions import prepare_partitions
 
     revision = wait_for_database(engine, stop=stop, wait=not args.once)
     if revision != migrate.head_revision():

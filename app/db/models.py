@@ -112,7 +112,7 @@ class Prediction(Base):
     finds windows to recompute through the ``(model_id, changed_at)`` index.
 
     On PostgreSQL the table is range-partitioned by ``ts``, one partition per UTC day
-    (:mod:`app.services.partitions`), with both indexes local, no unique index (the key is
+    (:mod:`app.db.partitions`), with both indexes local, no unique index (the key is
     kept unique by :data:`prediction_keys`) and no foreign key (a check per inserted row;
     ingestion writes only for a model it holds locked). SQLite keeps one table with this
     primary key and foreign key.
@@ -311,9 +311,9 @@ class WindowScores(Base):
 @event.listens_for(Prediction, "before_insert")
 def _make_partition(_mapper: Any, connection: Connection, target: Prediction) -> None:
     """On PostgreSQL, make the day partition of a prediction stored through the ORM if it is
-    missing (ingestion makes those of a batch itself; see :mod:`app.services.partitions`)."""
+    missing (ingestion makes those of a batch itself; see :mod:`app.db.partitions`)."""
     if connection.dialect.name != "postgresql":
         return
-    from app.services.partitions import ensure_days, utc_day
+    from app.db.partitions import ensure_days, utc_day
 
     ensure_days(connection, [utc_day(target.ts)])

@@ -60,9 +60,9 @@ from sqlalchemy.schema import CreateTable
 from typing_extensions import TypedDict
 
 from app.db.models import Model, UTCDateTime
+from app.db.partitions import ensure_days, forget
 from app.names import SEGMENT_PATTERN
 from app.services.errors import ConflictError
-from app.services.partitions import ensure_days, forget
 from app.windows import iso
 
 MAX_BATCH: Final = 10_000

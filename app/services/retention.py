@@ -9,7 +9,7 @@ each batch its own transaction, at most ``KEY_EXPIRY_SECONDS`` of them per run),
 dropped with one statement: time and WAL grow with the number of ids, never a ``DELETE`` of the
 rows. A run stopped by its budget or interrupted leaves a renamed table with its progress in
 the table's comment, and the next run goes on. The same run first makes the coming days' partitions
-(:func:`app.services.partitions.ensure_partitions`).
+(:func:`app.db.partitions.ensure_partitions`).
 
 On SQLite, deletion runs in bounded batches of rows, each its own transaction.
 
@@ -34,7 +34,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Model, UTCDateTime, WindowResult, WindowScores, WindowState
-from app.services.partitions import (
+from app.db.partitions import (
     attached_days,
     day_start,
     ensure_partitions,

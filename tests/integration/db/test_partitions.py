@@ -14,12 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import migrate
 from app.db.models import Model, Prediction, prediction_keys
-from app.db.session import create_db_engine, create_session_factory
-from app.scheduler.planning import fingerprint
-from app.services.errors import ConflictError
-from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
-from app.services.models import ModelConfig, put_model
-from app.services.partitions import (
+from app.db.partitions import (
     AHEAD_DAYS,
     attached_days,
     ensure_days,
@@ -27,6 +22,11 @@ from app.services.partitions import (
     forget,
     partition_name,
 )
+from app.db.session import create_db_engine, create_session_factory
+from app.scheduler.planning import fingerprint
+from app.services.errors import ConflictError
+from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
+from app.services.models import ModelConfig, put_model
 from app.services.references import load_rows
 from app.services.retention import (
     detach_expired_days,
