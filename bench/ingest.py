@@ -59,7 +59,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -80,6 +79,7 @@ from app.services.ingest import (
 )
 from app.services.models import get_model
 from app.settings import Settings
+from bench.scratch import create_scratch, drop_scratch
 
 RATE_TARGET = 80_000
 RATIO_TARGET = 0.5
@@ -547,10 +547,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()
 
-    name = f"calmon_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(args.postgres, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    libpq_url = f"{args.postgres.rpartition('/')[0]}/{name}"
+    name, libpq_url = create_scratch(args.postgres)
     url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
     log = Path(tempfile.mkdtemp(prefix="calmon-bench-")) / "api.log"
     api: subprocess.Popen[bytes] | None = None
@@ -702,10 +699,7 @@ def main() -> None:
             api.kill()
             api.wait()
         if not args.keep:
-            with psycopg.connect(args.postgres, autocommit=True) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+            drop_scratch(name, args.postgres)
             shutil.rmtree(log.parent, ignore_errors=True)
 
 

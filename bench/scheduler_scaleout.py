@@ -38,24 +38,20 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
 import psycopg
-from psycopg import sql
 
 from app.db import migrate
 from app.db.session import create_db_engine, create_session_factory
 from app.services.models import ModelConfig, ReferenceConfig, put_model
 from app.settings import Settings
+from bench.scratch import create_scratch, drop_scratch
 
 HERE = Path(__file__).resolve().parent
-ADMIN_URL = os.environ.get(
-    "CALMON_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 TIMEOUT = 3600.0
 #: CALMON_SCHEDULER_SCAN_MARGIN of the run: after a bulk load, every loaded row is re-read by
 #: each scan for a margin (``docs/scheduler.md``); the back-fill starts a margin after the load
@@ -175,11 +171,7 @@ def main() -> None:
     counts = [int(value) for value in args.processes.split(",")]
     copies = _windows_bench()
 
-    name = f"calmon_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    base, _, _ = ADMIN_URL.rpartition("/")
-    libpq_url = f"{base}/{name}"
+    name, libpq_url = create_scratch()
     url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
     settings = Settings(database_url=url, retention_days=0)
     engine = create_db_engine(settings)
@@ -243,10 +235,7 @@ def main() -> None:
     finally:
         engine.dispose()
         if not args.keep:
-            with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-                admin.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+            drop_scratch(name)
 
 
 if __name__ == "__main__":

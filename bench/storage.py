@@ -22,14 +22,11 @@ The scratch database is dropped at the end (``--keep`` keeps it).
 from __future__ import annotations
 
 import argparse
-import os
 import time
-import uuid
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from app.db import migrate
 from app.db.partitions import ensure_days, partition_name
@@ -37,10 +34,8 @@ from app.db.session import create_db_engine, create_session_factory
 from app.services.models import ModelConfig, put_model
 from app.services.retention import run_retention
 from app.settings import Settings
+from bench.scratch import create_scratch, drop_scratch
 
-ADMIN_URL = os.environ.get(
-    "CALMON_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 DAY = date(2026, 1, 5)
 CHUNK = 1_000_000
 SCAN = (
@@ -74,10 +69,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=400, help="partitions for the scan")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    name = f"calmon_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    libpq_url = f"{ADMIN_URL.rpartition('/')[0]}/{name}"
+    name, libpq_url = create_scratch()
     engine = create_db_engine(
         Settings(database_url=libpq_url.replace("postgresql://", "postgresql+psycopg://", 1))
     )
@@ -158,10 +150,7 @@ def main() -> None:
     finally:
         engine.dispose()
         if not args.keep:
-            with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-                admin.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+            drop_scratch(name)
 
 
 if __name__ == "__main__":

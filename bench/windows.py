@@ -29,16 +29,13 @@ The scratch database is dropped at the end (``--keep`` keeps it).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
-from psycopg import sql
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.arrays import FloatArray
@@ -53,6 +50,7 @@ from app.services.models import ModelConfig, ReferenceConfig, put_model
 from app.services.references import ALL, Reference, ReferenceCache, load_rows, references_for
 from app.services.windows import all_sorted, compute_window, evaluate_segment
 from app.settings import Settings
+from bench.scratch import create_scratch, drop_scratch
 
 PRIOR = 0.01
 #: Shares of unlabelled predictions at which the label-free estimate is timed.
@@ -60,9 +58,6 @@ UNLABELLED = (0.0, 0.5, 0.9)
 WINDOW = timedelta(hours=1)
 FIRST = datetime(2026, 1, 5, tzinfo=UTC)
 PG_EPOCH_US = 946_684_800 * 1_000_000
-ADMIN_URL = os.environ.get(
-    "CALMON_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 
 
 def _copy_body(model_id: int, start: datetime, rows: int, segments: int, seed: int) -> bytes:
@@ -217,11 +212,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()
 
-    name = f"calmon_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    base, _, _ = ADMIN_URL.rpartition("/")
-    libpq_url = f"{base}/{name}"
+    name, libpq_url = create_scratch()
     url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
     settings = Settings(database_url=url, retention_days=0)
     engine = create_db_engine(settings)
@@ -356,10 +347,7 @@ def main() -> None:
     finally:
         engine.dispose()
         if not args.keep:
-            with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-                admin.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+            drop_scratch(name)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import TYPE_CHECKING
 
@@ -24,3 +25,21 @@ def load_settings(command: str) -> Settings | None:
         return None
     configure_logging(settings.log_level)
     return settings
+
+
+def http_url(text: str) -> str:
+    """argparse type: an http(s) root URL, without its trailing slash."""
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
+    return text.rstrip("/")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value

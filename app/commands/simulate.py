@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
+from app.commands.common import http_url, positive_int
 from app.windows import WINDOW_SECONDS, iso
 
 if TYPE_CHECKING:
@@ -33,26 +34,10 @@ ratio moved and whether the model got worse, beside the true values.
 """
 
 
-def _url(text: str) -> str:
-    if not text.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
-    return text.rstrip("/")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
 def _batch_size(text: str) -> int:
     from app.services.ingest import MAX_BATCH
 
-    value = _positive(text)
+    value = positive_int(text)
     if value > MAX_BATCH:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH}: {text!r}")
     return value
@@ -91,7 +76,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument(
-        "--url", required=True, type=_url, help="root URL of the server, e.g. http://127.0.0.1:8000"
+        "--url",
+        required=True,
+        type=http_url,
+        help="root URL of the server, e.g. http://127.0.0.1:8000",
     )
     parser.add_argument(
         "--model",
@@ -109,11 +97,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--window", choices=list(WINDOW_SECONDS), default="5m", help="window length (default 5m)"
     )
     parser.add_argument(
-        "--windows-per-phase", type=_positive, default=4, metavar="N", help="default 4"
+        "--windows-per-phase", type=positive_int, default=4, metavar="N", help="default 4"
     )
     parser.add_argument(
         "--per-window",
-        type=_positive,
+        type=positive_int,
         default=20_000,
         metavar="N",
         help="predictions per window (default 20000)",
@@ -141,7 +129,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--concurrency",
-        type=_positive,
+        type=positive_int,
         default=2,
         metavar="N",
         help="requests in flight (default 2)",

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from app.commands.common import http_url, positive_int
+
 if TYPE_CHECKING:
     import httpx
 
@@ -24,7 +26,8 @@ DEFAULT_URL: Final = "http://127.0.0.1:8000"
 DEFAULT_METRIC: Final = "average_precision"
 DEFAULT_LAST: Final = 24
 PAGE: Final = 1000
-#: the metrics of a window record's ``regular`` (app.metrics.evaluation.REGULAR_METRICS)
+#: the metrics of a window record's ``regular``: app.metrics.evaluation.REGULAR_METRICS, spelt
+#: out so that the command line starts without NumPy (a unit test keeps the two equal)
 METRICS: Final = (
     "precision",
     "f1",
@@ -72,22 +75,6 @@ the table shows what is stored. Exit status: 0, 1 when the server cannot be reac
 """
 
 
-def _url(text: str) -> str:
-    if not text.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
-    return text.rstrip("/")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon windows`."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -98,7 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--last",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_LAST,
         metavar="N",
         help=f"the N most recent windows (default {DEFAULT_LAST})",
@@ -112,7 +99,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--url",
-        type=_url,
+        type=http_url,
         default=DEFAULT_URL,
         help=f"root URL of the server (default {DEFAULT_URL})",
     )

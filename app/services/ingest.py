@@ -490,49 +490,6 @@ _UNKNOWN_LABEL_IDS = text(
     " ORDER BY s.client_id"
 )
 
-_UPDATE_LABELS = text(
-    "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
-    " FROM calmon_label_stage s JOIN prediction_keys k"
-    " ON k.model_id = :model_id AND k.client_id = s.client_id"
-    " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
-    " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label"
-).bindparams(_NOW, bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
-_PG_REPEATED_PENDING = text(
-    "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
-    " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
-    " WHERE NOT EXISTS (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
-    " AND k.client_id = s.client_id)"
-)
-_PG_UPSERT_PENDING = text(
-    "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
-    " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
-    " (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
-    " AND k.client_id = s.client_id)"
-    " ORDER BY s.client_id ON CONFLICT (model_id, client_id)"
-    " DO UPDATE SET label = excluded.label, received_at = excluded.received_at"
-).bindparams(_NOW)
-
-_HAS_PENDING = text("SELECT 1 FROM pending_labels WHERE model_id = :model_id LIMIT 1")
-
-_APPLY_PENDING = text(
-    "UPDATE predictions SET label = pl.label, labelled_at = pl.received_at, changed_at = :now"
-    " FROM pending_labels pl"
-    " WHERE pl.model_id = :model_id AND predictions.model_id = :model_id"
-    " AND predictions.client_id = pl.client_id AND predictions.label IS NULL"
-    " AND pl.client_id IN (SELECT client_id FROM calmon_prediction_stage)"
-).bindparams(_NOW)
-
-_DROP_APPLIED_PENDING = text(
-    "DELETE FROM pending_labels WHERE model_id = :model_id"
-    " AND client_id IN (SELECT client_id FROM calmon_prediction_stage)"
-)
-
-_UNKNOWN_LABEL_IDS = text(
-    "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
-    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
-    " ORDER BY s.client_id"
-)
-
 #: the batch's stored predictions, locked in id order before they are updated (an ``UPDATE …
 #: FROM`` locks rows in the order of its join, which differs between batches)
 _LOCK_LABELLED = text(

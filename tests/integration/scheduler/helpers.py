@@ -9,17 +9,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.arrays import FloatArray, Int8Array
 from app.db.models import Model, WindowResult, WindowState
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int8]
 
 
 @dataclass
@@ -29,7 +26,7 @@ class Batch:
     items: list[dict[str, Any]]
     ts: list[datetime]
     scores: FloatArray
-    labels: IntArray
+    labels: Int8Array
     segments: list[str | None]
 
     def where(self, start: datetime, end: datetime, segment: str | None = None) -> Batch:
@@ -47,7 +44,7 @@ class Batch:
             segments=[self.segments[i] for i in keep],
         )
 
-    def labelled(self) -> tuple[FloatArray, IntArray]:
+    def labelled(self) -> tuple[FloatArray, Int8Array]:
         """Scores and labels of the labelled predictions (label -1 = none)."""
         mask = self.labels >= 0
         return self.scores[mask], self.labels[mask]
