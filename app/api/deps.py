@@ -3,20 +3,24 @@
 Scopes: ``read`` (GET models and windows), ``write`` (predictions and labels), ``admin`` (PUT
 models, recompute) which implies ``read`` and ``write``. A bearer token is compared with every
 configured token in constant time. With no token configured every request is allowed (the
-commands then only bind loopback addresses).
+commands then only bind loopback addresses). Routes declare their scope with
+``Security(authorize, scopes=[...])`` over :data:`bearer` (FastAPI's ``HTTPBearer``), so the
+OpenAPI document names the scheme and the scope of each operation.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Annotated, Final
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
 from sqlalchemy.orm import Session
 
 from app.api.errors import ApiError
 from app.api.middleware import remember_body
+from app.api.openapi import BEARER
 from app.api.ratelimit import RateLimiter
 from app.db.models import Model
 from app.db.session import session_deadline
@@ -32,6 +36,16 @@ IMPLIED_SCOPES: Final[dict[str, frozenset[str]]] = {
 JSON_MEDIA_TYPES: Final = frozenset({"application/json"})
 #: seconds a request's database work may run past the statement timeout before it is cut
 REQUEST_DEADLINE_MARGIN: Final = 2.0
+
+#: the bearer credential of every ``/v1`` route; absent or malformed, it is None and
+#: :func:`authorize` answers (tokens may not be configured, so the scheme is optional)
+bearer: Final = HTTPBearer(
+    auto_error=False,
+    scheme_name=BEARER,
+    description="a token of `CALMON_API_TOKENS`, with the scope the route needs (`read`, "
+    "`write` or `admin`); without configured tokens the API is open and listens on loopback "
+    "only",
+)
 
 
 def get_app_settings(request: Request) -> Settings:
@@ -85,28 +99,35 @@ def _check_rate(request: Request, key: int) -> None:
         )
 
 
-def require_scope(scope: str) -> Callable[[Request], None]:
-    """A dependency that lets the request through only with a token holding ``scope``."""
+def authorize(
+    request: Request,
+    security_scopes: SecurityScopes,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> None:
+    """Let the request through only with a token holding the scope of its route (the one scope
+    of ``Security(authorize, scopes=[...])``); with no token configured, let every request
+    through. A ``write`` request also counts against its token's write rate.
 
-    def check(request: Request) -> None:
-        tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
-        if not tokens:
-            if scope == "write":
-                _check_rate(request, -1)
-            return
-        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-        challenge = {"WWW-Authenticate": 'Bearer realm="calmon"'}
-        if scheme.lower() != "bearer" or not credential.strip():
-            raise ApiError(401, "unauthorized", "a bearer token is required", headers=challenge)
-        position, scopes = matched_token(tokens, credential.strip().encode())
-        if not scopes:
-            raise ApiError(401, "unauthorized", "unknown bearer token", headers=challenge)
-        if scope not in scopes:
-            raise ApiError(403, "forbidden", f"this token lacks the {scope!r} scope")
+    401 with ``WWW-Authenticate`` for a missing, malformed or unknown token; 403 for a known
+    token without the scope.
+    """
+    (scope,) = security_scopes.scopes
+    tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
+    if not tokens:
         if scope == "write":
-            _check_rate(request, position)
-
-    return check
+            _check_rate(request, -1)
+        return
+    challenge = {"WWW-Authenticate": 'Bearer realm="calmon"'}
+    credential = credentials.credentials.strip() if credentials is not None else ""
+    if not credential:
+        raise ApiError(401, "unauthorized", "a bearer token is required", headers=challenge)
+    position, scopes = matched_token(tokens, credential.encode())
+    if not scopes:
+        raise ApiError(401, "unauthorized", "unknown bearer token", headers=challenge)
+    if scope not in scopes:
+        raise ApiError(403, "forbidden", f"this token lacks the {scope!r} scope")
+    if scope == "write":
+        _check_rate(request, position)
 
 
 async def json_body(request: Request) -> bytes:
@@ -126,9 +147,9 @@ async def json_body(request: Request) -> bytes:
 
 
 JsonBody = Annotated[bytes, Depends(json_body)]
-ReadScope = Depends(require_scope("read"))
-WriteScope = Depends(require_scope("write"))
-AdminScope = Depends(require_scope("admin"))
+ReadScope = Security(authorize, scopes=["read"])
+WriteScope = Security(authorize, scopes=["write"])
+AdminScope = Security(authorize, scopes=["admin"])
 
 
 def existing_model(session: Session, name: str, *, share_lock: bool = False) -> Model:

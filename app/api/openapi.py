@@ -23,7 +23,8 @@ from pydantic import TypeAdapter
 from app.api.schemas import ErrorBody
 
 REF_TEMPLATE = "#/components/schemas/{model}"
-#: the security scheme of every ``/v1`` route (optional: tokens may not be configured)
+#: the name of the bearer scheme (:data:`app.api.deps.bearer`) of every ``/v1`` route; the
+#: document makes it optional, since tokens may not be configured
 BEARER: Final = "bearer"
 _BODIES: dict[str, TypeAdapter[Any]] = {}
 
@@ -78,7 +79,9 @@ def json_request_body(name: str, adapter: TypeAdapter[Any]) -> dict[str, Any]:
 
 def install_openapi(app: FastAPI) -> None:
     """Build the OpenAPI document once, with the raw-body schemas in its components, each
-    operation's responses in the order of their status, and the bearer scheme on ``/v1``."""
+    operation's responses in the order of their status, and the bearer scheme that the routes
+    declare (``Security`` dependencies, with the route's scope) made optional by an empty
+    alternative: ``[{"bearer": ["read"]}, {}]``."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
@@ -86,21 +89,13 @@ def install_openapi(app: FastAPI) -> None:
         document = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
-        for path, operations in document.get("paths", {}).items():
+        for operations in document.get("paths", {}).values():
             for operation in operations.values():
                 operation["responses"] = dict(sorted(operation.get("responses", {}).items()))
-                if path.startswith("/v1/"):
-                    operation["security"] = [{BEARER: []}, {}]
+                security = operation.get("security", [])
+                if any(BEARER in requirement for requirement in security):
+                    security.append({})
         components = document.setdefault("components", {})
-        components["securitySchemes"] = {
-            BEARER: {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "a token of `CALMON_API_TOKENS`, with the scope the route "
-                "needs (`read`, `write` or `admin`); without configured tokens the API is "
-                "open and listens on loopback only",
-            }
-        }
         schemas = components.setdefault("schemas", {})
         for name, adapter in _BODIES.items():
             schema = adapter.json_schema(ref_template=REF_TEMPLATE)

@@ -245,12 +245,27 @@ def test_the_api_answers_as_its_openapi_document_says(
     case.call_and_validate(base_url=api.url, headers=api.headers, checks=CHECKS)
 
 
-def test_every_v1_operation_declares_the_optional_bearer_scheme() -> None:
+#: the scope each ``/v1`` operation needs, as its security requirement names it
+SCOPES = {
+    ("put", "/v1/models/{model}"): "admin",
+    ("get", "/v1/models/{model}"): "read",
+    ("get", "/v1/models"): "read",
+    ("post", "/v1/models/{model}/predictions"): "write",
+    ("post", "/v1/models/{model}/labels"): "write",
+    ("get", "/v1/models/{model}/windows"): "read",
+    ("post", "/v1/models/{model}/recompute"): "admin",
+}
+
+
+def test_every_v1_operation_declares_the_optional_bearer_scheme_with_its_scope() -> None:
     schemes = DOCUMENT["components"]["securitySchemes"]
     assert schemes == {"bearer": {**schemes["bearer"], "type": "http", "scheme": "bearer"}}
+    v1_operations = set()
     for path, operations in DOCUMENT["paths"].items():
-        for operation in operations.values():
-            expected: list[dict[str, list[str]]] | None = (
-                [{"bearer": []}, {}] if path.startswith("/v1/") else None
-            )
+        for method, operation in operations.items():
+            expected: list[dict[str, list[str]]] | None = None
+            if path.startswith("/v1/"):
+                v1_operations.add((method, path))
+                expected = [{"bearer": [SCOPES[method, path]]}, {}]
             assert operation.get("security") == expected, path
+    assert v1_operations == set(SCOPES)
