@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import orjson
 
-from app.windows import iso
+from app.timeline import iso
 
 request_id_var: ContextVar[str | None] = ContextVar("calmon_request_id", default=None)
 

@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import observability
+from app import instruments
 from app.api.errors import BodyTooLargeError, error_response, payload_too_large
 from app.log import request_id_var
 
@@ -144,12 +144,12 @@ class RequestContextMiddleware:
 
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         template = self._template(scope)
-        method = scope["method"] if scope["method"] in observability.HTTP_METHODS else "other"
-        observability.HTTP_REQUESTS.labels(template, method, f"{status // 100}xx").inc()
-        observability.HTTP_DURATION.labels(template, method).observe(seconds)
+        method = scope["method"] if scope["method"] in instruments.HTTP_METHODS else "other"
+        instruments.HTTP_REQUESTS.labels(template, method, f"{status // 100}xx").inc()
+        instruments.HTTP_DURATION.labels(template, method).observe(seconds)
         rejected = status >= 400 and status != CLIENT_CLOSED_REQUEST
         if rejected and method == "POST" and _PREDICTIONS_PATH.match(scope["path"]):
-            observability.INGEST_REJECTED.labels(observability.reject_reason(status)).inc(
+            instruments.INGEST_REJECTED.labels(instruments.reject_reason(status)).inc(
                 predictions_in(scope.get(BODY_SCOPE_KEY, b""))
             )
         level = logging.WARNING if status >= 500 else logging.INFO

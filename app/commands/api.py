@@ -35,7 +35,7 @@ def prepare_multiprocess_dir(*, workers: int) -> Path | None:
 
     A directory named by ``PROMETHEUS_MULTIPROC_DIR`` is created if missing and emptied of old
     values; otherwise, with several workers, a temporary one is made. Must run before anything
-    in this process imports :mod:`app.observability`.
+    in this process imports :mod:`app.instruments`.
     """
     from app.settings import MULTIPROC_ENV
 

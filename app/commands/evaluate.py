@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.windows import WINDOW_SECONDS
+from app.timeline import WINDOW_SECONDS
 
 if TYPE_CHECKING:
     from app.offline.grouping import Group

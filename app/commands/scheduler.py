@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
     from app.commands.common import load_settings
     from app.db.session import create_db_engine
-    from app.observability import build_scrape_registry
-    from app.scheduler.metrics import SCHEDULER_REGISTRY
+    from app.instruments import build_scrape_registry
+    from app.scheduler.instruments import SCHEDULER_REGISTRY
     from app.settings import bind_refusal
 
     settings = load_settings("scheduler")

@@ -10,7 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 from app.commands.common import http_url, positive_int
-from app.windows import WINDOW_SECONDS, iso
+from app.timeline import WINDOW_SECONDS, iso
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -149,7 +149,7 @@ def last_records(
     finds fewer (windows further in the past), from the beginning, keeping the last ones.
     """
     from app.simulation.sender import request_json
-    from app.windows import iso, window_length
+    from app.timeline import iso, window_length
 
     _, stored = request_json(client, "GET", f"/v1/models/{model}", retry=retry)
     since = datetime.now(UTC) - last * window_length(stored["window"])

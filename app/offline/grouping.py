@@ -10,7 +10,7 @@ import numpy as np
 
 from app.arrays import FloatArray, Int8Array, IntArray
 from app.offline.csv_input import UNLABELLED, EvaluationRows
-from app.windows import WINDOW_SECONDS, window_length, window_start
+from app.timeline import WINDOW_SECONDS, window_length, window_start
 
 #: The segment name of the whole population.
 ALL_SEGMENTS = "*"
@@ -40,7 +40,7 @@ class Group:
 def split_rows(rows: EvaluationRows, *, window: str | None, by_segment: bool) -> list[Group]:
     """The groups of ``rows``: oldest window first; in each window ``*`` first, then segments.
 
-    ``window`` is a name of :data:`app.windows.WINDOW_SECONDS` (rows need timestamps) or None
+    ``window`` is a name of :data:`app.timeline.WINDOW_SECONDS` (rows need timestamps) or None
     for one group spanning the file. With ``by_segment`` (rows need segments) each segment that
     has rows in a window gets a group in it, sorted by name; rows with no segment only count in
     ``*``. Only windows holding at least one row appear.

@@ -8,7 +8,7 @@ from typing import Any, Final
 import orjson
 
 from app.offline.grouping import Group
-from app.windows import iso
+from app.timeline import iso
 
 Record = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """Window planning: which windows of a model hold predictions, which changed, which are due.
 
-Windows are the model's fixed-length windows aligned to the UTC epoch (:mod:`app.windows`).
+Windows are the model's fixed-length windows aligned to the UTC epoch (:mod:`app.timeline`).
 Every window that holds a prediction has a :class:`~app.db.models.WindowState`; it is *due*
 when it is pending (never computed, or its predictions changed since) and it ended ``grace``
 ago (or ended and a recompute was requested).
@@ -47,7 +47,7 @@ from app.db.models import (
     Prediction,
     WindowState,
 )
-from app.windows import WINDOW_SECONDS
+from app.timeline import WINDOW_SECONDS
 
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)

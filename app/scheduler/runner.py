@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
-from app.scheduler import metrics
+from app.scheduler import instruments as metrics
 from app.scheduler.claims import Outcome, fair_order, is_lock_timeout, is_serialization_failure
 from app.scheduler.lock import LeaderLock, leader_lock
 from app.scheduler.planning import (
@@ -54,7 +54,7 @@ from app.services.references import ReferenceCache
 from app.services.retention import run_retention
 from app.services.windows import compute_window, lock_model_for_scan
 from app.settings import Settings
-from app.windows import iso
+from app.timeline import iso
 
 logger = logging.getLogger(__name__)
 

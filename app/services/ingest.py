@@ -63,7 +63,7 @@ from app.db.models import Model, UTCDateTime
 from app.db.partitions import ensure_days, forget
 from app.names import SEGMENT_PATTERN
 from app.services.errors import ConflictError
-from app.windows import iso
+from app.timeline import iso
 
 MAX_BATCH: Final = 10_000
 #: 1 to 128 characters, none of them a control character (C0, DEL or C1)

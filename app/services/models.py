@@ -35,7 +35,7 @@ from app.db.models import Model, Prediction
 from app.metrics.prepared import MIN_PI0, check_pi0
 from app.services.errors import ConflictError
 from app.services.ingest import check_event_time
-from app.windows import WINDOW_SECONDS
+from app.timeline import WINDOW_SECONDS
 
 DURATION_PATTERN: Final = r"^([0-9]{1,7})(s|m|h|d)$"
 #: the durations the schema shows for ``grace``: those of :data:`DURATION_PATTERN` that fit

@@ -47,7 +47,7 @@ from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.label_free import LabelShiftReference, label_shift_reference
 from app.metrics.ranking import Ranking, RankingAccumulator
 from app.scheduler.planning import Fingerprint, fingerprint, fingerprint_columns
-from app.windows import iso, window_length
+from app.timeline import iso, window_length
 
 ALL: Final = "*"
 #: segment code of a prediction without a segment, and of one in a segment beyond the cap

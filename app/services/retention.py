@@ -40,7 +40,7 @@ from app.db.partitions import (
     ensure_partitions,
     partition_name,
 )
-from app.windows import window_length
+from app.timeline import window_length
 
 DEFAULT_BATCH: Final = 50_000
 #: heap pages of an expired day partition whose ids one registry batch deletes (some 50,000)

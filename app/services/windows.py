@@ -78,7 +78,7 @@ from app.services.references import (
     references_for,
     tracked_segments,
 )
-from app.windows import iso, window_length, window_start
+from app.timeline import iso, window_length, window_start
 
 LEVEL: Final = 0.95
 #: two-key advisory lock class held by the transaction computing a model's window ("calW")

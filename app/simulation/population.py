@@ -33,7 +33,7 @@ from app.simulation.stream import (
     WindowPlan,
     phase_bounds,
 )
-from app.windows import iso
+from app.timeline import iso
 
 GRID_HALF_WIDTH: Final = 12.0
 GRID_POINTS: Final = 4_801

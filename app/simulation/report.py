@@ -21,7 +21,7 @@ import httpx
 
 from app.simulation.sender import request_json
 from app.simulation.stream import REFERENCE_PHASE, WindowPlan
-from app.windows import iso
+from app.timeline import iso
 
 SEGMENT: Final = "*"
 PAGE: Final = 1000

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.arrays import FloatArray, IntArray
-from app.windows import window_length, window_start
+from app.timeline import window_length, window_start
 
 _STANDARD_NORMAL: Final = NormalDist()
 
@@ -121,7 +121,7 @@ def plan_windows(
 ) -> list[WindowPlan]:
     """Consecutive windows, ``windows_per_phase`` per phase in the given order, oldest first.
 
-    Windows are aligned as in :mod:`app.windows` and the last one ends at the start of the
+    Windows are aligned as in :mod:`app.timeline` and the last one ends at the start of the
     window holding ``now`` (aware), so every planned window is closed at ``now``.
     """
     if windows_per_phase < 1 or per_window < 1:

@@ -9,7 +9,7 @@ from app.api.errors import DB_UNAVAILABLE_ERRORS, ApiError
 from app.api.openapi import error_responses
 from app.api.schemas import Status
 from app.db.migrate import current_revision, head_revision
-from app.observability import build_scrape_registry
+from app.instruments import build_scrape_registry
 
 router = APIRouter(tags=["operations"])
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter
 
-from app import observability
+from app import instruments
 from app.api.deps import JsonBody, ModelName, SessionDep, WriteScope, existing_model
 from app.api.errors import parse_json
 from app.api.openapi import WRITE_ERRORS, error_responses, json_request_body
@@ -63,8 +63,8 @@ def send_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> P
         return ingest_predictions(session, model=stored, rows=rows, now=now)
 
     result = in_transaction(session, work)
-    observability.PREDICTIONS_INGESTED.labels(model).inc(result.new)
-    observability.PREDICTIONS_DUPLICATE.labels(model).inc(result.duplicates)
+    instruments.PREDICTIONS_INGESTED.labels(model).inc(result.new)
+    instruments.PREDICTIONS_DUPLICATE.labels(model).inc(result.duplicates)
     return PredictionsOut(
         new=result.new,
         duplicates=result.duplicates,
@@ -89,5 +89,5 @@ def send_labels(model: ModelName, body: JsonBody, session: SessionDep) -> Labels
         return ingest_labels(session, model=stored, labels=labels, now=now)
 
     result = in_transaction(session, work)
-    observability.LABELS_INGESTED.labels(model).inc(result.updated + result.pending_changed)
+    instruments.LABELS_INGESTED.labels(model).inc(result.updated + result.pending_changed)
     return LabelsOut(updated=result.updated, unchanged=result.unchanged, pending=result.pending)

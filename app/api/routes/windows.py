@@ -39,7 +39,7 @@ from app.services.windows import (
     list_window_results,
     request_recompute,
 )
-from app.windows import iso, window_length, window_start
+from app.timeline import iso, window_length, window_start
 
 router = APIRouter(prefix="/v1/models", tags=["windows"])
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from app.observability import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
+from app.instruments import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import contract_violations
 

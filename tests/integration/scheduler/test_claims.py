@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from app.db.models import Model
-from app.scheduler import metrics
+from app.scheduler import instruments
 from app.scheduler.planning import scan_model
 from app.services.windows import WINDOW_LOCK_CLASS
 from tests.integration.scheduler.helpers import (
@@ -84,13 +84,13 @@ def test_a_trailing_model_computes_nothing_while_one_of_its_windows_is_computed(
         # What a claim of another scheduler holds on a trailing model: its model lock,
         # exclusively. The leader's scan waits for it, at most lock_timeout.
         other.execute("SELECT pg_advisory_xact_lock(%s, %s)", (WINDOW_LOCK_CLASS, model_id))
-        failures = metrics.COMPUTE_FAILURES.labels("trailing")._value.get()
+        failures = instruments.COMPUTE_FAILURES.labels("trailing")._value.get()
         began = time.monotonic()
         report = scheduler.tick()
         waited = time.monotonic() - began
         assert report.computed == 0
         assert report.failed == 0
-        assert metrics.COMPUTE_FAILURES.labels("trailing")._value.get() == failures
+        assert instruments.COMPUTE_FAILURES.labels("trailing")._value.get() == failures
         # the scan waited for the lock (lock_timeout: 90% of the statement timeout)
         assert waited >= 0.85
     report = scheduler.tick()

@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 
 from app.db.models import Model, Prediction, WindowState
 from app.metrics import evaluate
-from app.scheduler import metrics
+from app.scheduler import instruments
 from app.scheduler.planning import due_windows, scan_model
 from app.scheduler.runner import TickReport
 from tests.integration.scheduler.conftest import MARGIN
@@ -234,11 +234,11 @@ def test_a_failing_model_is_counted_and_the_others_go_on(env: Env) -> None:
             .values(score=1.5)
         )
         session.commit()
-    failures = metrics.COMPUTE_FAILURES.labels("bad")._value.get()
+    failures = instruments.COMPUTE_FAILURES.labels("bad")._value.get()
     scheduler = env.scheduler(scheduler_interval=60.0)
     report = scheduler.tick()
     assert (report.computed, report.failed) == (1, 1)
-    assert metrics.COMPUTE_FAILURES.labels("bad")._value.get() == failures + 1
+    assert instruments.COMPUTE_FAILURES.labels("bad")._value.get() == failures + 1
     assert len(windows(env.client, "good")) == 1
     assert windows(env.client, "bad") == []
     state = env.states(bad_id)[_recent_start(3)]

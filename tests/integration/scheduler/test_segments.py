@@ -9,7 +9,7 @@ import numpy as np
 from sqlalchemy import select
 
 from app.db.models import ModelSegment
-from app.scheduler import metrics
+from app.scheduler import instruments
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,
@@ -57,7 +57,7 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
         name: _send_segment(env, 0, name, count, seed)
         for name, count, seed in (("a", 30, 1), ("b", 20, 2), ("c", 25, 3), (None, 10, 4))
     }
-    before = metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get()
+    before = instruments.SEGMENTS_OVERFLOW.labels("fraud")._value.get()
     scheduler = env.scheduler()
     assert scheduler.tick().computed == 1
     records = _records(env, 0)
@@ -68,13 +68,13 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
     assert records["b"]["n"] == labelled["b"]
     assert records["*"]["segments_overflow"] == {"segments": 1, "predictions": 25}
     assert records["a"]["segments_overflow"] is None
-    assert metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
+    assert instruments.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
 
     # A recomputation counts only what the window gained beyond the cap.
     window0 = {"start": _start(0).isoformat(), "end": (_start(0) + FIVE_MINUTES).isoformat()}
     assert env.client.post("/v1/models/fraud/recompute", params=window0).status_code == 202
     assert scheduler.tick().computed == 1
-    assert metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
+    assert instruments.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
     late = make_batch(
         prefix="late-c",
         start=_start(0) + timedelta(seconds=100),
@@ -86,7 +86,7 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
     send(env.client, "fraud", late)
     assert scheduler.tick().computed == 1
     assert _records(env, 0)["*"]["segments_overflow"] == {"segments": 1, "predictions": 29}
-    assert metrics.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 29
+    assert instruments.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 29
 
     # Later windows keep the same set, whatever they hold.
     for name, count, seed in (("d", 15, 5), ("c", 5, 6), ("a", 12, 7)):

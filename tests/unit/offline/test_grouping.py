@@ -10,7 +10,7 @@ import pytest
 
 from app.offline.csv_input import UNLABELLED, EvaluationRows
 from app.offline.grouping import ALL_SEGMENTS, Group, split_rows
-from app.windows import window_length, window_start
+from app.timeline import window_length, window_start
 
 
 def make_rows(

@@ -24,7 +24,7 @@ from app.simulation.stream import (
     plan_windows,
     separation_for_auc,
 )
-from app.windows import WINDOW_SECONDS
+from app.timeline import WINDOW_SECONDS
 
 NOW = datetime(2024, 5, 1, 12, 7, 31, 250_000, tzinfo=UTC)
 

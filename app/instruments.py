@@ -1,4 +1,5 @@
-"""The service's own Prometheus metrics and the registry served on ``/metrics``.
+"""The service's own Prometheus instruments (ingestion, HTTP, build) and the registry served
+on ``/metrics``; the scheduler's are in :mod:`app.scheduler.instruments`.
 
 Label values are bounded: ``model`` only takes names of stored models (metrics move after a
 successful request), ``reason`` is one of ``REJECT_REASONS``, ``route`` is a route template

@@ -1,7 +1,7 @@
-"""The scheduler's own Prometheus metrics, in a registry of their own.
+"""The scheduler's own Prometheus instruments, in a registry of their own.
 
 ``calmon scheduler`` serves them on ``--metrics-port`` together with the service registry
-(``calmon_build_info``) through :func:`app.observability.build_scrape_registry`; in
+(``calmon_build_info``) through :func:`app.instruments.build_scrape_registry`; in
 ``calmon serve`` the API's ``/metrics`` adds this registry to its collectors.
 """
 

@@ -1,4 +1,5 @@
-"""Time windows: fixed lengths aligned to the UTC epoch, shared by the service and the CLI."""
+"""The timeline: window arithmetic (fixed lengths aligned to the UTC epoch) and the one
+rendering of an instant (:func:`iso`), shared by the service and the CLI."""
 
 from __future__ import annotations
 
