@@ -2,31 +2,13 @@
 
 :func:`load_latest_windows` reads, in one statement, the latest ``window_results`` row of
 each (model, segment) pair the model exports: segment ``*`` and its first ``max_segments``
-tracked segments. The statement returns at most models x (1 + max_segments) rows, each found
-through the primary key (a descending index probe per pair), however much history is stored.
-A segment whose latest window is more than ``QUIET_SEGMENT_WINDOWS`` windows older than the
-model's ``*`` window has gone quiet and is left out.
+tracked segments, at most models x (1 + max_segments) rows, each found by a descending probe of
+the primary key however much history is stored. A segment whose latest window is more than
+``QUIET_SEGMENT_WINDOWS`` windows older than the model's ``*`` window is left out.
 
-:func:`build_snapshot` turns those records into the series of ``docs/design.md``
-("Prometheus series"), all gauges:
-
-- ``calmon_<metric>{model,segment,pi0}`` for the prior-dependent metrics (``pi0`` =
-  ``observed`` for the regular value, ``reference`` for the value calibrated at the reference
-  prior, ``repr(float(π0))`` for each configured prior) and ``calmon_<metric>{model,segment}``
-  for the others, with ``_lower``/``_upper`` (95% interval, where one exists) and
-  ``_reference`` (the regular value on the reference set);
-- ``calmon_<metric>_change{component}`` (``total``, ``prior``, ``likelihood``) for the split
-  metrics, and ``_change_lower``/``_change_upper{component="likelihood"}``;
-- the label-free estimates (``estimated`` in the record): ``calmon_estimated_positive_class_ratio``
-  with ``_lower``/``_upper``, and ``calmon_estimated_<metric>`` with ``pi0`` (``observed`` =
-  at π̂, or a configured prior) for the prior-dependent ones, without it for recall and ROC AUC;
-- the positive class ratio with its Wilson interval and its reference, the window's counts
-  (``calmon_window_predictions`` is the labelled count ``n``), its start, end and computation
-  times (Unix seconds), and ``calmon_segments_overflow_predictions{model}`` from segment
-  ``*``.
-
-Undefined values (null in the record, or not finite) are left out: a series is absent, never
-NaN. The samples are built once per refresh; a scrape only copies them.
+:func:`build_snapshot` turns those records into the gauges of ``docs/design.md`` ("Prometheus
+series"); undefined values are left out (a series is absent, never NaN). The samples are built
+once per refresh; a scrape only copies them.
 """
 
 from __future__ import annotations

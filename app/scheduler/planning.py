@@ -5,19 +5,10 @@ Every window that holds a prediction has a :class:`~app.db.models.WindowState`; 
 when it is pending (never computed, or its predictions changed since) and it ended ``grace``
 ago (or ended and a recompute was requested).
 
-Changes are found through ``predictions.changed_at`` (set on insert and on every label
-change, indexed per model). A scan at time X reads the predictions changed since the previous
-scan's start minus ``margin``: a write stamped at t may commit later, but by assumption
-within ``margin`` of t, so the overlap catches every write whose commit the previous scan did
-not see. The overlap re-reads writes already seen; they must not trigger a second
-computation, so each window keeps a *checkpoint*: an instant T and a fingerprint of its
-predictions changed at or after T - margin (their count and the sum of their ``changed_at``
-in microseconds past T - margin). Writes stamped before T - margin were committed before T,
-so the state at T already holds them; a write the state does not hold changes the
-fingerprint (it adds a row, or moves one row's ``changed_at`` up). The scan bumps the
-window's ``version`` only when the fingerprint differs. The computation sets the checkpoint
-from the snapshot it read. A missed change is impossible under the margin assumption; a
-spurious recomputation (a window computed twice) costs time only.
+Changes are found through ``predictions.changed_at``, re-reading ``margin`` before the previous
+scan; a per-window checkpoint (an instant and a fingerprint of the predictions changed since
+it, minus ``margin``) keeps a re-read change from causing a second computation. Why no change
+is missed: ``docs/scheduler.md`` ("Finding changed windows").
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Ingestion of predictions and labels: batch, all or nothing, idempotent.
 
-A batch is first loaded into a per-connection temporary *stage* table (binary ``COPY`` on
-PostgreSQL, ``executemany`` on SQLite), then moved with set-based statements, so that the work
-per prediction in Python is one tuple and the database does the rest:
-
-* predictions: ``INSERT … SELECT … ON CONFLICT DO NOTHING`` in client-id order (concurrent
-  batches sharing ids lock them in the same order, so they cannot deadlock; the second waits for
-  the first and then sees its row). Rows that were not inserted are compared with the stored
-  ones; any difference is a :class:`ConflictError` naming the ids, and the caller rolls back.
-* A repeat is *the same* when timestamp (same instant), score (same float) and segment are
-  equal, and the label is either absent from the repeat or equal to the stored one. Within a
-  batch, a labelled copy of an id is stored in preference to an unlabelled one.
-* labels: the later label wins (within a batch, the last entry for an id). A label equal to the
-  stored one changes nothing; another label updates ``label``, ``labelled_at`` and
-  ``changed_at``. A label for an id that has no prediction yet is kept as a *pending label*
-  (listed in the answer) and applied when the prediction arrives, unless that prediction carries
-  its own label, which is newer and wins.
-
-On PostgreSQL, prediction batches take a shared advisory lock per model and label batches that
-create pending labels take it exclusively, so a pending label and its prediction arriving at the
-same moment cannot miss each other. Label batches lock the stored predictions they name in id
-order before updating them, so batches over the same ids in different orders wait for each
-other instead of deadlocking. (Prediction batches also hold their model's row ``FOR SHARE``,
-taken by the caller before validation: see :func:`app.services.models.get_model`.)
+A batch is loaded into a per-connection temporary *stage* table (binary ``COPY`` on PostgreSQL,
+``executemany`` on SQLite) and moved with set-based statements, ids in client-id order so that
+concurrent batches cannot deadlock. A repeat with other content is a :class:`ConflictError`
+naming the ids (the caller rolls back); a label for an unknown id is kept as a pending label.
+The statements, the locks (advisory per model, rows in id order, the model row ``FOR SHARE``
+taken by the caller) and what counts as a repeat are in ``docs/storage.md`` ("Ingestion path")
+and ``docs/api.md``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Reference sets: what each window's metrics are compared with, and how its rows are read.
 
-A model's reference (``docs/design.md``) is either the pooled trailing K computed windows
-before the evaluated one (``{"kind": "trailing", "windows": K}``) or a fixed period
-(``{"kind": "fixed", "start", "end"}``: predictions with ``start <= ts < end``). Each segment
-is compared with the same period restricted to that segment.
-
-A reference holds up to K windows of rows, so it is never loaded at once. It is reduced to a
-:class:`~app.metrics.ranking.Ranking` and :class:`~app.metrics.evaluation.SetSums` by
-streaming: all its positives first (≈ the positive rate of its rows), then its negatives one
-window at a time, each counted against the pooled positive blocks by binary search
-(:class:`~app.metrics.ranking.RankingAccumulator`). A trailing reference reads the sorted
-scores every computed window stores (``window_scores``), so pooling K windows costs K reads of
-two sorted arrays and no sort; a fixed period is read from the predictions in window-sized
-chunks. Built references are cached in memory under a key that includes a data version (the
-stored versions of the windows they come from), so a fixed reference is built once per change
-of its data and a trailing one once per change of its windows.
+A reference is the pooled trailing K computed windows or a fixed period, restricted to each
+segment. It is never loaded at once: it is streamed into a :class:`~app.metrics.ranking.Ranking`
+and :class:`~app.metrics.evaluation.SetSums` (positives first, then negatives window by window),
+a trailing one from the sorted scores each window stores (``window_scores``), and cached under a
+data version. How and why: ``docs/scheduler.md`` ("Reference sets", "Pooling without holding
+the rows").
 """
 
 from __future__ import annotations

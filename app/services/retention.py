@@ -1,23 +1,10 @@
 """Expiry of old data: predictions whose event time is older than the retention period.
 
-On PostgreSQL, predictions go by whole day partitions: a day is expired once it ended by the
-cutoff (so a prediction outlives the period by less than a day). The partition is detached
-(renamed ``expired_predictions_yyyymmdd`` in the same short transaction, taken with a lock
-timeout so that it never queues long in front of ingestion), its ids are deleted from the
-registry ``prediction_keys`` in batches of ``KEY_BATCH_PAGES`` heap pages (a TID range scan,
-each batch its own transaction, at most ``KEY_EXPIRY_SECONDS`` of them per run), then it is
-dropped with one statement: time and WAL grow with the number of ids, never a ``DELETE`` of the
-rows. A run stopped by its budget or interrupted leaves a renamed table with its progress in
-the table's comment, and the next run goes on. The same run first makes the coming days' partitions
-(:func:`app.db.partitions.ensure_partitions`).
-
-On SQLite, deletion runs in bounded batches of rows, each its own transaction.
-
-Either way expiry never holds locks or a snapshot for long and can be interrupted at any point
-(the next run goes on). Pending labels older than the period (their prediction never came) go
-too, and so do the windows that ended by the cutoff (their state, results and stored scores),
-at most ``WINDOW_BATCH`` windows of a model per statement so that no statement grows with the
-backlog.
+PostgreSQL expires whole day partitions (detach and rename, delete their ids from the registry
+``prediction_keys`` in bounded batches, drop), making the coming days' partitions first;
+SQLite deletes rows in bounded batches. Pending labels and ended windows past the cutoff go too.
+Nothing holds locks or a snapshot for long, and an interrupted run is continued by the next.
+The steps, batch sizes and budgets are in ``docs/storage.md`` ("Retention").
 """
 
 from __future__ import annotations

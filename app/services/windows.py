@@ -1,38 +1,11 @@
 """Window results: compute and store one window (every segment at once), read them back,
 and ask for recomputation.
 
-One computation reads the window's predictions and its reference sets in one snapshot,
-evaluates segment ``*`` (every prediction) and each tracked segment present in the window,
-and replaces the window's stored results, sorted scores and state in one transaction: a
-window is stored whole or not at all. On PostgreSQL reading and writing share that
-transaction; SQLite, which has one writer at a time, commits the reads first so that the
-write lock is not held while the metrics are computed.
-
-The record of a window and segment (``GET /v1/models/{model}/windows``)::
-
-    {"start", "end", "segment", "computed_at", "n", "n_pos", "unlabelled", "prior",
-     "prior_interval": [lo, hi] | null,          # 95% Wilson interval of the prior
-     "regular": {metric: value | null},
-     "calibrated": {"reference": {…} | null, repr(pi0): {…}},
-     "intervals": {"regular": {metric: [lo, hi] | null},
-                   "calibrated": {"reference": {…} | null, repr(pi0): {…}}},
-     "split": {metric: {"total", "prior", "likelihood",
-                        "prior_interval", "likelihood_interval"}} | null,
-     "reference": {"kind", "start", "end", "windows", "n", "n_pos", "prior", "regular"} | null,
-     "estimated": {"positive_class_ratio", "positive_class_ratio_interval": [lo, hi],
-                   "method", "n", "regular": {metric: value | null},
-                   "calibrated": {repr(pi0): {metric: value | null}}} | null,
-     "reliability": [...],                        # probability models only
-     "segments_overflow": {"segments", "predictions"} | null}   # on segment "*" only
-
-``calibrated["reference"]`` is calibrated at the reference prior; it and ``split`` are null
-until the model has a reference with labelled predictions of both classes' worth (a prior in
-(0, 1) for the calibration; any labelled prediction for the split).
-
-``estimated`` (``app.metrics.label_free``) comes from every scored prediction of the segment,
-labelled or not, and the reference's isotonic levels: null until the model has a reference
-with labelled predictions of both classes. It does not use the window's labels, so once they
-land the record holds the measured values beside what had been estimated.
+A window is stored whole or not at all: its reads, every segment's evaluation and the writes of
+its results, sorted scores and state are one transaction (on SQLite the reads are committed
+first, so the write lock is not held while the metrics are computed). The record format, when
+its parts are null, and the steps of a computation are in ``docs/scheduler.md`` ("Computing a
+window", "The record").
 """
 
 from __future__ import annotations

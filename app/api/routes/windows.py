@@ -1,18 +1,9 @@
 """Window routes: ``GET /v1/models/{model}/windows`` and ``POST …/recompute``.
 
-Window records are stored as JSON when computed and served as stored (see
-:mod:`app.services.windows` for their shape), oldest window first and, within a window,
-segment ``*`` first then by name, a page of at most ``limit`` at a time.
-
-Recompute marks windows and answers 202 at once: the scheduler computes them at its next tick
-(``CALMON_SCHEDULER_INTERVAL``), without waiting for the grace period. A window of 10^6
-predictions takes seconds, so no range is computed inside the request.
-
-Instants are ISO 8601 text with an offset: a number is refused (pydantic would read it as
-seconds since the epoch, without an offset). Any instant with an offset is taken as a bound,
-and the answer is the same as for the range cut to where windows can be: a window query's
-range to the instants representable in UTC, a recompute range from the epoch (no event time
-lies before it) to now (only windows that have ended are recomputed).
+Records are served as stored (``docs/scheduler.md``, "The record"), paged. Recompute only marks
+windows and answers 202: the scheduler computes them at its next tick. Instants are ISO 8601
+text with an offset (a number would be read as Unix time, without one); a range is cut to
+where windows can be (``docs/api.md``).
 """
 
 from __future__ import annotations
