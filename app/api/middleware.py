@@ -1,19 +1,11 @@
 """ASGI middleware around every request: request id, body size limit, access log, metrics.
 
-The body limit is enforced before the application parses anything: a ``Content-Length`` over
-the limit is answered 413 at once, and a chunked (or lying) body is counted as it streams in;
-the read that crosses the limit raises :class:`BodyTooLargeError`, answered 413.
-
-``calmon_ingest_rejected_total`` counts rejected *predictions*, so that alerts can compare it
-with the predictions stored: a rejected prediction request counts the length of its
-``predictions`` array, or 1 when that cannot be read (not JSON, cut at the size limit, or
-refused before its body was read). The middleware keeps no copy of the body for that: the
-application's JSON body dependency leaves a reference to the body it read in the request's
-scope (:func:`remember_body`), which is only parsed when the request is rejected.
-
-A client that goes away before its body has fully arrived gets no answer; the request is
-logged and counted with status 499 (not an error of the service, nor a rejection: the client
-will send it again).
+The body limit applies before the application parses anything: an announced
+``Content-Length`` over it, or a streamed body as it crosses it (:class:`BodyTooLargeError`),
+is answered 413. ``calmon_ingest_rejected_total`` counts rejected *predictions*
+(``docs/api.md``): the JSON body dependency leaves the body it read in the request's scope
+(:func:`remember_body`), parsed only when the request is rejected. A client that leaves before
+its body arrived is logged and counted with status 499 (``docs/ingestion.md``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """The HTTP server layer: uvicorn's h11 protocol with bounds on what a client may hold open.
 
-A client could otherwise tie up a worker with a request it never finishes. Three bounds apply
-to every connection of `calmon api` and `calmon serve`:
-
-* the request line and headers may take ``CALMON_MAX_HEADER_BYTES`` (h11's incomplete-event
-  limit): a longer head is answered 431 and the connection closed after reading at most that
-  much plus one socket read, never the whole head (a malformed one: 400);
-* they must arrive within ``CALMON_HEADER_TIMEOUT`` seconds of the connection opening or of the
-  previous response (408, closed); an idle keep-alive connection is closed after
-  ``CALMON_KEEP_ALIVE_TIMEOUT``, as uvicorn does;
-* the body must arrive within ``CALMON_BODY_TIMEOUT`` seconds of the headers (408 if no
-  response has started, then closed; the application sees the client leave: 499).
-
-httptools, uvicorn's default parser, has no bound on the size of a head, so the h11 parser is
-used.
+So that a client cannot tie up a worker with a request it never finishes, every connection of
+``calmon api`` and ``calmon serve`` bounds the size of the head (``CALMON_MAX_HEADER_BYTES``:
+431, read no further than that plus one socket read), the time to the end of the head
+(``CALMON_HEADER_TIMEOUT``: 408) and the time to the end of the body (``CALMON_BODY_TIMEOUT``:
+408 unless a response has started; the application sees the client leave, 499); each closes
+the connection. The answers are in ``docs/api.md`` ("Errors"). h11 rather than httptools,
+uvicorn's default parser, because httptools does not bound the size of a head.
 """
 
 from __future__ import annotations
