@@ -1,15 +1,10 @@
 """The leader lock: of all scheduler processes sharing a database, only its holder computes.
 
-PostgreSQL: a session-level advisory lock taken with ``pg_try_advisory_lock`` on a dedicated
-connection (outside the pool, autocommit). It is held exactly as long as that connection's
-server session lives: when the holder dies, its socket closes and the server releases the
-lock at once; a standby's next try takes it. The holder checks the connection before each
-window (``SELECT 1``, with TCP keepalives so a dead peer is noticed within seconds) and
-stops computing as soon as it fails.
-
-SQLite: an exclusive ``flock`` on a file next to the database (``<database>.scheduler.lock``),
-released by the kernel when the process dies. An in-memory database has a single process, so
-its scheduler always leads.
+PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) on a dedicated autocommit
+connection, released by the server when the holder's connection dies; the holder checks that
+connection before each window and stops as soon as it fails. SQLite: an exclusive ``flock`` on
+``<database>.scheduler.lock``; an in-memory database always leads. See ``docs/scheduler.md``
+("The leader lock").
 """
 
 from __future__ import annotations
