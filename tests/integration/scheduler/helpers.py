@@ -181,6 +181,11 @@ def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0, *, wait: bool =
     _scheduler_clock[:] = [LaggingClock(behind) if behind else SYSTEM_CLOCK]
 
 
+def scheduler_clock() -> Clock:
+    """The clock for schedulers of the current test, as :func:`settle` left it."""
+    return _scheduler_clock[0]
+
+
 def recent(windows_ago: int, length: timedelta = FIVE_MINUTES) -> datetime:
     """Start of the window ``windows_ago`` windows before the one open at :func:`settle`."""
     return _now_window[0] - windows_ago * length
@@ -206,7 +211,7 @@ class Env:
         """A scheduler on the database (shut down at the end of the test)."""
         settings = self.settings.model_copy(update=overrides) if overrides else self.settings
         scheduler = WindowScheduler(
-            settings, instance=f"test-{len(self.schedulers)}", clock=_scheduler_clock[0]
+            settings, instance=f"test-{len(self.schedulers)}", clock=scheduler_clock()
         )
         self.schedulers.append(scheduler)
         return scheduler
