@@ -12,8 +12,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final, Protocol
+
+from apscheduler.schedulers.background import BackgroundScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -45,42 +47,47 @@ SYSTEM_CLOCK: Final[Clock] = SystemClock()
 
 class RepeatingTimer:
     """Calls ``action`` after ``first_in`` seconds (0: at once), then every ``every`` seconds,
-    on one daemon thread.
+    on an APScheduler background scheduler of its own (one interval job).
 
-    Calls run on a fixed grid (``every`` seconds after the previous one *began*) and never
-    overlap: after a call longer than the period the next starts at once (the grid moves
-    there) and the missed ones are not made up. An exception is logged and the loop goes on.
-    :meth:`stop` starts no further call; the action may call it itself to end the loop.
+    Calls never overlap: the periods that fall due during a longer call are skipped (not made
+    up), and the next call starts on the first period after it. An exception is logged and the
+    loop goes on. :meth:`stop` starts no further call; the action may call it itself to end
+    the loop.
     """
 
     def __init__(
         self, action: Callable[[], object], every: float, *, name: str, first_in: float = 0.0
     ) -> None:
         self._action = action
-        self._every = every
-        self._first_in = first_in
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._name = name
+        self._calling: threading.Thread | None = None
+        self._scheduler = BackgroundScheduler(timezone=UTC)
+        self._scheduler.add_job(
+            self._call,
+            "interval",
+            seconds=every,
+            next_run_time=datetime.now(UTC) + timedelta(seconds=first_in),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            id=name,
+        )
 
     def start(self) -> None:
         """Start the loop."""
-        self._thread.start()
+        self._scheduler.start()
 
-    def _run(self) -> None:
-        due = time.monotonic() + self._first_in
-        if self._first_in > 0:
-            self._stop.wait(self._first_in)
-        while not self._stop.is_set():
-            try:
-                self._action()
-            except Exception:
-                logger.exception("background call failed", extra={"timer": self._thread.name})
-            due = max(due + self._every, time.monotonic())
-            self._stop.wait(due - time.monotonic())
+    def _call(self) -> None:
+        self._calling = threading.current_thread()
+        try:
+            self._action()
+        except Exception:
+            logger.exception("background call failed", extra={"timer": self._name})
+        finally:
+            self._calling = None
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Start no further call and wait (at most ``timeout`` seconds; None: as long as it
-        takes) for the one under way."""
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+    def stop(self) -> None:
+        """Start no further call and wait for the one under way (unless called by it)."""
+        if not self._scheduler.running:
+            return
+        self._scheduler.shutdown(wait=self._calling is not threading.current_thread())
