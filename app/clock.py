@@ -58,9 +58,14 @@ class RepeatingTimer:
     def __init__(
         self, action: Callable[[], object], every: float, *, name: str, first_in: float = 0.0
     ) -> None:
+        # APScheduler logs every run (INFO) and every period skipped during a long call
+        # (WARNING); the actions log what they do themselves.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         self._action = action
         self._name = name
         self._calling: threading.Thread | None = None
+        self._idle = threading.Event()
+        self._idle.set()
         self._scheduler = BackgroundScheduler(timezone=UTC)
         self._scheduler.add_job(
             self._call,
@@ -78,6 +83,7 @@ class RepeatingTimer:
         self._scheduler.start()
 
     def _call(self) -> None:
+        self._idle.clear()
         self._calling = threading.current_thread()
         try:
             self._action()
@@ -85,9 +91,13 @@ class RepeatingTimer:
             logger.exception("background call failed", extra={"timer": self._name})
         finally:
             self._calling = None
+            self._idle.set()
 
-    def stop(self) -> None:
-        """Start no further call and wait for the one under way (unless called by it)."""
-        if not self._scheduler.running:
-            return
-        self._scheduler.shutdown(wait=self._calling is not threading.current_thread())
+    def stop(self, timeout: float | None = None) -> None:
+        """Start no further call and wait (at most ``timeout`` seconds; None: as long as it
+        takes) for the one under way, unless called by it."""
+        own = self._calling is threading.current_thread()
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=not own and timeout is None)
+        if not own:
+            self._idle.wait(timeout)
