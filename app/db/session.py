@@ -35,6 +35,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.clock import RepeatingTimer
 from app.settings import Settings
 
 #: seconds a pooled PostgreSQL connection has to answer ``SELECT 1`` before it is dropped
@@ -154,11 +155,7 @@ class OutageGate:
             self._reason = reason
             self.outages += 1
         logger.warning("database down: %s", reason)
-        probe = threading.Thread(
-            target=_probe, args=(weakref.ref(self), opener), name="calmon-db-probe"
-        )
-        probe.daemon = True
-        probe.start()
+        _probe(weakref.ref(self), opener)
 
     def _reopen(self) -> None:
         with self._lock:
@@ -169,22 +166,26 @@ class OutageGate:
 
 
 def _probe(gate_ref: weakref.ref[OutageGate], opener: Callable[[], Any]) -> None:
-    """Start a connection attempt every ``PROBE_INTERVAL`` (up to ``MAX_PROBES`` at once, so
-    one silent attempt does not delay the next) until one reopens the gate; stop when the gate
-    (and its engine) is gone."""
+    """Start a timer that starts a connection attempt every ``PROBE_INTERVAL`` (up to
+    ``MAX_PROBES`` at once, so one silent attempt does not delay the next) until one reopens
+    the gate; it stops when the gate (and its engine) is gone."""
     in_flight = threading.BoundedSemaphore(MAX_PROBES)
-    while True:
-        time.sleep(PROBE_INTERVAL)
+
+    def attempt() -> None:
         gate = gate_ref()
         if gate is None or not gate.down:
+            timer.stop()
             return
         del gate
         if in_flight.acquire(blocking=False):
-            attempt = threading.Thread(
+            thread = threading.Thread(
                 target=_probe_once, args=(gate_ref, opener, in_flight), name="calmon-db-probe"
             )
-            attempt.daemon = True
-            attempt.start()
+            thread.daemon = True
+            thread.start()
+
+    timer = RepeatingTimer(attempt, PROBE_INTERVAL, name="calmon-db-probe", first_in=PROBE_INTERVAL)
+    timer.start()
 
 
 def _probe_once(

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.clock import RepeatingTimer
 from app.db.session import session_deadline
 from app.exporter.collector import WindowCollector
 from app.exporter.snapshot import Snapshot, load_snapshot
@@ -95,7 +96,11 @@ class WindowExporter:
             self.bind(app.state.session_factory, settings=app.state.settings)
             app.state.scrape_collectors.append(self.collector)
             app.state.window_exporter = self
-            timer = None if refresh_every is None else _Timer(self.refresh, refresh_every)
+            timer = (
+                None
+                if refresh_every is None
+                else RepeatingTimer(self.refresh, refresh_every, name="calmon-exporter")
+            )
             if timer is not None:
                 timer.start()
             try:
@@ -106,29 +111,3 @@ class WindowExporter:
                 self.unbind()
 
         return hook
-
-
-class _Timer:
-    """Calls ``action`` now and then every ``every`` seconds on a daemon thread."""
-
-    def __init__(self, action: Callable[[], object], every: float) -> None:
-        self._action = action
-        self._every = every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="calmon-exporter", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._action()
-            except Exception:
-                logger.exception("window series refresh failed")
-            self._stop.wait(self._every)
-
-    def stop(self, timeout: float) -> None:
-        """Stop, waiting at most ``timeout`` seconds for a refresh under way."""
-        self._stop.set()
-        self._thread.join(timeout)

@@ -13,7 +13,7 @@ behind a back-fill. On SQLite only the leader computes. A failure is logged with
 window, counted in ``calmon_window_compute_failures_total{model}`` and retried after a
 back-off; other windows and models go on.
 
-Ticks run on an APScheduler ``BackgroundScheduler`` thread, never two at once; ``calmon
+Ticks run on a :class:`app.clock.RepeatingTimer` thread, never two at once; ``calmon
 scheduler`` runs it alone, ``calmon serve`` beside the API.
 """
 
@@ -30,17 +30,17 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
-from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import FastAPI
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.clock import SYSTEM_CLOCK, Clock, RepeatingTimer
 from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
-from app.scheduler import instruments as metrics
+from app.scheduler import instruments
 from app.scheduler.claims import Outcome, fair_order, is_lock_timeout, is_serialization_failure
 from app.scheduler.lock import LeaderLock, leader_lock
 from app.scheduler.planning import (
@@ -90,8 +90,10 @@ class WindowScheduler:
         instance: str | None = None,
         lock: LeaderLock | None = None,
         after_tick: Callable[[TickReport], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.after_tick = after_tick
         self._own_engine = engine is None
         self.engine = engine if engine is not None else create_db_engine(settings)
@@ -104,8 +106,8 @@ class WindowScheduler:
         self.margin = timedelta(seconds=settings.scheduler_scan_margin)
         self._stop = threading.Event()
         self._tick_lock = threading.Lock()
-        self._scheduler: BackgroundScheduler | None = None
-        self._last_retention = time.monotonic() - RETENTION_EVERY + RETENTION_FIRST_AFTER
+        self._timer: RepeatingTimer | None = None
+        self._last_retention = self.clock.monotonic() - RETENTION_EVERY + RETENTION_FIRST_AFTER
         #: every process computes (claiming windows) on PostgreSQL; on SQLite the leader alone
         self._claims = self.engine.dialect.name == "postgresql"
 
@@ -121,11 +123,11 @@ class WindowScheduler:
             if computes:
                 planned, failed = self._plan(scan=leader)
                 queue = deque(planned)
-            planned_at = time.monotonic()
+            planned_at = self.clock.monotonic()
             progress = 0
             broken: set[tuple[int, datetime]] = set()
             while computes and not self._stop.is_set():
-                stale = time.monotonic() - planned_at >= self.settings.scheduler_interval
+                stale = self.clock.monotonic() - planned_at >= self.settings.scheduler_interval
                 if stale or (not queue and progress):
                     # Plan again: every interval (the leader scans first), and as soon as a
                     # pass over the plan computed something (windows skipped because another
@@ -143,7 +145,7 @@ class WindowScheduler:
                         if (model.id, window.start) not in broken
                     )
                     failed += failures
-                    planned_at = time.monotonic() if stale else planned_at
+                    planned_at = self.clock.monotonic() if stale else planned_at
                     progress = 0
                 if not queue:
                     break
@@ -154,7 +156,7 @@ class WindowScheduler:
                 if outcome is Outcome.FAILED:
                     failed += 1
                     broken.add((model.id, window.start))
-                metrics.WINDOWS_PENDING.set(len(queue))
+                instruments.WINDOWS_PENDING.set(len(queue))
             if not self._stop.is_set() and leader and self.lock.held():
                 self._expire()
             return TickReport(
@@ -164,7 +166,7 @@ class WindowScheduler:
     def _lead(self) -> bool:
         """Take or keep the leader lock; the gauge follows."""
         leader = self.lock.acquire()
-        metrics.SCHEDULER_LEADER.set(1 if leader else 0)
+        instruments.SCHEDULER_LEADER.set(1 if leader else 0)
         return leader
 
     def _plan(self, *, scan: bool) -> tuple[list[tuple[Model, DueWindow]], int]:
@@ -179,17 +181,17 @@ class WindowScheduler:
                 due[model.id] = self._plan_model(model, scan=scan)
             except Exception:
                 failed += 1
-                metrics.COMPUTE_FAILURES.labels(model.name).inc()
+                instruments.COMPUTE_FAILURES.labels(model.name).inc()
                 logger.exception("scan failed", extra={"model": model.name})
         planned = fair_order(models, due)
-        metrics.WINDOWS_PENDING.set(len(planned))
+        instruments.WINDOWS_PENDING.set(len(planned))
         return planned, failed
 
     def _plan_model(self, model: Model, *, scan: bool) -> list[DueWindow]:
         """Scan the model (``scan``), then list its due windows. A scan that waits for the
         model's lock beyond ``lock_timeout`` (one of its windows computed for that long) is
         left to the next plan; the listing goes on."""
-        now = datetime.now(UTC)
+        now = self.clock.now()
         with self.session_factory() as session:
             if scan:
                 try:
@@ -219,7 +221,7 @@ class WindowScheduler:
     def _compute(self, model: Model, window: DueWindow) -> Outcome:
         """Claim and compute one window in its own transaction."""
         started = time.perf_counter()
-        now = datetime.now(UTC)
+        now = self.clock.now()
         try:
             with self.session_factory() as session:
                 result = compute_window(
@@ -241,7 +243,7 @@ class WindowScheduler:
                     extra={"model": model.name, "window_start": iso(window.start)},
                 )
                 return Outcome.CHANGED
-            metrics.COMPUTE_FAILURES.labels(model.name).inc()
+            instruments.COMPUTE_FAILURES.labels(model.name).inc()
             logger.exception(
                 "window computation failed",
                 extra={"model": model.name, "window_start": iso(window.start)},
@@ -252,7 +254,7 @@ class WindowScheduler:
                         session,
                         model_id=model.id,
                         start=window.start,
-                        now=datetime.now(UTC),
+                        now=self.clock.now(),
                         base=timedelta(seconds=self.settings.scheduler_interval),
                     )
                     session.commit()
@@ -266,11 +268,11 @@ class WindowScheduler:
                 extra={"model": model.name, "window_start": iso(window.start)},
             )
             return Outcome.SKIPPED
-        metrics.WINDOW_COMPUTE_DURATION.observe(seconds)
-        metrics.LAST_COMPUTE_SUCCESS.set(time.time())
-        metrics.WINDOWS_COMPUTED.inc()
+        instruments.WINDOW_COMPUTE_DURATION.observe(seconds)
+        instruments.LAST_COMPUTE_SUCCESS.set(time.time())
+        instruments.WINDOWS_COMPUTED.inc()
         if result.overflow_added:
-            metrics.SEGMENTS_OVERFLOW.labels(model.name).inc(result.overflow_added)
+            instruments.SEGMENTS_OVERFLOW.labels(model.name).inc(result.overflow_added)
         logger.info(
             "window computed",
             extra={
@@ -287,13 +289,13 @@ class WindowScheduler:
 
     def _expire(self) -> None:
         """Once an hour: expire old predictions and the windows they held."""
-        if time.monotonic() - self._last_retention < RETENTION_EVERY:
+        if self.clock.monotonic() - self._last_retention < RETENTION_EVERY:
             return
-        self._last_retention = time.monotonic()
+        self._last_retention = self.clock.monotonic()
         try:
             result = run_retention(
                 self.session_factory,
-                now=datetime.now(UTC),
+                now=self.clock.now(),
                 retention_days=self.settings.retention_days,
             )
         except Exception:
@@ -323,33 +325,22 @@ class WindowScheduler:
 
     def start(self) -> None:
         """Run ticks in the background, the first one now."""
-        # APScheduler logs every run (INFO) and every run skipped while a long tick goes on
-        # (WARNING); ticks log what they do themselves, and catch their own errors.
-        logging.getLogger("apscheduler").setLevel(logging.ERROR)
-        scheduler = BackgroundScheduler(timezone=UTC)
-        scheduler.add_job(
-            self._scheduled_tick,
-            "interval",
-            seconds=self.settings.scheduler_interval,
-            next_run_time=datetime.now(UTC),
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=None,
-            id="windows",
+        timer = RepeatingTimer(
+            self._scheduled_tick, self.settings.scheduler_interval, name="calmon-scheduler"
         )
-        scheduler.start()
-        self._scheduler = scheduler
+        timer.start()
+        self._timer = timer
         logger.info("scheduler started", extra={"instance": self.instance})
 
     def shutdown(self) -> None:
         """Stop after the window being computed, give up the lock, close connections."""
         self._stop.set()
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=True)
-            self._scheduler = None
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
         with self._tick_lock:
             self.lock.release()
-        metrics.SCHEDULER_LEADER.set(0)
+        instruments.SCHEDULER_LEADER.set(0)
         if self._own_engine:
             self.engine.dispose()
         logger.info("scheduler stopped", extra={"instance": self.instance})
@@ -365,7 +356,7 @@ def scheduler_lifespan(
     @asynccontextmanager
     async def hook(app: FastAPI) -> AsyncIterator[None]:
         scheduler = WindowScheduler(settings, after_tick=after_tick)
-        app.state.scrape_collectors.append(metrics.SCHEDULER_REGISTRY)
+        app.state.scrape_collectors.append(instruments.SCHEDULER_REGISTRY)
         app.state.scheduler = scheduler
         scheduler.start()
         try:

@@ -17,15 +17,22 @@ from fastapi.testclient import TestClient
 
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
-from tests.integration.scheduler.helpers import create_model, make_batch, recent, send, settle
+from tests.integration.scheduler.helpers import (
+    create_model,
+    make_batch,
+    recent,
+    scheduler_clock,
+    send,
+    settle,
+)
 
 
 @pytest.fixture
 def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
     """A scheduler on the test's database (ticks run in the test)."""
-    settle()
+    settle(wait=False)
     settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
-    running = WindowScheduler(settings, instance="schema-test")
+    running = WindowScheduler(settings, instance="schema-test", clock=scheduler_clock())
     yield running
     running.shutdown()
 

@@ -26,6 +26,7 @@ from tests.integration.scheduler.helpers import (
     iso,
     make_batch,
     recent,
+    scheduler_clock,
     send,
     settle,
     windows,
@@ -64,14 +65,14 @@ def _start(index: int) -> datetime:
 @pytest.fixture(autouse=True)
 def _settled() -> None:
     """Tests place data relative to the current 5-minute window; keep it for the test."""
-    settle()
+    settle(wait=False)
 
 
 @pytest.fixture
 def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
     """A scheduler on the test's database (ticks run in the test)."""
     settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
-    running = WindowScheduler(settings, instance="api-test")
+    running = WindowScheduler(settings, instance="api-test", clock=scheduler_clock())
     yield running
     running.shutdown()
 

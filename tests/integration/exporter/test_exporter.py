@@ -281,6 +281,7 @@ def serve_client(env: Env) -> Iterator[TestClient]:
         yield client
 
 
+@pytest.mark.real_clock
 def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestClient) -> None:
     create_model(serve_client, "fraud", **FRAUD)
     create_model(serve_client, "ads", **ADS)

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.arrays import FloatArray, Int8Array
+from app.clock import SYSTEM_CLOCK, Clock
 from app.db.models import Model, WindowResult, WindowState
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
@@ -146,17 +147,43 @@ def iso(moment: datetime) -> str:
 
 FIVE_MINUTES = timedelta(minutes=5)
 _now_window: list[datetime] = []
+_scheduler_clock: list[Clock] = [SYSTEM_CLOCK]
 
 
-def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0) -> None:
-    """Fix "now" for :func:`recent` at the start of a test, first waiting past the next
-    window boundary when it is less than ``room`` seconds away, so that which windows are
-    open does not change while the test runs."""
+class LaggingClock:
+    """The machine's clock set back by ``behind`` seconds (monotonic time is left alone)."""
+
+    def __init__(self, behind: float) -> None:
+        self.behind = timedelta(seconds=behind)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) - self.behind
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0, *, wait: bool = True) -> None:
+    """Fix "now" for :func:`recent` at the start of a test so that which windows are open does
+    not change while the test runs: when the next window boundary is less than ``room``
+    seconds away, either wait past it (``wait``: the test runs a scheduler on the machine's
+    clock) or set the clock of :meth:`Env.scheduler`'s schedulers back so that they see
+    ``room`` seconds left in the window (no sleep)."""
     seconds = length.total_seconds()
     left = seconds - datetime.now(UTC).timestamp() % seconds
+    behind = 0.0
     if left < room:
-        time.sleep(left + 0.2)
+        if wait:
+            time.sleep(left + 0.2)
+        else:
+            behind = room - left
     _now_window[:] = [floor(datetime.now(UTC), length)]
+    _scheduler_clock[:] = [LaggingClock(behind) if behind else SYSTEM_CLOCK]
+
+
+def scheduler_clock() -> Clock:
+    """The clock for schedulers of the current test, as :func:`settle` left it."""
+    return _scheduler_clock[0]
 
 
 def recent(windows_ago: int, length: timedelta = FIVE_MINUTES) -> datetime:
@@ -183,7 +210,9 @@ class Env:
     def scheduler(self, **overrides: Any) -> WindowScheduler:
         """A scheduler on the database (shut down at the end of the test)."""
         settings = self.settings.model_copy(update=overrides) if overrides else self.settings
-        scheduler = WindowScheduler(settings, instance=f"test-{len(self.schedulers)}")
+        scheduler = WindowScheduler(
+            settings, instance=f"test-{len(self.schedulers)}", clock=scheduler_clock()
+        )
         self.schedulers.append(scheduler)
         return scheduler
 

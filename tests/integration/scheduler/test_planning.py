@@ -24,6 +24,7 @@ from tests.integration.scheduler.helpers import (
     recent,
     send,
     send_labels,
+    settle,
     windows,
 )
 
@@ -290,3 +291,23 @@ def test_scan_records_every_window_holding_predictions(env: Env) -> None:
     assert result.new == 3
     assert [r.starts_at for r in rows] == starts
     assert [r.ends_at - r.starts_at for r in rows] == [timedelta(hours=1)] * 3
+
+
+def test_settle_near_a_boundary_sets_the_scheduler_clock_back_instead_of_sleeping(
+    env: Env,
+) -> None:
+    # A room of almost a whole window: the boundary is "near" at any moment of the test run.
+    before = datetime.now(UTC)
+    settle(room=FIVE_MINUTES.total_seconds() - 0.5, wait=False)
+    assert (datetime.now(UTC) - before).total_seconds() < 0.5
+    scheduler = env.scheduler()
+    assert recent(0) <= scheduler.clock.now() < recent(0) + timedelta(seconds=1)
+    create_model(env.client, "fraud", window="5m", grace="0s")
+    for ago in (1, 0):
+        batch = make_batch(
+            prefix=f"w{ago}", start=recent(ago), count=20, spacing=timedelta(seconds=1), seed=ago
+        )
+        send(env.client, "fraud", batch)
+    report = scheduler.tick()
+    assert report.computed == 1
+    assert list(by_window(windows(env.client, "fraud"))) == [iso(recent(1))]
