@@ -45,8 +45,8 @@ from app.db.partitions import ensure_days
 from app.db.session import create_db_engine, create_session_factory
 from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
-from app.scheduler.planning import due_windows, scan_model
 from app.services.models import ModelConfig, ReferenceConfig, put_model
+from app.services.planning import due_windows, scan_model
 from app.services.references import ALL, Reference, ReferenceCache, load_rows, references_for
 from app.services.windows import all_sorted, compute_window, evaluate_segment
 from app.settings import Settings

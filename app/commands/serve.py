@@ -27,8 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def lifespan_hooks(settings: Settings) -> list[LifespanHook]:
     """What starts and stops with the API in `calmon serve` (each an async context manager):
     the window exporter, refreshed after every tick of the scheduler that runs beside it."""
+    from app.api.lifespan import scheduler_lifespan
     from app.exporter.refresh import WindowExporter
-    from app.scheduler.runner import scheduler_lifespan
 
     exporter = WindowExporter()
     return [

@@ -16,7 +16,7 @@ from itertools import zip_longest
 from sqlalchemy.exc import DBAPIError
 
 from app.db.models import Model
-from app.scheduler.planning import DueWindow
+from app.services.planning import DueWindow
 
 #: SQLSTATE of a serialisation failure (a repeatable-read transaction wrote a row that changed
 #: after its snapshot)

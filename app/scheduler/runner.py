@@ -1,7 +1,7 @@
 """The scheduler loop: every ``CALMON_SCHEDULER_INTERVAL`` seconds, one *tick*.
 
 A tick takes (or keeps) the leader lock. The leader does the once-only work: it scans every
-model for changed windows (:func:`app.scheduler.planning.scan_model`) and, once an hour (the
+model for changed windows (:func:`app.services.planning.scan_model`) and, once an hour (the
 first time ten minutes after start), expires old predictions and their windows
 (``CALMON_RETENTION_DAYS``). Then every process on PostgreSQL, leader or not, lists the due
 windows and tries them in a fair order (:func:`app.scheduler.claims.fair_order`: round-robin
@@ -19,7 +19,6 @@ scheduler`` runs it alone, ``calmon serve`` beside the API.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -27,13 +26,11 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from fastapi import FastAPI
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -43,7 +40,7 @@ from app.db.session import create_db_engine, create_session_factory
 from app.scheduler import instruments
 from app.scheduler.claims import Outcome, fair_order, is_lock_timeout, is_serialization_failure
 from app.scheduler.lock import LeaderLock, leader_lock
-from app.scheduler.planning import (
+from app.services.planning import (
     DueWindow,
     due_windows,
     record_failure,
@@ -344,24 +341,3 @@ class WindowScheduler:
         if self._own_engine:
             self.engine.dispose()
         logger.info("scheduler stopped", extra={"instance": self.instance})
-
-
-def scheduler_lifespan(
-    settings: Settings, *, after_tick: Callable[[TickReport], None] | None = None
-) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """A lifespan hook of the API app that runs a :class:`WindowScheduler` beside it
-    (``calmon serve``) and adds the scheduler's metrics to the API's ``/metrics``;
-    ``after_tick`` is called after each background tick."""
-
-    @asynccontextmanager
-    async def hook(app: FastAPI) -> AsyncIterator[None]:
-        scheduler = WindowScheduler(settings, after_tick=after_tick)
-        app.state.scrape_collectors.append(instruments.SCHEDULER_REGISTRY)
-        app.state.scheduler = scheduler
-        scheduler.start()
-        try:
-            yield
-        finally:
-            await asyncio.to_thread(scheduler.shutdown)
-
-    return hook

@@ -37,7 +37,7 @@ from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowS
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.label_free import LabelShiftReference, label_shift_reference
 from app.metrics.ranking import Ranking, RankingAccumulator
-from app.scheduler.planning import Fingerprint, fingerprint, fingerprint_columns
+from app.services.planning import Fingerprint, fingerprint, fingerprint_columns
 from app.timeline import iso, window_length
 
 ALL: Final = "*"
@@ -112,7 +112,7 @@ def load_rows(
 ) -> WindowRows:
     """The predictions of ``model`` with ``start <= ts < end`` (only those with ``label``
     when given), with their tracked segment's position, and with ``band_since`` the
-    :class:`~app.scheduler.planning.Fingerprint` of those changed since then, read in the
+    :class:`~app.services.planning.Fingerprint` of those changed since then, read in the
     same statement (PostgreSQL) or the same transaction.
 
     PostgreSQL sends the scores and a packed (label, segment) code each as one binary array

@@ -40,7 +40,7 @@ from app.metrics.label_free import estimate_window
 from app.metrics.prepared import PreparedSet, prepare
 from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
-from app.scheduler.planning import EPOCH, request_windows, still_due, window_epoch_seconds
+from app.services.planning import EPOCH, request_windows, still_due, window_epoch_seconds
 from app.services.references import (
     ALL,
     UNTRACKED,

@@ -13,9 +13,9 @@ counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks ali
 - the top-level parts of ``app`` (its subpackages and top-level modules) form no import cycle:
   every import between two parts of one strongly connected component is a violation.
 
-Violations that exist today and are being removed are listed in KNOWN_VIOLATIONS, each with its
-reason; the tests fail on any violation outside that list and on any listed one that no longer
-exists, so the list only shrinks and stays accurate.
+KNOWN_VIOLATIONS lists accepted exceptions, each with its reason (none today); the tests fail
+on any violation outside that list and on any listed one that no longer exists, so the list
+stays accurate.
 """
 
 from __future__ import annotations
@@ -29,28 +29,7 @@ import pytest
 APP = Path(__file__).resolve().parents[2] / "app"
 
 #: violation -> why it is still there. A violation is "rule: importer -> imported".
-KNOWN_VIOLATIONS: dict[str, str] = {
-    "services: app.services.windows -> app.scheduler.planning": (
-        "window planning and the fingerprint move from the scheduler into services"
-    ),
-    "services: app.services.references -> app.scheduler.planning": (
-        "the reference fingerprint moves from the scheduler into services"
-    ),
-    "scheduler: app.scheduler.runner -> fastapi": (
-        "scheduler_lifespan moves from the scheduler to the FastAPI app"
-    ),
-    "cycle: app.services.windows -> app.scheduler.planning": "as services -> scheduler above",
-    "cycle: app.services.references -> app.scheduler.planning": "as services -> scheduler above",
-    "cycle: app.scheduler.runner -> app.services.windows": (
-        "allowed once services stop importing the scheduler (the other half of this cycle)"
-    ),
-    "cycle: app.scheduler.runner -> app.services.references": (
-        "allowed once services stop importing the scheduler (the other half of this cycle)"
-    ),
-    "cycle: app.scheduler.runner -> app.services.retention": (
-        "allowed once services stop importing the scheduler (the other half of this cycle)"
-    ),
-}
+KNOWN_VIOLATIONS: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:

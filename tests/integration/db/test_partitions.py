@@ -23,10 +23,10 @@ from app.db.partitions import (
     partition_name,
 )
 from app.db.session import create_db_engine, create_session_factory
-from app.scheduler.planning import fingerprint
 from app.services.errors import ConflictError
 from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
 from app.services.models import ModelConfig, put_model
+from app.services.planning import fingerprint
 from app.services.references import load_rows
 from app.services.retention import (
     detach_expired_days,

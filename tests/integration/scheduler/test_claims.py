@@ -12,7 +12,7 @@ import pytest
 
 from app.db.models import Model
 from app.scheduler import instruments
-from app.scheduler.planning import scan_model
+from app.services.planning import scan_model
 from app.services.windows import WINDOW_LOCK_CLASS
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,

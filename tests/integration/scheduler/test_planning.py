@@ -12,8 +12,8 @@ from sqlalchemy import select, update
 from app.db.models import Model, Prediction, WindowState
 from app.metrics import evaluate
 from app.scheduler import instruments
-from app.scheduler.planning import due_windows, scan_model
 from app.scheduler.runner import TickReport
+from app.services.planning import due_windows, scan_model
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     Env,

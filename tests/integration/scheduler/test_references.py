@@ -16,7 +16,7 @@ from app.metrics import evaluate
 from app.metrics.evaluation import evaluate_ranked
 from app.metrics.ranking import RankingAccumulator, rank
 from app.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS, ap_parts_published
-from app.scheduler.planning import (
+from app.services.planning import (
     FIXED_REFRESH_WINDOWS,
     refresh_for_fixed_reference,
     scan_model,

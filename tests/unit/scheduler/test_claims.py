@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from app.db.models import Model
 from app.scheduler.claims import fair_order
-from app.scheduler.planning import DueWindow
+from app.services.planning import DueWindow
 
 HOUR = timedelta(hours=1)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
