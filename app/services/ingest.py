@@ -336,6 +336,9 @@ def _lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> No
 
 
 _NOW = bindparam("now", type_=UTCDateTime())
+#: the event-time range of a batch: bounds the day partitions a statement may touch
+_LO = bindparam("lo", type_=UTCDateTime())
+_HI = bindparam("hi", type_=UTCDateTime())
 
 # SQLite: one table keyed by (model_id, client_id).
 
@@ -401,7 +404,7 @@ _PG_CONFLICTING_IDS = text(
     " OR COALESCE(p.segment, '') <> COALESCE(s.segment, '')"
     " OR (s.label IS NOT NULL AND COALESCE(p.label, -1) <> s.label))"
     " ORDER BY s.client_id"
-).bindparams(bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+).bindparams(_LO, _HI)
 
 _PG_APPLY_PENDING = text(
     "UPDATE predictions p SET label = pl.label, labelled_at = pl.received_at, changed_at = :now"
@@ -411,7 +414,7 @@ _PG_APPLY_PENDING = text(
     " AND p.client_id = k.client_id AND p.ts = k.ts AND p.ts >= :lo AND p.ts <= :hi"
     " AND p.label IS NULL"
     " AND pl.client_id IN (SELECT client_id FROM calmon_prediction_stage)"
-).bindparams(_NOW, bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+).bindparams(_NOW, _LO, _HI)
 
 _PG_UNKNOWN_LABEL_IDS = text(
     "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
@@ -423,6 +426,8 @@ _PG_LABELLED_RANGE = text(
     "SELECT min(k.ts), max(k.ts) FROM calmon_label_stage s JOIN prediction_keys k"
     " ON k.model_id = :model_id AND k.client_id = s.client_id"
 )
+#: the batch's stored predictions, locked in id order before they are updated (an ``UPDATE …
+#: FROM`` locks rows in the order of its join, which differs between batches)
 _PG_LOCK_LABELLED = text(
     "SELECT 1 FROM calmon_label_stage s"
     " JOIN prediction_keys k ON k.model_id = :model_id AND k.client_id = s.client_id"
@@ -430,14 +435,14 @@ _PG_LOCK_LABELLED = text(
     " AND p.ts = k.ts"
     " WHERE p.ts >= :lo AND p.ts <= :hi"
     " ORDER BY p.client_id FOR NO KEY UPDATE OF p"
-).bindparams(bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+).bindparams(_LO, _HI)
 _PG_UPDATE_LABELS = text(
     "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
     " FROM calmon_label_stage s JOIN prediction_keys k"
     " ON k.model_id = :model_id AND k.client_id = s.client_id"
     " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
     " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label"
-).bindparams(_NOW, bindparam("lo", type_=UTCDateTime()), bindparam("hi", type_=UTCDateTime()))
+).bindparams(_NOW, _LO, _HI)
 _PG_REPEATED_PENDING = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
     " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
@@ -472,14 +477,6 @@ _UNKNOWN_LABEL_IDS = text(
     "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
     " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
     " ORDER BY s.client_id"
-)
-
-#: the batch's stored predictions, locked in id order before they are updated (an ``UPDATE …
-#: FROM`` locks rows in the order of its join, which differs between batches)
-_LOCK_LABELLED = text(
-    "SELECT 1 FROM predictions p WHERE p.model_id = :model_id"
-    " AND p.client_id IN (SELECT client_id FROM calmon_label_stage)"
-    " ORDER BY p.client_id FOR NO KEY UPDATE OF p"
 )
 
 _UPDATE_LABELS = text(

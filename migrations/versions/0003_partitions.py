@@ -68,6 +68,20 @@ def _create_day(day: date) -> None:
     )
 
 
+#: the columns of ``predictions``, the same before and after the partitioning
+_COLUMNS = (
+    " model_id INTEGER NOT NULL,"
+    " client_id VARCHAR(128) NOT NULL,"
+    " ts TIMESTAMP WITH TIME ZONE NOT NULL,"
+    " score DOUBLE PRECISION NOT NULL,"
+    " label SMALLINT,"
+    " segment VARCHAR(64),"
+    " received_at TIMESTAMP WITH TIME ZONE NOT NULL,"
+    " labelled_at TIMESTAMP WITH TIME ZONE,"
+    " changed_at TIMESTAMP WITH TIME ZONE NOT NULL,"
+)
+
+
 def upgrade() -> None:
     """Partition ``predictions`` by day and fill the registry (PostgreSQL only)."""
     if op.get_bind().dialect.name != "postgresql":
@@ -77,16 +91,8 @@ def upgrade() -> None:
         op.execute(f"ALTER INDEX {index} RENAME TO {index}_single")
     op.execute(
         "CREATE TABLE predictions ("
-        " model_id INTEGER NOT NULL,"
-        " client_id VARCHAR(128) NOT NULL,"
-        " ts TIMESTAMP WITH TIME ZONE NOT NULL,"
-        " score DOUBLE PRECISION NOT NULL,"
-        " label SMALLINT,"
-        " segment VARCHAR(64),"
-        " received_at TIMESTAMP WITH TIME ZONE NOT NULL,"
-        " labelled_at TIMESTAMP WITH TIME ZONE,"
-        " changed_at TIMESTAMP WITH TIME ZONE NOT NULL,"
-        " CONSTRAINT ck_predictions_label CHECK (label IN (0, 1))"
+        + _COLUMNS
+        + " CONSTRAINT ck_predictions_label CHECK (label IN (0, 1))"
         ") PARTITION BY RANGE (ts)"
     )
     op.execute(
@@ -139,16 +145,8 @@ def downgrade() -> None:
         op.execute(f"ALTER INDEX {index} RENAME TO {index}_parted")
     op.execute(
         "CREATE TABLE predictions ("
-        " model_id INTEGER NOT NULL,"
-        " client_id VARCHAR(128) NOT NULL,"
-        " ts TIMESTAMP WITH TIME ZONE NOT NULL,"
-        " score DOUBLE PRECISION NOT NULL,"
-        " label SMALLINT,"
-        " segment VARCHAR(64),"
-        " received_at TIMESTAMP WITH TIME ZONE NOT NULL,"
-        " labelled_at TIMESTAMP WITH TIME ZONE,"
-        " changed_at TIMESTAMP WITH TIME ZONE NOT NULL,"
-        " CONSTRAINT pk_predictions PRIMARY KEY (model_id, client_id),"
+        + _COLUMNS
+        + " CONSTRAINT pk_predictions PRIMARY KEY (model_id, client_id),"
         " CONSTRAINT ck_predictions_label CHECK (label IN (0, 1)),"
         " CONSTRAINT fk_predictions_model_id_models FOREIGN KEY (model_id)"
         " REFERENCES models (id) ON DELETE CASCADE"
