@@ -118,20 +118,24 @@ def current_windows(windows: Iterable[LatestWindow]) -> list[LatestWindow]:
     ]
 
 
-def load_latest_windows(session: Session) -> list[LatestWindow]:
-    """The latest stored window of each model and exported segment (see
-    :func:`current_windows`), ordered by model name, then ``*`` first and the other segments by
-    name."""
-    pairs = union_all(
-        select(
-            Model.id.label("model_id"),
-            Model.name.label("model"),
-            literal(ALL_SEGMENTS).label("segment"),
-        ),
+def load_latest_windows(session: Session, *, model_id: int | None = None) -> list[LatestWindow]:
+    """The latest stored window of each model (only of ``model_id`` when given) and exported
+    segment (see :func:`current_windows`), ordered by model name, then ``*`` first and the
+    other segments by name."""
+    models = select(
+        Model.id.label("model_id"),
+        Model.name.label("model"),
+        literal(ALL_SEGMENTS).label("segment"),
+    )
+    segments = (
         select(ModelSegment.model_id, Model.name, ModelSegment.name)
         .join(Model, Model.id == ModelSegment.model_id)
-        .where(ModelSegment.position < Model.max_segments),
-    ).subquery("pairs")
+        .where(ModelSegment.position < Model.max_segments)
+    )
+    if model_id is not None:
+        models = models.where(Model.id == model_id)
+        segments = segments.where(Model.id == model_id)
+    pairs = union_all(models, segments).subquery("pairs")
     inner = aliased(WindowResult)
     latest = (
         select(func.max(inner.starts_at))

@@ -99,10 +99,13 @@ def root() -> RedirectResponse:
     return RedirectResponse("/ui", status_code=307)
 
 
-def _latest_by_model(session: Session) -> dict[str, list[LatestWindow]]:
-    """The latest windows of every model and exported segment, by model name."""
+def _latest_by_model(
+    session: Session, *, model_id: int | None = None
+) -> dict[str, list[LatestWindow]]:
+    """The latest windows of every model (only of ``model_id`` when given) and exported
+    segment, by model name."""
     grouped: dict[str, list[LatestWindow]] = {}
-    for latest in load_latest_windows(session):
+    for latest in load_latest_windows(session, model_id=model_id):
         grouped.setdefault(latest.model, []).append(latest)
     return grouped
 
@@ -188,7 +191,7 @@ def ui_model(
         return _html(not_found_page(model), 404)
     if metric not in REGULAR_METRICS:
         metric = DEFAULT_METRIC
-    latest = _latest_by_model(session).get(stored.name, [])
+    latest = _latest_by_model(session, model_id=stored.id).get(stored.name, [])
     segments = [w.segment for w in latest] or ["*"]
     if segment not in segments:
         segments.append(segment)

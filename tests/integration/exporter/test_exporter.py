@@ -22,7 +22,7 @@ from sqlalchemy import event, text
 from app.api.app import create_app
 from app.commands.serve import lifespan_hooks
 from app.exporter.refresh import WindowExporter
-from app.exporter.snapshot import QUIET_SEGMENT_WINDOWS
+from app.exporter.snapshot import QUIET_SEGMENT_WINDOWS, load_latest_windows
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
 from tests.integration.conftest import ClientFactory
@@ -173,6 +173,19 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     assert len(scraped) == count
     assert snapshot.series == count
     assert snapshot.windows == 4
+
+
+def test_the_latest_windows_of_one_model_are_those_of_all_models_for_it(env: Env) -> None:
+    _populate(env)
+    fraud_id = env.model_id("fraud")
+    with env.session_factory() as session:
+        every = load_latest_windows(session)
+        fraud = load_latest_windows(session, model_id=fraud_id)
+    assert {w.model for w in every} == {"fraud", "ads"}
+    assert [(w.segment, w.start) for w in fraud] == [
+        (w.segment, w.start) for w in every if w.model == "fraud"
+    ]
+    assert {w.segment for w in fraud} == {"*", "a", "b"}
 
 
 def test_a_scrape_reads_memory_and_a_refresh_is_one_select(
