@@ -47,7 +47,7 @@ from app.services.planning import (
     refresh_for_fixed_reference,
     scan_model,
 )
-from app.services.references import ReferenceCache
+from app.services.reference_cache import ReferenceCache
 from app.services.retention import run_retention
 from app.services.windows import compute_window, lock_model_for_scan
 from app.settings import Settings

@@ -41,16 +41,9 @@ from app.metrics.prepared import PreparedSet, prepare
 from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
 from app.services.planning import EPOCH, request_windows, still_due, window_epoch_seconds
-from app.services.references import (
-    ALL,
-    UNTRACKED,
-    Reference,
-    ReferenceCache,
-    encode_scores,
-    load_rows,
-    references_for,
-    tracked_segments,
-)
+from app.services.reference_cache import Reference, ReferenceCache
+from app.services.references import encode_scores, references_for
+from app.services.window_rows import ALL, UNTRACKED, load_rows, tracked_segments
 from app.timeline import iso, window_length, window_start
 
 LEVEL: Final = 0.95

@@ -27,13 +27,13 @@ from app.services.errors import ConflictError
 from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
 from app.services.models import ModelConfig, put_model
 from app.services.planning import fingerprint
-from app.services.references import load_rows
 from app.services.retention import (
     detach_expired_days,
     expire_partitions,
     expired_tables,
     run_retention,
 )
+from app.services.window_rows import load_rows
 from app.settings import Settings
 
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)

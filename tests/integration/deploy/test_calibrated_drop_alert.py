@@ -27,7 +27,7 @@ from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, build_snapshot
 from app.metrics.evaluation import evaluate_ranked, set_sums
 from app.metrics.prepared import prepare
-from app.services.references import Reference
+from app.services.reference_cache import Reference
 from app.services.windows import evaluate_segment
 from tests.integration.deploy.promql import selectors
 from tests.integration.deploy.test_prometheus_rules import RULES, _rules

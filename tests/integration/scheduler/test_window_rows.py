@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event, func, select
 
 from app.db.models import Model
-from app.services.references import (
+from app.services.window_rows import (
     NO_SEGMENT,
     UNTRACKED,
     _planner_settings,
