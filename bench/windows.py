@@ -48,7 +48,7 @@ from app.metrics.prepared import prepare
 from app.services.models import ModelConfig, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.references import ALL, Reference, ReferenceCache, load_rows, references_for
-from app.services.windows import all_sorted, compute_window, evaluate_segment
+from app.services.window_compute import all_sorted, compute_window, evaluate_segment
 from app.settings import Settings
 from bench.scratch import create_scratch, drop_scratch
 
