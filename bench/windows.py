@@ -49,8 +49,8 @@ from app.services.models import ModelConfig, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import references_for
+from app.services.window_compute import all_sorted, compute_window, evaluate_segment
 from app.services.window_rows import ALL, load_rows
-from app.services.windows import all_sorted, compute_window, evaluate_segment
 from app.settings import Settings
 from bench.scratch import create_scratch, drop_scratch
 

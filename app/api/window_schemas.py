@@ -1,7 +1,7 @@
 """The OpenAPI schema of a window record (``GET /v1/models/{model}/windows``).
 
 Records are built as plain dictionaries when a window is computed
-(:mod:`app.services.windows`), stored as JSON and served as stored, without passing through
+(:mod:`app.services.window_record`), stored as JSON and served as stored, without passing through
 these models: they only describe that shape for the OpenAPI document, and tests validate real
 records against them. Every object is closed (``additionalProperties: false``) except the
 maps keyed by a configured π0 (``"0.01"``), whose values have one schema.

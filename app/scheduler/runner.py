@@ -6,7 +6,7 @@ first time ten minutes after start), expires old predictions and their windows
 (``CALMON_RETENTION_DAYS``). Then every process on PostgreSQL, leader or not, lists the due
 windows and tries them in a fair order (:func:`app.scheduler.claims.fair_order`: round-robin
 across models), each in its own session and transaction
-(:func:`app.services.windows.compute_window`), which claims the window first and computes it
+(:func:`app.services.window_compute.compute_window`), which claims the window first and computes it
 only if it is still due; a window claimed elsewhere is skipped. The plan (and, on the leader,
 the scan) is made again every interval while windows remain, so fresh windows do not wait
 behind a back-fill. On SQLite only the leader computes. A failure is logged with the model and
@@ -49,7 +49,8 @@ from app.services.planning import (
 )
 from app.services.reference_cache import ReferenceCache
 from app.services.retention import run_retention
-from app.services.windows import compute_window, lock_model_for_scan
+from app.services.window_compute import compute_window
+from app.services.window_locks import lock_model_for_scan
 from app.settings import Settings
 from app.timeline import iso
 

@@ -1,6 +1,6 @@
 """What a window record says in plain words, and which of the alert rules it would fire.
 
-Pure functions of window records (the shape in :mod:`app.services.windows`); nothing here
+Pure functions of window records (the shape in :mod:`app.services.window_record`); nothing here
 reads the database.
 
 The per-window verdict is read from the 95% intervals of the record:

@@ -90,7 +90,7 @@ def within(name: str, *prefixes: str) -> bool:
 
 
 def part(name: str) -> str:
-    """The top-level part of ``app`` a module belongs to: ``app.services.windows`` ->
+    """The top-level part of ``app`` a module belongs to: ``app.services.window_compute`` ->
     ``app.services``; ``app`` itself is its own part."""
     return ".".join(name.split(".")[:2])
 

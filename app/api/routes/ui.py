@@ -30,7 +30,7 @@ from app.exporter.snapshot import LatestWindow, load_latest_windows
 from app.metrics.evaluation import REGULAR_METRICS
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.models import get_model, list_models
-from app.services.windows import MAX_PAGE, list_window_results
+from app.services.window_results import MAX_PAGE, list_window_results
 from app.timeline import window_length
 from app.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
 from app.ui.verdict import alerts, is_stale

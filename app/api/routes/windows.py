@@ -23,7 +23,7 @@ from app.api.window_schemas import WindowPage
 from app.db.models import Model
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.ingest import EARLIEST_TIMESTAMP, Instant
-from app.services.windows import (
+from app.services.window_results import (
     MAX_PAGE,
     MAX_RECOMPUTE_WINDOWS,
     decode_cursor,

@@ -13,7 +13,7 @@ import pytest
 from app.db.models import Model
 from app.scheduler import instruments
 from app.services.planning import scan_model
-from app.services.windows import WINDOW_LOCK_CLASS
+from app.services.window_locks import WINDOW_LOCK_CLASS
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,

@@ -1,0 +1,505 @@
+"""Compute one window of a model, every segment at once, and store it.
+
+A window is stored whole or not at all: its claim, reads, every segment's evaluation and the
+writes of its records, sorted scores and state are one transaction, which the caller commits
+(on SQLite the reads are committed before the evaluation, so the write lock is not held while
+the metrics are computed). The steps and the reasons for them: ``docs/scheduler.md``
+("Computing a window", "Segments", "Scaling out").
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import numpy as np
+from sqlalchemy import delete, exists, func, insert, select
+from sqlalchemy.orm import Session
+
+from app.arrays import FloatArray
+from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
+from app.metrics.evaluation import evaluate_prepared, evaluate_ranked
+from app.metrics.intervals import bootstrap_intervals, wilson_interval
+from app.metrics.label_free import estimate_window
+from app.metrics.prepared import PreparedSet, prepare
+from app.metrics.resampling import cut_prepared, cut_with_fp
+from app.metrics.split import drift_split, split_intervals_ranked
+from app.services.planning import Fingerprint, still_due
+from app.services.reference_cache import Reference, ReferenceCache
+from app.services.references import encode_scores, references_for
+from app.services.window_locks import begin_window
+from app.services.window_record import ComputedWindow, segment_record, segment_seed
+from app.services.window_rows import ALL, UNTRACKED, WindowRows, load_rows, tracked_segments
+from app.timeline import window_length
+
+LEVEL: Final = 0.95
+
+
+def evaluate_segment(
+    *,
+    model: Model,
+    segment: str,
+    start: datetime,
+    end: datetime,
+    scores: np.ndarray[Any, np.dtype[np.float64]],
+    labels: np.ndarray[Any, np.dtype[np.int8]],
+    reference: Reference | None,
+    computed_at: datetime,
+) -> tuple[dict[str, Any], bytes, bytes]:
+    """The record of one segment of a window, and its sorted positives and negatives.
+
+    ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
+    """
+    labelled = labels >= 0
+    prepared = prepare(scores[labelled], labels[labelled], score_kind=model.score_kind)
+    usable = reference if reference is not None and reference.n > 0 else None
+    pi0, reference_key = _calibration_priors(model=model, reference=usable)
+    result = evaluate_prepared(
+        prepared, threshold=model.threshold, pi0=pi0, score_kind=model.score_kind
+    )
+    seed = segment_seed(model, segment, start)
+    intervals = bootstrap_intervals(
+        prepared,
+        threshold=model.threshold,
+        pi0=pi0,
+        level=LEVEL,
+        seed=seed,
+        score_kind=model.score_kind,
+    )
+    split = (
+        None
+        if usable is None
+        else _split(model=model, prepared=prepared, window=result, reference=usable, seed=seed)
+    )
+    record = segment_record(
+        model=model,
+        segment=segment,
+        start=start,
+        end=end,
+        computed_at=computed_at,
+        result=result,
+        intervals=intervals,
+        reference_key=reference_key,
+        prior_interval=wilson_interval(result["n_pos"], result["n"]),
+        unlabelled=int(labels.size - np.count_nonzero(labelled)),
+        split=split,
+        reference=reference,
+        estimated=estimate_window(
+            reference.label_shift if reference is not None else None,
+            all_sorted(prepared, scores[~labelled]),
+            threshold=model.threshold,
+            pi0=[float(p) for p in model.pi0],
+            seed=seed,
+        ),
+    )
+    return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
+
+
+def _calibration_priors(
+    *, model: Model, reference: Reference | None
+) -> tuple[list[float], str | None]:
+    """The π0 a segment is evaluated at: the configured ones, plus the prior of a usable
+    ``reference`` when it lies in (0, 1); and that prior's key among the calibrated values
+    (None when it is not among them)."""
+    pi0 = [float(p) for p in model.pi0]
+    ref_prior: float | None = None if reference is None else reference.evaluation["prior"]
+    if ref_prior is None or not 0.0 < ref_prior < 1.0:
+        return pi0, None
+    if float(ref_prior) not in pi0:
+        pi0.append(float(ref_prior))
+    return pi0, repr(float(ref_prior))
+
+
+def all_sorted(prepared: PreparedSet, unlabelled: FloatArray) -> FloatArray:
+    """Every scored prediction of a window ascending (n,): only the unlabelled scores are
+    sorted here; the classes, already sorted, are merged with them (a stable sort of three
+    ascending runs is a merge, O(n))."""
+    out: FloatArray = np.sort(
+        np.concatenate((prepared.pos_sorted, prepared.neg_sorted, np.sort(unlabelled))),
+        kind="stable",
+    )
+    return out
+
+
+def _split(
+    *,
+    model: Model,
+    prepared: PreparedSet,
+    window: dict[str, Any],
+    reference: Reference,
+    seed: int,
+) -> dict[str, Any]:
+    """The drift split of a window's result against its reference, with the 95% intervals
+    of both parts (``docs/metrics.md``).
+
+    ``window`` was evaluated with the reference prior among its π0; the reference, pooled and
+    cached without calibrated values, is evaluated here at the window's prior (O(K) from its
+    ranking). Both are needed only when both priors are in (0, 1); otherwise every part and
+    interval is None.
+    """
+    window_prior, ref_prior = window["prior"], reference.evaluation["prior"]
+    calibratable = all(p is not None and 0.0 < p < 1.0 for p in (window_prior, ref_prior))
+    ref_result = reference.evaluation
+    if calibratable:
+        ref_result = evaluate_ranked(
+            reference.ranking,
+            reference.sums,
+            threshold=model.threshold,
+            pi0=(float(window_prior),),
+            score_kind=model.score_kind,
+        )
+    split = drift_split(window, ref_result)
+    bounds = (
+        split_intervals_ranked(
+            prepared.ranking,
+            cut_prepared(prepared, model.threshold),
+            reference.ranking,
+            cut_with_fp(reference.ranking, model.threshold, reference.sums.fp),
+            level=LEVEL,
+            seed=seed,
+        )
+        if calibratable
+        else {}
+    )
+    for name, parts in split.items():
+        metric_bounds = bounds.get(name, {})
+        parts["prior_interval"] = metric_bounds.get("prior")
+        parts["likelihood_interval"] = metric_bounds.get("likelihood")
+    return split
+
+
+def _register_segments(session: Session, *, model: Model, start: datetime, now: datetime) -> int:
+    """Track the segments of this window not tracked yet, first seen first, while the model
+    tracks fewer than ``max_segments``; returns how many were added."""
+    taken = session.scalar(select(func.count()).where(ModelSegment.model_id == model.id)) or 0
+    room = model.max_segments - taken
+    if room <= 0:
+        return 0
+    end = start + window_length(model.window)
+    first_seen = func.min(Prediction.received_at)
+    rows = session.execute(
+        select(Prediction.segment, first_seen)
+        .where(
+            Prediction.model_id == model.id,
+            Prediction.ts >= start,
+            Prediction.ts < end,
+            Prediction.segment.is_not(None),
+            ~exists().where(
+                ModelSegment.model_id == model.id, ModelSegment.name == Prediction.segment
+            ),
+        )
+        .group_by(Prediction.segment)
+        .order_by(first_seen, Prediction.segment)
+        .limit(room)
+    ).all()
+    last = session.scalar(
+        select(func.max(ModelSegment.position)).where(ModelSegment.model_id == model.id)
+    )
+    position = -1 if last is None else last
+    for name, _ in rows:
+        position += 1
+        session.add(
+            ModelSegment(model_id=model.id, name=name, position=position, first_seen_at=now)
+        )
+    session.flush()
+    return len(rows)
+
+
+def _overflow_segments(session: Session, *, model: Model, start: datetime) -> int:
+    """Distinct segments of the window beyond the model's cap."""
+    end = start + window_length(model.window)
+    tracked = exists().where(
+        ModelSegment.model_id == model.id,
+        ModelSegment.name == Prediction.segment,
+        ModelSegment.position < model.max_segments,
+    )
+    count = session.scalar(
+        select(func.count(func.distinct(Prediction.segment))).where(
+            Prediction.model_id == model.id,
+            Prediction.ts >= start,
+            Prediction.ts < end,
+            Prediction.segment.is_not(None),
+            ~tracked,
+        )
+    )
+    return int(count or 0)
+
+
+def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
+    """Overflow predictions of the window's stored result (0 if none is stored yet)."""
+    record = session.scalar(
+        select(WindowResult.record).where(
+            WindowResult.model_id == model.id,
+            WindowResult.starts_at == start,
+            WindowResult.segment == ALL,
+        )
+    )
+    overflow = (record or {}).get("segments_overflow") or {}
+    return int(overflow.get("predictions") or 0)
+
+
+def _claim(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime,
+    now: datetime,
+    instance: str,
+    only_due: bool,
+) -> WindowState | None:
+    """Begin the window's transaction under its claim and read the window's state: None when
+    another scheduler holds the claim, the window has no state, or (``only_due``) it is no
+    longer due in this snapshot."""
+    if not begin_window(session, model=model, start=start, instance=instance):
+        return None
+    state = session.get(WindowState, (model.id, start))
+    if state is None:
+        return None
+    if only_due and not still_due(session, model=model, state=state, now=now):
+        return None
+    return state
+
+
+def _read_inputs(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime,
+    end: datetime,
+    band_since: datetime,
+    cache: ReferenceCache,
+) -> tuple[dict[int, str], dict[str, Reference | None], WindowRows]:
+    """The model's tracked segments, their references (built before the window's rows are
+    read), and the window's rows with the fingerprint of those changed since
+    ``band_since``."""
+    segments = tracked_segments(session, model=model)
+    references = references_for(
+        session, model=model, window_start=start, segments=segments, cache=cache
+    )
+    rows = load_rows(session, model=model, start=start, end=end, band_since=band_since)
+    return segments, references, rows
+
+
+def _load_window(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    band_since: datetime,
+    cache: ReferenceCache,
+) -> tuple[dict[int, str], dict[str, Reference | None], WindowRows]:
+    """:func:`_read_inputs`, read again when the window's untracked segments got some of
+    them registered (tracked from ``now``)."""
+    segments, references, rows = _read_inputs(
+        session, model=model, start=start, end=end, band_since=band_since, cache=cache
+    )
+    if np.any(rows.segments == UNTRACKED) and _register_segments(
+        session, model=model, start=start, now=now
+    ):
+        del rows
+        segments, references, rows = _read_inputs(
+            session, model=model, start=start, end=end, band_since=band_since, cache=cache
+        )
+    return segments, references, rows
+
+
+def _overflow(
+    session: Session, *, model: Model, start: datetime, rows: WindowRows
+) -> dict[str, int]:
+    """The window's predictions in segments beyond the cap and how many such segments: the
+    ``segments_overflow`` of its ``*`` record."""
+    predictions = int(np.count_nonzero(rows.segments == UNTRACKED))
+    segments = _overflow_segments(session, model=model, start=start) if predictions else 0
+    return {"segments": segments, "predictions": predictions}
+
+
+@dataclass(frozen=True, slots=True)
+class _SegmentOutput:
+    """One segment's evaluation, to be stored."""
+
+    name: str
+    computed_at: datetime
+    record: dict[str, Any]
+    positives: bytes
+    negatives: bytes
+
+
+def _evaluate_segments(
+    *,
+    model: Model,
+    start: datetime,
+    end: datetime,
+    rows: WindowRows,
+    segments: dict[int, str],
+    references: dict[str, Reference | None],
+    overflow: dict[str, int],
+) -> list[_SegmentOutput]:
+    """Evaluate ``*``, then each tracked segment present in the window by position; the
+    record of ``*`` carries ``overflow``."""
+    groups: list[tuple[str, int | None]] = [(ALL, None)]
+    present = set(np.unique(rows.segments).tolist())
+    groups += [
+        (name, position) for position, name in sorted(segments.items()) if position in present
+    ]
+    outputs = []
+    for name, position in groups:
+        if position is None:
+            scores, labels = rows.scores, rows.labels
+        else:
+            mask = rows.segments == position
+            scores, labels = rows.scores[mask], rows.labels[mask]
+        computed_at = datetime.now(UTC)
+        record, positives, negatives = evaluate_segment(
+            model=model,
+            segment=name,
+            start=start,
+            end=end,
+            scores=scores,
+            labels=labels,
+            reference=references.get(name),
+            computed_at=computed_at,
+        )
+        record["segments_overflow"] = overflow if name == ALL else None
+        outputs.append(_SegmentOutput(name, computed_at, record, positives, negatives))
+        del scores, labels
+    return outputs
+
+
+def _replace_results(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime,
+    end: datetime,
+    version: int,
+    instance: str,
+    outputs: list[_SegmentOutput],
+) -> None:
+    """Replace the window's stored records and sorted scores with ``outputs``."""
+    for table in (WindowResult, WindowScores):
+        session.execute(delete(table).where(table.model_id == model.id, table.starts_at == start))
+    for output in outputs:
+        record = output.record
+        session.execute(
+            insert(WindowResult).values(
+                model_id=model.id,
+                segment=output.name,
+                starts_at=start,
+                ends_at=end,
+                computed_at=output.computed_at,
+                computed_by=instance,
+                version=version,
+                n=record["n"],
+                n_pos=record["n_pos"],
+                unlabelled=record["unlabelled"],
+                prior=record["prior"],
+                record=record,
+            )
+        )
+        session.execute(
+            insert(WindowScores).values(
+                model_id=model.id,
+                segment=output.name,
+                starts_at=start,
+                version=version,
+                positives=output.positives,
+                negatives=output.negatives,
+            )
+        )
+
+
+def _mark_computed(
+    session: Session, *, state: WindowState, version: int, now: datetime, band: Fingerprint
+) -> None:
+    """Record ``version`` as computed in the window's state, with the checkpoint ``now`` and
+    its fingerprint ``band``; clear the request and the failure back-off."""
+    state.computed_version = version
+    state.checkpoint_at = now
+    state.band_count = band.count
+    state.band_sum = band.total
+    state.requested_at = None
+    state.failures = 0
+    state.retry_at = None
+    session.flush()
+
+
+def compute_window(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime,
+    now: datetime,
+    instance: str,
+    cache: ReferenceCache,
+    margin: timedelta,
+    pause_before_commit: float = 0.0,
+    only_due: bool = False,
+) -> ComputedWindow | None:
+    """Compute every segment of the window of ``model`` that starts at ``start`` and store the
+    results; the session's transaction must not have begun, and the caller commits the
+    writes (SQLite: the reads were committed before the evaluation).
+
+    ``now`` is taken before the transaction begins; it becomes the window's checkpoint.
+    Returns None when the window has no state or another scheduler is computing it.
+    ``pause_before_commit`` (a testing hook) sleeps after everything is written.
+
+    ``only_due`` (the scheduler's claims): return None, computing nothing, unless the window
+    is still due in the transaction's snapshot (another scheduler may have computed it since
+    it was planned) and, for a trailing reference, no older window of the model is due (it
+    must be computed first, being part of this window's reference).
+    """
+    state = _claim(session, model=model, start=start, now=now, instance=instance, only_due=only_due)
+    if state is None:
+        return None
+    version = state.version
+    end = start + window_length(model.window)
+    segments, references, rows = _load_window(
+        session, model=model, start=start, end=end, now=now, band_since=now - margin, cache=cache
+    )
+    band = rows.band
+    assert band is not None
+    overflow = _overflow(session, model=model, start=start, rows=rows)
+    if session.get_bind().dialect.name == "sqlite":
+        # SQLite has one writer at a time: do not hold the write lock while evaluating. What
+        # commits meanwhile is a change after the checkpoint, found by the next scan.
+        session.commit()
+    outputs = _evaluate_segments(
+        model=model,
+        start=start,
+        end=end,
+        rows=rows,
+        segments=segments,
+        references=references,
+        overflow=overflow,
+    )
+    predictions = int(rows.scores.size)
+    del rows
+    overflow_added = overflow["predictions"] and max(
+        0, overflow["predictions"] - _stored_overflow(session, model=model, start=start)
+    )
+    _replace_results(
+        session,
+        model=model,
+        start=start,
+        end=end,
+        version=version,
+        instance=instance,
+        outputs=outputs,
+    )
+    _mark_computed(session, state=state, version=version, now=now, band=band)
+    if pause_before_commit:
+        time.sleep(pause_before_commit)
+    return ComputedWindow(
+        start=start,
+        end=end,
+        version=version,
+        predictions=predictions,
+        segments=[output.name for output in outputs],
+        overflow_segments=overflow["segments"],
+        overflow_predictions=overflow["predictions"],
+        overflow_added=overflow_added,
+    )

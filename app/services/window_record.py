@@ -1,0 +1,109 @@
+"""The stored record of a window and segment (the JSON of ``window_results.record``), its
+bootstrap seed, and the summary of what one computation stored.
+
+The record's fields and when each is null: ``docs/scheduler.md`` ("The record").
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from app.db.models import Model
+from app.services.reference_cache import Reference
+from app.timeline import iso
+
+
+@dataclass(frozen=True, slots=True)
+class ComputedWindow:
+    """What one computation stored."""
+
+    start: datetime
+    end: datetime
+    version: int
+    predictions: int
+    segments: list[str]
+    overflow_segments: int
+    overflow_predictions: int
+    #: overflow predictions beyond those of the window's previous computation (what a
+    #: counter of predictions in untracked segments should add)
+    overflow_added: int
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None, NumPy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {key: clean(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(item) for item in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
+
+
+def segment_seed(model: Model, segment: str, start: datetime) -> int:
+    """The bootstrap seed of a window and segment: a recomputation on the same data gives
+    the same intervals."""
+    return zlib.crc32(f"{model.name}|{segment}|{iso(start)}".encode())
+
+
+def keyed(values: dict[str, Any], model: Model, reference_key: str | None) -> dict[str, Any]:
+    """Calibrated values (or intervals) keyed "reference" and repr(π0) per configured π0."""
+    out: dict[str, Any] = {"reference": None if reference_key is None else values[reference_key]}
+    for p in model.pi0:
+        out[repr(float(p))] = values[repr(float(p))]
+    return out
+
+
+def segment_record(
+    *,
+    model: Model,
+    segment: str,
+    start: datetime,
+    end: datetime,
+    computed_at: datetime,
+    result: dict[str, Any],
+    intervals: dict[str, Any],
+    reference_key: str | None,
+    prior_interval: Any,
+    unlabelled: int,
+    split: dict[str, Any] | None,
+    reference: Reference | None,
+    estimated: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The JSON-safe record of one segment of a window from its evaluation (``result``,
+    ``intervals``: calibrated values keyed by repr(π0), the reference prior's under
+    ``reference_key``); ``segments_overflow`` is None (the caller sets it on ``*``)."""
+    record: dict[str, Any] = {
+        "start": iso(start),
+        "end": iso(end),
+        "segment": segment,
+        "computed_at": iso(computed_at),
+        "n": result["n"],
+        "n_pos": result["n_pos"],
+        "unlabelled": unlabelled,
+        "prior": result["prior"],
+        "prior_interval": prior_interval,
+        "regular": result["regular"],
+        "calibrated": keyed(result["calibrated"], model, reference_key),
+        "intervals": {
+            "regular": intervals["regular"],
+            "calibrated": keyed(intervals["calibrated"], model, reference_key),
+        },
+        "split": split,
+        "reference": reference.summary() if reference is not None else None,
+        "estimated": estimated,
+    }
+    if "reliability" in result:
+        record["reliability"] = result["reliability"]
+    record["segments_overflow"] = None
+    out: dict[str, Any] = clean(record)
+    return out
