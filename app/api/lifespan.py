@@ -8,21 +8,25 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
+from app.clock import SYSTEM_CLOCK, Clock
 from app.scheduler import instruments
 from app.scheduler.runner import TickReport, WindowScheduler
 from app.settings import Settings
 
 
 def scheduler_lifespan(
-    settings: Settings, *, after_tick: Callable[[TickReport], None] | None = None
+    settings: Settings,
+    *,
+    after_tick: Callable[[TickReport], None] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """A lifespan hook of the API app that runs a :class:`WindowScheduler` beside it
-    (``calmon serve``) and adds the scheduler's metrics to the API's ``/metrics``;
+    """A lifespan hook of the API app that runs a :class:`WindowScheduler` on ``clock`` beside
+    it (``calmon serve``) and adds the scheduler's metrics to the API's ``/metrics``;
     ``after_tick`` is called after each background tick."""
 
     @asynccontextmanager
     async def hook(app: FastAPI) -> AsyncIterator[None]:
-        scheduler = WindowScheduler(settings, after_tick=after_tick)
+        scheduler = WindowScheduler(settings, after_tick=after_tick, clock=clock)
         app.state.scrape_collectors.append(instruments.SCHEDULER_REGISTRY)
         app.state.scheduler = scheduler
         scheduler.start()

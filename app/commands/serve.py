@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.api.app import LifespanHook
+    from app.clock import Clock
     from app.settings import Settings
 
 
@@ -24,16 +25,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def lifespan_hooks(settings: Settings) -> list[LifespanHook]:
+def lifespan_hooks(settings: Settings, *, clock: Clock | None = None) -> list[LifespanHook]:
     """What starts and stops with the API in `calmon serve` (each an async context manager):
-    the window exporter, refreshed after every tick of the scheduler that runs beside it."""
+    the window exporter, refreshed after every tick of the scheduler that runs beside it, both
+    on ``clock`` (default: the machine's)."""
     from app.api.lifespan import scheduler_lifespan
+    from app.clock import SYSTEM_CLOCK
     from app.exporter.refresh import WindowExporter
 
-    exporter = WindowExporter()
+    clock = clock or SYSTEM_CLOCK
+    exporter = WindowExporter(clock=clock)
     return [
         exporter.lifespan(refresh_every=None),
-        scheduler_lifespan(settings, after_tick=exporter.after_tick),
+        scheduler_lifespan(settings, after_tick=exporter.after_tick, clock=clock),
     ]
 
 

@@ -15,6 +15,8 @@ from app.timeline import WINDOW_SECONDS, iso
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    import httpx
+
     from app.simulation.sender import SendTotals
     from app.simulation.stream import WindowData, WindowPlan
 
@@ -248,104 +250,191 @@ def run(args: argparse.Namespace) -> int:
 def _simulate(
     args: argparse.Namespace, *, plans: list[WindowPlan], seed: int, truth: BinaryIO | None
 ) -> int:
-    import time
+    """The run once the stream is planned: announce it, create the model, send the stream,
+    write the truth file, then show the server's results (first its estimates when labels are
+    held back, then the verdicts)."""
+    from app.simulation.sender import make_client
 
-    import orjson
+    _announce(args=args, plans=plans, seed=seed)
+    stream = _Stream(plans=plans, seed=seed, label_delay=args.label_delay)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    with make_client(args.url, token=token) as client:
+        args.model = _create_model(client, args=args, plans=plans)
+        sent_at = _send_stream(client, args=args, plans=plans, stream=stream)
+        document = _write_truth(truth, args=args, plans=plans, seed=seed, stream=stream)
+        if stream.delayed:
+            status = _send_labels_late(
+                client, args=args, plans=plans, truth=document, stream=stream, sent_at=sent_at
+            )
+            if status:
+                return status
+        return _wait_and_show(
+            client, args=args, plans=plans, truth=document, labelled=bool(stream.delayed)
+        )
 
-    from app.simulation.population import truth_document
-    from app.simulation.sender import make_client, request_json, send_labels, send_windows
-    from app.simulation.stream import REFERENCE_PHASE, SCORE_MAP, generate_window
 
-    err = sys.stderr
+def _announce(*, args: argparse.Namespace, plans: list[WindowPlan], seed: int) -> None:
+    """Say what is about to be sent: model, windows, phases, size and seed."""
     print(
         f"calmon simulate: model {args.model}, {len(plans)} windows of {args.window} from"
         f" {plans[0].start:%Y-%m-%d %H:%M}Z to {plans[-1].end:%Y-%m-%d %H:%M}Z"
         f" ({', '.join(args.phases)}), {args.per_window} predictions each, seed {seed}",
-        file=err,
+        file=sys.stderr,
     )
-    progress = _Progress(err, total=len(plans) * args.per_window, windows=len(plans))
-    positives: list[int] = []
-    delayed: list[WindowData] = []
 
-    def windows() -> Iterator[WindowData]:
-        for plan in plans:
-            data = generate_window(plan, seed=seed)
-            positives.append(data.n_pos)
-            if not labelled(data):
-                delayed.append(data)
+
+class _Stream:
+    """The windows of ``plans`` generated one at a time as they are sent, remembering the
+    positives drawn for each and the windows whose labels are held back (``label_delay``)."""
+
+    def __init__(self, *, plans: list[WindowPlan], seed: int, label_delay: float) -> None:
+        self.plans = plans
+        self.seed = seed
+        self.label_delay = label_delay
+        self.positives: list[int] = []
+        self.delayed: list[WindowData] = []
+
+    def labelled(self, data: WindowData) -> bool:
+        """Whether ``data`` is sent with its labels: always without a delay, and the
+        reference period always."""
+        from app.simulation.stream import REFERENCE_PHASE
+
+        return not self.label_delay or data.plan.phase.name == REFERENCE_PHASE
+
+    def __iter__(self) -> Iterator[WindowData]:
+        from app.simulation.stream import generate_window
+
+        for plan in self.plans:
+            data = generate_window(plan, seed=self.seed)
+            self.positives.append(data.n_pos)
+            if not self.labelled(data):
+                self.delayed.append(data)
             yield data
 
-    def labelled(data: WindowData) -> bool:
-        return not args.label_delay or data.plan.phase.name == REFERENCE_PHASE
 
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    with make_client(args.url, token=token) as client:
-        if not args.reuse:
-            model = _free_name(client, args.model)
-            if model != args.model:
-                print(
-                    f"calmon simulate: model {args.model} exists (its predictions would mix with"
-                    f" this stream's); sending to model {model} instead (--reuse to send to"
-                    f" {args.model})",
-                    file=err,
-                )
-                args.model = model
-        body = orjson.dumps(_model_config(plans, args.window))
-        status, _ = request_json(client, "PUT", f"/v1/models/{args.model}", body=body)
-        if status == 200:
+def _create_model(
+    client: httpx.Client, *, args: argparse.Namespace, plans: list[WindowPlan]
+) -> str:
+    """Create (or, with ``--reuse``, reconfigure) the model the stream goes to; its name."""
+    import orjson
+
+    from app.simulation.sender import request_json
+
+    err = sys.stderr
+    model: str = args.model
+    if not args.reuse:
+        model = _free_name(client, args.model)
+        if model != args.model:
             print(
-                f"calmon simulate: model {args.model} existed; its configuration is replaced"
-                " and its earlier predictions stay",
+                f"calmon simulate: model {args.model} exists (its predictions would mix with"
+                f" this stream's); sending to model {model} instead (--reuse to send to"
+                f" {args.model})",
                 file=err,
             )
-        started = time.monotonic()
-        totals = send_windows(
-            client,
-            model=args.model,
-            windows=windows(),
-            batch_size=args.batch_size,
-            concurrency=args.concurrency,
-            on_batch=progress.batch,
-            on_window=progress.window,
-            labelled=labelled,
-        )
-        sent_at = time.monotonic()
+    body = orjson.dumps(_model_config(plans, args.window))
+    status, _ = request_json(client, "PUT", f"/v1/models/{model}", body=body)
+    if status == 200:
         print(
-            f"calmon simulate: sent {sum(p.size for p in plans)} predictions in"
-            f" {time.monotonic() - started:.1f} s ({sum(t.new for t in totals)} new,"
-            f" {sum(t.duplicates for t in totals)} repeats)",
+            f"calmon simulate: model {model} existed; its configuration is replaced"
+            " and its earlier predictions stay",
             file=err,
         )
-        document = truth_document(
-            plans=plans,
-            positives=positives,
-            model=args.model,
-            window=args.window,
-            seed=seed,
-            threshold=THRESHOLD,
-            score_map=SCORE_MAP,
-        )
-        if truth is not None:
-            truth.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-            truth.flush()
-        if delayed:
-            print(
-                f"calmon simulate: the labels of {len(delayed)} windows are held back for"
-                f" {args.label_delay:g} s; before they land the server shows its estimates",
-                file=err,
-            )
-            status = _wait_and_show(args, client, plans, document, labelled=False)
-            if status:
-                return status
-            time.sleep(max(0.0, args.label_delay - (time.monotonic() - sent_at)))
-            count = send_labels(
-                client, model=args.model, windows=delayed, batch_size=args.batch_size
-            )
-            print(f"calmon simulate: sent {count} labels late", file=err)
-        return _wait_and_show(args, client, plans, document, labelled=bool(delayed))
+    return model
 
 
-def _free_name(client: Any, model: str) -> str:
+def _send_stream(
+    client: httpx.Client, *, args: argparse.Namespace, plans: list[WindowPlan], stream: _Stream
+) -> float:
+    """Send every window of ``stream`` with a progress display and say how it went; the
+    monotonic time the last prediction was sent at."""
+    import time
+
+    from app.simulation.sender import send_windows
+
+    progress = _Progress(sys.stderr, total=len(plans) * args.per_window, windows=len(plans))
+    started = time.monotonic()
+    totals = send_windows(
+        client,
+        model=args.model,
+        windows=stream,
+        batch_size=args.batch_size,
+        concurrency=args.concurrency,
+        on_batch=progress.batch,
+        on_window=progress.window,
+        labelled=stream.labelled,
+    )
+    sent_at = time.monotonic()
+    print(
+        f"calmon simulate: sent {sum(p.size for p in plans)} predictions in"
+        f" {time.monotonic() - started:.1f} s ({sum(t.new for t in totals)} new,"
+        f" {sum(t.duplicates for t in totals)} repeats)",
+        file=sys.stderr,
+    )
+    return sent_at
+
+
+def _write_truth(
+    truth: BinaryIO | None,
+    *,
+    args: argparse.Namespace,
+    plans: list[WindowPlan],
+    seed: int,
+    stream: _Stream,
+) -> dict[str, Any]:
+    """The true values of the stream sent, written to ``truth`` (when given) as JSON."""
+    import orjson
+
+    from app.simulation.population import truth_document
+    from app.simulation.stream import SCORE_MAP
+
+    document = truth_document(
+        plans=plans,
+        positives=stream.positives,
+        model=args.model,
+        window=args.window,
+        seed=seed,
+        threshold=THRESHOLD,
+        score_map=SCORE_MAP,
+    )
+    if truth is not None:
+        truth.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        truth.flush()
+    return document
+
+
+def _send_labels_late(
+    client: httpx.Client,
+    *,
+    args: argparse.Namespace,
+    plans: list[WindowPlan],
+    truth: dict[str, Any],
+    stream: _Stream,
+    sent_at: float,
+) -> int:
+    """Show the server's estimates for the windows sent without labels, then send their
+    labels ``--label-delay`` seconds after the predictions; 1 when the wait timed out."""
+    import time
+
+    from app.simulation.sender import send_labels
+
+    err = sys.stderr
+    print(
+        f"calmon simulate: the labels of {len(stream.delayed)} windows are held back for"
+        f" {args.label_delay:g} s; before they land the server shows its estimates",
+        file=err,
+    )
+    status = _wait_and_show(client, args=args, plans=plans, truth=truth, labelled=False)
+    if status:
+        return status
+    time.sleep(max(0.0, args.label_delay - (time.monotonic() - sent_at)))
+    count = send_labels(
+        client, model=args.model, windows=stream.delayed, batch_size=args.batch_size
+    )
+    print(f"calmon simulate: sent {count} labels late", file=err)
+    return 0
+
+
+def _free_name(client: httpx.Client, model: str) -> str:
     """``model`` when the server has no model of that name, else the first of ``model-2``,
     ``model-3``, … it has not (shortened to stay a valid name)."""
     from app.names import MODEL_NAME_MAX
@@ -377,11 +466,11 @@ def _show(plans: list[WindowPlan], records: Any, truth: dict[str, Any] | None) -
 
 
 def _wait_and_show(
+    client: httpx.Client,
+    *,
     args: argparse.Namespace,
-    client: Any,
     plans: list[WindowPlan],
     truth: dict[str, Any],
-    *,
     labelled: bool,
 ) -> int:
     """Wait for the server to compute every window (with ``labelled``, from every label too)

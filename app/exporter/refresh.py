@@ -10,7 +10,8 @@ the next scrape.
 A refresh is one bounded read (:func:`app.exporter.snapshot.load_latest_windows`) under the
 same deadline as a request's database work. When it fails (database down, schema not
 migrated yet) the previous snapshot stays: the window timestamps it carries show its age, and
-``CalmonMetricsStale`` fires if it lasts.
+``CalmonMetricsStale`` fires if it lasts. The exporter reads time from the
+:class:`~app.clock.Clock` it is given (the machine's by default), as the scheduler does.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.clock import RepeatingTimer
+from app.clock import SYSTEM_CLOCK, Clock, RepeatingTimer
 from app.db.session import session_deadline
 from app.exporter.collector import WindowCollector
 from app.exporter.snapshot import Snapshot, load_snapshot
@@ -43,7 +44,8 @@ DEADLINE_MARGIN = 2.0
 class WindowExporter:
     """The window collector and what refreshes its snapshot from the database."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.collector = WindowCollector()
         self._session_factory: sessionmaker[Session] | None = None
         self._deadline = 0.0
@@ -68,7 +70,7 @@ class WindowExporter:
                 return None
             try:
                 with factory() as session, session_deadline(session, self._deadline):
-                    snapshot = load_snapshot(session)
+                    snapshot = load_snapshot(session, clock=self.clock)
             except SQLAlchemyError:
                 if not self._failing:
                     logger.warning("window series not refreshed: database error", exc_info=True)

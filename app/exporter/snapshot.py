@@ -8,13 +8,14 @@ the primary key however much history is stored. A segment whose latest window is
 
 :func:`build_snapshot` turns those records into the gauges of ``docs/design.md`` ("Prometheus
 series"); undefined values are left out (a series is absent, never NaN). The samples are built
-once per refresh; a scrape only copies them.
+once per refresh; a scrape only copies them. The snapshot's load time is read from the
+:class:`~app.clock.Clock` passed in (the machine's by default), like every other *when* of the
+scheduler and the exporter.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from prometheus_client.samples import Sample
 from sqlalchemy import and_, func, literal, select, union_all
 from sqlalchemy.orm import Session, aliased
 
+from app.clock import SYSTEM_CLOCK, Clock
 from app.db.models import Model, ModelSegment, WindowResult
 from app.metrics.evaluation import CALIBRATED_METRICS, REGULAR_METRICS
 from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
@@ -209,7 +211,7 @@ class _Builder:
         if number is not None:
             self.samples[name].append(Sample(name=name, labels=labels, value=number))
 
-    def finish(self, windows: int) -> Snapshot:
+    def finish(self, windows: int, *, loaded_at: float) -> Snapshot:
         families = tuple(
             Family(name=name, documentation=self.help[name], samples=tuple(samples))
             for name, samples in self.samples.items()
@@ -219,7 +221,7 @@ class _Builder:
             families=families,
             windows=windows,
             series=sum(len(f.samples) for f in families),
-            loaded_at=time.time(),
+            loaded_at=loaded_at,
         )
 
 
@@ -378,8 +380,9 @@ def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str])
         )
 
 
-def build_snapshot(windows: Iterable[LatestWindow]) -> Snapshot:
-    """The window series of ``windows`` (at most one per model and segment)."""
+def build_snapshot(windows: Iterable[LatestWindow], *, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
+    """The window series of ``windows`` (at most one per model and segment), loaded at
+    ``clock``'s now."""
     builder = _Builder()
     _declare(builder)
     count = 0
@@ -389,9 +392,10 @@ def build_snapshot(windows: Iterable[LatestWindow]) -> Snapshot:
         _add_estimated(builder, window.record, labels)
         _add_window(builder, window, labels)
         count += 1
-    return builder.finish(count)
+    return builder.finish(count, loaded_at=clock.now().timestamp())
 
 
-def load_snapshot(session: Session) -> Snapshot:
-    """Read the latest windows (one statement) and build their series."""
-    return build_snapshot(load_latest_windows(session))
+def load_snapshot(session: Session, *, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
+    """Read the latest windows (one statement) and build their series, loaded at ``clock``'s
+    now."""
+    return build_snapshot(load_latest_windows(session), clock=clock)

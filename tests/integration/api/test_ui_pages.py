@@ -17,7 +17,14 @@ from app.api.routes.ui import COOKIE
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
 from tests.integration.conftest import ClientFactory
-from tests.integration.scheduler.helpers import create_model, make_batch, recent, send, settle
+from tests.integration.scheduler.helpers import (
+    create_model,
+    make_batch,
+    recent,
+    scheduler_clock,
+    send,
+    settle,
+)
 
 READ = "read-token-0123456789"
 WRITE = "write-token-0123456789"
@@ -33,7 +40,7 @@ def _settled() -> None:
 @pytest.fixture
 def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
     settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
-    running = WindowScheduler(settings, instance="ui-test")
+    running = WindowScheduler(settings, instance="ui-test", clock=scheduler_clock())
     yield running
     running.shutdown()
 

@@ -30,7 +30,7 @@ from tests.integration.scheduler.helpers import (
 @pytest.fixture
 def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
     """A scheduler on the test's database (ticks run in the test)."""
-    settle(wait=False)
+    settle()
     settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
     running = WindowScheduler(settings, instance="schema-test", clock=scheduler_clock())
     yield running

@@ -65,7 +65,7 @@ def _start(index: int) -> datetime:
 @pytest.fixture(autouse=True)
 def _settled() -> None:
     """Tests place data relative to the current 5-minute window; keep it for the test."""
-    settle(wait=False)
+    settle()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import logging
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -29,10 +29,12 @@ from tests.integration.conftest import ClientFactory
 from tests.integration.deploy.contract import SERIES
 from tests.integration.scheduler.helpers import (
     Env,
+    SetClock,
     create_model,
     iso,
     make_batch,
     recent,
+    scheduler_clock,
     send,
     windows,
 )
@@ -271,6 +273,18 @@ def test_a_failed_refresh_keeps_the_last_snapshot(
     assert _scrape(quiet_client) == served
 
 
+def test_a_refresh_is_stamped_by_the_exporter_clock(env: Env) -> None:
+    _populate(env)
+    clock = SetClock(at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC))
+    exporter = WindowExporter(clock=clock)
+    exporter.bind(env.session_factory, settings=env.settings)
+    snapshot = exporter.refresh()
+    assert snapshot is not None
+    assert snapshot.windows == 4
+    assert snapshot.loaded_at == clock.at.timestamp()
+    assert exporter.collector.snapshot is snapshot
+
+
 def test_api_processes_refresh_on_their_timer(env: Env, make_client: ClientFactory) -> None:
     client = make_client(scheduler_interval=0.2)
     _wait_loaded(_exporter(client))
@@ -286,15 +300,17 @@ def test_api_processes_refresh_on_their_timer(env: Env, make_client: ClientFacto
 
 @pytest.fixture
 def serve_client(env: Env) -> Iterator[TestClient]:
-    """The app as `calmon serve` builds it: exporter and scheduler in the process."""
+    """The app as `calmon serve` builds it: exporter and scheduler in the process, on the
+    test's scheduler clock."""
     settings = Settings(
         database_url=env.url, scheduler_interval=0.3, scheduler_scan_margin=5, retention_days=0
     )
-    with TestClient(create_app(settings, lifespan_hooks=lifespan_hooks(settings))) as client:
+    with TestClient(
+        create_app(settings, lifespan_hooks=lifespan_hooks(settings, clock=scheduler_clock()))
+    ) as client:
         yield client
 
 
-@pytest.mark.real_clock
 def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestClient) -> None:
     create_model(serve_client, "fraud", **FRAUD)
     create_model(serve_client, "ads", **ADS)

@@ -16,10 +16,9 @@ MARGIN = 5.0
 
 
 @pytest.fixture(autouse=True)
-def _settled(request: pytest.FixtureRequest) -> None:
-    """Tests place data relative to the current 5-minute window; keep it for the test (by
-    waiting only for tests marked ``real_clock``)."""
-    settle(wait=request.node.get_closest_marker("real_clock") is not None)
+def _settled() -> None:
+    """Tests place data relative to the current 5-minute window; keep it for the test."""
+    settle()
 
 
 @pytest.fixture

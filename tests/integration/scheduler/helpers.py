@@ -163,21 +163,30 @@ class LaggingClock:
         return time.monotonic()
 
 
-def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0, *, wait: bool = True) -> None:
+@dataclass
+class SetClock:
+    """A clock that stands still at ``at`` (monotonic seconds: ``seconds``)."""
+
+    at: datetime
+    seconds: float = 0.0
+
+    def now(self) -> datetime:
+        return self.at
+
+    def monotonic(self) -> float:
+        return self.seconds
+
+
+def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0) -> None:
     """Fix "now" for :func:`recent` at the start of a test so that which windows are open does
     not change while the test runs: when the next window boundary is less than ``room``
-    seconds away, either wait past it (``wait``: the test runs a scheduler on the machine's
-    clock) or set the clock of :meth:`Env.scheduler`'s schedulers back so that they see
-    ``room`` seconds left in the window (no sleep)."""
+    seconds away, set the clock of the test's schedulers (:func:`scheduler_clock`) back so that
+    they see ``room`` seconds left in the window, instead of sleeping past the boundary."""
+    now = datetime.now(UTC)
     seconds = length.total_seconds()
-    left = seconds - datetime.now(UTC).timestamp() % seconds
-    behind = 0.0
-    if left < room:
-        if wait:
-            time.sleep(left + 0.2)
-        else:
-            behind = room - left
-    _now_window[:] = [floor(datetime.now(UTC), length)]
+    left = seconds - now.timestamp() % seconds
+    behind = room - left if left < room else 0.0
+    _now_window[:] = [floor(now, length)]
     _scheduler_clock[:] = [LaggingClock(behind) if behind else SYSTEM_CLOCK]
 
 

@@ -29,8 +29,6 @@ from app.settings import Settings
 from tests.integration.scheduler.helpers import make_batch, recent, send, windows
 from tests.integration.tcp_proxy import TcpProxy
 
-pytestmark = pytest.mark.real_clock
-
 TIMEOUT = 30.0
 
 

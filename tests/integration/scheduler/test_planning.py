@@ -298,7 +298,7 @@ def test_settle_near_a_boundary_sets_the_scheduler_clock_back_instead_of_sleepin
 ) -> None:
     # A room of almost a whole window: the boundary is "near" at any moment of the test run.
     before = datetime.now(UTC)
-    settle(room=FIVE_MINUTES.total_seconds() - 0.5, wait=False)
+    settle(room=FIVE_MINUTES.total_seconds() - 0.5)
     assert (datetime.now(UTC) - before).total_seconds() < 0.5
     scheduler = env.scheduler()
     assert recent(0) <= scheduler.clock.now() < recent(0) + timedelta(seconds=1)

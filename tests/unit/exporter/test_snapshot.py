@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from app.exporter.snapshot import (
     current_windows,
 )
 from tests.integration.deploy.contract import NO_INTERVAL, SERIES
+from tests.integration.scheduler.helpers import SetClock
 from tests.unit.exporter.records import (
     PROBABILITY_ONLY,
     Key,
@@ -180,6 +182,12 @@ def test_no_window_no_series() -> None:
     snapshot = build_snapshot([])
     assert snapshot.families == ()
     assert (snapshot.series, snapshot.windows) == (0, 0)
+
+
+def test_the_load_time_is_the_clock_now() -> None:
+    clock = SetClock(at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC))
+    snapshot = build_snapshot([window("m", make_record())], clock=clock)
+    assert snapshot.loaded_at == 1893553445.0  # 2030-01-02T03:04:05Z
 
 
 def test_segments_gone_quiet_are_not_exported() -> None:
