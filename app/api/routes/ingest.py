@@ -22,14 +22,16 @@ from app.api.openapi import WRITE_ERRORS, error_responses, json_request_body
 from app.api.schemas import LabelsOut, PredictionsOut
 from app.api.transactions import in_transaction
 from app.services.ingest import (
-    LABEL_BATCH,
-    PREDICTION_BATCH,
-    PREDICTIONS,
-    PROBABILITY_PREDICTIONS,
     LabelsResult,
     PredictionsResult,
     ingest_labels,
     ingest_predictions,
+)
+from app.services.ingest_schemas import (
+    LABEL_BATCH,
+    PREDICTION_BATCH,
+    PREDICTIONS,
+    PROBABILITY_PREDICTIONS,
     prediction_rows,
 )
 

@@ -17,7 +17,7 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.models import Prediction
 from app.db.session import create_db_engine
-from app.services.ingest import PROBABILITY_PREDICTION_BATCH
+from app.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
 from app.settings import Settings
 from app.simulation.sender import (
     RetryPolicy,
