@@ -24,12 +24,13 @@ from pydantic_core import PydanticKnownError, SchemaValidator, core_schema
 from typing_extensions import TypedDict
 
 from app.names import SEGMENT_PATTERN
+from app.services.retention import retention_cutoff
 from app.timeline import iso
 
 MAX_BATCH: Final = 10_000
 #: 1 to 128 characters, none of them a control character (C0, DEL or C1)
 CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f-\x9f]{1,128}$"
-#: earliest event time taken: the UTC epoch, where windows are aligned
+#: earliest event time taken without retention: the UTC epoch, where windows are aligned
 EARLIEST_TIMESTAMP: Final = datetime(1970, 1, 1, tzinfo=UTC)
 #: how far an event time may lie past the server's clock (other hosts' clocks run ahead)
 FUTURE_TOLERANCE: Final = timedelta(days=1)
@@ -76,8 +77,8 @@ Instant = Annotated[
     GetPydanticSchema(lambda _type, _handler: _instant_schema()),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
-#: an event time: an :data:`Instant` not before the epoch; the upper bound moves with the
-#: clock and is added by :class:`EventSchema`
+#: an event time: an :data:`Instant` not before the epoch; the bounds that move with the clock
+#: (and the retention period) are added by :class:`EventSchema`
 Timestamp = Annotated[
     datetime,
     GetPydanticSchema(lambda _type, _handler: _instant_schema(ge=EARLIEST_TIMESTAMP)),
@@ -85,8 +86,9 @@ Timestamp = Annotated[
         {
             "type": "string",
             "format": "date-time",
-            "description": "event time with an offset, from 1970-01-01T00:00:00Z to one day "
-            "after the server's clock",
+            "description": "event time with an offset, from the server's clock minus the "
+            "retention period (`CALMON_RETENTION_DAYS`; 1970-01-01T00:00:00Z when retention is "
+            "off) to one day after the server's clock",
         }
     ),
 ]
@@ -159,6 +161,17 @@ def latest_timestamp(now: datetime) -> datetime:
     return now.replace(microsecond=0) + FUTURE_TOLERANCE
 
 
+def earliest_timestamp(now: datetime, retention_days: int) -> datetime:
+    """The earliest event time of a prediction taken when the server's clock reads ``now``:
+    ``now - retention_days`` to the second below (retention would expire anything earlier at
+    its next run, and on PostgreSQL make a day partition for it in vain), or the epoch when
+    retention is off (0 days)."""
+    cutoff = retention_cutoff(now=now, retention_days=retention_days)
+    if cutoff is None:
+        return EARLIEST_TIMESTAMP
+    return max(EARLIEST_TIMESTAMP, cutoff.replace(microsecond=0))
+
+
 def check_event_time(moment: datetime, now: datetime) -> None:
     """Refuse an event time out of ``[EARLIEST_TIMESTAMP, latest_timestamp(now)]`` with the
     error pydantic gives a batch item out of that range (for validators of single values)."""
@@ -169,42 +182,46 @@ def check_event_time(moment: datetime, now: datetime) -> None:
         raise PydanticKnownError("less_than_equal", {"le": iso(latest)})
 
 
-def _bounded_above(node: Any, latest: datetime) -> Any:
-    """A copy of a core schema in which every datetime is at most ``latest``."""
+def _bounded(node: Any, earliest: datetime, latest: datetime) -> Any:
+    """A copy of a core schema in which every datetime lies in ``[earliest, latest]``."""
     if isinstance(node, dict):
-        copied = {key: _bounded_above(value, latest) for key, value in node.items()}
+        copied = {key: _bounded(value, earliest, latest) for key, value in node.items()}
         if copied.get("type") == "datetime":
+            copied["ge"] = earliest
             copied["le"] = latest
         return copied
     if isinstance(node, list):
-        return [_bounded_above(item, latest) for item in node]
+        return [_bounded(item, earliest, latest) for item in node]
     return node
 
 
 class EventSchema(Generic[T]):
-    """The schema of ``adapter`` with every instant at most ``latest_timestamp(now)``.
+    """The schema of ``adapter`` with every instant in ``[earliest_timestamp(now, retention),
+    latest_timestamp(now)]``.
 
-    That bound moves with the clock, so the validator carrying it is rebuilt from the adapter's
-    core schema each time it moves to the next second (some 20 µs). Pydantic's core then checks
-    every item's time in the same pass as its other fields, at no cost per item, and an
-    instant too late is reported like any other invalid field (``less_than_equal`` at
-    ``predictions[i].timestamp``). Only for schemas without pydantic models, which would
-    bring their own validator.
+    Those bounds move with the clock, so the validator carrying them is rebuilt from the
+    adapter's core schema each time they move to the next second (some 20 µs). Pydantic's core
+    then checks every item's time in the same pass as its other fields, at no cost per item,
+    and an instant out of range is reported like any other invalid field
+    (``greater_than_equal`` or ``less_than_equal`` at ``predictions[i].timestamp``, the bound
+    in the message). Only for schemas without pydantic models, which would bring their own
+    validator.
     """
 
     def __init__(self, adapter: TypeAdapter[T]) -> None:
         self.adapter = adapter
-        self._built: tuple[datetime, SchemaValidator] | None = None
+        self._built: tuple[datetime, datetime, SchemaValidator] | None = None
 
-    def at(self, now: datetime) -> Callable[[bytes], T]:
-        """The JSON validator in force when the server's clock reads ``now``."""
-        latest = latest_timestamp(now)
+    def at(self, now: datetime, *, retention_days: int) -> Callable[[bytes], T]:
+        """The JSON validator in force when the server's clock reads ``now`` and predictions
+        are kept ``retention_days`` (0: for ever)."""
+        earliest, latest = earliest_timestamp(now, retention_days), latest_timestamp(now)
         built = self._built
-        if built is None or built[0] != latest:
-            schema = _bounded_above(self.adapter.core_schema, latest)
-            built = (latest, SchemaValidator(schema))
+        if built is None or built[0] != earliest or built[1] != latest:
+            schema = _bounded(self.adapter.core_schema, earliest, latest)
+            built = (earliest, latest, SchemaValidator(schema))
             self._built = built
-        validator = built[1]
+        validator = built[2]
 
         def validate(body: bytes) -> T:
             return cast(T, validator.validate_json(body))

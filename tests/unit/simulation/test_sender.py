@@ -127,8 +127,9 @@ def test_delays_are_capped() -> None:
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[TestClient]:
-    """The real API on a migrated SQLite file."""
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'calmon.db'}")
+    """The real API on a migrated SQLite file, retention off (the stream's event times are
+    fixed instants long past)."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'calmon.db'}", retention_days=0)
     engine = create_db_engine(settings)
     migrate.upgrade(engine)
     engine.dispose()
