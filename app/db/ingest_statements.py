@@ -58,25 +58,43 @@ _PG_TYPES: Final[dict[str, list[str]]] = {
 }
 
 
+#: per stage table on PostgreSQL: its ``CREATE … IF NOT EXISTS`` and ``DELETE`` as one text
+#: (one round trip, compiled on first use), and its binary ``COPY``
+_PG_EMPTY: dict[str, pg_sql.Composed] = {}
+_PG_COPY: Final[dict[str, pg_sql.Composed]] = {
+    table.name: pg_sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+        pg_sql.Identifier(table.name),
+        pg_sql.SQL(", ").join(pg_sql.Identifier(c.name) for c in table.columns),
+    )
+    for table in (prediction_stage, label_stage)
+}
+
+
 def load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
     """Empty ``table`` (created on first use in this connection) and fill it with ``rows``.
 
     On PostgreSQL the table is also emptied at each commit (``ON COMMIT DELETE ROWS``), so the
-    ``DELETE`` here only has work when one transaction ingests several batches.
+    ``DELETE`` here only has work when one transaction ingests several batches; it goes with
+    the ``CREATE`` in one round trip, then the rows in one binary ``COPY``.
     """
-    connection.execute(CreateTable(table, if_not_exists=True))
-    connection.execute(table.delete())
     if connection.dialect.name == "postgresql":
         driver_connection: Any = connection.connection.driver_connection
-        statement = pg_sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-            pg_sql.Identifier(table.name),
-            pg_sql.SQL(", ").join(pg_sql.Identifier(c.name) for c in table.columns),
-        )
-        with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
-            copy.set_types(_PG_TYPES[table.name])
-            for row in rows:
-                copy.write_row(row)
+        empty = _PG_EMPTY.get(table.name)
+        if empty is None:
+            create = CreateTable(table, if_not_exists=True).compile(dialect=connection.dialect)
+            empty = pg_sql.SQL("{}; DELETE FROM {}").format(
+                pg_sql.SQL(str(create)), pg_sql.Identifier(table.name)
+            )
+            _PG_EMPTY[table.name] = empty
+        with driver_connection.cursor() as cursor:
+            cursor.execute(empty)
+            with cursor.copy(_PG_COPY[table.name]) as copy:
+                copy.set_types(_PG_TYPES[table.name])
+                for row in rows:
+                    copy.write_row(row)
         return
+    connection.execute(CreateTable(table, if_not_exists=True))
+    connection.execute(table.delete())
     if rows:
         names = [c.name for c in table.columns]
         connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])

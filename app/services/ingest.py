@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
-from typing import Any, Final
+from datetime import date, datetime
+from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
@@ -49,11 +49,9 @@ from app.db.ingest_statements import (
     prediction_stage,
 )
 from app.db.models import Model
-from app.db.partitions import ensure_days, forget
+from app.db.partitions import ensure_days, forget, utc_day
 from app.services.errors import ConflictError
 from app.services.ingest_schemas import LabelIn, PredictionRow
-
-_EPOCH_DAY: Final = date(1970, 1, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,34 +170,39 @@ def _raise_conflicts(conflicting: Sequence[str], rows: Sequence[PredictionRow]) 
         )
 
 
+def _utc_days(stamps: Sequence[datetime], lo: datetime, hi: datetime) -> set[date]:
+    """The UTC days of ``stamps``, whose earliest is ``lo`` and latest ``hi``: when those two
+    lie on the same or on consecutive days (live traffic), no other instant is looked at."""
+    first, last = utc_day(lo), utc_day(hi)
+    if (last - first).days <= 1:
+        return {first, last}
+    return {utc_day(moment) for moment in stamps}
+
+
 def _ingest_partitioned(
     connection: Connection, params: dict[str, Any], rows: Sequence[PredictionRow]
 ) -> PredictionsResult:
     """:func:`ingest_predictions` on PostgreSQL: the partitions of the batch's days are made
     if missing (before any lock of the batch), then ids go into the registry and rows into
     their day partitions in one statement."""
-    seconds = [row[1].timestamp() for row in rows]
-    days = {_EPOCH_DAY + timedelta(days=int(s // 86_400)) for s in seconds}
+    stamps = [row[1] for row in rows]
+    lo, hi = min(stamps), max(stamps)
+    days = _utc_days(stamps, lo, hi)
     ensure_days(connection, days)
     lock_model(connection, params["model_id"], exclusive=False)
     load_stage(connection, prediction_stage, rows)
     new = _insert_partitioned(connection, params, days)
     if new < len(rows):
-        lo, hi = connection.execute(PG_STORED_RANGE, params).one()
-        if lo is not None:
+        stored_lo, stored_hi = connection.execute(PG_STORED_RANGE, params).one()
+        if stored_lo is not None:
+            stored = {"lo": stored_lo, "hi": stored_hi}
             conflicting = (
-                connection.execute(PG_CONFLICTING_IDS, {**params, "lo": lo, "hi": hi})
-                .scalars()
-                .all()
+                connection.execute(PG_CONFLICTING_IDS, {**params, **stored}).scalars().all()
             )
             _raise_conflicts(conflicting, rows)
     applied = 0
     if new and connection.execute(HAS_PENDING, params).first() is not None:
-        bounds = {
-            "lo": datetime.fromtimestamp(min(seconds), UTC),
-            "hi": datetime.fromtimestamp(max(seconds), UTC),
-        }
-        applied = connection.execute(PG_APPLY_PENDING, {**params, **bounds}).rowcount
+        applied = connection.execute(PG_APPLY_PENDING, {**params, "lo": lo, "hi": hi}).rowcount
         connection.execute(DROP_APPLIED_PENDING, params)
     return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
 
