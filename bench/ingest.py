@@ -72,11 +72,8 @@ from psycopg import sql
 
 from app.db import migrate
 from app.db.session import create_db_engine, create_session_factory
-from app.services.ingest import (
-    PROBABILITY_PREDICTION_BATCH,
-    ingest_predictions,
-    prediction_rows,
-)
+from app.services.ingest import ingest_predictions
+from app.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH, prediction_rows
 from app.services.models import get_model
 from app.settings import Settings
 from bench.scratch import create_scratch, drop_scratch

@@ -37,7 +37,7 @@ ratio moved and whether the model got worse, beside the true values.
 
 
 def _batch_size(text: str) -> int:
-    from app.services.ingest import MAX_BATCH
+    from app.services.ingest_schemas import MAX_BATCH
 
     value = positive_int(text)
     if value > MAX_BATCH:

@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import orjson
 
-from app.services.ingest import MAX_BATCH
+from app.services.ingest_schemas import MAX_BATCH
 from app.simulation.stream import WindowData
 
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})

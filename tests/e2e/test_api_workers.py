@@ -13,6 +13,7 @@ from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
 from tests.e2e.test_serve_quickstart import (
+    RECENT,
     calmon_command,
     clean_environment,
     free_port,
@@ -59,8 +60,7 @@ def test_two_workers_share_their_counters(postgres_database: str, tmp_path: Path
         for b in range(BATCHES):
             body = {
                 "predictions": [
-                    {"id": f"{b}-{i}", "timestamp": "2024-05-01T10:00:00Z", "score": 0.5}
-                    for i in range(PER_BATCH)
+                    {"id": f"{b}-{i}", "timestamp": RECENT, "score": 0.5} for i in range(PER_BATCH)
                 ]
             }
             # a new connection per request, so both workers take some

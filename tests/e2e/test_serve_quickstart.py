@@ -8,9 +8,13 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+
+#: an event time of the last hour, within the default retention period
+RECENT = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
 
 STARTUP_SECONDS = 30
 
@@ -68,7 +72,7 @@ def test_serve_with_no_configuration(tmp_path: Path) -> None:
             "predictions": [
                 {
                     "id": f"p{i}",
-                    "timestamp": "2024-05-01T10:00:00Z",
+                    "timestamp": RECENT,
                     "score": i / 10,
                     "label": i % 2,
                 }

@@ -78,11 +78,14 @@ def migrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def make_client(migrated_url: str) -> Iterator[ClientFactory]:
-    """Build API clients on the migrated database with extra settings."""
+    """Build API clients on the migrated database with extra settings.
+
+    Retention is off unless asked for: the tests' event times are fixed instants long past,
+    which a retention period would refuse."""
     clients: list[TestClient] = []
 
     def factory(**overrides: Any) -> TestClient:
-        settings = Settings(**{"database_url": migrated_url, **overrides})
+        settings = Settings(**{"database_url": migrated_url, "retention_days": 0, **overrides})
         client = TestClient(create_app(settings), raise_server_exceptions=False)
         client.__enter__()
         clients.append(client)
@@ -101,7 +104,8 @@ def client(make_client: ClientFactory) -> TestClient:
 
 @pytest.fixture
 def sqlite_client(tmp_path: Path) -> Iterator[TestClient]:
-    """An open API on a migrated SQLite file, for checks that never reach the database."""
+    """An open API on a migrated SQLite file, for checks that never reach the database
+    (retention off, as for :func:`make_client`)."""
     url = upgraded(f"sqlite:///{tmp_path / 'calmon.db'}")
-    with TestClient(create_app(Settings(database_url=url))) as client:
+    with TestClient(create_app(Settings(database_url=url, retention_days=0))) as client:
         yield client

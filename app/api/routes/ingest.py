@@ -1,12 +1,13 @@
 """Ingestion routes: ``POST /v1/models/{model}/predictions`` and ``…/labels``.
 
 Bodies are read raw and validated in one pass by pydantic's Rust JSON parser. A batch is all
-or nothing: any invalid item (422, with ``predictions[i].field``; a timestamp before the epoch
-or more than a day past the server's clock is invalid) or conflicting id (409) and nothing of
-it is stored. A prediction batch holds its model's row ``FOR SHARE`` from the moment it reads
-``score_kind`` to its commit, so a configuration change waits for it (or it for the change).
-Each request's work runs in :func:`app.api.transactions.in_transaction`, which runs it again
-when the database aborts it for a concurrent transaction.
+or nothing: any invalid item (422, with ``predictions[i].field``; a timestamp before the
+retention period, or the epoch when retention is off, or more than a day past the server's
+clock is invalid) or conflicting id (409) and nothing of it is stored. A prediction batch holds
+its model's row ``FOR SHARE`` from the moment it reads ``score_kind`` to its commit, so a
+configuration change waits for it (or it for the change). Each request's work runs in
+:func:`app.api.transactions.in_transaction`, which runs it again when the database aborts it
+for a concurrent transaction.
 """
 
 from __future__ import annotations
@@ -16,20 +17,29 @@ from datetime import UTC, datetime
 from fastapi import APIRouter
 
 from app import instruments
-from app.api.deps import JsonBody, ModelName, SessionDep, WriteScope, existing_model
+from app.api.deps import (
+    JsonBody,
+    ModelName,
+    SessionDep,
+    SettingsDep,
+    WriteScope,
+    existing_model,
+)
 from app.api.errors import parse_json
 from app.api.openapi import WRITE_ERRORS, error_responses, json_request_body
 from app.api.schemas import LabelsOut, PredictionsOut
 from app.api.transactions import in_transaction
 from app.services.ingest import (
-    LABEL_BATCH,
-    PREDICTION_BATCH,
-    PREDICTIONS,
-    PROBABILITY_PREDICTIONS,
     LabelsResult,
     PredictionsResult,
     ingest_labels,
     ingest_predictions,
+)
+from app.services.ingest_schemas import (
+    LABEL_BATCH,
+    PREDICTION_BATCH,
+    PREDICTIONS,
+    PROBABILITY_PREDICTIONS,
     prediction_rows,
 )
 
@@ -52,14 +62,17 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
         ),
     },
 )
-def send_predictions(model: ModelName, body: JsonBody, session: SessionDep) -> PredictionsOut:
+def send_predictions(
+    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep
+) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
     now = datetime.now(UTC)
 
     def work() -> PredictionsResult:
         stored = existing_model(session, model, share_lock=True)
         schema = PROBABILITY_PREDICTIONS if stored.score_kind == "probability" else PREDICTIONS
-        rows = prediction_rows(parse_json(schema.at(now), body)["predictions"])
+        validate = schema.at(now, retention_days=settings.retention_days)
+        rows = prediction_rows(parse_json(validate, body)["predictions"])
         return ingest_predictions(session, model=stored, rows=rows, now=now)
 
     result = in_transaction(session, work)

@@ -22,7 +22,7 @@ from app.api.transactions import in_transaction
 from app.api.window_schemas import WindowPage
 from app.db.models import Model
 from app.names import SEGMENT_OR_ALL_PATTERN
-from app.services.ingest import EARLIEST_TIMESTAMP, Instant
+from app.services.ingest_schemas import EARLIEST_TIMESTAMP, Instant
 from app.services.window_results import (
     MAX_PAGE,
     MAX_RECOMPUTE_WINDOWS,

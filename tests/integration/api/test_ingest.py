@@ -210,6 +210,17 @@ def _in(delta: timedelta) -> str:
     return (datetime.now(UTC) + delta).astimezone(timezone(timedelta(hours=-3))).isoformat()
 
 
+def _second_timestamp_refused(response: Any) -> dict[str, Any]:
+    """The one error detail of a 422 that refuses the second item's timestamp alone."""
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert error["code"] == "validation_error"
+    assert error["message"] == "1 invalid field: predictions[1].timestamp"
+    [detail] = error["details"]
+    assert detail["field"] == "predictions[1].timestamp"
+    return dict(detail)
+
+
 @pytest.mark.parametrize("score_kind", ["probability", "score"])
 @pytest.mark.parametrize(
     ("timestamp", "error_type"),
@@ -228,13 +239,7 @@ def test_timestamp_before_epoch_or_over_a_day_ahead_is_422(
     create_model(client, "m", score_kind=score_kind)
     stamp = _in(timestamp) if isinstance(timestamp, timedelta) else timestamp
     batch = [prediction("ok"), {**prediction("bad"), "timestamp": stamp}, prediction("ok2")]
-    response = post_predictions(client, batch, model="m")
-    assert response.status_code == 422, response.text
-    error = error_of(response)
-    assert error["code"] == "validation_error"
-    assert error["message"] == "1 invalid field: predictions[1].timestamp"
-    [detail] = error["details"]
-    assert detail["field"] == "predictions[1].timestamp"
+    detail = _second_timestamp_refused(post_predictions(client, batch, model="m"))
     assert detail["type"] == error_type
     bound = "1970-01-01T00:00:00Z" if error_type == "greater_than_equal" else "Z"
     assert detail["message"].startswith("Input should be ")
@@ -267,6 +272,48 @@ def test_timestamps_from_the_epoch_to_a_day_ahead_are_stored(client: TestClient)
     assert stored["epoch"]["ts"] == datetime(1970, 1, 1, tzinfo=UTC)
     assert stored["epoch-in-paris"]["ts"] == datetime(1970, 1, 1, tzinfo=UTC)
     assert stored["ahead"]["ts"] == datetime.fromisoformat(ahead)
+
+
+@pytest.mark.parametrize("score_kind", ["probability", "score"])
+def test_timestamp_before_the_retention_period_is_422_naming_the_earliest_instant(
+    make_client: ClientFactory, score_kind: str
+) -> None:
+    client = make_client(retention_days=30)
+    create_model(client, "m", score_kind=score_kind)
+    before = datetime.now(UTC).replace(microsecond=0) - timedelta(days=30)
+    batch = [
+        prediction("ok", timestamp=_in(-timedelta(days=29))),
+        {**prediction("old"), "timestamp": _in(-timedelta(days=30, minutes=1))},
+        prediction("ok2", timestamp=_in(timedelta(0))),
+    ]
+    detail = _second_timestamp_refused(post_predictions(client, batch, model="m"))
+    after = datetime.now(UTC) - timedelta(days=30)
+    assert detail["type"] == "greater_than_equal"
+    prefix = "Input should be greater than or equal to "
+    assert detail["message"].startswith(prefix)
+    assert before <= datetime.fromisoformat(detail["message"].removeprefix(prefix)) <= after
+    assert stored_predictions(client) == {}
+
+
+def test_timestamps_within_the_retention_period_are_stored(make_client: ClientFactory) -> None:
+    client = make_client(retention_days=30)
+    create_model(client, "m")
+    oldest = _in(-timedelta(days=30, seconds=-2))
+    items = [prediction("oldest", timestamp=oldest), prediction("now", timestamp=_in(timedelta(0)))]
+    response = post_predictions(client, items, model="m")
+    assert response.json()["new"] == 2, response.text
+    assert stored_predictions(client)["oldest"]["ts"] == datetime.fromisoformat(oldest)
+
+
+def test_without_retention_the_epoch_is_the_earliest_event_time(
+    make_client: ClientFactory,
+) -> None:
+    client = make_client(retention_days=0)
+    create_model(client, "m")
+    response = post_predictions(
+        client, [prediction("epoch", timestamp="1970-01-01T00:00:00Z")], "m"
+    )
+    assert response.json()["new"] == 1, response.text
 
 
 @pytest.mark.parametrize("raw", [b"NaN", b"Infinity", b"-Infinity", b"1e999"])

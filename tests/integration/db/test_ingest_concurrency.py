@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Model, PendingLabel, Prediction
 from app.db.session import create_db_engine, create_session_factory
-from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
+from app.services.ingest import ingest_labels, ingest_predictions
+from app.services.ingest_schemas import PredictionRow
 from app.services.models import ModelConfig, put_model
 from app.settings import Settings
 

@@ -24,7 +24,8 @@ from app.db.partitions import (
 )
 from app.db.session import create_db_engine, create_session_factory
 from app.services.errors import ConflictError
-from app.services.ingest import PredictionRow, ingest_labels, ingest_predictions
+from app.services.ingest import ingest_labels, ingest_predictions
+from app.services.ingest_schemas import PredictionRow
 from app.services.models import ModelConfig, put_model
 from app.services.planning import fingerprint
 from app.services.retention import (

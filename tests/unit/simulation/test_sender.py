@@ -17,7 +17,7 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.models import Prediction
 from app.db.session import create_db_engine
-from app.services.ingest import PROBABILITY_PREDICTION_BATCH
+from app.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
 from app.settings import Settings
 from app.simulation.sender import (
     RetryPolicy,
@@ -127,8 +127,9 @@ def test_delays_are_capped() -> None:
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[TestClient]:
-    """The real API on a migrated SQLite file."""
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'calmon.db'}")
+    """The real API on a migrated SQLite file, retention off (the stream's event times are
+    fixed instants long past)."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'calmon.db'}", retention_days=0)
     engine = create_db_engine(settings)
     migrate.upgrade(engine)
     engine.dispose()
