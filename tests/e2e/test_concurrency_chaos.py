@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
+from app.timeline import iso
 from tests.e2e.test_serve_quickstart import (
     calmon_command,
     clean_environment,
@@ -41,7 +42,8 @@ POOL = 4000
 BATCH = 150
 LABEL_BATCH = 250
 MODEL = "chaos"
-START = datetime(2026, 1, 1, tzinfo=UTC)
+#: three days back, inside the default retention period whatever the date of the run
+START = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=3)
 
 
 def _content(client_id: str) -> tuple[datetime, float, str]:
@@ -131,8 +133,8 @@ def _client_work(base: str, seed: int, record: Record) -> None:
                     [
                         f"/v1/models/{MODEL}",
                         "/v1/models",
-                        f"/v1/models/{MODEL}/windows?start=2026-01-01T00:00:00Z"
-                        "&end=2026-01-03T00:00:00Z",
+                        f"/v1/models/{MODEL}/windows?start={iso(START)}"
+                        f"&end={iso(START + timedelta(days=2))}",
                     ]
                 )
                 record.answer(kind, client.get(path))

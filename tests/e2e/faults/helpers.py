@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -24,7 +25,8 @@ from tests.e2e.test_serve_quickstart import (
 )
 
 MODEL = "faults"
-TIMESTAMP = "2026-01-05T10:00:00Z"
+#: an event time well inside the default retention period, whatever the date of the run
+TIMESTAMP = (datetime.now(UTC) - timedelta(days=3)).strftime("%Y-%m-%dT10:00:00Z")
 JSON = {"Content-Type": "application/json"}
 #: attempts of a batch before a test gives up on it
 MAX_ATTEMPTS = 30
