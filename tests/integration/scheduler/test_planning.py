@@ -173,6 +173,61 @@ def test_repeated_scans_inside_the_margin_compute_each_window_once(env: Env) -> 
     assert {s.version for s in env.states(model_id).values()} == {1}
 
 
+def test_a_scan_between_two_computations_bumps_no_version(env: Env) -> None:
+    create_model(env.client, "fraud", window="5m", grace="0s")
+    send(
+        env.client,
+        "fraud",
+        make_batch(
+            prefix="p", start=_recent_start(4), count=60, spacing=timedelta(seconds=10), seed=3
+        ),
+    )
+    # An interval this short plans again, and the leader scans again, before every window.
+    scheduler = env.scheduler(scheduler_interval=1e-6)
+    assert [scheduler.tick().computed for _ in range(2)] == [2, 0]
+    model_id = env.model_id("fraud")
+    assert {(s.version, s.computed_version) for s in env.states(model_id).values()} == {(1, 1)}
+
+
+def test_a_window_not_computed_yet_gets_a_new_version_only_when_its_predictions_change(
+    env: Env,
+) -> None:
+    create_model(env.client, "fraud", window="5m", grace="0s")
+    start = _recent_start(3)
+    batch = make_batch(
+        prefix="p", start=start, count=20, spacing=timedelta(seconds=5), seed=2, unlabelled=0.5
+    )
+    send(env.client, "fraud", batch)
+    model_id = env.model_id("fraud")
+
+    def scan() -> tuple[int, int]:
+        with env.session_factory() as session:
+            model = session.get(Model, model_id)
+            assert model is not None
+            found = scan_model(
+                session, model=model, now=datetime.now(UTC), margin=timedelta(seconds=MARGIN)
+            )
+            session.commit()
+        return found.new, found.changed
+
+    assert scan() == (1, 0)
+    # Scans inside the margin read the same predictions again: nothing changed.
+    assert [scan(), scan()] == [(0, 0), (0, 0)]
+    assert env.states(model_id)[start].version == 1
+    # Before its first computation, a label or a prediction more is a change all the same.
+    target = next(item for item in batch.items if "label" not in item)["id"]
+    send_labels(env.client, "fraud", {target: 1})
+    assert [scan(), scan()] == [(0, 1), (0, 0)]
+    send(
+        env.client,
+        "fraud",
+        make_batch(prefix="q", start=start, count=1, spacing=timedelta(seconds=5), seed=4),
+    )
+    assert [scan(), scan()] == [(0, 1), (0, 0)]
+    state = env.states(model_id)[start]
+    assert (state.version, state.computed_version) == (3, None)
+
+
 @pytest.mark.parametrize("change", ["insert", "label"])
 def test_a_write_stamped_before_the_computation_but_committed_after_is_not_missed(
     env: Env, change: str
