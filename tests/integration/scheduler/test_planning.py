@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
-from app.db.models import Model, Prediction, WindowState
+from app.db.models import Model, Prediction
 from app.metrics import evaluate
 from app.scheduler import instruments
 from app.scheduler.runner import TickReport
-from app.services.planning import due_windows, scan_model
+from app.services.planning import ScanResult, due_windows, scan_model
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     Env,
@@ -33,6 +33,18 @@ FIVE_MINUTES = timedelta(minutes=5)
 
 def _recent_start(windows_ago: int) -> datetime:
     return recent(windows_ago)
+
+
+def _scan(env: Env, model_id: int) -> ScanResult:
+    """One scan of a model, now, committed."""
+    with env.session_factory() as session:
+        model = session.get(Model, model_id)
+        assert model is not None
+        result = scan_model(
+            session, model=model, now=datetime.now(UTC), margin=timedelta(seconds=MARGIN)
+        )
+        session.commit()
+    return result
 
 
 def test_windows_are_aligned_to_the_utc_epoch(env: Env) -> None:
@@ -157,23 +169,10 @@ def test_late_labels_trigger_a_recomputation_of_their_window_only(env: Env) -> N
     assert scheduler.tick().computed == 0
 
 
-def test_repeated_scans_inside_the_margin_compute_each_window_once(env: Env) -> None:
-    create_model(env.client, "fraud", window="5m", grace="0s")
-    send(
-        env.client,
-        "fraud",
-        make_batch(
-            prefix="p", start=_recent_start(4), count=60, spacing=timedelta(seconds=10), seed=3
-        ),
-    )
-    scheduler = env.scheduler()
-    computed = [scheduler.tick().computed for _ in range(4)]
-    assert computed == [2, 0, 0, 0]
-    model_id = env.model_id("fraud")
-    assert {s.version for s in env.states(model_id).values()} == {1}
-
-
-def test_a_scan_between_two_computations_bumps_no_version(env: Env) -> None:
+@pytest.mark.parametrize("interval", [None, 1e-6], ids=["per_tick", "before_every_window"])
+def test_repeated_scans_inside_the_margin_compute_each_window_once(
+    env: Env, interval: float | None
+) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s")
     send(
         env.client,
@@ -183,10 +182,11 @@ def test_a_scan_between_two_computations_bumps_no_version(env: Env) -> None:
         ),
     )
     # An interval this short plans again, and the leader scans again, before every window.
-    scheduler = env.scheduler(scheduler_interval=1e-6)
-    assert [scheduler.tick().computed for _ in range(2)] == [2, 0]
+    scheduler = env.scheduler() if interval is None else env.scheduler(scheduler_interval=interval)
+    computed = [scheduler.tick().computed for _ in range(4)]
+    assert computed == [2, 0, 0, 0]
     model_id = env.model_id("fraud")
-    assert {(s.version, s.computed_version) for s in env.states(model_id).values()} == {(1, 1)}
+    assert {s.version for s in env.states(model_id).values()} == {1}
 
 
 def test_a_window_not_computed_yet_gets_a_new_version_only_when_its_predictions_change(
@@ -201,13 +201,7 @@ def test_a_window_not_computed_yet_gets_a_new_version_only_when_its_predictions_
     model_id = env.model_id("fraud")
 
     def scan() -> tuple[int, int]:
-        with env.session_factory() as session:
-            model = session.get(Model, model_id)
-            assert model is not None
-            found = scan_model(
-                session, model=model, now=datetime.now(UTC), margin=timedelta(seconds=MARGIN)
-            )
-            session.commit()
+        found = _scan(env, model_id)
         return found.new, found.changed
 
     assert scan() == (1, 0)
@@ -335,14 +329,8 @@ def test_scan_records_every_window_holding_predictions(env: Env) -> None:
     response = env.client.post("/v1/models/fraud/predictions", json={"predictions": items})
     assert response.status_code == 200
     model_id = env.model_id("fraud")
-    with env.session_factory() as session:
-        model = session.get(Model, model_id)
-        assert model is not None
-        result = scan_model(
-            session, model=model, now=datetime.now(UTC), margin=timedelta(seconds=MARGIN)
-        )
-        session.commit()
-        rows = session.scalars(select(WindowState).order_by(WindowState.starts_at)).all()
+    result = _scan(env, model_id)
+    rows = [state for _, state in sorted(env.states(model_id).items())]
     assert result.new == 3
     assert [r.starts_at for r in rows] == starts
     assert [r.ends_at - r.starts_at for r in rows] == [timedelta(hours=1)] * 3
