@@ -209,7 +209,9 @@ class WindowState(Base):
     is pending while it is NULL or lower. ``checkpoint_at``, ``band_count`` and ``band_sum``
     fingerprint the predictions changed since ``checkpoint_at`` minus the scan margin (how
     many, and the sum of their ``changed_at`` in microseconds past that instant, as decimal
-    text), which tells a change the results already hold from one they do not.
+    text), which tells a change the results (or, before the first computation, the version)
+    already hold from one they do not; the scan sets them with each version, the computation
+    with its results.
     ``requested_at`` marks a recompute asked through the API; ``failures`` and ``retry_at``
     space out retries of a window whose computation fails.
     """
@@ -248,9 +250,12 @@ class WindowState(Base):
         ends_at: datetime,
         version: int,
         now: datetime,
+        band_count: int | None = None,
+        band_sum: str | None = None,
     ) -> WindowState:
-        """The state of a window the scheduler has just learnt of: never computed, no
-        fingerprint yet, no request, no failure."""
+        """The state of a window the scheduler has just learnt of: never computed, checkpoint
+        ``now`` with its fingerprint when the scan read one (a recompute request reads none),
+        no request, no failure."""
         return cls(
             model_id=model_id,
             starts_at=starts_at,
@@ -258,8 +263,8 @@ class WindowState(Base):
             version=version,
             computed_version=None,
             checkpoint_at=now,
-            band_count=None,
-            band_sum=None,
+            band_count=band_count,
+            band_sum=band_sum,
             requested_at=None,
             failures=0,
             retry_at=None,

@@ -7,12 +7,14 @@ ago (or ended and a recompute was requested).
 
 Changes are found through ``predictions.changed_at``, re-reading ``margin`` before the previous
 scan; a per-window checkpoint (an instant and a fingerprint of the predictions changed since
-it, minus ``margin``) keeps a re-read change from causing a second computation. Why no change
-is missed: ``docs/scheduler.md`` ("Finding changed windows").
+it, minus ``margin``, set when a window is first seen, changes or is computed) keeps a re-read
+change from causing a new version: a second computation, or a fixed reference built again.
+Why no change is missed: ``docs/scheduler.md`` ("Finding changed windows").
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -99,15 +101,34 @@ def fingerprint(
     session: Session, *, model_id: int, start: datetime, end: datetime, since: datetime
 ) -> Fingerprint:
     """The :class:`Fingerprint` of the window ``[start, end)`` of a model since ``since``."""
-    count, total = session.execute(
-        select(*fingerprint_columns(session, since=since)).where(
+    (found,) = fingerprints(session, model_id=model_id, start=start, end=end, since=(since,))
+    return found
+
+
+def fingerprints(
+    session: Session,
+    *,
+    model_id: int,
+    start: datetime,
+    end: datetime,
+    since: Sequence[datetime],
+) -> list[Fingerprint]:
+    """The :class:`Fingerprint` of the window ``[start, end)`` of a model since each instant
+    of ``since``, read in one statement."""
+    row = session.execute(
+        select(
+            *(column for moment in since for column in fingerprint_columns(session, since=moment))
+        ).where(
             Prediction.model_id == model_id,
-            Prediction.changed_at >= since,
+            Prediction.changed_at >= min(since),
             Prediction.ts >= start,
             Prediction.ts < end,
         )
     ).one()
-    return Fingerprint(count=int(count), total=str(int(total)))
+    return [
+        Fingerprint(count=int(row[2 * index]), total=str(int(row[2 * index + 1])))
+        for index in range(len(since))
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +170,10 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
     for start, latest in sorted(starts.items()):
         state = states.get(start)
         if state is None:
+            # The first checkpoint: a later scan inside the margin re-reads these predictions.
+            band = fingerprint(
+                session, model_id=model.id, start=start, end=start + step, since=now - margin
+            )
             session.add(
                 WindowState.first_seen(
                     model_id=model.id,
@@ -156,33 +181,29 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
                     ends_at=start + step,
                     version=1,
                     now=now,
+                    band_count=band.count,
+                    band_sum=band.total,
                 )
             )
             new += 1
             continue
         if latest < state.checkpoint_at - margin:
             continue
-        if state.band_count is not None:
-            seen = fingerprint(
-                session,
-                model_id=model.id,
-                start=start,
-                end=start + step,
-                since=state.checkpoint_at - margin,
-            )
-            if (seen.count, seen.total) == (state.band_count, state.band_sum):
-                continue
-            band: Fingerprint | None = fingerprint(
-                session, model_id=model.id, start=start, end=start + step, since=now - margin
-            )
-        else:
-            band = None
+        seen, band = fingerprints(
+            session,
+            model_id=model.id,
+            start=start,
+            end=start + step,
+            since=(state.checkpoint_at - margin, now - margin),
+        )
+        if (seen.count, seen.total) == (state.band_count, state.band_sum):
+            continue
         state.version += 1
         state.checkpoint_at = now
-        if band is not None:
+        state.band_count = band.count
+        state.band_sum = band.total
+        if state.computed_version is not None:
             # A change the computed results miss: a failed retry may succeed on new data.
-            state.band_count = band.count
-            state.band_sum = band.total
             state.failures = 0
             state.retry_at = None
         changed += 1

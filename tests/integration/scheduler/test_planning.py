@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
-from app.db.models import Model, Prediction, WindowState
+from app.db.models import Model, Prediction
 from app.metrics import evaluate
 from app.scheduler import instruments
 from app.scheduler.runner import TickReport
-from app.services.planning import due_windows, scan_model
+from app.services.planning import ScanResult, due_windows, scan_model
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     Env,
@@ -33,6 +33,18 @@ FIVE_MINUTES = timedelta(minutes=5)
 
 def _recent_start(windows_ago: int) -> datetime:
     return recent(windows_ago)
+
+
+def _scan(env: Env, model_id: int) -> ScanResult:
+    """One scan of a model, now, committed."""
+    with env.session_factory() as session:
+        model = session.get(Model, model_id)
+        assert model is not None
+        result = scan_model(
+            session, model=model, now=datetime.now(UTC), margin=timedelta(seconds=MARGIN)
+        )
+        session.commit()
+    return result
 
 
 def test_windows_are_aligned_to_the_utc_epoch(env: Env) -> None:
@@ -157,7 +169,10 @@ def test_late_labels_trigger_a_recomputation_of_their_window_only(env: Env) -> N
     assert scheduler.tick().computed == 0
 
 
-def test_repeated_scans_inside_the_margin_compute_each_window_once(env: Env) -> None:
+@pytest.mark.parametrize("interval", [None, 1e-6], ids=["per_tick", "before_every_window"])
+def test_repeated_scans_inside_the_margin_compute_each_window_once(
+    env: Env, interval: float | None
+) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s")
     send(
         env.client,
@@ -166,11 +181,45 @@ def test_repeated_scans_inside_the_margin_compute_each_window_once(env: Env) -> 
             prefix="p", start=_recent_start(4), count=60, spacing=timedelta(seconds=10), seed=3
         ),
     )
-    scheduler = env.scheduler()
+    # An interval this short plans again, and the leader scans again, before every window.
+    scheduler = env.scheduler() if interval is None else env.scheduler(scheduler_interval=interval)
     computed = [scheduler.tick().computed for _ in range(4)]
     assert computed == [2, 0, 0, 0]
     model_id = env.model_id("fraud")
     assert {s.version for s in env.states(model_id).values()} == {1}
+
+
+def test_a_window_not_computed_yet_gets_a_new_version_only_when_its_predictions_change(
+    env: Env,
+) -> None:
+    create_model(env.client, "fraud", window="5m", grace="0s")
+    start = _recent_start(3)
+    batch = make_batch(
+        prefix="p", start=start, count=20, spacing=timedelta(seconds=5), seed=2, unlabelled=0.5
+    )
+    send(env.client, "fraud", batch)
+    model_id = env.model_id("fraud")
+
+    def scan() -> tuple[int, int]:
+        found = _scan(env, model_id)
+        return found.new, found.changed
+
+    assert scan() == (1, 0)
+    # Scans inside the margin read the same predictions again: nothing changed.
+    assert [scan(), scan()] == [(0, 0), (0, 0)]
+    assert env.states(model_id)[start].version == 1
+    # Before its first computation, a label or a prediction more is a change all the same.
+    target = next(item for item in batch.items if "label" not in item)["id"]
+    send_labels(env.client, "fraud", {target: 1})
+    assert [scan(), scan()] == [(0, 1), (0, 0)]
+    send(
+        env.client,
+        "fraud",
+        make_batch(prefix="q", start=start, count=1, spacing=timedelta(seconds=5), seed=4),
+    )
+    assert [scan(), scan()] == [(0, 1), (0, 0)]
+    state = env.states(model_id)[start]
+    assert (state.version, state.computed_version) == (3, None)
 
 
 @pytest.mark.parametrize("change", ["insert", "label"])
@@ -280,14 +329,8 @@ def test_scan_records_every_window_holding_predictions(env: Env) -> None:
     response = env.client.post("/v1/models/fraud/predictions", json={"predictions": items})
     assert response.status_code == 200
     model_id = env.model_id("fraud")
-    with env.session_factory() as session:
-        model = session.get(Model, model_id)
-        assert model is not None
-        result = scan_model(
-            session, model=model, now=datetime.now(UTC), margin=timedelta(seconds=MARGIN)
-        )
-        session.commit()
-        rows = session.scalars(select(WindowState).order_by(WindowState.starts_at)).all()
+    result = _scan(env, model_id)
+    rows = [state for _, state in sorted(env.states(model_id).items())]
     assert result.new == 3
     assert [r.starts_at for r in rows] == starts
     assert [r.ends_at - r.starts_at for r in rows] == [timedelta(hours=1)] * 3

@@ -189,16 +189,23 @@ def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> Non
     _assert_regular(segment["reference"]["regular"], _pooled(batch, 2, 4, "a"))
 
 
-def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: Env) -> None:
+def _fixed_over_two_windows(env: Env, model: str) -> tuple[datetime, datetime]:
+    """Create ``model`` with a fixed reference over parts of windows 1 and 2 (grace 0s);
+    returns the period."""
     period_start = _start(1) + timedelta(minutes=2)
     period_end = _start(2) + timedelta(minutes=3)
     create_model(
         env.client,
-        "fraud",
+        model,
         window="5m",
         grace="0s",
         reference={"kind": "fixed", "start": iso(period_start), "end": iso(period_end)},
     )
+    return period_start, period_end
+
+
+def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: Env) -> None:
+    period_start, period_end = _fixed_over_two_windows(env, "fraud")
     batch = _six_windows(env, "fraud")
     scheduler = env.scheduler()
     assert scheduler.tick().computed == 6
@@ -239,6 +246,21 @@ def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: E
     assert stars[untouched]["reference"]["n_pos"] == n_pos - 1
     assert scheduler.tick().computed == 0
     assert scheduler.cache.builds == 2
+
+
+def test_a_fixed_reference_is_built_once_when_the_leader_scans_between_computations(
+    env: Env,
+) -> None:
+    _fixed_over_two_windows(env, "fraud")
+    _six_windows(env, "fraud")
+    # An interval this short plans again, and the leader scans again, before every window.
+    scheduler = env.scheduler(scheduler_interval=1e-6)
+    assert scheduler.tick().computed == 6
+    assert scheduler.cache.builds == 1
+    states = env.states(env.model_id("fraud"))
+    assert {(s.version, s.computed_version) for s in states.values()} == {(1, 1)}
+    assert scheduler.tick().computed == 0
+    assert scheduler.cache.builds == 1
 
 
 def test_fixed_reference_refresh_waits_for_a_quiet_period_and_reaches_back_a_bounded_span(
