@@ -30,7 +30,8 @@ from typing import Any, Final
 
 import yaml
 
-from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, free_port
+from tests.e2e.test_serve_quickstart import calmon_command, clean_environment
+from tests.support import free_port
 
 REPO: Final = Path(__file__).resolve().parents[2]
 DEPLOY_PROMETHEUS: Final = REPO / "deploy" / "prometheus"

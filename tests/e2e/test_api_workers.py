@@ -12,12 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
-from tests.e2e.test_serve_quickstart import (
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
+from tests.support import free_port
 
 BATCHES = 24
 PER_BATCH = 50

@@ -44,7 +44,8 @@ import httpx
 import pytest
 
 from tests.e2e.stack import SERVE, LocalStack, prometheus_config, running
-from tests.e2e.test_serve_quickstart import calmon_command, free_port, wait_until_up
+from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -80,18 +81,7 @@ def _api(base: str, path: str, **params: str) -> Any:
 
 
 def _wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(1.0)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    return wait_for(what, check, timeout=timeout, interval=1.0, errors=(OSError,))
 
 
 def _alerts(prometheus: str) -> list[tuple[str, str, str, str]]:

@@ -30,7 +30,8 @@ import pytest
 
 from tests.e2e.stack import API, MIGRATE, SCHEDULER, LocalStack, prometheus_config, running
 from tests.e2e.test_prometheus_alerts import _api, _prometheus_binary, _wait
-from tests.e2e.test_serve_quickstart import calmon_command, free_port, wait_until_up
+from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from tests.support import free_port
 
 pytestmark = pytest.mark.slow
 

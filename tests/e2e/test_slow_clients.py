@@ -15,12 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve_quickstart import (
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
+from tests.support import free_port
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 2.0

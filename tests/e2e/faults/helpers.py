@@ -16,12 +16,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from tests.e2e.test_serve_quickstart import (
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
+from tests.support import free_port
 
 MODEL = "faults"
 TIMESTAMP = "2026-01-05T10:00:00Z"

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -28,26 +28,11 @@ from app.db.session import create_db_engine
 from app.settings import Settings
 from tests.integration.scheduler.helpers import make_batch, recent, send, windows
 from tests.integration.tcp_proxy import TcpProxy
+from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.real_clock
 
 TIMEOUT = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _scrape(url: str) -> dict[str, float]:
@@ -138,7 +123,7 @@ def _environment(url: str) -> dict[str, str]:
 def test_two_schedulers_on_one_sqlite_file_one_leads(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     for i, port in enumerate(ports):
         with (tmp_path / f"scheduler-{i}.log").open("wb") as log:
             processes.append(
@@ -155,8 +140,8 @@ def test_two_schedulers_on_one_sqlite_file_one_leads(
         pages = [_scrape(f"http://127.0.0.1:{port}/metrics") for port in ports]
         return sorted(page.get("calmon_scheduler_leader", -1.0) for page in pages)
 
-    _wait(lambda: leaders() == [0.0, 1.0], "one leader and one standby")
-    _wait(lambda: len(_windows_of(sqlite_url)) == 2, "both windows computed")
+    wait_for("one leader and one standby", lambda: leaders() == [0.0, 1.0], timeout=TIMEOUT)
+    wait_for("both windows computed", lambda: len(_windows_of(sqlite_url)) == 2, timeout=TIMEOUT)
     page = next(
         p
         for p in (_scrape(f"http://127.0.0.1:{port}/metrics") for port in ports)
@@ -171,7 +156,7 @@ def test_two_schedulers_on_one_sqlite_file_one_leads(
 def test_serve_runs_the_scheduler_beside_the_api(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     with (tmp_path / "serve.log").open("wb") as log:
         processes.append(
@@ -190,7 +175,7 @@ def test_serve_runs_the_scheduler_beside_the_api(
         except (httpx.TransportError, ValueError, KeyError):
             return 0
 
-    _wait(lambda: computed() == 2, "both windows computed by serve")
+    wait_for("both windows computed by serve", lambda: computed() == 2, timeout=TIMEOUT)
     page = _scrape(f"{base}/metrics")
     assert page["calmon_scheduler_leader"] == 1.0
     assert page["calmon_window_compute_duration_seconds_count"] == 2.0
@@ -211,7 +196,7 @@ def test_scheduler_waits_for_a_database_that_is_down_at_start(
     proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     proxy.set_mode("refuse")
     url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "scheduler.log"
     try:
         with log_path.open("wb") as log:
@@ -222,23 +207,25 @@ def test_scheduler_waits_for_a_database_that_is_down_at_start(
                 stderr=subprocess.STDOUT,
             )
         processes.append(process)
-        _wait(
+        wait_for(
+            "two logged retries",
             lambda: (
                 sum(
                     r["message"] == "database unreachable; retrying" for r in _log_records(log_path)
                 )
                 >= 2
             ),
-            "two logged retries",
+            timeout=TIMEOUT,
         )
         assert process.poll() is None
         assert _scrape(f"http://127.0.0.1:{port}/metrics").get("calmon_scheduler_leader") == 0.0
         proxy.set_mode("up")
-        _wait(
+        wait_for(
+            "the scheduler leading once the database answers",
             lambda: (
                 _scrape(f"http://127.0.0.1:{port}/metrics").get("calmon_scheduler_leader") == 1.0
             ),
-            "the scheduler leading once the database answers",
+            timeout=TIMEOUT,
         )
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
@@ -282,7 +269,7 @@ def _listening_address(port: int) -> str:
 def test_scheduler_metrics_follow_the_api_bind_rule(
     sqlite_url: str, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     processes.append(
         subprocess.Popen(
             [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
@@ -291,11 +278,15 @@ def test_scheduler_metrics_follow_the_api_bind_rule(
             stderr=subprocess.DEVNULL,
         )
     )
-    _wait(lambda: bool(_scrape(f"http://127.0.0.1:{port}/metrics")), "the metrics endpoint")
+    wait_for(
+        "the metrics endpoint",
+        lambda: bool(_scrape(f"http://127.0.0.1:{port}/metrics")),
+        timeout=TIMEOUT,
+    )
     assert _listening_address(port) == "127.0.0.1"
     refused = subprocess.run(
         [sys.executable, "-m", "app.cli", "scheduler", "--metrics-host", "0.0.0.0",
-         "--metrics-port", str(_free_port())],
+         "--metrics-port", str(free_port())],
         env=_environment(sqlite_url),
         capture_output=True,
         text=True,
@@ -325,9 +316,10 @@ def test_scheduler_waiting_for_the_database_stops_on_sigterm(
                 stderr=subprocess.STDOUT,
             )
         processes.append(process)
-        _wait(
-            lambda: any("retrying" in str(r["message"]) for r in _log_records(log_path)),
+        wait_for(
             "a logged retry",
+            lambda: any("retrying" in str(r["message"]) for r in _log_records(log_path)),
+            timeout=TIMEOUT,
         )
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
