@@ -3,6 +3,7 @@ scheduler inside `calmon serve` with its metrics on the API's /metrics."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -120,21 +121,49 @@ def _environment(url: str) -> dict[str, str]:
     }
 
 
+def _start(
+    processes: list[subprocess.Popen[bytes]],
+    url: str,
+    log: Path | None,
+    *args: str,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """``calmon ARGS`` on the database ``url`` (a 0.3 s tick, no retention), its output in
+    ``log`` (None: discarded), stopped at the end of the test."""
+    with log.open("wb") if log is not None else contextlib.nullcontext() as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", *args],
+            env=_environment(url),
+            cwd=cwd,
+            stdout=subprocess.DEVNULL if out is None else out,
+            stderr=subprocess.DEVNULL if out is None else subprocess.STDOUT,
+        )
+    processes.append(process)
+    return process
+
+
+@contextlib.contextmanager
+def _refusing(postgres_url: str) -> Iterator[tuple[TcpProxy, str]]:
+    """A proxy to the test server that refuses connections until it is set up, and the
+    SQLAlchemy URL through it; closed at the end."""
+    parts = urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy.set_mode("refuse")
+    try:
+        yield proxy, f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
+    finally:
+        proxy.close()
+
+
 def test_two_schedulers_on_one_sqlite_file_one_leads(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     ports = [free_port(), free_port()]
     for i, port in enumerate(ports):
-        with (tmp_path / f"scheduler-{i}.log").open("wb") as log:
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port),
-                     "--metrics-host", "127.0.0.1"],
-                    env=_environment(sqlite_url),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )  # fmt: skip
+        _start(
+            processes, sqlite_url, tmp_path / f"scheduler-{i}.log",
+            "scheduler", "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        )  # fmt: skip
 
     def leaders() -> list[float]:
         pages = [_scrape(f"http://127.0.0.1:{port}/metrics") for port in ports]
@@ -158,16 +187,9 @@ def test_serve_runs_the_scheduler_beside_the_api(
 ) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    with (tmp_path / "serve.log").open("wb") as log:
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                env=_environment(sqlite_url),
-                cwd=tmp_path,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
+    _start(
+        processes, sqlite_url, tmp_path / "serve.log", "serve", "--port", str(port), cwd=tmp_path
+    )
 
     def computed() -> int:
         try:
@@ -192,21 +214,10 @@ def _log_records(path: Path) -> list[dict[str, object]]:
 def test_scheduler_waits_for_a_database_that_is_down_at_start(
     shared_postgres_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    parts = urlsplit(shared_postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    proxy.set_mode("refuse")
-    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
     port = free_port()
     log_path = tmp_path / "scheduler.log"
-    try:
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
-                env=_environment(url),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        processes.append(process)
+    with _refusing(shared_postgres_url) as (proxy, url):
+        process = _start(processes, url, log_path, "scheduler", "--metrics-port", str(port))
         wait_for(
             "two logged retries",
             lambda: (
@@ -229,8 +240,6 @@ def test_scheduler_waits_for_a_database_that_is_down_at_start(
         )
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
-    finally:
-        proxy.close()
     records = _log_records(log_path)
     assert any(r["message"] == "scheduler started" for r in records)
     assert all("retry_in_seconds" in r for r in records if "retrying" in str(r["message"]))
@@ -270,14 +279,7 @@ def test_scheduler_metrics_follow_the_api_bind_rule(
     sqlite_url: str, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     port = free_port()
-    processes.append(
-        subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
-            env=_environment(sqlite_url),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    )
+    _start(processes, sqlite_url, None, "scheduler", "--metrics-port", str(port))
     wait_for(
         "the metrics endpoint",
         lambda: bool(_scrape(f"http://127.0.0.1:{port}/metrics")),
@@ -302,20 +304,9 @@ def test_scheduler_metrics_follow_the_api_bind_rule(
 def test_scheduler_waiting_for_the_database_stops_on_sigterm(
     shared_postgres_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    parts = urlsplit(shared_postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    proxy.set_mode("refuse")
-    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
     log_path = tmp_path / "scheduler.log"
-    try:
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", "0"],
-                env=_environment(url),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        processes.append(process)
+    with _refusing(shared_postgres_url) as (_, url):
+        process = _start(processes, url, log_path, "scheduler", "--metrics-port", "0")
         wait_for(
             "a logged retry",
             lambda: any("retrying" in str(r["message"]) for r in _log_records(log_path)),
@@ -325,5 +316,3 @@ def test_scheduler_waiting_for_the_database_stops_on_sigterm(
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
         assert time.monotonic() - started < 2
-    finally:
-        proxy.close()
