@@ -1,17 +1,20 @@
 """Helpers shared by the integration and end-to-end tests: free ports, polling, a throwaway
-HTTP server, and the check that a missing client fails or skips as the environment asks."""
+HTTP server, a test that cannot run for want of a tool, and the check that a missing client
+fails or skips as the environment asks."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 
@@ -69,6 +72,15 @@ def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def not_run(what: str, reason: str, *, require_env: str) -> NoReturn:
+    """A test that cannot run for ``reason``: a failure under ``require_env``=1 (CI), else a
+    skip with a warning that ``what`` did NOT RUN."""
+    if os.environ.get(require_env) == "1":
+        pytest.fail(f"{reason} and {require_env}=1")
+    warnings.warn(f"{what} NOT RUN: {reason}", stacklevel=1)
+    pytest.skip(f"{what} NOT RUN: {reason}")
 
 
 def assert_required_or_skipped(

@@ -23,7 +23,7 @@ import dataclasses
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -118,6 +118,22 @@ def running(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def running_prometheus(
+    binary: str, config: Path, *, port: int, directory: Path
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """The Prometheus server ``binary`` on 127.0.0.1:``port`` under ``config``, its data and
+    its log in ``directory``, stopped on exit."""
+    return running(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={directory / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        log=directory / "prometheus.log",
+    )
 
 
 @dataclass(frozen=True)

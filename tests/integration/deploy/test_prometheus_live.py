@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.stack import localised, prometheus_config, running
+from tests.e2e.stack import localised, prometheus_config, running_prometheus
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import SERIES
 from tests.support import QuietHandler, free_port, http_server, wait_for
@@ -128,15 +128,7 @@ def prometheus(prometheus_binary: str, exporter: str, tmp_path: Path) -> Iterato
         tmp_path / "prometheus", {"calmon-api": [exporter], "calmon-scheduler": [exporter]}
     )
     port = free_port()
-    with running(
-        [
-            prometheus_binary,
-            f"--config.file={config_path}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        log=tmp_path / "prometheus.log",
-    ):
+    with running_prometheus(prometheus_binary, config_path, port=port, directory=tmp_path):
         yield f"http://127.0.0.1:{port}"
 
 
