@@ -30,7 +30,10 @@ from typing import Any, Final
 
 import yaml
 
-from tests.e2e.test_serve_quickstart import calmon_command, clean_environment
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
 from tests.support import free_port
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -134,6 +137,34 @@ def running_prometheus(
         ],
         log=directory / "prometheus.log",
     )
+
+
+@contextmanager
+def api_workers(
+    postgres_database: str, directory: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`calmon api --workers 2` on the libpq URL ``postgres_database``, migrated first, on a
+    free port, with its metrics in ``directory / "metrics"`` and its log in ``directory``;
+    yields its base URL and process once it answers, stopped on exit."""
+    url = postgres_database.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_db_engine(Settings(database_url=url))
+    migrate.upgrade(engine)
+    engine.dispose()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        **clean_environment(),
+        DATABASE_URL: url,
+        "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics"),
+        LOG_LEVEL: "WARNING",
+    }
+    with running(
+        [*calmon_command(), "api", "--workers", "2", "--port", str(port)],
+        env=env,
+        log=directory / "api.log",
+    ) as process:
+        wait_until_up(base, process)
+        yield base, process
 
 
 @dataclass(frozen=True)
