@@ -13,7 +13,9 @@ ports, and set every variable of :data:`SETTINGS`. :data:`SERVE` is the one-proc
 
 :func:`prometheus_config` makes the copy of ``deploy/prometheus`` that scrapes such local
 processes: production's configuration with only the discovery, the Alertmanager and the
-intervals changed.
+intervals changed; :func:`running_prometheus` runs a Prometheus server on it.
+:func:`running` runs any process for the length of a block, :func:`api_workers` a lone
+`calmon api --workers 2` on a migrated PostgreSQL database.
 """
 
 from __future__ import annotations
