@@ -18,7 +18,7 @@ from fastapi import APIRouter
 from app import instruments
 from app.api.deps import JsonBody, ModelName, SessionDep, WriteScope, existing_model
 from app.api.errors import parse_json
-from app.api.openapi import WRITE_ERRORS, error_responses, json_request_body
+from app.api.openapi import WRITE_ERRORS, described_error, json_request_body
 from app.api.schemas import LabelsOut, PredictionsOut
 from app.api.transactions import in_transaction
 from app.services.ingest import (
@@ -43,12 +43,10 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
     openapi_extra=json_request_body("PredictionBatch", PREDICTION_BATCH),
     responses={
         **WRITE_ERRORS,
-        **error_responses(
+        **described_error(
             409,
-            descriptions={
-                409: "`prediction_conflict`: ids stored, or sent twice, with other content; "
-                "details name them"
-            },
+            "`prediction_conflict`: ids stored, or sent twice, with other content; details "
+            "name them",
         ),
     },
 )
