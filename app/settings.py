@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from functools import cached_property
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -71,6 +71,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _seconds(default: float, description: str, *, zero: bool = False) -> Any:
+    """A settings field holding a duration in seconds: above 0 (at least 0 with ``zero``)."""
+    if zero:
+        return Field(default=default, ge=0, description=description)
+    return Field(default=default, gt=0, description=description)
+
+
 class Settings(BaseSettings):
     """All runtime configuration of calmon; each field is the variable ``CALMON_<FIELD>``."""
 
@@ -98,17 +105,11 @@ class Settings(BaseSettings):
         le=1024 * 1024,
         description="largest request line and headers (431 and closed beyond)",
     )
-    header_timeout: float = Field(
-        default=10.0, gt=0, description="seconds a client has to send a request's headers"
+    header_timeout: float = _seconds(10.0, "seconds a client has to send a request's headers")
+    body_timeout: float = _seconds(
+        60.0, "seconds a client has to send a request's body once its headers arrived"
     )
-    body_timeout: float = Field(
-        default=60.0,
-        gt=0,
-        description="seconds a client has to send a request's body once its headers arrived",
-    )
-    keep_alive_timeout: float = Field(
-        default=5.0, gt=0, description="seconds an idle keep-alive connection stays open"
-    )
+    keep_alive_timeout: float = _seconds(5.0, "seconds an idle keep-alive connection stays open")
     write_rate_limit: float = Field(
         default=0.0,
         ge=0,
@@ -123,25 +124,25 @@ class Settings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_connect_timeout: int = Field(default=2, ge=1, le=60, description="seconds")
-    db_statement_timeout: float = Field(default=30.0, gt=0, description="seconds (PostgreSQL)")
+    db_statement_timeout: float = _seconds(30.0, "seconds (PostgreSQL)")
     db_pool_size: int = Field(default=10, ge=1, le=200)
-    db_pool_timeout: float = Field(default=2.0, gt=0, description="seconds to wait for a conn")
-    sqlite_busy_timeout: float = Field(default=5.0, gt=0, description="seconds")
+    db_pool_timeout: float = _seconds(2.0, "seconds to wait for a conn")
+    sqlite_busy_timeout: float = _seconds(5.0, "seconds")
     retention_days: int = Field(
         default=400, ge=0, description="keep predictions this many days of event time; 0 = ever"
     )
-    scheduler_interval: float = Field(
-        default=15.0, gt=0, description="seconds between two scheduler ticks (scan, compute)"
+    scheduler_interval: float = _seconds(
+        15.0, "seconds between two scheduler ticks (scan, compute)"
     )
-    scheduler_scan_margin: float = Field(
-        default=300.0,
-        ge=0,
-        description="seconds a prediction write may take to commit; rescanned for changes",
+    scheduler_scan_margin: float = _seconds(
+        300.0,
+        "seconds a prediction write may take to commit; rescanned for changes",
+        zero=True,
     )
-    scheduler_pause_before_commit: float = Field(
-        default=0.0,
-        ge=0,
-        description="testing hook: seconds each window's transaction waits before it commits",
+    scheduler_pause_before_commit: float = _seconds(
+        0.0,
+        "testing hook: seconds each window's transaction waits before it commits",
+        zero=True,
     )
 
     @field_validator("log_level", mode="before")

@@ -93,6 +93,16 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
+def intervals_cost(title: str, run: Callable[..., Any], repeats: int) -> None:
+    """Print the time of ``run(intervals=True)`` against ``run()``: at most 10 times."""
+    t = interleaved({"point": run, "intervals": partial(run, intervals=True)}, repeats)
+    ratio = t["intervals"] / t["point"]
+    print(
+        f"{title}: {t['intervals'] * 1e3:.1f} ms vs {t['point'] * 1e3:.1f} ms = {ratio:.2f}x "
+        f"(≤ 10: {verdict(ratio <= 10)})"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**6, 10**7])
@@ -130,35 +140,18 @@ def main() -> int:
     else:
         for ties in (False, True):
             scores, labels = make_set(10**6, ties=ties)
-            t = interleaved(
-                {
-                    "point": partial(ours, scores, labels),
-                    "intervals": partial(ours, scores, labels, intervals=True),
-                },
+            intervals_cost(
+                f"intervals n=1,000,000 ties={'yes' if ties else 'no'}",
+                partial(ours, scores, labels),
                 args.repeats,
             )
-            ratio = t["intervals"] / t["point"]
-            print(
-                f"intervals n=1,000,000 ties={'yes' if ties else 'no'}: "
-                f"{t['intervals'] * 1e3:.1f} ms vs {t['point'] * 1e3:.1f} ms = {ratio:.2f}x "
-                f"(≤ 10: {verdict(ratio <= 10)})"
-            )
-
         for ties in (False, True):
             window = make_set(10**6, ties=ties, seed=1, prior=PRIOR / 2)
             reference = make_set(10**6, ties=ties, seed=2)
-            t = interleaved(
-                {
-                    "point": partial(split, window, reference),
-                    "intervals": partial(split, window, reference, intervals=True),
-                },
+            intervals_cost(
+                f"split intervals n=1,000,000 vs 1,000,000 ties={'yes' if ties else 'no'}",
+                partial(split, window, reference),
                 args.repeats,
-            )
-            ratio = t["intervals"] / t["point"]
-            print(
-                f"split intervals n=1,000,000 vs 1,000,000 ties={'yes' if ties else 'no'}: "
-                f"{t['intervals'] * 1e3:.1f} ms vs {t['point'] * 1e3:.1f} ms = {ratio:.2f}x "
-                f"(≤ 10: {verdict(ratio <= 10)})"
             )
 
     n = max(args.sizes)

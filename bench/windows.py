@@ -205,6 +205,24 @@ def _model(factory: sessionmaker[Session], model_id: int) -> Model:
         return model
 
 
+def _time_cold_reference(
+    factory: sessionmaker[Session],
+    model: Model,
+    window_start: datetime,
+    what: str,
+    *,
+    note: str = "",
+) -> None:
+    """Print how long ``model``'s reference for the window at ``window_start`` takes to build
+    with an empty cache, after ``what`` and before ``note``."""
+    with factory() as session:
+        t0 = time.perf_counter()
+        references_for(
+            session, model=model, window_start=window_start, segments={}, cache=ReferenceCache()
+        )
+        print(f"{what}: {time.perf_counter() - t0:.3f} s{note}")
+
+
 def main() -> None:
     """Run the benchmark and print its report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -315,15 +333,12 @@ def main() -> None:
                 f"windows): {late:.3f} s"
             )
         last = due[-1].start
-        with factory() as session:
-            t0 = time.perf_counter()
-            references_for(
-                session, model=model, window_start=last, segments={}, cache=ReferenceCache()
-            )
-            print(
-                "trailing reference of 7 windows built alone from stored sorted scores "
-                f"(cold cache): {time.perf_counter() - t0:.3f} s"
-            )
+        _time_cold_reference(
+            factory,
+            model,
+            last,
+            "trailing reference of 7 windows built alone from stored sorted scores (cold cache)",
+        )
         with factory() as session:
             reference = references_for(
                 session, model=model, window_start=last, segments={}, cache=cache
@@ -337,15 +352,13 @@ def main() -> None:
         fixed.reference_windows = None
         fixed.reference_start = last - 7 * WINDOW
         fixed.reference_end = last
-        with factory() as session:
-            t0 = time.perf_counter()
-            references_for(
-                session, model=fixed, window_start=last, segments={}, cache=ReferenceCache()
-            )
-            print(
-                "the same 7 windows as a fixed reference, read from the predictions: "
-                f"{time.perf_counter() - t0:.3f} s (once per data version)"
-            )
+        _time_cold_reference(
+            factory,
+            fixed,
+            last,
+            "the same 7 windows as a fixed reference, read from the predictions",
+            note=" (once per data version)",
+        )
     finally:
         engine.dispose()
         if not args.keep:

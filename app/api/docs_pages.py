@@ -9,7 +9,8 @@ versions); the OpenAPI document stays at ``/openapi.json``. The application is b
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -30,35 +31,40 @@ DOCS_POLICY: Final = (
 router = APIRouter(include_in_schema=False)
 
 
-def _openapi_url(request: Request) -> str:
-    url: str = request.app.openapi_url or "/openapi.json"
-    return url
+def _offline_page(
+    request: Request, render: Callable[..., HTMLResponse], **assets: Any
+) -> HTMLResponse:
+    """``render``'s page over the application's OpenAPI document with the package's
+    ``assets``, under :data:`DOCS_POLICY`."""
+    page = render(
+        openapi_url=request.app.openapi_url or "/openapi.json",
+        title=f"{request.app.title} API",
+        **assets,
+    )
+    page.headers["Content-Security-Policy"] = DOCS_POLICY
+    return page
 
 
 @router.get("/docs")
 def swagger_ui(request: Request) -> HTMLResponse:
     """Swagger UI over ``/openapi.json``, from the package's files."""
-    page = get_swagger_ui_html(
-        openapi_url=_openapi_url(request),
-        title=f"{request.app.title} API",
+    return _offline_page(
+        request,
+        get_swagger_ui_html,
         swagger_js_url=f"{VENDOR}/swagger-ui/swagger-ui-bundle.js",
         swagger_css_url=f"{VENDOR}/swagger-ui/swagger-ui.css",
         swagger_favicon_url=FAVICON,
         swagger_ui_parameters=SWAGGER_PARAMETERS,
     )
-    page.headers["Content-Security-Policy"] = DOCS_POLICY
-    return page
 
 
 @router.get("/redoc")
 def redoc(request: Request) -> HTMLResponse:
     """ReDoc over ``/openapi.json``, from the package's files, with the system's fonts."""
-    page = get_redoc_html(
-        openapi_url=_openapi_url(request),
-        title=f"{request.app.title} API",
+    return _offline_page(
+        request,
+        get_redoc_html,
         redoc_js_url=f"{VENDOR}/redoc/redoc.standalone.js",
         redoc_favicon_url=FAVICON,
         with_google_fonts=False,
     )
-    page.headers["Content-Security-Policy"] = DOCS_POLICY
-    return page

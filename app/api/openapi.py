@@ -54,6 +54,11 @@ def error_responses(*statuses: int, descriptions: Mapping[int, str] | None = Non
     return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
 
 
+def described_error(status: int, description: str) -> Responses:
+    """The ``responses`` entry of error ``status`` with a description of the route's own."""
+    return error_responses(status, descriptions={status: description})
+
+
 #: any route under ``/v1``: tokens and the database
 V1_ERRORS: Final = error_responses(401, 403, 503)
 #: a route on the model named in its path (``/v1/models/{model}…``)

@@ -13,6 +13,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 APP_FACTORY = "app.api.app:create_app"
 
@@ -21,6 +25,24 @@ def add_bind_options(parser: argparse.ArgumentParser) -> None:
     """``--host`` and ``--port``, defaulting to ``CALMON_HOST`` / ``CALMON_PORT``."""
     parser.add_argument("--host", help="address to listen on (default: CALMON_HOST, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: CALMON_PORT, 8000)")
+
+
+def serving_settings(command: str, args: argparse.Namespace) -> tuple[Settings, str, int] | None:
+    """The settings of ``calmon COMMAND`` and the host and port it listens on (its options,
+    else the settings), or None after saying on stderr why they are invalid or why that
+    address must not be served (callers exit with 2)."""
+    from app.commands.common import load_settings
+    from app.settings import bind_refusal
+
+    settings = load_settings(command)
+    if settings is None:
+        return None
+    host = args.host or settings.host
+    refusal = bind_refusal(settings, host)
+    if refusal is not None:
+        print(f"calmon {command}: {refusal}", file=sys.stderr)
+        return None
+    return settings, host, args.port or settings.port
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -58,19 +80,12 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.api.server import server_options
-    from app.commands.common import load_settings
-    from app.settings import bind_refusal
 
-    settings = load_settings("api")
-    if settings is None:
+    serving = serving_settings("api", args)
+    if serving is None:
         return 2
-    host = args.host or settings.host
-    port = args.port or settings.port
+    settings, host, port = serving
     workers = args.workers or settings.workers
-    refusal = bind_refusal(settings, host)
-    if refusal is not None:
-        print(f"calmon api: {refusal}", file=sys.stderr)
-        return 2
     created = prepare_multiprocess_dir(workers=workers)
     try:
         uvicorn.run(

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from app.settings import Settings
 
 
@@ -25,6 +29,28 @@ def load_settings(command: str) -> Settings | None:
         return None
     configure_logging(settings.log_level)
     return settings
+
+
+@contextmanager
+def database_engine(settings: Settings) -> Iterator[Engine]:
+    """An engine on the configured database, disposed of when the block ends."""
+    from app.db.session import create_db_engine
+
+    engine = create_db_engine(settings)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def upgrade_schema(engine: Engine) -> None:
+    """Bring the schema to head and create the day partitions the coming days need (what
+    `calmon migrate` does by default and `calmon serve` before it serves)."""
+    from app.db import migrate
+    from app.db.partitions import prepare_partitions
+
+    migrate.upgrade(engine)
+    prepare_partitions(engine)
 
 
 def http_url(text: str) -> str:

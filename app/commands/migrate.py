@@ -33,10 +33,8 @@ def run(args: argparse.Namespace) -> int:
     """Upgrade to head (default), downgrade, or check; returns the exit code."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.commands.common import load_settings
+    from app.commands.common import database_engine, load_settings, upgrade_schema
     from app.db import migrate
-    from app.db.partitions import prepare_partitions
-    from app.db.session import create_db_engine
 
     settings = load_settings("migrate")
     if settings is None:
@@ -45,24 +43,21 @@ def run(args: argparse.Namespace) -> int:
     if missing is not None:
         print(f"current: empty (no file {missing}); head: {migrate.head_revision()}")
         return 1
-    engine = create_db_engine(settings)
     try:
-        if args.check:
-            with engine.connect() as connection:
-                current = migrate.current_revision(connection)
-            head = migrate.head_revision()
-            print(f"current: {current or 'empty'}; head: {head}")
-            return 0 if current == head else 1
-        if args.downgrade:
-            migrate.downgrade(engine, args.downgrade)
-        else:
-            migrate.upgrade(engine)
-            prepare_partitions(engine)
+        with database_engine(settings) as engine:
+            if args.check:
+                with engine.connect() as connection:
+                    current = migrate.current_revision(connection)
+                head = migrate.head_revision()
+                print(f"current: {current or 'empty'}; head: {head}")
+                return 0 if current == head else 1
+            if args.downgrade:
+                migrate.downgrade(engine, args.downgrade)
+            else:
+                upgrade_schema(engine)
     except SQLAlchemyError as exc:
         print(f"calmon migrate: database error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        engine.dispose()
     return 0
 
 

@@ -46,33 +46,21 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.commands.api import prepare_multiprocess_dir
-    from app.commands.common import load_settings
-    from app.db import migrate
-    from app.db.partitions import prepare_partitions
-    from app.db.session import create_db_engine
-    from app.settings import bind_refusal
+    from app.commands.api import prepare_multiprocess_dir, serving_settings
+    from app.commands.common import database_engine, upgrade_schema
 
-    settings = load_settings("serve")
-    if settings is None:
+    serving = serving_settings("serve", args)
+    if serving is None:
         return 2
-    host = args.host or settings.host
-    port = args.port or settings.port
-    refusal = bind_refusal(settings, host)
-    if refusal is not None:
-        print(f"calmon serve: {refusal}", file=sys.stderr)
-        return 2
+    settings, host, port = serving
     prepare_multiprocess_dir(workers=1)
     if not args.no_migrate:
-        engine = create_db_engine(settings)
         try:
-            migrate.upgrade(engine)
-            prepare_partitions(engine)
+            with database_engine(settings) as engine:
+                upgrade_schema(engine)
         except SQLAlchemyError as exc:
             print(f"calmon serve: cannot migrate the database: {exc}", file=sys.stderr)
             return 1
-        finally:
-            engine.dispose()
     from app.api.app import create_app
     from app.api.server import server_options
 

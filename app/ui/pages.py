@@ -8,11 +8,11 @@ Policy that forbids scripts and every other host.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
 from app.ui.charts import DASH, Level, Series, format_number, reliability_chart, signed, time_chart
@@ -26,6 +26,8 @@ from app.ui.verdict import (
     read_window,
     section,
 )
+
+Item = TypeVar("Item")
 
 TIMES: Final = "\u00d7"
 STYLE: Final = """
@@ -199,6 +201,19 @@ def _times(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], float]:
     return times, half
 
 
+def _banded(
+    label: str,
+    css: str,
+    items: Sequence[Item],
+    value: Callable[[Item], float | None],
+    band: Callable[[Item], Bounds | None],
+    *,
+    dashed: bool = False,
+) -> Series:
+    """A line of ``value`` over ``items`` (one per window) with the 95% band ``band`` gives."""
+    return Series(label, [value(i) for i in items], css, [band(i) for i in items], dashed=dashed)
+
+
 def metric_chart(
     records: Sequence[Mapping[str, Any]],
     metric: str,
@@ -211,21 +226,22 @@ def metric_chart(
     reference's value; a metric that does not depend on the class ratio has no calibrated
     line."""
     series = [
-        Series(
+        _banded(
             f"{metric} (regular)",
-            [_metric(r, metric) for r in records],
             "s0",
-            [_metric_interval(r, metric) for r in records],
+            records,
+            lambda r: _metric(r, metric),
+            lambda r: _metric_interval(r, metric),
         )
     ]
-    calibrated = [_metric(r, metric, calibrated=True) for r in records]
-    if any(v is not None for v in calibrated):
+    if any(_metric(r, metric, calibrated=True) is not None for r in records):
         series.append(
-            Series(
+            _banded(
                 f"{metric} calibrated at the reference ratio",
-                calibrated,
                 "s1",
-                [_metric_interval(r, metric, calibrated=True) for r in records],
+                records,
+                lambda r: _metric(r, metric, calibrated=True),
+                lambda r: _metric_interval(r, metric, calibrated=True),
             )
         )
     series.append(
@@ -270,17 +286,15 @@ def split_chart(
         y_label="AP change",
         times=times,
         series=[
-            Series(
-                "prior part",
-                [x.prior_part for x in readings],
-                "s2",
-                [x.prior_interval for x in readings],
+            _banded(
+                "prior part", "s2", readings, lambda x: x.prior_part, lambda x: x.prior_interval
             ),
-            Series(
+            _banded(
                 "likelihood part",
-                [x.likelihood_part for x in readings],
                 "s3",
-                [x.likelihood_interval for x in readings],
+                readings,
+                lambda x: x.likelihood_part,
+                lambda x: x.likelihood_interval,
             ),
             Series("total", totals, "s0", dashed=True),
         ],
@@ -310,24 +324,21 @@ def ratio_chart(
         y_label="positive class ratio",
         times=times,
         series=[
-            Series(
-                "from labels",
-                [x.ratio for x in readings],
-                "s0",
-                [x.ratio_interval for x in readings],
-            ),
-            Series(
+            _banded("from labels", "s0", readings, lambda x: x.ratio, lambda x: x.ratio_interval),
+            _banded(
                 "estimated without labels",
-                [number(e.get("positive_class_ratio")) for e in estimated],
                 "s1",
-                [bounds(e.get("positive_class_ratio_interval")) for e in estimated],
+                estimated,
+                lambda e: number(e.get("positive_class_ratio")),
+                lambda e: bounds(e.get("positive_class_ratio_interval")),
                 dashed=True,
             ),
-            Series(
+            _banded(
                 "reference",
-                [x.reference_ratio for x in readings],
                 "ref",
-                [x.reference_interval for x in readings],
+                readings,
+                lambda x: x.reference_ratio,
+                lambda x: x.reference_interval,
             ),
         ],
         half_window=half,

@@ -56,6 +56,25 @@ def band(expr_lower: str, expr_upper: str, name: str) -> tuple[list[str], list[P
     return [expr_lower, lower, expr_upper, upper], overrides
 
 
+def interval(series: str, name: str, labels: str = W) -> tuple[str, str, str]:
+    """The band named ``name`` of the 95% interval of ``series`` over ``labels``: the largest
+    of its ``_lower`` and of its ``_upper`` gauges."""
+    return f"max({series}_lower{{{labels}}})", f"max({series}_upper{{{labels}}})", name
+
+
+def with_references(*metrics: tuple[str, str]) -> list[tuple[str, str]]:
+    """The query and legend of each (metric, legend) of the latest window, each followed by
+    the metric's value on the reference set."""
+    return [
+        query
+        for metric, legend in metrics
+        for query in (
+            (f"max(calmon_{metric}{{{W}}})", legend),
+            (f"max(calmon_{metric}_reference{{{W}}})", f"{legend} reference"),
+        )
+    ]
+
+
 def timeseries(
     title: str,
     description: str,
@@ -141,16 +160,8 @@ def metric_panels(metric: str, label: str) -> list[Panel]:
         ],
         unit="percentunit",
         bands=[
-            (
-                f'max(calmon_{metric}_lower{{{W},pi0="observed"}})',
-                f'max(calmon_{metric}_upper{{{W},pi0="observed"}})',
-                "observed",
-            ),
-            (
-                f'max(calmon_{metric}_lower{{{W},pi0="reference"}})',
-                f'max(calmon_{metric}_upper{{{W},pi0="reference"}})',
-                "calibrated at reference",
-            ),
+            interval(f"calmon_{metric}", "observed", f'{W},pi0="observed"'),
+            interval(f"calmon_{metric}", "calibrated at reference", f'{W},pi0="reference"'),
         ],
         soft_min=0,
         soft_max=1,
@@ -165,11 +176,7 @@ def metric_panels(metric: str, label: str) -> list[Panel]:
         [(f"max by (component) (calmon_{metric}_change{{{W}}})", "{{component}}")],
         unit="percentunit",
         bands=[
-            (
-                f'max(calmon_{metric}_change_lower{{{W},component="{component}"}})',
-                f'max(calmon_{metric}_change_upper{{{W},component="{component}"}})',
-                component,
-            )
+            interval(f"calmon_{metric}_change", component, f'{W},component="{component}"')
             for component in ("prior", "likelihood")
         ],
     )
@@ -224,13 +231,7 @@ def panels() -> list[Panel]:
                 (f"max(calmon_reference_positive_class_ratio{{{W}}})", "reference"),
             ],
             unit="percentunit",
-            bands=[
-                (
-                    f"max(calmon_positive_class_ratio_lower{{{W}}})",
-                    f"max(calmon_positive_class_ratio_upper{{{W}}})",
-                    "window",
-                )
-            ],
+            bands=[interval("calmon_positive_class_ratio", "window")],
             soft_min=0,
             wide=True,
         ),
@@ -250,13 +251,7 @@ def panels() -> list[Panel]:
                 (f"max(calmon_reference_positive_class_ratio{{{W}}})", "reference"),
             ],
             unit="percentunit",
-            bands=[
-                (
-                    f"max(calmon_estimated_positive_class_ratio_lower{{{W}}})",
-                    f"max(calmon_estimated_positive_class_ratio_upper{{{W}}})",
-                    "estimated",
-                )
-            ],
+            bands=[interval("calmon_estimated_positive_class_ratio", "estimated")],
             soft_min=0,
         ),
         timeseries(
@@ -265,18 +260,8 @@ def panels() -> list[Panel]:
             "without labels at the estimated ratio, against the measured values once labels "
             "land. The estimates have no interval (docs/metrics.md).",
             [
-                (
-                    f'max(calmon_estimated_{metric}{{{W},pi0="observed"}})',
-                    f"{name} estimated",
-                )
-                for metric, name in (
-                    ("precision", "precision"),
-                    ("f1", "F1"),
-                    ("average_precision", "AP"),
-                )
-            ]
-            + [
-                (f'max(calmon_{metric}{{{W},pi0="observed"}})', f"{name} measured")
+                (f'max(calmon_{prefix}{metric}{{{W},pi0="observed"}})', f"{name} {kind}")
+                for prefix, kind in (("estimated_", "estimated"), ("", "measured"))
                 for metric, name in (
                     ("precision", "precision"),
                     ("f1", "F1"),
@@ -296,20 +281,9 @@ def panels() -> list[Panel]:
             "Prior-invariant ranking metrics of the latest window against their reference "
             "values; they move only when the model's score distributions move. Shaded: 95% "
             "interval of ROC AUC.",
-            [
-                (f"max(calmon_roc_auc{{{W}}})", "ROC AUC"),
-                (f"max(calmon_roc_auc_reference{{{W}}})", "ROC AUC reference"),
-                (f"max(calmon_ks{{{W}}})", "KS"),
-                (f"max(calmon_ks_reference{{{W}}})", "KS reference"),
-            ],
+            with_references(("roc_auc", "ROC AUC"), ("ks", "KS")),
             unit="percentunit",
-            bands=[
-                (
-                    f"max(calmon_roc_auc_lower{{{W}}})",
-                    f"max(calmon_roc_auc_upper{{{W}}})",
-                    "ROC AUC",
-                )
-            ],
+            bands=[interval("calmon_roc_auc", "ROC AUC")],
             soft_min=0,
             soft_max=1,
         ),
@@ -318,20 +292,9 @@ def panels() -> list[Panel]:
             "Calibration of the predicted probabilities: Brier score and expected calibration "
             "error (10 equal-width bins), against the reference set. Empty for models whose "
             "scores are not probabilities.",
-            [
-                (f"max(calmon_brier{{{W}}})", "Brier"),
-                (f"max(calmon_brier_reference{{{W}}})", "Brier reference"),
-                (f"max(calmon_ece{{{W}}})", "ECE"),
-                (f"max(calmon_ece_reference{{{W}}})", "ECE reference"),
-            ],
+            with_references(("brier", "Brier"), ("ece", "ECE")),
             unit="none",
-            bands=[
-                (
-                    f"max(calmon_brier_lower{{{W}}})",
-                    f"max(calmon_brier_upper{{{W}}})",
-                    "Brier",
-                )
-            ],
+            bands=[interval("calmon_brier", "Brier")],
             soft_min=0,
         ),
         row("Volume and freshness"),
@@ -448,17 +411,12 @@ def panels() -> list[Panel]:
             "Duration of window computations, median and 95th percentile.",
             [
                 (
-                    "histogram_quantile(0.5, "
+                    f"histogram_quantile({quantile}, "
                     + rate_per_job("calmon_window_compute_duration_seconds_bucket", "le")
                     + ")",
-                    "p50",
-                ),
-                (
-                    "histogram_quantile(0.95, "
-                    + rate_per_job("calmon_window_compute_duration_seconds_bucket", "le")
-                    + ")",
-                    "p95",
-                ),
+                    name,
+                )
+                for quantile, name in ((0.5, "p50"), (0.95, "p95"))
             ],
             unit="s",
             soft_min=0,

@@ -15,15 +15,15 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import urlsplit
 
-import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
+
+from tests.support import not_run
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
 
@@ -44,11 +44,11 @@ def require_chromium() -> str:
     path = chromium_path()
     if path is not None:
         return path
-    reason = "no Chromium (apt package `chromium`, or CALMON_CHROMIUM)"
-    if os.environ.get("CALMON_REQUIRE_CHROMIUM") == "1":
-        pytest.fail(f"{reason} and CALMON_REQUIRE_CHROMIUM=1")
-    warnings.warn(f"web view browser tests NOT RUN: {reason}", stacklevel=1)
-    pytest.skip(f"web view browser tests NOT RUN: {reason}")
+    not_run(
+        "web view browser tests",
+        "no Chromium (apt package `chromium`, or CALMON_CHROMIUM)",
+        require_env="CALMON_REQUIRE_CHROMIUM",
+    )
 
 
 @contextmanager

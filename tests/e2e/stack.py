@@ -13,7 +13,9 @@ ports, and set every variable of :data:`SETTINGS`. :data:`SERVE` is the one-proc
 
 :func:`prometheus_config` makes the copy of ``deploy/prometheus`` that scrapes such local
 processes: production's configuration with only the discovery, the Alertmanager and the
-intervals changed.
+intervals changed; :func:`running_prometheus` runs a Prometheus server on it.
+:func:`running` runs any process for the length of a block, :func:`api_workers` a lone
+`calmon api --workers 2` on a migrated PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ import dataclasses
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
-from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, free_port
+from app.db import migrate
+from app.db.session import create_db_engine
+from app.settings import Settings
+from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
+from tests.support import free_port
 
 REPO: Final = Path(__file__).resolve().parents[2]
 DEPLOY_PROMETHEUS: Final = REPO / "deploy" / "prometheus"
@@ -117,6 +123,50 @@ def running(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def running_prometheus(
+    binary: str, config: Path, *, port: int, directory: Path
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """The Prometheus server ``binary`` on 127.0.0.1:``port`` under ``config``, its data and
+    its log in ``directory``, stopped on exit."""
+    return running(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={directory / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        log=directory / "prometheus.log",
+    )
+
+
+@contextmanager
+def api_workers(
+    postgres_database: str, directory: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`calmon api --workers 2` on the libpq URL ``postgres_database``, migrated first, on a
+    free port, with its metrics in ``directory / "metrics"`` and its log in ``directory``;
+    yields its base URL and process once it answers, stopped on exit."""
+    url = postgres_database.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_db_engine(Settings(database_url=url))
+    migrate.upgrade(engine)
+    engine.dispose()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        **clean_environment(),
+        DATABASE_URL: url,
+        "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics"),
+        LOG_LEVEL: "WARNING",
+    }
+    with running(
+        [*calmon_command(), "api", "--workers", "2", "--port", str(port)],
+        env=env,
+        log=directory / "api.log",
+    ) as process:
+        wait_until_up(base, process)
+        yield base, process
 
 
 @dataclass(frozen=True)

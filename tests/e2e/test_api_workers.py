@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.settings import Settings
-from tests.e2e.test_serve_quickstart import (
-    RECENT,
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.stack import api_workers
+from tests.e2e.test_serve_quickstart import RECENT
 
 BATCHES = 24
 PER_BATCH = 50
@@ -33,29 +24,8 @@ def _ingested(text: str) -> float:
 
 
 def test_two_workers_share_their_counters(postgres_database: str, tmp_path: Path) -> None:
-    url = postgres_database.replace("postgresql://", "postgresql+psycopg://", 1)
-    engine = create_db_engine(Settings(database_url=url))
-    migrate.upgrade(engine)
-    engine.dispose()
     metrics_dir = tmp_path / "metrics"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {
-        **clean_environment(),
-        "CALMON_DATABASE_URL": url,
-        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-        "CALMON_LOG_LEVEL": "WARNING",
-    }
-    log = (tmp_path / "api.log").open("wb")
-    process = subprocess.Popen(
-        [*calmon_command(), "api", "--workers", "2", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_until_up(base, process)
+    with api_workers(postgres_database, tmp_path) as (base, _):
         assert httpx.put(f"{base}/v1/models/w", json={}).status_code == 201
         for b in range(BATCHES):
             body = {
@@ -71,7 +41,3 @@ def test_two_workers_share_their_counters(postgres_database: str, tmp_path: Path
         for _ in range(6):
             assert _ingested(httpx.get(f"{base}/metrics").text) == BATCHES * PER_BATCH
             time.sleep(0.05)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        log.close()

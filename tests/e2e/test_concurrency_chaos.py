@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import subprocess
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,16 +24,8 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.settings import Settings
 from app.timeline import iso
-from tests.e2e.test_serve_quickstart import (
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.stack import api_workers
 
 THREADS = 16
 REQUESTS_PER_THREAD = 60
@@ -152,30 +143,9 @@ def _counter(text: str, name: str) -> float:
 def test_concurrent_writers_lose_nothing_and_the_counters_match(
     postgres_database: str, tmp_path: Path
 ) -> None:
-    url = postgres_database.replace("postgresql://", "postgresql+psycopg://", 1)
-    engine = create_db_engine(Settings(database_url=url))
-    migrate.upgrade(engine)
-    engine.dispose()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {
-        **clean_environment(),
-        "CALMON_DATABASE_URL": url,
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-        "CALMON_LOG_LEVEL": "WARNING",
-    }
     (tmp_path / "metrics").mkdir()
-    log = (tmp_path / "api.log").open("wb")
-    process = subprocess.Popen(
-        [*calmon_command(), "api", "--workers", "2", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     record = Record()
-    try:
-        wait_until_up(base, process)
+    with api_workers(postgres_database, tmp_path) as (base, _):
         created = httpx.put(f"{base}/v1/models/{MODEL}", json={"score_kind": "score"})
         assert created.status_code == 201, created.text
         with httpx.Client(base_url=base) as client:
@@ -191,10 +161,6 @@ def test_concurrent_writers_lose_nothing_and_the_counters_match(
         assert not any(thread.is_alive() for thread in threads)
         metrics = httpx.get(f"{base}/metrics").text
         final = httpx.get(f"{base}/v1/models/{MODEL}").json()
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        log.close()
 
     assert not record.errors, record.errors[:5]
     assert not any(status >= 500 for _, status in record.statuses), record.statuses

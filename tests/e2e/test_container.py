@@ -37,7 +37,7 @@ from tests.e2e.stack import (
     Placement,
     Role,
 )
-from tests.e2e.test_serve_quickstart import free_port
+from tests.support import assert_required_or_skipped, free_port
 
 TOKEN = "container-test-token-0123456789"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -241,16 +241,11 @@ def test_a_missing_engine_fails_when_required(
 ) -> None:
     """No docker client: a failure under CALMON_REQUIRE_DOCKER=1, else a skip remembered for
     the run's closing warning."""
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(conftest, "_skipped", [])
-    monkeypatch.setenv("CALMON_REQUIRE_DOCKER", "1")
-    # BaseException: a skip must not pass for the failure (nor turn this test into a skip)
-    with pytest.raises(BaseException, match="CALMON_REQUIRE_DOCKER=1") as required:
-        find_engine()
-    assert required.type is pytest.fail.Exception
-    assert conftest._skipped == []
-    monkeypatch.delenv("CALMON_REQUIRE_DOCKER")
-    with pytest.raises(BaseException, match="docker client") as optional:
-        find_engine()
-    assert optional.type is pytest.skip.Exception
-    assert len(conftest._skipped) == 1
+    assert_required_or_skipped(
+        monkeypatch,
+        tmp_path,
+        conftest,
+        find_engine,
+        require_env="CALMON_REQUIRE_DOCKER",
+        missing="docker client",
+    )

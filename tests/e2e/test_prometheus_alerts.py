@@ -28,13 +28,11 @@ Without ``prometheus`` the test is skipped with a warning; with ``CALMON_REQUIRE
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
 import urllib.parse
 import urllib.request
-import warnings
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -43,8 +41,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.stack import SERVE, LocalStack, prometheus_config, running
-from tests.e2e.test_serve_quickstart import calmon_command, free_port, wait_until_up
+from tests.e2e.stack import SERVE, LocalStack, prometheus_config, running_prometheus
+from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from tests.support import free_port, not_run, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -62,11 +61,11 @@ def _prometheus_binary() -> str:
     path = shutil.which("prometheus")
     if path is not None:
         return path
-    reason = "prometheus not found (Debian: apt-get install prometheus)"
-    if os.environ.get("CALMON_REQUIRE_PROMETHEUS") == "1":
-        pytest.fail(f"{reason} and CALMON_REQUIRE_PROMETHEUS=1")
-    warnings.warn(f"end-to-end alert test NOT RUN: {reason}", stacklevel=1)
-    pytest.skip(f"end-to-end alert test NOT RUN: {reason}")
+    not_run(
+        "end-to-end alert test",
+        "prometheus not found (Debian: apt-get install prometheus)",
+        require_env="CALMON_REQUIRE_PROMETHEUS",
+    )
 
 
 def _api(base: str, path: str, **params: str) -> Any:
@@ -80,18 +79,7 @@ def _api(base: str, path: str, **params: str) -> Any:
 
 
 def _wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(1.0)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    return wait_for(what, check, timeout=timeout, interval=1.0, errors=(OSError,))
 
 
 def _alerts(prometheus: str) -> list[tuple[str, str, str, str]]:
@@ -157,15 +145,7 @@ def test_drop_alert_for_likelihood_drift_only_prior_alert_for_prior_shift(tmp_pa
     )
     with (
         stack.start(SERVE) as serve,
-        running(
-            [
-                prometheus_binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{prometheus_port}",
-            ],
-            log=tmp_path / "prometheus.log",
-        ),
+        running_prometheus(prometheus_binary, config, port=prometheus_port, directory=tmp_path),
     ):
         wait_until_up(base, serve)
         runs = [_simulate(base, m, p, s, tmp_path, env) for m, p, s in SCENARIOS]

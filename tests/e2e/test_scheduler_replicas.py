@@ -28,9 +28,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.stack import API, MIGRATE, SCHEDULER, LocalStack, prometheus_config, running
+from tests.e2e.stack import (
+    API,
+    MIGRATE,
+    SCHEDULER,
+    LocalStack,
+    prometheus_config,
+    running,
+    running_prometheus,
+)
 from tests.e2e.test_prometheus_alerts import _api, _prometheus_binary, _wait
-from tests.e2e.test_serve_quickstart import calmon_command, free_port, wait_until_up
+from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from tests.support import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -112,15 +121,7 @@ def test_three_scheduler_replicas_share_the_work_under_prometheus(
                 )
             )
         processes.enter_context(
-            running(
-                [
-                    prometheus_binary,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={tmp_path / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{prometheus_port}",
-                ],
-                log=tmp_path / "prometheus.log",
-            )
+            running_prometheus(prometheus_binary, config, port=prometheus_port, directory=tmp_path)
         )
         wait_until_up(stack.base, api)
         _wait(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,12 @@ from pathlib import Path
 
 import httpx
 
+from tests.support import free_port
+
 #: an event time of the last hour, within the default retention period
 RECENT = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
 
 STARTUP_SECONDS = 30
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def calmon_command() -> list[str]:

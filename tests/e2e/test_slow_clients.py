@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve_quickstart import (
-    calmon_command,
-    clean_environment,
-    free_port,
-    wait_until_up,
-)
+from tests.e2e.stack import running
+from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
+from tests.support import free_port
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 2.0
@@ -44,24 +41,13 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, subproc
     }
     subprocess.run([*calmon_command(), "migrate"], env=env, cwd=tmp_path, check=True, timeout=60)
     port = free_port()
-    with (tmp_path / "api.log").open("wb") as log:
-        process = subprocess.Popen(
-            [*calmon_command(), "api", "--port", str(port), "--workers", "2"],
-            env=env,
-            cwd=tmp_path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    with running(
+        [*calmon_command(), "api", "--port", str(port), "--workers", "2"],
+        env=env,
+        log=tmp_path / "api.log",
+    ) as process:
         wait_until_up(f"http://127.0.0.1:{port}", process)
         yield port, process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _read_until_closed(sock: socket.socket, *, limit: float) -> bytes:

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.errors import DB_UNAVAILABLE_ERRORS, ApiError
-from app.api.openapi import error_responses
+from app.api.openapi import described_error
 from app.api.schemas import Status
 from app.db.migrate import current_revision, head_revision
 from app.instruments import build_scrape_registry
@@ -23,8 +23,8 @@ def check_liveness() -> Status:
 @router.get(
     "/readyz",
     summary="Readiness probe",
-    responses=error_responses(
-        503, descriptions={503: "`not_ready`: the database is down or not at the expected revision"}
+    responses=described_error(
+        503, "`not_ready`: the database is down or not at the expected revision"
     ),
 )
 def check_readiness(request: Request) -> Status:

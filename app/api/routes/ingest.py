@@ -26,7 +26,7 @@ from app.api.deps import (
     existing_model,
 )
 from app.api.errors import parse_json
-from app.api.openapi import WRITE_ERRORS, error_responses, json_request_body
+from app.api.openapi import WRITE_ERRORS, described_error, json_request_body
 from app.api.schemas import LabelsOut, PredictionsOut
 from app.api.transactions import in_transaction
 from app.services.ingest import (
@@ -53,12 +53,10 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
     openapi_extra=json_request_body("PredictionBatch", PREDICTION_BATCH),
     responses={
         **WRITE_ERRORS,
-        **error_responses(
+        **described_error(
             409,
-            descriptions={
-                409: "`prediction_conflict`: ids stored, or sent twice, with other content; "
-                "details name them"
-            },
+            "`prediction_conflict`: ids stored, or sent twice, with other content; details "
+            "name them",
         ),
     },
 )

@@ -21,7 +21,7 @@ from app.api.openapi import (
     BODY_ERRORS,
     MODEL_ERRORS,
     V1_ERRORS,
-    error_responses,
+    described_error,
     json_request_body,
 )
 from app.api.schemas import ModelList, ModelOut
@@ -45,13 +45,10 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
         201: {"model": ModelOut, "description": "created"},
         **V1_ERRORS,
         **BODY_ERRORS,
-        **error_responses(
+        **described_error(
             409,
-            descriptions={
-                409: "`model_has_predictions`: `score_kind` or `window` would change on a "
-                "model that has predictions; `model_limit`: a new model would exceed "
-                "`CALMON_MAX_MODELS`"
-            },
+            "`model_has_predictions`: `score_kind` or `window` would change on a model that "
+            "has predictions; `model_limit`: a new model would exceed `CALMON_MAX_MODELS`",
         ),
     },
     openapi_extra=json_request_body("ModelConfig", MODEL_CONFIG),

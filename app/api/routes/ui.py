@@ -222,6 +222,17 @@ def ui_login_form(request: Request, next: str | None = None) -> Response:
     return _html(login_page(error=None, next_path=_safe_next(next)))
 
 
+def _cookie_attributes(request: Request) -> dict[str, Any]:
+    """The login cookie's attributes, the same when it is set and when it is deleted: the
+    pages only, no script access, no cross-site sending, HTTPS-only behind HTTPS."""
+    return {
+        "path": "/ui",
+        "httponly": True,
+        "samesite": "strict",
+        "secure": request.url.scheme == "https",
+    }
+
+
 @router.post("/ui/login", response_class=HTMLResponse)
 async def ui_login(request: Request) -> Response:
     """Check the form's token: with the ``read`` scope, set the cookie and go back to the page
@@ -240,14 +251,7 @@ async def ui_login(request: Request) -> Response:
         error = "unknown token" if not scopes else "this token lacks the read scope"
         return _html(login_page(error=error, next_path=target), 401)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
-        COOKIE,
-        token,
-        path="/ui",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+    response.set_cookie(COOKIE, token, **_cookie_attributes(request))
     return response
 
 
@@ -255,11 +259,5 @@ async def ui_login(request: Request) -> Response:
 def ui_logout(request: Request) -> Response:
     """Forget the login cookie."""
     response = RedirectResponse("/ui/login" if request.app.state.tokens else "/ui", 303)
-    response.delete_cookie(
-        COOKIE,
-        path="/ui",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+    response.delete_cookie(COOKIE, **_cookie_attributes(request))
     return response

@@ -11,10 +11,8 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from tests.e2e.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK
 from tests.integration.deploy import conftest
 from tests.integration.deploy.conftest import DEPLOY, REPO, find_compose
 from tests.integration.deploy.test_packaging import SOURCES
+from tests.support import QuietHandler, assert_required_or_skipped, http_server
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
@@ -287,25 +286,16 @@ def test_dockerfile_installs_the_hashed_runtime_lock_and_no_packaging_tools() ->
     assert "python3 -m venv /opt/calmon" in runs
 
 
-class _Health(BaseHTTPRequestHandler):
+class _Health(QuietHandler):
     def do_GET(self) -> None:
         self.send_response(200 if self.path == "/healthz" else 503)
         self.end_headers()
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def health_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(_Health) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_healthcheck_command_exits_0_when_healthy_and_1_otherwise(health_server: str) -> None:
@@ -372,16 +362,11 @@ def test_docker_compose_refuses_to_start_without_api_tokens(
 def test_a_missing_compose_client_fails_when_required(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(conftest, "_skipped", [])
-    monkeypatch.setenv("CALMON_REQUIRE_PROMETHEUS", "1")
-    # BaseException: a skip must not pass for the failure (nor turn this test into a skip)
-    with pytest.raises(BaseException, match="CALMON_REQUIRE_PROMETHEUS=1") as required:
-        find_compose()
-    assert required.type is pytest.fail.Exception
-    assert conftest._skipped == []
-    monkeypatch.delenv("CALMON_REQUIRE_PROMETHEUS")
-    with pytest.raises(BaseException, match="docker-compose") as optional:
-        find_compose()
-    assert optional.type is pytest.skip.Exception
-    assert len(conftest._skipped) == 1
+    assert_required_or_skipped(
+        monkeypatch,
+        tmp_path,
+        conftest,
+        find_compose,
+        require_env="CALMON_REQUIRE_PROMETHEUS",
+        missing="docker-compose",
+    )

@@ -11,21 +11,19 @@ the drop alert is active for "drift" only, the prior-shift alert for "shift" onl
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.e2e.stack import localised, prometheus_config, running
+from tests.e2e.stack import localised, prometheus_config, running_prometheus
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import SERIES
+from tests.support import QuietHandler, free_port, http_server, wait_for
 
 W = {"segment": "*"}
 #: (series name, labels, value) served by the fake exporter
@@ -99,7 +97,7 @@ def _exposition() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-class _Exporter(BaseHTTPRequestHandler):
+class _Exporter(QuietHandler):
     def do_GET(self) -> None:
         body = _exposition()
         self.send_response(200 if self.path == "/metrics" else 404)
@@ -108,27 +106,11 @@ class _Exporter(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def exporter() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    with http_server(_Exporter) as port:
+        yield f"127.0.0.1:{port}"
 
 
 def _get(base: str, path: str) -> Any:
@@ -136,19 +118,8 @@ def _get(base: str, path: str) -> Any:
         return json.loads(response.read())["data"]
 
 
-def _wait(what: str, check: Any, timeout: float = 45.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+def _wait(what: str, check: Callable[[], Any]) -> Any:
+    return wait_for(what, check, timeout=45.0, interval=0.5, errors=(OSError,))
 
 
 @pytest.fixture
@@ -156,16 +127,8 @@ def prometheus(prometheus_binary: str, exporter: str, tmp_path: Path) -> Iterato
     config_path = prometheus_config(
         tmp_path / "prometheus", {"calmon-api": [exporter], "calmon-scheduler": [exporter]}
     )
-    port = _free_port()
-    with running(
-        [
-            prometheus_binary,
-            f"--config.file={config_path}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        log=tmp_path / "prometheus.log",
-    ):
+    port = free_port()
+    with running_prometheus(prometheus_binary, config_path, port=port, directory=tmp_path):
         yield f"http://127.0.0.1:{port}"
 
 

@@ -3,6 +3,7 @@ scheduler inside `calmon serve` with its metrics on the API's /metrics."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -28,24 +29,9 @@ from app.db.session import create_db_engine
 from app.settings import Settings
 from tests.integration.scheduler.helpers import make_batch, recent, send, windows
 from tests.integration.tcp_proxy import TcpProxy
+from tests.support import free_port, wait_for
 
 TIMEOUT = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _scrape(url: str) -> dict[str, float]:
@@ -133,28 +119,56 @@ def _environment(url: str) -> dict[str, str]:
     }
 
 
+def _start(
+    processes: list[subprocess.Popen[bytes]],
+    url: str,
+    log: Path | None,
+    *args: str,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """``calmon ARGS`` on the database ``url`` (a 0.3 s tick, no retention), its output in
+    ``log`` (None: discarded), stopped at the end of the test."""
+    with log.open("wb") if log is not None else contextlib.nullcontext() as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", *args],
+            env=_environment(url),
+            cwd=cwd,
+            stdout=subprocess.DEVNULL if out is None else out,
+            stderr=subprocess.DEVNULL if out is None else subprocess.STDOUT,
+        )
+    processes.append(process)
+    return process
+
+
+@contextlib.contextmanager
+def _refusing(postgres_url: str) -> Iterator[tuple[TcpProxy, str]]:
+    """A proxy to the test server that refuses connections until it is set up, and the
+    SQLAlchemy URL through it; closed at the end."""
+    parts = urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy.set_mode("refuse")
+    try:
+        yield proxy, f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
+    finally:
+        proxy.close()
+
+
 def test_two_schedulers_on_one_sqlite_file_one_leads(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     for i, port in enumerate(ports):
-        with (tmp_path / f"scheduler-{i}.log").open("wb") as log:
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port),
-                     "--metrics-host", "127.0.0.1"],
-                    env=_environment(sqlite_url),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )  # fmt: skip
+        _start(
+            processes, sqlite_url, tmp_path / f"scheduler-{i}.log",
+            "scheduler", "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        )  # fmt: skip
 
     def leaders() -> list[float]:
         pages = [_scrape(f"http://127.0.0.1:{port}/metrics") for port in ports]
         return sorted(page.get("calmon_scheduler_leader", -1.0) for page in pages)
 
-    _wait(lambda: leaders() == [0.0, 1.0], "one leader and one standby")
-    _wait(lambda: len(_windows_of(sqlite_url)) == 2, "both windows computed")
+    wait_for("one leader and one standby", lambda: leaders() == [0.0, 1.0], timeout=TIMEOUT)
+    wait_for("both windows computed", lambda: len(_windows_of(sqlite_url)) == 2, timeout=TIMEOUT)
     page = next(
         p
         for p in (_scrape(f"http://127.0.0.1:{port}/metrics") for port in ports)
@@ -169,18 +183,11 @@ def test_two_schedulers_on_one_sqlite_file_one_leads(
 def test_serve_runs_the_scheduler_beside_the_api(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
-    with (tmp_path / "serve.log").open("wb") as log:
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                env=_environment(sqlite_url),
-                cwd=tmp_path,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
+    _start(
+        processes, sqlite_url, tmp_path / "serve.log", "serve", "--port", str(port), cwd=tmp_path
+    )
 
     def computed() -> int:
         try:
@@ -188,7 +195,7 @@ def test_serve_runs_the_scheduler_beside_the_api(
         except (httpx.TransportError, ValueError, KeyError):
             return 0
 
-    _wait(lambda: computed() == 2, "both windows computed by serve")
+    wait_for("both windows computed by serve", lambda: computed() == 2, timeout=TIMEOUT)
     page = _scrape(f"{base}/metrics")
     assert page["calmon_scheduler_leader"] == 1.0
     assert page["calmon_window_compute_duration_seconds_count"] == 2.0
@@ -205,43 +212,32 @@ def _log_records(path: Path) -> list[dict[str, object]]:
 def test_scheduler_waits_for_a_database_that_is_down_at_start(
     shared_postgres_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    parts = urlsplit(shared_postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    proxy.set_mode("refuse")
-    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "scheduler.log"
-    try:
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
-                env=_environment(url),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        processes.append(process)
-        _wait(
+    with _refusing(shared_postgres_url) as (proxy, url):
+        process = _start(processes, url, log_path, "scheduler", "--metrics-port", str(port))
+        wait_for(
+            "two logged retries",
             lambda: (
                 sum(
                     r["message"] == "database unreachable; retrying" for r in _log_records(log_path)
                 )
                 >= 2
             ),
-            "two logged retries",
+            timeout=TIMEOUT,
         )
         assert process.poll() is None
         assert _scrape(f"http://127.0.0.1:{port}/metrics").get("calmon_scheduler_leader") == 0.0
         proxy.set_mode("up")
-        _wait(
+        wait_for(
+            "the scheduler leading once the database answers",
             lambda: (
                 _scrape(f"http://127.0.0.1:{port}/metrics").get("calmon_scheduler_leader") == 1.0
             ),
-            "the scheduler leading once the database answers",
+            timeout=TIMEOUT,
         )
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
-    finally:
-        proxy.close()
     records = _log_records(log_path)
     assert any(r["message"] == "scheduler started" for r in records)
     assert all("retry_in_seconds" in r for r in records if "retrying" in str(r["message"]))
@@ -280,20 +276,17 @@ def _listening_address(port: int) -> str:
 def test_scheduler_metrics_follow_the_api_bind_rule(
     sqlite_url: str, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    port = _free_port()
-    processes.append(
-        subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
-            env=_environment(sqlite_url),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    port = free_port()
+    _start(processes, sqlite_url, None, "scheduler", "--metrics-port", str(port))
+    wait_for(
+        "the metrics endpoint",
+        lambda: bool(_scrape(f"http://127.0.0.1:{port}/metrics")),
+        timeout=TIMEOUT,
     )
-    _wait(lambda: bool(_scrape(f"http://127.0.0.1:{port}/metrics")), "the metrics endpoint")
     assert _listening_address(port) == "127.0.0.1"
     refused = subprocess.run(
         [sys.executable, "-m", "app.cli", "scheduler", "--metrics-host", "0.0.0.0",
-         "--metrics-port", str(_free_port())],
+         "--metrics-port", str(free_port())],
         env=_environment(sqlite_url),
         capture_output=True,
         text=True,
@@ -309,27 +302,15 @@ def test_scheduler_metrics_follow_the_api_bind_rule(
 def test_scheduler_waiting_for_the_database_stops_on_sigterm(
     shared_postgres_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    parts = urlsplit(shared_postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    proxy.set_mode("refuse")
-    url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
     log_path = tmp_path / "scheduler.log"
-    try:
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", "0"],
-                env=_environment(url),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        processes.append(process)
-        _wait(
-            lambda: any("retrying" in str(r["message"]) for r in _log_records(log_path)),
+    with _refusing(shared_postgres_url) as (_, url):
+        process = _start(processes, url, log_path, "scheduler", "--metrics-port", "0")
+        wait_for(
             "a logged retry",
+            lambda: any("retrying" in str(r["message"]) for r in _log_records(log_path)),
+            timeout=TIMEOUT,
         )
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
         assert time.monotonic() - started < 2
-    finally:
-        proxy.close()

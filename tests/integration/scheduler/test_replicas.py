@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
 from tests.integration.scheduler.helpers import Batch, floor, iso, make_batch, send, send_labels
+from tests.support import free_port, wait_for
 
 FIVE_MINUTES = timedelta(minutes=5)
 MODELS = ["m0", "m1", "m2"]
@@ -67,22 +67,6 @@ class SchedulerProcess:
                 if record.get("message") == "window computed":
                     records.append(record)
         return records
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _libpq(url: str) -> str:
@@ -129,7 +113,7 @@ def start_scheduler(database: str, tmp_path: Path) -> Iterator[Callable[..., Sch
     started: list[SchedulerProcess] = []
 
     def start(pause: float) -> SchedulerProcess:
-        port = _free_port()
+        port = free_port()
         log = tmp_path / f"scheduler-{len(started)}.log"
         env = {
             **os.environ,
@@ -173,13 +157,14 @@ def start_scheduler(database: str, tmp_path: Path) -> Iterator[Callable[..., Sch
 def _start_three(start: Callable[..., SchedulerProcess], pause: float) -> list[SchedulerProcess]:
     """Three schedulers, once all serve metrics and one of them leads."""
     schedulers = [start(pause=pause) for _ in range(3)]
-    _wait(
+    wait_for(
+        "three schedulers up, one leading",
         lambda: (
             sorted(s.series("calmon_scheduler_leader") or 0.0 for s in schedulers)
             == [0.0, 0.0, 1.0]
             and all(s.series("calmon_windows_computed_total") is not None for s in schedulers)
         ),
-        "three schedulers up, one leading",
+        timeout=TIMEOUT,
     )
     return schedulers
 
@@ -245,7 +230,7 @@ def test_three_schedulers_share_a_backfill_computing_each_window_once(
 ) -> None:
     schedulers = _start_three(start_scheduler, pause=0.2)
     _load(database)
-    _wait(lambda: _done(database), "every window computed")
+    wait_for("every window computed", lambda: _done(database), timeout=TIMEOUT)
     owners = _check_whole(database)
     time.sleep(1.0)  # several more ticks: nothing is computed again
 
@@ -295,7 +280,11 @@ def test_a_leader_killed_mid_window_leaves_nothing_half_written(
     def leader_claims() -> list[tuple[str, int]]:
         return [(name, at) for app, name, at in _claims(database) if marker in app]
 
-    _wait(lambda: len(leader.computed()) >= 1 and bool(leader_claims()), "the leader mid-window")
+    wait_for(
+        "the leader mid-window",
+        lambda: len(leader.computed()) >= 1 and bool(leader_claims()),
+        timeout=TIMEOUT,
+    )
     (model, seconds), *_ = leader_claims()
     window = iso(datetime.fromtimestamp(seconds, tz=UTC))
     leader.process.send_signal(signal.SIGKILL)
@@ -303,11 +292,12 @@ def test_a_leader_killed_mid_window_leaves_nothing_half_written(
     # Nothing of the window in progress was stored.
     assert not [row for row in _results(database) if row[0] == model and iso(row[1]) == window]
     survivors = [s for s in schedulers if s is not leader]
-    _wait(
-        lambda: sorted(s.series("calmon_scheduler_leader") or 0.0 for s in survivors) == [0.0, 1.0],
+    wait_for(
         "a survivor to lead",
+        lambda: sorted(s.series("calmon_scheduler_leader") or 0.0 for s in survivors) == [0.0, 1.0],
+        timeout=TIMEOUT,
     )
-    _wait(lambda: _done(database), "every window computed")
+    wait_for("every window computed", lambda: _done(database), timeout=TIMEOUT)
     owners = _check_whole(database)
     time.sleep(1.0)
     killed_logged = {(str(r["model"]), str(r["window_start"])) for r in leader.computed()}
@@ -338,7 +328,7 @@ def test_late_labels_during_a_backfill_recompute_exactly_the_windows_they_touch(
         done = {(name, start) for name, start, *_ in _results(database)}
         return touched <= done
 
-    _wait(computed_touched, "the touched windows computed once")
+    wait_for("the touched windows computed once", computed_touched, timeout=TIMEOUT)
     assert _pending(database) > 0, "the back-fill goes on while the labels arrive"
     with TestClient(create_app(Settings(database_url=database))) as client:
         for name, start in sorted(touched):
@@ -350,7 +340,7 @@ def test_late_labels_during_a_backfill_recompute_exactly_the_windows_they_touch(
             }
             assert late
             send_labels(client, name, late)
-    _wait(lambda: _done(database), "every window computed")
+    wait_for("every window computed", lambda: _done(database), timeout=TIMEOUT)
     _check_whole(database)
     time.sleep(1.0)
 

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from app.db.models import ModelSegment
 from app.scheduler import instruments
 from tests.integration.scheduler.helpers import (
+    FIVE_MINUTES,
     Batch,
     Env,
     create_model,
@@ -20,8 +21,6 @@ from tests.integration.scheduler.helpers import (
     send,
     windows,
 )
-
-FIVE_MINUTES = timedelta(minutes=5)
 
 
 def _start(index: int) -> datetime:
@@ -50,6 +49,28 @@ def _records(env: Env, window: int) -> dict[str, dict[str, object]]:
     }
 
 
+def _recompute(env: Env, window: int) -> None:
+    start = _start(window)
+    period = {"start": start.isoformat(), "end": (start + FIVE_MINUTES).isoformat()}
+    assert env.client.post("/v1/models/fraud/recompute", params=period).status_code == 202
+
+
+def _cap(env: Env, max_segments: int) -> None:
+    config = {"window": "5m", "grace": "0s", "max_segments": max_segments}
+    assert env.client.put("/v1/models/fraud", json=config).status_code == 200
+
+
+def _tracked(env: Env) -> list[tuple[str, int]]:
+    """The model's tracked segments and their positions, in order."""
+    with env.session_factory() as session:
+        rows = session.execute(
+            select(ModelSegment.name, ModelSegment.position)
+            .where(ModelSegment.model_id == env.model_id("fraud"))
+            .order_by(ModelSegment.position)
+        ).all()
+    return [(name, position) for name, position in rows]
+
+
 def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s", max_segments=2)
     # First seen in this order: a, b, then c (beyond the cap); some without a segment.
@@ -71,8 +92,7 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
     assert instruments.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
 
     # A recomputation counts only what the window gained beyond the cap.
-    window0 = {"start": _start(0).isoformat(), "end": (_start(0) + FIVE_MINUTES).isoformat()}
-    assert env.client.post("/v1/models/fraud/recompute", params=window0).status_code == 202
+    _recompute(env, 0)
     assert scheduler.tick().computed == 1
     assert instruments.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
     late = make_batch(
@@ -95,46 +115,21 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
     records = _records(env, 1)
     assert sorted(records) == ["*", "a"]
     assert records["*"]["segments_overflow"] == {"segments": 2, "predictions": 20}
-    with env.session_factory() as session:
-        tracked = session.execute(
-            select(ModelSegment.name, ModelSegment.position)
-            .where(ModelSegment.model_id == env.model_id("fraud"))
-            .order_by(ModelSegment.position)
-        ).all()
-    assert [tuple(row) for row in tracked] == [("a", 0), ("b", 1)]
+    assert _tracked(env) == [("a", 0), ("b", 1)]
 
     # A larger cap tracks the next segments seen, after the existing ones.
-    response = env.client.put(
-        "/v1/models/fraud", json={"window": "5m", "grace": "0s", "max_segments": 3}
-    )
-    assert response.status_code == 200
-    response = env.client.post(
-        "/v1/models/fraud/recompute",
-        params={"start": _start(1).isoformat(), "end": (_start(1) + FIVE_MINUTES).isoformat()},
-    )
-    assert response.status_code == 202
+    _cap(env, 3)
+    _recompute(env, 1)
     assert scheduler.tick().computed == 1
     records = _records(env, 1)
     assert sorted(records) == ["*", "a", "d"]
     assert records["*"]["segments_overflow"] == {"segments": 1, "predictions": 5}
     assert records["d"]["n"] == 15
-    with env.session_factory() as session:
-        names = session.scalars(
-            select(ModelSegment.name)
-            .where(ModelSegment.model_id == env.model_id("fraud"))
-            .order_by(ModelSegment.position)
-        ).all()
-    assert list(names) == ["a", "b", "d"]
+    assert [name for name, _ in _tracked(env)] == ["a", "b", "d"]
 
     # A smaller cap computes fewer segments; the set itself stays.
-    response = env.client.put(
-        "/v1/models/fraud", json={"window": "5m", "grace": "0s", "max_segments": 1}
-    )
-    assert response.status_code == 200
-    response = env.client.post(
-        "/v1/models/fraud/recompute",
-        params={"start": _start(0).isoformat(), "end": (_start(0) + FIVE_MINUTES).isoformat()},
-    )
+    _cap(env, 1)
+    _recompute(env, 0)
     assert scheduler.tick().computed == 1
     records = _records(env, 0)
     assert sorted(records) == ["*", "a"]

@@ -188,6 +188,28 @@ class Coverage:
         return self.hits[name] / self.published[name] if self.published[name] else float("nan")
 
 
+class _Tally:
+    """What :class:`Coverage` counts, gathered one interval at a time."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.hits = dict.fromkeys(keys, 0)
+        self.published = dict.fromkeys(keys, 0)
+        self.widths = dict.fromkeys(keys, 0.0)
+
+    def add(self, key: str, interval: Interval, truth: float) -> None:
+        """Count ``interval`` (None: not published) against the population value ``truth``."""
+        if interval is None:
+            return
+        self.published[key] += 1
+        self.widths[key] += interval[1] - interval[0]
+        self.hits[key] += interval[0] <= truth <= interval[1]
+
+    def coverage(self, sets: int) -> Coverage:
+        width = {key: self.widths[key] / max(1, self.published[key]) for key in self.keys}
+        return Coverage(sets=sets, hits=self.hits, published=self.published, width=width)
+
+
 def coverage(
     family: Family, prior: float, positives: int, sets: int, *, seed: int | list[int]
 ) -> Coverage:
@@ -196,21 +218,13 @@ def coverage(
     truth = population_values(family, prior)
     n = round(positives / prior)
     rng = np.random.default_rng(seed)
-    hits = dict.fromkeys(METRICS, 0)
-    published = dict.fromkeys(METRICS, 0)
-    widths = dict.fromkeys(METRICS, 0.0)
+    tally = _Tally(METRICS)
     for i in range(sets):
         scores, labels = family.draw(rng, n, prior)
         intervals = set_intervals(scores, labels, seed=i)
         for name in METRICS:
-            interval = intervals[name]
-            if interval is None:
-                continue
-            published[name] += 1
-            widths[name] += interval[1] - interval[0]
-            hits[name] += interval[0] <= truth[name] <= interval[1]
-    width = {name: widths[name] / max(1, published[name]) for name in METRICS}
-    return Coverage(sets=sets, hits=hits, published=published, width=width)
+            tally.add(name, intervals[name], truth[name])
+    return tally.coverage(sets)
 
 
 REGIMES: tuple[tuple[Family, float, int], ...] = (
@@ -275,9 +289,7 @@ def split_coverage(
     n_window = round(positives / SPLIT_WINDOW_PRIOR)
     n_ref = round(positives / SPLIT_REF_PRIOR)
     rng = np.random.default_rng(seed)
-    hits = dict.fromkeys(SPLIT_PARTS, 0)
-    published = dict.fromkeys(SPLIT_PARTS, 0)
-    widths = dict.fromkeys(SPLIT_PARTS, 0.0)
+    tally = _Tally(SPLIT_PARTS)
     for i in range(pairs):
         scores, labels = window_family.draw(rng, n_window, SPLIT_WINDOW_PRIOR)
         ref_scores, ref_labels = ref_family.draw(rng, n_ref, SPLIT_REF_PRIOR)
@@ -289,16 +301,11 @@ def split_coverage(
             for part in PARTS:
                 interval = values[f"{part}_interval"]
                 key = f"{name} {part}"
-                if key not in published or (name == "average_precision" and not ap_published):
+                if key not in tally.published or (name == "average_precision" and not ap_published):
                     assert interval is None, key
                     continue
-                if interval is None:
-                    continue
-                published[key] += 1
-                widths[key] += interval[1] - interval[0]
-                hits[key] += interval[0] <= truth[key] <= interval[1]
-    width = {key: widths[key] / max(1, published[key]) for key in SPLIT_PARTS}
-    return Coverage(sets=pairs, hits=hits, published=published, width=width)
+                tally.add(key, interval, truth[key])
+    return tally.coverage(pairs)
 
 
 SPLIT_REGIMES: tuple[tuple[Family, Family, int], ...] = tuple(

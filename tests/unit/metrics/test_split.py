@@ -157,28 +157,29 @@ def _split_with_sd(
     return split, sd
 
 
+def _assert_only_noise_in(split: dict[str, Any], sd: dict[str, float], part: str) -> None:
+    """``part`` of every metric within 3 standard errors of 0, the other part's interval
+    excluding 0."""
+    other = "prior" if part == "likelihood" else "likelihood"
+    for name in PART_INTERVAL_METRICS:
+        parts = split[name]
+        assert abs(parts[part]) <= 3 * sd[name], (name, parts, sd[name])
+        other_lo, other_hi = parts[f"{other}_interval"]
+        assert not other_lo <= 0 <= other_hi, (name, parts)
+
+
 @pytest.mark.slow
 def test_pure_prior_shift_has_no_likelihood_part() -> None:
     """Same P(score | y), π 0.2 → 0.05: the likelihood part is 0 in the population, so it
     stays within 3 standard errors of 0, while the prior part is far beyond its noise."""
-    split, sd = _split_with_sd(0.05, 1.5, "likelihood", seed=5)
-    for name in PART_INTERVAL_METRICS:
-        parts = split[name]
-        assert abs(parts["likelihood"]) <= 3 * sd[name], (name, parts, sd[name])
-        prior_lo, prior_hi = parts["prior_interval"]
-        assert not prior_lo <= 0 <= prior_hi, (name, parts)
+    _assert_only_noise_in(*_split_with_sd(0.05, 1.5, "likelihood", seed=5), "likelihood")
 
 
 @pytest.mark.slow
 def test_pure_likelihood_drift_has_no_prior_part() -> None:
     """Same π = 0.2, µ 1.5 → 0.8: the prior part is 0 in the population (both orders
     calibrate at the same prior up to the window's sampling noise in π_t)."""
-    split, sd = _split_with_sd(0.2, 0.8, "prior", seed=6)
-    for name in PART_INTERVAL_METRICS:
-        parts = split[name]
-        assert abs(parts["prior"]) <= 3 * sd[name], (name, parts, sd[name])
-        likelihood_lo, likelihood_hi = parts["likelihood_interval"]
-        assert not likelihood_lo <= 0 <= likelihood_hi, (name, parts)
+    _assert_only_noise_in(*_split_with_sd(0.2, 0.8, "prior", seed=6), "prior")
 
 
 def test_intervals_are_attached_ordered_and_contain_the_parts() -> None:

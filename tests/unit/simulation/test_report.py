@@ -103,6 +103,26 @@ def _create(api: TestClient, plans: list[WindowPlan]) -> None:
     assert status == 201
 
 
+def _send(
+    api: TestClient,
+    plans: list[WindowPlan],
+    *,
+    seed: int,
+    batch_size: int = 1000,
+    **options: Any,
+) -> None:
+    """The windows of ``plans`` generated with ``seed``, sent to "sim" in batches of
+    ``batch_size``, one request at a time."""
+    send_windows(
+        api,
+        model="sim",
+        windows=(generate_window(p, seed=seed) for p in plans),
+        batch_size=batch_size,
+        concurrency=1,
+        **options,
+    )
+
+
 def test_windows_computed_early_are_brought_up_to_date(
     api: TestClient, scheduler: WindowScheduler
 ) -> None:
@@ -114,14 +134,7 @@ def test_windows_computed_early_are_brought_up_to_date(
         if data.plan.index == 0:
             assert scheduler.tick().computed == 1
 
-    send_windows(
-        api,
-        model="sim",
-        windows=(generate_window(p, seed=1) for p in plans),
-        batch_size=150,
-        concurrency=1,
-        on_window=compute_first,
-    )
+    _send(api, plans, seed=1, batch_size=150, on_window=compute_first)
     early = fetch_records(api, model="sim", start=plans[0].start, end=plans[-1].end)
     assert list(early) == [plans[0].start]
     assert early[plans[0].start]["reference"]["n"] == PER_WINDOW
@@ -143,13 +156,7 @@ def test_windows_computed_early_are_brought_up_to_date(
 def test_wait_gives_up_at_the_deadline_and_asks_again_meanwhile(api: TestClient) -> None:
     plans = _plans()
     _create(api, plans)
-    send_windows(
-        api,
-        model="sim",
-        windows=(generate_window(p, seed=2) for p in plans),
-        batch_size=1000,
-        concurrency=1,
-    )
+    _send(api, plans, seed=2)
     recomputes: list[str] = []
 
     def seen(request: httpx.Request) -> None:
@@ -188,13 +195,7 @@ def _text(value: float | None, spec: str) -> str:
 def test_summary_lists_every_planned_window(api: TestClient, scheduler: WindowScheduler) -> None:
     plans = _plans()
     _create(api, plans)
-    send_windows(
-        api,
-        model="sim",
-        windows=(generate_window(p, seed=3) for p in plans[:3]),
-        batch_size=1000,
-        concurrency=1,
-    )
+    _send(api, plans[:3], seed=3)
     records = wait_for_windows(
         api,
         model="sim",
@@ -287,13 +288,7 @@ def test_a_second_stream_in_the_same_windows_stops_the_wait_at_once(
     plans = _plans()
     _create(api, plans)
     for seed in (1, 2):  # two runs, other ids, same windows
-        send_windows(
-            api,
-            model="sim",
-            windows=(generate_window(p, seed=seed) for p in plans),
-            batch_size=1000,
-            concurrency=1,
-        )
+        _send(api, plans, seed=seed)
     scheduler.tick()
     slept: list[float] = []
     with pytest.raises(MixedWindowsError, match="4 of 4 windows hold more predictions") as caught:
