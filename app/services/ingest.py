@@ -46,6 +46,7 @@ from typing_extensions import TypedDict
 from app.db.models import Model, UTCDateTime
 from app.db.partitions import ensure_days, forget
 from app.names import SEGMENT_PATTERN
+from app.services.changes import record_changes, record_stored_predictions
 from app.services.errors import ConflictError
 from app.timeline import iso
 
@@ -436,13 +437,17 @@ _PG_LOCK_LABELLED = text(
     " WHERE p.ts >= :lo AND p.ts <= :hi"
     " ORDER BY p.client_id FOR NO KEY UPDATE OF p"
 ).bindparams(_LO, _HI)
-_PG_UPDATE_LABELS = text(
-    "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
-    " FROM calmon_label_stage s JOIN prediction_keys k"
-    " ON k.model_id = :model_id AND k.client_id = s.client_id"
-    " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
-    " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label"
-).bindparams(_NOW, _LO, _HI)
+_PG_UPDATE_LABELS = (
+    text(
+        "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
+        " FROM calmon_label_stage s JOIN prediction_keys k"
+        " ON k.model_id = :model_id AND k.client_id = s.client_id"
+        " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
+        " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label RETURNING p.ts"
+    )
+    .bindparams(_NOW, _LO, _HI)
+    .columns(ts=UTCDateTime())
+)
 _PG_REPEATED_PENDING = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
     " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
@@ -479,12 +484,16 @@ _UNKNOWN_LABEL_IDS = text(
     " ORDER BY s.client_id"
 )
 
-_UPDATE_LABELS = text(
-    "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
-    " FROM calmon_label_stage s"
-    " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
-    " AND COALESCE(predictions.label, -1) <> s.label"
-).bindparams(_NOW)
+_UPDATE_LABELS = (
+    text(
+        "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
+        " FROM calmon_label_stage s"
+        " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
+        " AND COALESCE(predictions.label, -1) <> s.label RETURNING predictions.ts"
+    )
+    .bindparams(_NOW)
+    .columns(ts=UTCDateTime())
+)
 
 _REPEATED_PENDING = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
@@ -571,8 +580,13 @@ def ingest_predictions(
         return PredictionsResult(new=0, duplicates=0, pending_labels_applied=0)
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now}
+    stamps = [row[1] for row in rows]
     if connection.dialect.name == "postgresql":
-        return _ingest_partitioned(connection, params, rows)
+        result = _ingest_partitioned(connection, params, rows)
+        record_stored_predictions(
+            connection, model=model, stamps=stamps, stored=result.new, now=now
+        )
+        return result
     _lock_model(connection, model.id, exclusive=False)
     _load_stage(connection, prediction_stage, rows)
     new = int(connection.execute(_INSERT_NEW_ONLY, params).rowcount)
@@ -583,6 +597,7 @@ def ingest_predictions(
     if new and connection.execute(_HAS_PENDING, params).first() is not None:
         applied = connection.execute(_APPLY_PENDING, params).rowcount
         connection.execute(_DROP_APPLIED_PENDING, params)
+    record_stored_predictions(connection, model=model, stamps=stamps, stored=new, now=now)
     return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
 
 
@@ -643,14 +658,16 @@ def ingest_labels(
     if unknown:
         _lock_model(connection, model.id, exclusive=True)
     if partitioned:
-        updated = 0
+        changed: Sequence[datetime] = []
         lo, hi = connection.execute(_PG_LABELLED_RANGE, params).one()
         if lo is not None:
             bounds = {**params, "lo": lo, "hi": hi}
             connection.execute(_PG_LOCK_LABELLED, bounds)
-            updated = connection.execute(_PG_UPDATE_LABELS, bounds).rowcount
+            changed = connection.execute(_PG_UPDATE_LABELS, bounds).scalars().all()
     else:
-        updated = connection.execute(_UPDATE_LABELS, params).rowcount
+        changed = connection.execute(_UPDATE_LABELS, params).scalars().all()
+    updated = len(changed)
+    record_changes(connection, model=model, stamps=changed, now=now)
     pending_changed = 0
     if unknown:
         unknown = connection.execute(find_unknown, params).scalars().all()
