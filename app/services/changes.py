@@ -11,34 +11,48 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any, Final
 
 from sqlalchemy import Connection, bindparam, delete, func, select, text
 from sqlalchemy.orm import Session
 
 from app.db.models import Model, UTCDateTime, WindowChange
-from app.timeline import window_starts
+from app.timeline import WINDOW_SECONDS, window_starts
 
+#: per dialect, SQL: the start of the window of ``:length`` seconds holding ``ts`` (at or
+#: after the epoch), as the table stores instants
+WINDOW_START: Final = {
+    "postgresql": "to_timestamp(floor(extract(epoch FROM ts) / :length) * :length)",
+    "sqlite": "strftime('%Y-%m-%d %H:%M:%S.000000',"
+    " CAST(strftime('%s', substr(ts, 1, 19)) AS INTEGER) / :length * :length, 'unixepoch')",
+}
 _RECORD = text(
     "INSERT INTO window_changes (model_id, changed_at, starts_at)"
     " VALUES (:model_id, :changed_at, :starts_at) ON CONFLICT DO NOTHING"
 ).bindparams(
     bindparam("changed_at", type_=UTCDateTime()), bindparam("starts_at", type_=UTCDateTime())
 )
-#: event times of the staged predictions stored by this batch (stamped ``now``), bounded to
-#: the batch's range so that PostgreSQL reads only its day partitions
-_STORED_NOW = (
-    text(
-        "SELECT DISTINCT s.ts FROM calmon_prediction_stage s JOIN predictions p"
-        " ON p.model_id = :model_id AND p.client_id = s.client_id AND p.ts = s.ts"
-        " WHERE p.changed_at = :now AND p.ts >= :lo AND p.ts <= :hi"
-    )
-    .bindparams(
-        bindparam("now", type_=UTCDateTime()),
-        bindparam("lo", type_=UTCDateTime()),
-        bindparam("hi", type_=UTCDateTime()),
-    )
-    .columns(ts=UTCDateTime())
+#: the staged predictions' windows, all of them, or (``{stored}``) those of the rows stored
+#: now, bounded to the batch's range so that PostgreSQL reads only its day partitions (``WHERE
+#: true``: SQLite reads ``ON`` after a bare ``FROM`` as a join)
+_RECORD_STAGED: Final = (
+    "INSERT INTO window_changes (model_id, changed_at, starts_at)"
+    " SELECT DISTINCT :model_id, :now, {start} FROM (SELECT s.ts FROM calmon_prediction_stage s"
+    "{stored}) staged WHERE true ON CONFLICT DO NOTHING"
 )
+_STORED: Final = (
+    " JOIN predictions p"
+    " ON p.model_id = :model_id AND p.client_id = s.client_id AND p.ts = s.ts"
+    " WHERE p.changed_at = :now AND p.ts >= :lo AND p.ts <= :hi"
+)
+_TIMES = [bindparam(name, type_=UTCDateTime()) for name in ("now", "lo", "hi")]
+_RECORD_STAGED_SQL: Final = {
+    (dialect, every): text(
+        _RECORD_STAGED.format(start=start, stored="" if every else _STORED)
+    ).bindparams(*(_TIMES if not every else _TIMES[:1]))
+    for dialect, start in WINDOW_START.items()
+    for every in (True, False)
+}
 
 
 def record_changes(
@@ -62,15 +76,21 @@ def record_stored_predictions(
     stored: int,
     now: datetime,
 ) -> None:
-    """Record the windows of a prediction batch (event times ``stamps``, staged) of which
+    """Record the windows of a staged prediction batch (event times ``stamps``) of which
     ``stored`` rows were new: all of the batch's windows when every row was, else those of the
-    rows stored now (pending labels applied to them are in the same windows)."""
+    rows stored now (pending labels applied to them are in the same windows). The windows are
+    found in the database, from the stage: one statement, no per-row work here."""
     if not stored:
         return
-    if stored < len(stamps):
-        bounds = {"model_id": model.id, "now": now, "lo": min(stamps), "hi": max(stamps)}
-        stamps = connection.execute(_STORED_NOW, bounds).scalars().all()
-    record_changes(connection, model=model, stamps=stamps, now=now)
+    every = stored == len(stamps)
+    params: dict[str, Any] = {
+        "model_id": model.id,
+        "now": now,
+        "length": WINDOW_SECONDS[model.window],
+    }
+    if not every:
+        params.update(lo=min(stamps), hi=max(stamps))
+    connection.execute(_RECORD_STAGED_SQL[connection.dialect.name, every], params)
 
 
 def changed_windows(

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from app.db.models import UTCDateTime
+from app.services.changes import WINDOW_START
 from app.timeline import WINDOW_SECONDS
 
 revision: str = "0004"
@@ -36,22 +37,15 @@ _MODELS = sa.text(
     'SELECT m.id, m."window", s.scanned_at FROM models m'
     " LEFT JOIN model_scans s ON s.model_id = m.id ORDER BY m.id"
 ).columns(id=sa.Integer(), window=sa.String(), scanned_at=UTCDateTime())
-#: per dialect: per window of a model, the latest ``changed_at`` of its rows changed since
-#: ``since``, with the window's start
-_BACK_FILL = {
-    "postgresql": "INSERT INTO window_changes (model_id, changed_at, starts_at)"
-    " SELECT :model_id, max(changed_at),"
-    " to_timestamp(floor(extract(epoch FROM ts) / :length) * :length)"
-    " FROM predictions WHERE model_id = :model_id AND changed_at >= :since GROUP BY 3",
-    "sqlite": "INSERT INTO window_changes (model_id, changed_at, starts_at)"
-    " SELECT :model_id, max(changed_at), strftime('%Y-%m-%d %H:%M:%S.000000',"
-    " CAST(strftime('%s', substr(ts, 1, 19)) AS INTEGER) / :length * :length, 'unixepoch')"
-    " FROM predictions WHERE model_id = :model_id AND changed_at >= :since GROUP BY 3",
-}
+_BACK_FILL = (
+    "INSERT INTO window_changes (model_id, changed_at, starts_at)"
+    " SELECT :model_id, max(changed_at), {start} AS starts_at"
+    " FROM predictions WHERE model_id = :model_id AND changed_at >= :since GROUP BY starts_at"
+)
 
 
 def _back_fill(connection: sa.Connection) -> None:
-    statement = sa.text(_BACK_FILL[connection.dialect.name]).bindparams(
+    statement = sa.text(_BACK_FILL.format(start=WINDOW_START[connection.dialect.name])).bindparams(
         sa.bindparam("since", type_=UTCDateTime())
     )
     for model_id, window, scanned_at in connection.execute(_MODELS).all():
