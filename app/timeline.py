@@ -3,6 +3,7 @@ rendering of an instant (:func:`iso`), shared by the service and the CLI."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
@@ -47,6 +48,14 @@ def window_start(moment: datetime, name: str) -> datetime:
     """
     if moment.tzinfo is None:
         raise ValueError("moment must carry a UTC offset")
-    seconds = int(window_length(name).total_seconds())
-    epoch = int(moment.timestamp() // seconds) * seconds
-    return datetime.fromtimestamp(epoch, tz=UTC)
+    window_length(name)
+    (start,) = window_starts([moment], name)
+    return start
+
+
+def window_starts(moments: Iterable[datetime], name: str) -> set[datetime]:
+    """Starts of the windows of kind ``name`` that hold ``moments`` (aware datetimes), each
+    once: :func:`window_start` of many instants at the cost of one division each."""
+    seconds = WINDOW_SECONDS[name]
+    epochs = {int(moment.timestamp() // seconds) for moment in moments}
+    return {datetime.fromtimestamp(epoch * seconds, tz=UTC) for epoch in epochs}

@@ -37,9 +37,6 @@ run, and described in docs/ingestion.md:
 - ratio of the API's rate to each baseline, against the targets (≥ 0.5 of (a), stretch
   ≥ 0.6) and ≥ 80,000 predictions/s.
 
-``--without-changed-index`` drops ``predictions``' ``(model_id, changed_at)`` index before the
-run: the cost of that index on ingestion is the difference between two runs.
-
 The scratch database is dropped at the end (``--keep`` keeps it).
 """
 
@@ -536,11 +533,6 @@ def main() -> None:
         action="store_true",
         help="also store the same batches through the service layer without HTTP (cost split)",
     )
-    parser.add_argument(
-        "--without-changed-index",
-        action="store_true",
-        help="drop the (model_id, changed_at) index of predictions before the run",
-    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()
 
@@ -554,8 +546,6 @@ def main() -> None:
         engine.dispose()
         with psycopg.connect(libpq_url, autocommit=True) as conn:
             conn.execute(MINIMAL_TABLE)
-            if args.without_changed_index:
-                conn.execute("DROP INDEX ix_predictions_model_id_changed_at")
         registry = partitioned(libpq_url)
         calmon_tables = ["predictions", "prediction_keys"] if registry else ["predictions"]
         n = args.predictions

@@ -214,13 +214,18 @@ PG_LOCK_LABELLED = text(
     " WHERE p.ts >= :lo AND p.ts <= :hi"
     " ORDER BY p.client_id FOR NO KEY UPDATE OF p"
 ).bindparams(_LO, _HI)
-PG_UPDATE_LABELS = text(
-    "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
-    " FROM calmon_label_stage s JOIN prediction_keys k"
-    " ON k.model_id = :model_id AND k.client_id = s.client_id"
-    " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
-    " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label"
-).bindparams(_NOW, _LO, _HI)
+#: returns the event time of every prediction whose label changed (their windows changed)
+PG_UPDATE_LABELS = (
+    text(
+        "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
+        " FROM calmon_label_stage s JOIN prediction_keys k"
+        " ON k.model_id = :model_id AND k.client_id = s.client_id"
+        " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
+        " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label RETURNING p.ts"
+    )
+    .bindparams(_NOW, _LO, _HI)
+    .columns(ts=UTCDateTime())
+)
 PG_REPEATED_PENDING = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
     " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
@@ -257,12 +262,17 @@ UNKNOWN_LABEL_IDS = text(
     " ORDER BY s.client_id"
 )
 
-UPDATE_LABELS = text(
-    "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
-    " FROM calmon_label_stage s"
-    " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
-    " AND COALESCE(predictions.label, -1) <> s.label"
-).bindparams(_NOW)
+#: returns the event time of every prediction whose label changed
+UPDATE_LABELS = (
+    text(
+        "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
+        " FROM calmon_label_stage s"
+        " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
+        " AND COALESCE(predictions.label, -1) <> s.label RETURNING predictions.ts"
+    )
+    .bindparams(_NOW)
+    .columns(ts=UTCDateTime())
+)
 
 REPEATED_PENDING = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"

@@ -108,8 +108,9 @@ class Prediction(Base):
     The client's id is the key (per model): no surrogate id, so one index fewer to maintain
     on the hot insert path.
 
-    ``changed_at`` is the last time the row was inserted or its label changed; the scheduler
-    finds windows to recompute through the ``(model_id, changed_at)`` index.
+    ``changed_at`` is the last time the row was inserted or its label changed: a window's
+    fingerprint reads it over the window's rows (:class:`WindowState`); the scheduler finds the
+    windows to recompute through :class:`WindowChange`, written with it.
 
     On PostgreSQL the table is range-partitioned by ``ts``, one partition per UTC day
     (:mod:`app.db.partitions`), with both indexes local, no unique index (the key is
@@ -121,7 +122,6 @@ class Prediction(Base):
     __tablename__ = "predictions"
     __table_args__ = (
         Index("ix_predictions_model_id_ts", "model_id", "ts"),
-        Index("ix_predictions_model_id_changed_at", "model_id", "changed_at"),
         CheckConstraint("label IN (0, 1)", name="label"),
     )
 
@@ -199,6 +199,24 @@ class ModelScan(Base):
         ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
     )
     scanned_at: Mapped[datetime]
+
+
+class WindowChange(Base):
+    """A window of a model whose predictions changed at ``changed_at``: one row per window a
+    prediction or label batch touched, stamped like the rows' ``changed_at``.
+
+    The change scan reads these instead of ``predictions`` and deletes those it can never read
+    again, so the table holds minutes of changes (:mod:`app.services.changes`). The key leads
+    with ``model_id`` then ``changed_at``: it is the scan's index; not partitioned.
+    """
+
+    __tablename__ = "window_changes"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    changed_at: Mapped[datetime] = mapped_column(primary_key=True)
+    starts_at: Mapped[datetime] = mapped_column(primary_key=True)
 
 
 class WindowState(Base):

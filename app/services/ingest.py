@@ -50,6 +50,7 @@ from app.db.ingest_statements import (
 )
 from app.db.models import Model
 from app.db.partitions import ensure_days, forget, utc_day
+from app.services.changes import record_changes, record_stored_predictions
 from app.services.errors import ConflictError
 from app.services.ingest_schemas import LabelIn, PredictionRow
 
@@ -147,7 +148,7 @@ def ingest_predictions(
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now}
     if connection.dialect.name == "postgresql":
-        return _ingest_partitioned(connection, params, rows)
+        return _ingest_partitioned(connection, params, rows, model=model)
     lock_model(connection, model.id, exclusive=False)
     load_stage(connection, prediction_stage, rows)
     new = int(connection.execute(INSERT_NEW_ONLY, params).rowcount)
@@ -158,6 +159,17 @@ def ingest_predictions(
     if new and connection.execute(HAS_PENDING, params).first() is not None:
         applied = connection.execute(APPLY_PENDING, params).rowcount
         connection.execute(DROP_APPLIED_PENDING, params)
+    if new:
+        stamps = [row[1] for row in rows]
+        record_stored_predictions(
+            connection,
+            model=model,
+            staged=len(rows),
+            stored=new,
+            lo=min(stamps),
+            hi=max(stamps),
+            now=now,
+        )
     return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
 
 
@@ -180,7 +192,7 @@ def _utc_days(stamps: Sequence[datetime], lo: datetime, hi: datetime) -> set[dat
 
 
 def _ingest_partitioned(
-    connection: Connection, params: dict[str, Any], rows: Sequence[PredictionRow]
+    connection: Connection, params: dict[str, Any], rows: Sequence[PredictionRow], *, model: Model
 ) -> PredictionsResult:
     """:func:`ingest_predictions` on PostgreSQL: the partitions of the batch's days are made
     if missing (before any lock of the batch), then ids go into the registry and rows into
@@ -204,6 +216,9 @@ def _ingest_partitioned(
     if new and connection.execute(HAS_PENDING, params).first() is not None:
         applied = connection.execute(PG_APPLY_PENDING, {**params, "lo": lo, "hi": hi}).rowcount
         connection.execute(DROP_APPLIED_PENDING, params)
+    record_stored_predictions(
+        connection, model=model, staged=len(rows), stored=new, lo=lo, hi=hi, now=params["now"]
+    )
     return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
 
 
@@ -223,14 +238,16 @@ def ingest_labels(
     if unknown:
         lock_model(connection, model.id, exclusive=True)
     if partitioned:
-        updated = 0
+        changed: Sequence[datetime] = []
         lo, hi = connection.execute(PG_LABELLED_RANGE, params).one()
         if lo is not None:
             bounds = {**params, "lo": lo, "hi": hi}
             connection.execute(PG_LOCK_LABELLED, bounds)
-            updated = connection.execute(PG_UPDATE_LABELS, bounds).rowcount
+            changed = connection.execute(PG_UPDATE_LABELS, bounds).scalars().all()
     else:
-        updated = connection.execute(UPDATE_LABELS, params).rowcount
+        changed = connection.execute(UPDATE_LABELS, params).scalars().all()
+    updated = len(changed)
+    record_changes(connection, model=model, stamps=changed, now=now)
     pending_changed = 0
     if unknown:
         unknown = connection.execute(find_unknown, params).scalars().all()

@@ -5,11 +5,12 @@ Every window that holds a prediction has a :class:`~app.db.models.WindowState`; 
 when it is pending (never computed, or its predictions changed since) and it ended ``grace``
 ago (or ended and a recompute was requested).
 
-Changes are found through ``predictions.changed_at``, re-reading ``margin`` before the previous
-scan; a per-window checkpoint (an instant and a fingerprint of the predictions changed since
-it, minus ``margin``, set when a window is first seen, changes or is computed) keeps a re-read
-change from causing a new version: a second computation, or a fixed reference built again.
-Why no change is missed: ``docs/scheduler.md`` ("Finding changed windows").
+Changes are found through the change record (:mod:`app.services.changes`), re-reading
+``margin`` before the previous scan; a per-window checkpoint (an instant and a fingerprint of
+the predictions changed since it, minus ``margin``, set when a window is first seen, changes or
+is computed) keeps a re-read change from causing a new version: a second computation, or a
+fixed reference built again. Why no change is missed: ``docs/scheduler.md`` ("Finding changed
+windows").
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from app.db.models import (
     Prediction,
     WindowState,
 )
+from app.services.changes import changed_windows, forget_changes
 from app.timeline import WINDOW_SECONDS
 
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -141,19 +143,16 @@ class ScanResult:
 
 
 def scan_model(session: Session, *, model: Model, now: datetime, margin: timedelta) -> ScanResult:
-    """Record the windows of ``model`` whose predictions changed since the last scan.
+    """Record the windows of ``model`` whose predictions changed since the last scan, and
+    delete the change records older than ``now - margin`` (the next scan starts there).
 
     ``now`` must be taken before the session's first statement. The caller commits.
     """
     length = WINDOW_SECONDS[model.window]
     step = timedelta(seconds=length)
     mark = session.get(ModelScan, model.id)
-    bucket = window_epoch_seconds(session, length).label("bucket")
-    query = select(bucket, func.max(Prediction.changed_at)).where(Prediction.model_id == model.id)
-    if mark is not None:
-        query = query.where(Prediction.changed_at >= mark.scanned_at - margin)
-    found = session.execute(query.group_by(bucket)).all()
-    starts = {EPOCH + timedelta(seconds=int(seconds)): latest for seconds, latest in found}
+    since = None if mark is None else mark.scanned_at - margin
+    starts = changed_windows(session, model_id=model.id, since=since)
     states: dict[datetime, WindowState] = {}
     if starts:
         states = {
@@ -211,6 +210,8 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
         session.add(ModelScan(model_id=model.id, scanned_at=now))
     else:
         mark.scanned_at = now
+    # The next scan reads from now - margin on: older records are never read again.
+    forget_changes(session, model_id=model.id, before=now - margin)
     session.flush()
     return ScanResult(new=new, changed=changed)
 

@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, inspect, select, text
 
 from app.db import migrate
-from app.db.models import Base, postgresql_metadata
-from app.db.session import create_db_engine
+from app.db.models import (
+    Base,
+    Model,
+    ModelScan,
+    Prediction,
+    WindowChange,
+    WindowState,
+    postgresql_metadata,
+)
+from app.db.session import create_db_engine, create_session_factory
+from app.services.models import ModelConfig, put_model
+from app.services.planning import scan_model
 from app.settings import Settings
+
+#: the scan margin that revision 0004 back-fills with: the default one
+DEFAULT_MARGIN = timedelta(seconds=Settings.model_fields["scheduler_scan_margin"].default)
 
 TABLES = {
     "models",
@@ -25,6 +39,7 @@ TABLES = {
     "window_states",
     "window_results",
     "window_scores",
+    "window_changes",
 }
 
 
@@ -207,3 +222,84 @@ def test_partitioning_moves_existing_rows_and_back(postgres_database: str) -> No
         assert "prediction_keys" not in _tables(engine)
     finally:
         engine.dispose()
+
+
+def test_change_record_is_back_filled_and_the_index_comes_back_down(engine: Engine) -> None:
+    """0003 -> 0004 records, per model, the windows changed since its last scan minus the
+    default margin (every window of a model never scanned); a scan after it finds the change
+    made before it; 0004 -> 0003 builds the ``changed_at`` index again."""
+    migrate.upgrade(engine, "0003")
+    scanned = datetime(2026, 2, 2, tzinfo=UTC)
+    day = datetime(2026, 2, 1, tzinfo=UTC)
+    minute = timedelta(minutes=1)
+    sessions = create_session_factory(engine)
+    with sessions() as session:
+        hourly, _ = put_model(
+            session, name="hourly", config=ModelConfig(window="1h"), now=day, max_models=10
+        )
+        daily, _ = put_model(
+            session, name="daily", config=ModelConfig(window="1d"), now=day, max_models=10
+        )
+        stored = [
+            (hourly.id, "a", day + 10 * minute, scanned - 10 * minute),
+            (hourly.id, "b", day + 140 * minute, scanned - 2 * minute),
+            (hourly.id, "c", day + 150 * minute, scanned - 20 * minute),
+            (daily.id, "d", day + 60 * minute, scanned - 30 * minute),
+            (daily.id, "e", day + 300 * minute, scanned - 40 * minute),
+        ]
+        for model_id, client_id, ts, changed in stored:
+            session.add(
+                Prediction(
+                    model_id=model_id,
+                    client_id=client_id,
+                    ts=ts,
+                    score=0.5,
+                    label=None,
+                    segment=None,
+                    received_at=changed,
+                    labelled_at=None,
+                    changed_at=changed,
+                )
+            )
+        session.add(ModelScan(model_id=hourly.id, scanned_at=scanned))
+        for hour in (0, 2):
+            state = WindowState.first_seen(
+                model_id=hourly.id,
+                starts_at=day + timedelta(hours=hour),
+                ends_at=day + timedelta(hours=hour + 1),
+                version=1,
+                now=scanned - timedelta(hours=1),
+            )
+            state.computed_version = 1
+            session.add(state)
+        session.commit()
+        hourly_id, daily_id = hourly.id, daily.id
+    migrate.upgrade(engine)
+    with sessions() as session:
+        records = session.execute(
+            select(WindowChange.model_id, WindowChange.starts_at, WindowChange.changed_at).order_by(
+                WindowChange.model_id
+            )
+        ).all()
+        assert [tuple(r) for r in records] == [
+            (hourly_id, day + timedelta(hours=2), scanned - 2 * minute),
+            (daily_id, day, scanned - 30 * minute),
+        ]
+        model = session.get_one(Model, hourly_id)
+        found = scan_model(session, model=model, now=scanned + minute, margin=DEFAULT_MARGIN)
+        session.commit()
+        versions = dict(
+            session.execute(
+                select(WindowState.starts_at, WindowState.version).where(
+                    WindowState.model_id == hourly_id
+                )
+            ).all()
+        )
+    assert (found.new, found.changed) == (0, 1)
+    assert versions == {day: 1, day + timedelta(hours=2): 2}
+    indexes = {index["name"] for index in inspect(engine).get_indexes("predictions")}
+    assert "ix_predictions_model_id_changed_at" not in indexes
+    migrate.downgrade(engine, "0003")
+    indexes = {index["name"] for index in inspect(engine).get_indexes("predictions")}
+    assert "ix_predictions_model_id_changed_at" in indexes
+    assert "window_changes" not in _tables(engine)

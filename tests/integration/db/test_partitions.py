@@ -27,7 +27,7 @@ from app.services.errors import ConflictError
 from app.services.ingest import ingest_labels, ingest_predictions
 from app.services.ingest_schemas import PredictionRow
 from app.services.models import ModelConfig, put_model
-from app.services.planning import fingerprint
+from app.services.planning import fingerprint, scan_model
 from app.services.retention import (
     detach_expired_days,
     expire_partitions,
@@ -38,6 +38,7 @@ from app.services.window_rows import load_rows
 from app.settings import Settings
 
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
@@ -380,3 +381,38 @@ def test_registry_expiry_stops_at_its_budget_and_the_next_run_goes_on(
     with sessions() as session:
         assert session.scalar(select(func.count()).select_from(prediction_keys)) == 0
     assert old not in _days(engine)
+
+
+def test_the_change_scan_reads_the_change_record_and_no_day(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    """A first scan and a second one that finds the same windows changed again: their plans
+    (``EXPLAIN`` of each query as executed) touch the change record, never ``predictions``."""
+    model = _model(sessions)
+    with sessions() as session:
+        for k in range(4):
+            moment = datetime(2026, 2, 1 + k, tzinfo=UTC)
+            ingest_predictions(session, model=model, rows=_rows(f"d{k}", moment, 3), now=NOW)
+        session.commit()
+    touched: set[str] = set()
+
+    def explain(_conn: object, cursor: Any, statement: str, parameters: Any, *_: object) -> None:
+        if statement.lstrip().split(None, 1)[0].upper() not in {"SELECT", "DELETE"}:
+            return
+        with cursor.connection.cursor() as plan:
+            plan.execute("EXPLAIN (FORMAT JSON) " + statement, parameters)
+            touched.update(_relations(plan.fetchone()[0]))
+
+    with sessions() as session:
+        stored = session.get_one(Model, model.id)
+        event.listen(engine, "before_cursor_execute", explain)
+        try:
+            scans = [
+                scan_model(session, model=stored, now=NOW + k * timedelta(minutes=1), margin=HOUR)
+                for k in (1, 2)
+            ]
+        finally:
+            event.remove(engine, "before_cursor_execute", explain)
+        session.rollback()
+    assert [(scan.new, scan.changed) for scan in scans] == [(4, 0), (0, 4)]
+    assert touched == {"model_scans", "window_changes", "window_states"}

@@ -13,6 +13,7 @@ from app.db.models import Model, Prediction
 from app.metrics import evaluate
 from app.scheduler import instruments
 from app.scheduler.runner import TickReport
+from app.services.changes import record_changes
 from app.services.planning import ScanResult, due_windows, scan_model
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
@@ -258,6 +259,8 @@ def test_a_write_stamped_before_the_computation_but_committed_after_is_not_misse
                 .where(Prediction.model_id == model_id, Prediction.client_id == target)
                 .values(label=1, labelled_at=stamped, changed_at=stamped)
             )
+        model = session.get_one(Model, model_id)
+        record_changes(session.connection(), model=model, stamps=[start], now=stamped)
         session.commit()
     before = by_window(windows(env.client, "fraud"))[iso(start)]
     assert scheduler.tick().computed == 1
@@ -302,6 +305,10 @@ def test_a_failing_model_is_counted_and_the_others_go_on(env: Env) -> None:
             update(Prediction)
             .where(Prediction.model_id == bad_id, Prediction.client_id == "bad-3")
             .values(score=0.5, changed_at=datetime.now(UTC))
+        )
+        model = session.get_one(Model, bad_id)
+        record_changes(
+            session.connection(), model=model, stamps=[_recent_start(3)], now=datetime.now(UTC)
         )
         session.commit()
     # A recompute request clears the back-off.
