@@ -383,12 +383,16 @@ def test_registry_expiry_stops_at_its_budget_and_the_next_run_goes_on(
     assert old not in _days(engine)
 
 
-def test_the_change_scan_reads_the_change_record_and_no_day(
+def test_the_change_scan_reads_the_change_record_and_only_the_days_it_found(
     engine: Engine, sessions: sessionmaker[Session]
 ) -> None:
-    """A first scan and a second one that finds the same windows changed again: their plans
-    (``EXPLAIN`` of each query as executed) touch the change record, never ``predictions``."""
+    """A first scan, and a second one after a label changed one window: their plans (``EXPLAIN``
+    of each query as executed) read the change record, and of ``predictions`` only the day
+    partitions of the windows found (their fingerprints), never the other days. The first scan
+    deleted the records the second cannot read again (before its start minus the margin)."""
     model = _model(sessions)
+    with engine.begin() as conn:
+        ensure_days(conn, [date(2026, 1, 1) + timedelta(days=k) for k in range(60)])
     with sessions() as session:
         for k in range(4):
             moment = datetime(2026, 2, 1 + k, tzinfo=UTC)
@@ -403,16 +407,27 @@ def test_the_change_scan_reads_the_change_record_and_no_day(
             plan.execute("EXPLAIN (FORMAT JSON) " + statement, parameters)
             touched.update(_relations(plan.fetchone()[0]))
 
+    def scan(now: datetime) -> tuple[tuple[int, int], set[str]]:
+        touched.clear()
+        with sessions() as session:
+            stored = session.get_one(Model, model.id)
+            event.listen(engine, "before_cursor_execute", explain)
+            try:
+                found = scan_model(session, model=stored, now=now, margin=timedelta(minutes=1))
+            finally:
+                event.remove(engine, "before_cursor_execute", explain)
+            session.commit()
+        return (found.new, found.changed), set(touched)
+
+    tables = {"model_scans", "window_changes", "window_states"}
+    first, read = scan(NOW + timedelta(minutes=10))
+    assert first == (4, 0)
+    assert read - tables == {f"predictions_202602{day:02d}" for day in range(1, 5)}
     with sessions() as session:
         stored = session.get_one(Model, model.id)
-        event.listen(engine, "before_cursor_execute", explain)
-        try:
-            scans = [
-                scan_model(session, model=stored, now=NOW + k * timedelta(minutes=1), margin=HOUR)
-                for k in (1, 2)
-            ]
-        finally:
-            event.remove(engine, "before_cursor_execute", explain)
-        session.rollback()
-    assert [(scan.new, scan.changed) for scan in scans] == [(4, 0), (0, 4)]
-    assert touched == {"model_scans", "window_changes", "window_states"}
+        later = NOW + timedelta(minutes=11)
+        ingest_labels(session, model=stored, labels=[{"id": "d2-1", "label": 1}], now=later)
+        session.commit()
+    second, read = scan(NOW + timedelta(minutes=12))
+    assert second == (0, 1)
+    assert read - tables == {"predictions_20260203"}
