@@ -208,6 +208,8 @@ def main() -> None:
                     body = copies._copy_body(model_id, start, args.rows, 0, seed=m * 10_000 + i)
                     copies._copy(conn, body)
                     conn.commit()
+                starts = [copies.FIRST + i * copies.WINDOW for i in range(args.windows)]
+                copies._record_copied(factory, model_id, starts)
         print(f"inserted with binary COPY in {time.perf_counter() - began:.1f} s")
         time.sleep(MARGIN)
         with tempfile.TemporaryDirectory() as logs:

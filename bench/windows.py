@@ -45,6 +45,7 @@ from app.db.partitions import ensure_days
 from app.db.session import create_db_engine, create_session_factory
 from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
+from app.services.changes import record_changes
 from app.services.models import ModelConfig, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.reference_cache import Reference, ReferenceCache
@@ -120,6 +121,15 @@ def _copy(conn: psycopg.Connection[tuple[object, ...]], data: bytes) -> None:
         for offset in range(0, len(data), 1 << 24):
             copy.write(data[offset : offset + (1 << 24)])
         copy.write(b"\xff\xff")
+
+
+def _record_copied(factory: sessionmaker[Session], model_id: int, starts: list[datetime]) -> None:
+    """Record the copied windows as changed, as ingestion does (the change scan reads the
+    change record, not the predictions)."""
+    with factory() as session:
+        model = session.get_one(Model, model_id)
+        record_changes(session.connection(), model=model, stamps=starts, now=datetime.now(UTC))
+        session.commit()
 
 
 def _baseline(
@@ -273,6 +283,7 @@ def main() -> None:
                 start = FIRST + i * WINDOW
                 _copy(conn, _copy_body(model_id, start, args.rows, args.segments, seed=i))
                 conn.commit()
+        _record_copied(factory, model_id, [FIRST + i * WINDOW for i in range(args.windows)])
         with psycopg.connect(libpq_url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE predictions")
         print(f"inserted with binary COPY in {time.perf_counter() - began:.1f} s")
