@@ -45,11 +45,9 @@ from types import ModuleType
 
 import psycopg
 
-from app.db import migrate
-from app.db.session import create_db_engine, create_session_factory
+from app.db.partitions import ensure_days
 from app.services.models import ModelConfig, ReferenceConfig, put_model
-from app.settings import Settings
-from bench.scratch import create_scratch, drop_scratch
+from bench.scratch import migrated_scratch
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 3600.0
@@ -171,13 +169,8 @@ def main() -> None:
     counts = [int(value) for value in args.processes.split(",")]
     copies = _windows_bench()
 
-    name, libpq_url = create_scratch()
-    url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
-    settings = Settings(database_url=url, retention_days=0)
-    engine = create_db_engine(settings)
-    try:
-        migrate.upgrade(engine)
-        factory = create_session_factory(engine)
+    with migrated_scratch(keep=args.keep, retention_days=0) as scratch:
+        settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
         ids = []
         with factory() as session:
             for m in range(args.models):
@@ -201,6 +194,11 @@ def main() -> None:
             f"= {total} windows; schedulers: {args.processes}; cpus: {os.cpu_count()}"
         )
         began = time.perf_counter()
+        with factory() as session:
+            # PostgreSQL keeps predictions in day partitions: make those of the windows
+            days = {(copies.FIRST + i * copies.WINDOW).date() for i in range(args.windows + 1)}
+            ensure_days(session.connection(), days)
+            session.commit()
         with psycopg.connect(libpq_url) as conn:
             for m, model_id in enumerate(ids):
                 for i in range(args.windows):
@@ -215,7 +213,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as logs:
             results = [
                 _run(
-                    url=url,
+                    url=settings.database_url,
                     libpq_url=libpq_url,
                     processes=n,
                     interval=args.interval,
@@ -234,10 +232,6 @@ def main() -> None:
             )
         for result in results:
             print(json.dumps(result))
-    finally:
-        engine.dispose()
-        if not args.keep:
-            drop_scratch(name)
 
 
 if __name__ == "__main__":

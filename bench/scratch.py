@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Final
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import migrate
+from app.db.session import create_db_engine, create_session_factory
+from app.settings import Settings
 
 #: the server the benchmarks create their scratch databases on (a database to connect to
 #: while creating and dropping them)
@@ -30,3 +39,31 @@ def drop_scratch(name: str, admin_url: str = ADMIN_URL) -> None:
         admin.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A migrated scratch database: its settings, engine, session factory and libpq URL."""
+
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    libpq_url: str
+
+
+@contextmanager
+def migrated_scratch(*, keep: bool = False, **settings: Any) -> Iterator[Scratch]:
+    """A scratch database upgraded to the latest revision, with ``settings`` (fields of
+    :class:`~app.settings.Settings`) beside its URL; at the end its engine is disposed and,
+    unless ``keep``, the database dropped."""
+    name, libpq_url = create_scratch()
+    url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    config = Settings(database_url=url, **settings)
+    engine = create_db_engine(config)
+    try:
+        migrate.upgrade(engine)
+        yield Scratch(config, engine, create_session_factory(engine), libpq_url)
+    finally:
+        engine.dispose()
+        if not keep:
+            drop_scratch(name)

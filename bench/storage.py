@@ -28,15 +28,12 @@ from typing import Any
 import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import migrate
 from app.db.models import Model
 from app.db.partitions import ensure_days, partition_name
-from app.db.session import create_db_engine, create_session_factory
 from app.services.models import ModelConfig, put_model
 from app.services.planning import scan_model
 from app.services.retention import run_retention
-from app.settings import Settings
-from bench.scratch import create_scratch, drop_scratch
+from bench.scratch import migrated_scratch
 
 DAY = date(2026, 1, 5)
 CHUNK = 1_000_000
@@ -71,13 +68,8 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=400, help="partitions for the scan")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    name, libpq_url = create_scratch()
-    engine = create_db_engine(
-        Settings(database_url=libpq_url.replace("postgresql://", "postgresql+psycopg://", 1))
-    )
-    try:
-        migrate.upgrade(engine)
-        sessions = create_session_factory(engine)
+    with migrated_scratch(keep=args.keep) as scratch:
+        sessions, libpq_url = scratch.sessions, scratch.libpq_url
         now = datetime.combine(DAY, datetime.min.time(), tzinfo=UTC) + timedelta(hours=23)
         with sessions() as session:
             model, _ = put_model(session, name="m", config=ModelConfig(), now=now, max_models=10)
@@ -149,10 +141,6 @@ def main() -> None:
             f"expiry of the day ({result.predictions:,} predictions): registry ids and drop"
             f" in {time.perf_counter() - began:.1f} s"
         )
-    finally:
-        engine.dispose()
-        if not args.keep:
-            drop_scratch(name)
 
 
 if __name__ == "__main__":

@@ -39,10 +39,8 @@ import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.arrays import FloatArray
-from app.db import migrate
 from app.db.models import Model
 from app.db.partitions import ensure_days
-from app.db.session import create_db_engine, create_session_factory
 from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
 from app.services.changes import record_changes
@@ -52,8 +50,7 @@ from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import references_for
 from app.services.window_compute import all_sorted, compute_window, evaluate_segment
 from app.services.window_rows import ALL, load_rows
-from app.settings import Settings
-from bench.scratch import create_scratch, drop_scratch
+from bench.scratch import migrated_scratch
 
 PRIOR = 0.01
 #: Shares of unlabelled predictions at which the label-free estimate is timed.
@@ -242,14 +239,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()
 
-    name, libpq_url = create_scratch()
-    url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
-    settings = Settings(database_url=url, retention_days=0)
-    engine = create_db_engine(settings)
-    margin = timedelta(seconds=settings.scheduler_scan_margin)
-    try:
-        migrate.upgrade(engine)
-        factory = create_session_factory(engine)
+    with migrated_scratch(keep=args.keep, retention_days=0) as scratch:
+        settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
+        margin = timedelta(seconds=settings.scheduler_scan_margin)
         with factory() as session:
             created, _ = put_model(
                 session,
@@ -370,10 +362,6 @@ def main() -> None:
             "the same 7 windows as a fixed reference, read from the predictions",
             note=" (once per data version)",
         )
-    finally:
-        engine.dispose()
-        if not args.keep:
-            drop_scratch(name)
 
 
 if __name__ == "__main__":
