@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from app.catalogue import REGULAR_METRICS
 from app.commands.common import http_url, positive_int
 
 if TYPE_CHECKING:
@@ -26,28 +27,6 @@ DEFAULT_URL: Final = "http://127.0.0.1:8000"
 DEFAULT_METRIC: Final = "average_precision"
 DEFAULT_LAST: Final = 24
 PAGE: Final = 1000
-#: the metrics of a window record's ``regular``: app.metrics.evaluation.REGULAR_METRICS, spelt
-#: out so that the command line starts without NumPy (a unit test keeps the two equal)
-METRICS: Final = (
-    "precision",
-    "f1",
-    "recall",
-    "fpr",
-    "roc_auc",
-    "ks",
-    "ks_abc",
-    "average_precision",
-    "best_f1",
-    "best_f1_threshold",
-    "pr_gain_auc",
-    "brier",
-    "brier_skill",
-    "brier_pos",
-    "brier_neg",
-    "log_loss",
-    "ece",
-    "mce",
-)
 #: after a part of the split: its 95% interval excludes 0, holds it, or is not published
 EXCLUDES_ZERO: Final = "*"
 HOLDS_ZERO: Final = " "
@@ -92,10 +71,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--metric",
-        choices=METRICS,
+        choices=REGULAR_METRICS,
         default=DEFAULT_METRIC,
         metavar="M",
-        help=f"the metric shown (default {DEFAULT_METRIC}; any of {', '.join(METRICS)})",
+        help=f"the metric shown (default {DEFAULT_METRIC}; any of {', '.join(REGULAR_METRICS)})",
     )
     parser.add_argument(
         "--url",

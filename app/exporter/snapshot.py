@@ -25,9 +25,9 @@ from prometheus_client.samples import Sample
 from sqlalchemy import and_, func, literal, select, union_all
 from sqlalchemy.orm import Session, aliased
 
+from app.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
 from app.clock import SYSTEM_CLOCK, Clock
 from app.db.models import Model, ModelSegment, WindowResult
-from app.metrics.evaluation import CALIBRATED_METRICS, REGULAR_METRICS
 from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.split import SPLIT_METRICS
 

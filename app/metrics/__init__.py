@@ -9,8 +9,9 @@
 - :func:`rank`, :class:`Ranking`: the one sort every curve metric comes from.
 """
 
+from app.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
 from app.metrics.curves import CurveValues, curve_metrics
-from app.metrics.evaluation import CALIBRATED_METRICS, REGULAR_METRICS, evaluate
+from app.metrics.evaluation import evaluate
 from app.metrics.ranking import Ranking, rank
 from app.metrics.split import SPLIT_METRICS, drift_split, split_from_arrays
 from app.metrics.thresholded import ThresholdValues, threshold_metrics

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.arrays import FloatArray
+from app.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
 from app.metrics.curves import curve_metrics
 from app.metrics.intervals import bootstrap_intervals
 from app.metrics.prepared import PreparedSet, ScoreKind, check_options, prepare
@@ -33,37 +34,6 @@ from app.metrics.probability import (
 )
 from app.metrics.ranking import Ranking
 from app.metrics.thresholded import threshold_metrics
-
-#: Regular metrics in report order; the last seven exist only for probability models.
-REGULAR_METRICS = (
-    "precision",
-    "f1",
-    "recall",
-    "fpr",
-    "roc_auc",
-    "ks",
-    "ks_abc",
-    "average_precision",
-    "best_f1",
-    "best_f1_threshold",
-    "pr_gain_auc",
-    "brier",
-    "brier_skill",
-    "brier_pos",
-    "brier_neg",
-    "log_loss",
-    "ece",
-    "mce",
-)
-#: Metrics with a π0-calibrated version, in report order.
-CALIBRATED_METRICS = (
-    "precision",
-    "f1",
-    "average_precision",
-    "best_f1",
-    "best_f1_threshold",
-    "pr_gain_auc",
-)
 
 
 def evaluate(

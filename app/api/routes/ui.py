@@ -25,9 +25,9 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
 
 from app.api.deps import ModelName, SessionDep, matched_token
+from app.catalogue import REGULAR_METRICS
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, load_latest_windows
-from app.metrics.evaluation import REGULAR_METRICS
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.models import get_model, list_models
 from app.services.window_results import MAX_PAGE, list_window_results
