@@ -57,7 +57,9 @@ def proxied(postgres_database: str) -> Iterator[tuple[TestClient, TcpProxy]]:
     upgraded(postgres_database)
     proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     url = f"postgresql+psycopg://{parts.username}@127.0.0.1:{proxy.port}{parts.path}"
-    settings = Settings(database_url=url, db_connect_timeout=2, db_pool_timeout=2.0)
+    settings = Settings(
+        database_url=url, db_connect_timeout=2, db_pool_timeout=2.0, retention_days=0
+    )
     try:
         with TestClient(create_app(settings), raise_server_exceptions=False) as client:
             yield client, proxy
