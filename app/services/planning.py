@@ -133,6 +133,44 @@ def fingerprints(
     ]
 
 
+def first_fingerprints(
+    session: Session, *, model_id: int, length: int, starts: Sequence[datetime], since: datetime
+) -> dict[datetime, Fingerprint]:
+    """The :class:`Fingerprint` since ``since`` of each window of length ``length`` (seconds)
+    starting at ``starts``: one grouped statement per run of consecutive windows (a back-fill
+    of hundreds of windows costs one), so the scan holds its transaction briefly."""
+    step = timedelta(seconds=length)
+    out = dict.fromkeys(starts, Fingerprint(count=0, total="0"))
+    bucket = window_epoch_seconds(session, length).label("bucket")
+    for first, last in _runs(sorted(starts), step):
+        rows = session.execute(
+            select(bucket, *fingerprint_columns(session, since=since))
+            .where(
+                Prediction.model_id == model_id,
+                Prediction.changed_at >= since,
+                Prediction.ts >= first,
+                Prediction.ts < last + step,
+            )
+            .group_by(bucket)
+        ).all()
+        for seconds, count, total in rows:
+            start = EPOCH + timedelta(seconds=int(seconds))
+            if start in out:
+                out[start] = Fingerprint(count=int(count), total=str(int(total)))
+    return out
+
+
+def _runs(starts: Sequence[datetime], step: timedelta) -> list[tuple[datetime, datetime]]:
+    """Sorted window starts as (first, last) of each run of consecutive windows."""
+    runs: list[tuple[datetime, datetime]] = []
+    for start in starts:
+        if runs and start - runs[-1][1] == step:
+            runs[-1] = (runs[-1][0], start)
+        else:
+            runs.append((start, start))
+    return runs
+
+
 @dataclass(frozen=True, slots=True)
 class ScanResult:
     """What one scan of a model found: windows seen for the first time, and windows whose
@@ -166,13 +204,18 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
             )
         }
     new = changed = 0
+    # The first checkpoints: a later scan inside the margin re-reads these predictions.
+    first_bands = first_fingerprints(
+        session,
+        model_id=model.id,
+        length=length,
+        starts=[start for start in starts if start not in states],
+        since=now - margin,
+    )
     for start, latest in sorted(starts.items()):
         state = states.get(start)
         if state is None:
-            # The first checkpoint: a later scan inside the margin re-reads these predictions.
-            band = fingerprint(
-                session, model_id=model.id, start=start, end=start + step, since=now - margin
-            )
+            band = first_bands[start]
             session.add(
                 WindowState.first_seen(
                     model_id=model.id,

@@ -14,7 +14,13 @@ from app.metrics import evaluate
 from app.scheduler import instruments
 from app.scheduler.runner import TickReport
 from app.services.changes import record_changes
-from app.services.planning import ScanResult, due_windows, scan_model
+from app.services.planning import (
+    ScanResult,
+    due_windows,
+    fingerprint,
+    first_fingerprints,
+    scan_model,
+)
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     Env,
@@ -361,3 +367,31 @@ def test_settle_near_a_boundary_sets_the_scheduler_clock_back_instead_of_sleepin
     report = scheduler.tick()
     assert report.computed == 1
     assert list(by_window(windows(env.client, "fraud"))) == [iso(recent(1))]
+
+
+def test_first_fingerprints_of_many_windows_equal_each_window_s_own(env: Env) -> None:
+    """The scan's grouped first checkpoints (one statement per run of consecutive windows)
+    equal the fingerprint read window by window, for windows with predictions, an empty one,
+    and two runs apart."""
+    create_model(env.client, "fraud", window="5m", grace="0s")
+    send(
+        env.client,
+        "fraud",
+        make_batch(prefix="p", start=recent(9), count=60, spacing=timedelta(seconds=40), seed=3),
+    )
+    model_id = env.model_id("fraud")
+    starts = [recent(k) for k in (9, 8, 7, 4, 3)] + [recent(12)]
+    since = datetime.now(UTC) - timedelta(hours=1)
+    with env.session_factory() as session:
+        grouped = first_fingerprints(
+            session, model_id=model_id, length=300, starts=starts, since=since
+        )
+        single = {
+            start: fingerprint(
+                session, model_id=model_id, start=start, end=start + FIVE_MINUTES, since=since
+            )
+            for start in starts
+        }
+    assert grouped == single
+    assert grouped[recent(12)].count == 0
+    assert all(grouped[recent(k)].count > 0 for k in (9, 8, 7, 4, 3))
