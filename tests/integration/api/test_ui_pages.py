@@ -6,7 +6,6 @@ API refusing the cookie). SQLite and PostgreSQL. The browser side is in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
@@ -15,13 +14,11 @@ from fastapi.testclient import TestClient
 
 from app.api.routes.ui import COOKIE
 from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     create_model,
     make_batch,
     recent,
-    scheduler_clock,
     send,
     settle,
 )
@@ -35,14 +32,6 @@ TOKENS = f"{READ}:read,{WRITE}:write,{ADMIN}:admin"
 @pytest.fixture(autouse=True)
 def _settled() -> None:
     settle()
-
-
-@pytest.fixture
-def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
-    settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
-    running = WindowScheduler(settings, instance="ui-test", clock=scheduler_clock())
-    yield running
-    running.shutdown()
 
 
 def _three_windows(client: TestClient, scheduler: WindowScheduler) -> list[str]:

@@ -3,7 +3,6 @@ recompute endpoint. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +15,6 @@ from app.metrics import REGULAR_METRICS, evaluate
 from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.split import SPLIT_METRICS
 from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
 from tests.integration.api.helpers import error_of
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
@@ -26,7 +24,6 @@ from tests.integration.scheduler.helpers import (
     iso,
     make_batch,
     recent,
-    scheduler_clock,
     send,
     settle,
     windows,
@@ -66,15 +63,6 @@ def _start(index: int) -> datetime:
 def _settled() -> None:
     """Tests place data relative to the current 5-minute window; keep it for the test."""
     settle()
-
-
-@pytest.fixture
-def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
-    """A scheduler on the test's database (ticks run in the test)."""
-    settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
-    running = WindowScheduler(settings, instance="api-test", clock=scheduler_clock())
-    yield running
-    running.shutdown()
 
 
 def _three_windows(client: TestClient, model: str, **config: Any) -> Batch:

@@ -1,0 +1,21 @@
+"""Fixtures of the API tests that read computed windows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from app.scheduler.runner import WindowScheduler
+from app.settings import Settings
+from tests.integration.scheduler.helpers import scheduler_clock
+
+
+@pytest.fixture
+def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
+    """A scheduler on the test's database (ticks run in the test), on the clock
+    :func:`~tests.integration.scheduler.helpers.settle` left."""
+    settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
+    running = WindowScheduler(settings, instance="api-test", clock=scheduler_clock())
+    yield running
+    running.shutdown()
