@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 from app.arrays import FloatArray, Int8Array
 from app.clock import SYSTEM_CLOCK, Clock
@@ -238,9 +239,17 @@ class Env:
             rows = session.scalars(select(WindowState).where(WindowState.model_id == model_id))
             return {row.starts_at: row for row in rows}
 
+    def _read_session(self) -> Session:
+        """A session for reading what the processes under test stored. On SQLite it does not
+        take the write lock (the service's sessions begin ``IMMEDIATE``): a test polling for
+        results must not queue behind a scheduler that writes window after window."""
+        if not self.url.startswith("sqlite"):
+            return self.session_factory()
+        return Session(create_engine(self.url, poolclass=NullPool))
+
     def results(self, model_id: int, segment: str = "*") -> dict[datetime, WindowResult]:
         """The stored results of one segment of a model by window start."""
-        with self.session_factory() as session:
+        with self._read_session() as session:
             rows = session.scalars(
                 select(WindowResult).where(
                     WindowResult.model_id == model_id, WindowResult.segment == segment
