@@ -74,12 +74,18 @@ class LabelsOut(BaseModel):
     """Outcome of a label batch, over distinct ids (the last label of an id in a batch wins).
 
     ``pending`` lists the ids that have no prediction yet: their labels are kept and applied
-    when the prediction arrives.
+    when the prediction arrives. ``expired`` counts labels of predictions older than the
+    retention period, which are ignored.
     """
 
     updated: int
     unchanged: int
     pending: list[str]
+    expired: int = Field(
+        0,
+        description="labels of predictions older than the retention period "
+        "(`CALMON_RETENTION_DAYS`): ignored, their windows are expired or about to be",
+    )
 
 
 class Status(BaseModel):

@@ -117,6 +117,8 @@ _NOW = bindparam("now", type_=UTCDateTime())
 #: the event-time range of a batch: bounds the day partitions a statement may touch
 _LO = bindparam("lo", type_=UTCDateTime())
 _HI = bindparam("hi", type_=UTCDateTime())
+#: the earliest event time retention keeps: older predictions take no label
+_EARLIEST = bindparam("earliest", type_=UTCDateTime())
 
 # SQLite: one table keyed by (model_id, client_id).
 
@@ -226,6 +228,10 @@ PG_UPDATE_LABELS = (
     .bindparams(_NOW, _LO, _HI)
     .columns(ts=UTCDateTime())
 )
+PG_EXPIRED_LABELS = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id WHERE k.ts < :earliest"
+).bindparams(_EARLIEST)
 PG_REPEATED_PENDING = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
     " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
@@ -268,11 +274,18 @@ UPDATE_LABELS = (
         "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
         " FROM calmon_label_stage s"
         " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
+        " AND predictions.ts >= :earliest"
         " AND COALESCE(predictions.label, -1) <> s.label RETURNING predictions.ts"
     )
-    .bindparams(_NOW)
+    .bindparams(_NOW, _EARLIEST)
     .columns(ts=UTCDateTime())
 )
+
+#: labels of stored predictions older than retention keeps (ignored)
+EXPIRED_LABELS = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN predictions p"
+    " ON p.model_id = :model_id AND p.client_id = s.client_id WHERE p.ts < :earliest"
+).bindparams(_EARLIEST)
 
 REPEATED_PENDING = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"

@@ -13,16 +13,8 @@ from __future__ import annotations
 import enum
 from itertools import zip_longest
 
-from sqlalchemy.exc import DBAPIError
-
 from app.db.models import Model
 from app.services.planning import DueWindow
-
-#: SQLSTATE of a serialisation failure (a repeatable-read transaction wrote a row that changed
-#: after its snapshot)
-SERIALIZATION_FAILURE = "40001"
-#: SQLSTATE of a lock wait beyond ``lock_timeout``
-LOCK_NOT_AVAILABLE = "55P03"
 
 
 class Outcome(enum.Enum):
@@ -61,23 +53,6 @@ def fair_order(
             )
         queues.append([(model, window) for window in windows])
     return [item for row in zip_longest(*queues) for item in row if item is not None]
-
-
-def is_serialization_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is PostgreSQL's serialisation failure (SQLSTATE 40001)."""
-    return _sqlstate(exc) == SERIALIZATION_FAILURE
-
-
-def is_lock_timeout(exc: BaseException) -> bool:
-    """Whether ``exc`` is a lock wait that outlasted ``lock_timeout`` (SQLSTATE 55P03)."""
-    return _sqlstate(exc) == LOCK_NOT_AVAILABLE
-
-
-def _sqlstate(exc: BaseException) -> str | None:
-    if not isinstance(exc, DBAPIError):
-        return None
-    state = getattr(exc.orig, "sqlstate", None)
-    return state if isinstance(state, str) else None
 
 
 def _in_period(model: Model, window: DueWindow) -> bool:

@@ -37,8 +37,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.clock import SYSTEM_CLOCK, Clock, RepeatingTimer
 from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
+from app.db.sqlstate import aborted_for_concurrency, is_lock_timeout
 from app.scheduler import instruments
-from app.scheduler.claims import Outcome, fair_order, is_lock_timeout, is_serialization_failure
+from app.scheduler.claims import Outcome, fair_order
 from app.scheduler.lock import LeaderLock, leader_lock
 from app.services.planning import (
     DueWindow,
@@ -48,8 +49,8 @@ from app.services.planning import (
     scan_model,
 )
 from app.services.reference_cache import ReferenceCache
-from app.services.retention import run_retention
-from app.services.window_compute import compute_window
+from app.services.retention import retention_cutoff, run_retention
+from app.services.window_compute import WindowChangedError, compute_window
 from app.services.window_locks import lock_model_for_scan
 from app.settings import Settings
 from app.timeline import iso
@@ -190,10 +191,11 @@ class WindowScheduler:
         model's lock beyond ``lock_timeout`` (one of its windows computed for that long) is
         left to the next plan; the listing goes on."""
         now = self.clock.now()
+        expired_before = retention_cutoff(now=now, retention_days=self.settings.retention_days)
         with self.session_factory() as session:
             if scan:
                 try:
-                    self._scan(session, model=model, now=now)
+                    self._scan(session, model=model, now=now, expired_before=expired_before)
                 except Exception as exc:
                     if not is_lock_timeout(exc):
                         raise
@@ -202,12 +204,14 @@ class WindowScheduler:
                         "scan postponed: a window of the model is being computed",
                         extra={"model": model.name},
                     )
-            return due_windows(session, model=model, now=now)
+            return due_windows(session, model=model, now=now, expired_before=expired_before)
 
-    def _scan(self, session: Session, *, model: Model, now: datetime) -> None:
+    def _scan(
+        self, session: Session, *, model: Model, now: datetime, expired_before: datetime | None
+    ) -> None:
         """The leader's scan of one model and the fixed-reference refresh, committed."""
         lock_model_for_scan(session, model=model)
-        scan_model(session, model=model, now=now, margin=self.margin)
+        scan_model(session, model=model, now=now, margin=self.margin, expired_before=expired_before)
         refreshed = refresh_for_fixed_reference(session, model=model, now=now)
         session.commit()
         if refreshed:
@@ -235,7 +239,7 @@ class WindowScheduler:
                 )
                 session.commit()
         except Exception as exc:
-            if is_serialization_failure(exc):
+            if isinstance(exc, WindowChangedError) or aborted_for_concurrency(exc):
                 logger.info(
                     "window changed while computed: nothing stored, planned again",
                     extra={"model": model.name, "window_start": iso(window.start)},

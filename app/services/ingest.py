@@ -25,10 +25,12 @@ from app.db.ingest_statements import (
     CHECK_VIOLATION,
     CONFLICTING_IDS,
     DROP_APPLIED_PENDING,
+    EXPIRED_LABELS,
     HAS_PENDING,
     INSERT_NEW_ONLY,
     PG_APPLY_PENDING,
     PG_CONFLICTING_IDS,
+    PG_EXPIRED_LABELS,
     PG_INSERT_ALL_OR_FAIL,
     PG_INSERT_NEW_ONLY,
     PG_LABELLED_RANGE,
@@ -52,7 +54,7 @@ from app.db.models import Model
 from app.db.partitions import ensure_days, forget, utc_day
 from app.services.changes import record_changes, record_stored_predictions
 from app.services.errors import ConflictError
-from app.services.ingest_schemas import LabelIn, PredictionRow
+from app.services.ingest_schemas import EARLIEST_TIMESTAMP, LabelIn, PredictionRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,9 @@ class PredictionsResult:
 
 @dataclass(frozen=True, slots=True)
 class LabelsResult:
-    """Outcome of a label batch (distinct ids): ``updated + unchanged + len(pending)``.
+    """Outcome of a label batch (distinct ids): ``updated + unchanged + expired +
+    len(pending)``; ``expired`` counts labels of predictions older than retention keeps
+    (ignored: their windows are expired or about to be).
 
     ``pending_changed`` counts the pending ids whose label was not pending already (new, or
     replacing the other label); ``updated + pending_changed`` labels changed something.
@@ -76,6 +80,7 @@ class LabelsResult:
     unchanged: int
     pending: list[str]
     pending_changed: int
+    expired: int = 0
 
 
 def _insert_partitioned(connection: Connection, params: dict[str, Any], days: set[date]) -> int:
@@ -223,28 +228,41 @@ def _ingest_partitioned(
 
 
 def ingest_labels(
-    session: Session, *, model: Model, labels: Sequence[LabelIn], now: datetime
+    session: Session,
+    *,
+    model: Model,
+    labels: Sequence[LabelIn],
+    now: datetime,
+    earliest: datetime = EARLIEST_TIMESTAMP,
 ) -> LabelsResult:
-    """Apply a batch of labels; ids without a prediction become pending labels."""
+    """Apply a batch of labels; ids without a prediction become pending labels. Labels of
+    predictions with an event time before ``earliest`` (what retention keeps) are ignored and
+    counted as ``expired``: they would bring back windows that retention removes."""
     latest = {item["id"]: item["label"] for item in labels}
     if not latest:
         return LabelsResult(updated=0, unchanged=0, pending=[], pending_changed=0)
     connection = session.connection()
-    params: dict[str, Any] = {"model_id": model.id, "now": now}
+    params: dict[str, Any] = {"model_id": model.id, "now": now, "earliest": earliest}
     partitioned = connection.dialect.name == "postgresql"
     find_unknown = PG_UNKNOWN_LABEL_IDS if partitioned else UNKNOWN_LABEL_IDS
     load_stage(connection, label_stage, list(latest.items()))
     unknown = connection.execute(find_unknown, params).scalars().all()
     if unknown:
         lock_model(connection, model.id, exclusive=True)
+    expired = 0
     if partitioned:
         changed: Sequence[datetime] = []
         lo, hi = connection.execute(PG_LABELLED_RANGE, params).one()
-        if lo is not None:
+        if lo is not None and lo < earliest:
+            expired = connection.execute(PG_EXPIRED_LABELS, params).scalar_one()
+            lo = earliest
+        if lo is not None and lo <= hi:
             bounds = {**params, "lo": lo, "hi": hi}
             connection.execute(PG_LOCK_LABELLED, bounds)
             changed = connection.execute(PG_UPDATE_LABELS, bounds).scalars().all()
     else:
+        if earliest > EARLIEST_TIMESTAMP:
+            expired = connection.execute(EXPIRED_LABELS, params).scalar_one()
         changed = connection.execute(UPDATE_LABELS, params).scalars().all()
     updated = len(changed)
     record_changes(connection, model=model, stamps=changed, now=now)
@@ -259,7 +277,8 @@ def ingest_labels(
             connection.execute(PG_UPSERT_PENDING if partitioned else UPSERT_PENDING, params)
     return LabelsResult(
         updated=updated,
-        unchanged=len(latest) - updated - len(unknown),
+        unchanged=len(latest) - updated - expired - len(unknown),
         pending=list(unknown),
         pending_changed=pending_changed,
+        expired=expired,
     )

@@ -30,6 +30,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.orm import Session
@@ -180,9 +181,20 @@ class ScanResult:
     changed: int
 
 
-def scan_model(session: Session, *, model: Model, now: datetime, margin: timedelta) -> ScanResult:
+def scan_model(
+    session: Session,
+    *,
+    model: Model,
+    now: datetime,
+    margin: timedelta,
+    expired_before: datetime | None = None,
+) -> ScanResult:
     """Record the windows of ``model`` whose predictions changed since the last scan, and
     delete the change records older than ``now - margin`` (the next scan starts there).
+
+    Windows that ended at or before ``expired_before`` (the retention cutoff; None: retention
+    is off) are expired, or about to be: their changes are ignored, so no scan brings back a
+    window that retention removed.
 
     ``now`` must be taken before the session's first statement. The caller commits.
     """
@@ -191,6 +203,10 @@ def scan_model(session: Session, *, model: Model, now: datetime, margin: timedel
     mark = session.get(ModelScan, model.id)
     since = None if mark is None else mark.scanned_at - margin
     starts = changed_windows(session, model_id=model.id, since=since)
+    if expired_before is not None:
+        starts = {
+            start: latest for start, latest in starts.items() if start + step > expired_before
+        }
     states: dict[datetime, WindowState] = {}
     if starts:
         states = {
@@ -267,13 +283,15 @@ class DueWindow:
     end: datetime
 
 
-def _due(model: Model, now: datetime) -> Any:
+def _due(model: Model, now: datetime, expired_before: datetime | None = None) -> Any:
     """SQL: the window state is pending, ended ``grace`` ago (or ended, when a recompute was
-    requested), and not waiting for a retry."""
+    requested), after ``expired_before`` (the retention cutoff, if any), and not waiting for a
+    retry."""
     grace = timedelta(seconds=model.grace_seconds)
     return and_(
         WindowState.model_id == model.id,
         PENDING_WINDOW,
+        true() if expired_before is None else WindowState.ends_at > expired_before,
         or_(
             WindowState.ends_at <= now - grace,
             and_(WindowState.requested_at.is_not(None), WindowState.ends_at <= now),
@@ -282,12 +300,15 @@ def _due(model: Model, now: datetime) -> Any:
     )
 
 
-def due_windows(session: Session, *, model: Model, now: datetime) -> list[DueWindow]:
+def due_windows(
+    session: Session, *, model: Model, now: datetime, expired_before: datetime | None = None
+) -> list[DueWindow]:
     """Pending windows of ``model`` that ended ``grace`` ago (or ended, when a recompute was
-    requested), not waiting for a retry, oldest first (so trailing references exist)."""
+    requested), not waiting for a retry, oldest first (so trailing references exist); none
+    that ended at or before ``expired_before`` (the retention cutoff: retention removes it)."""
     rows = session.execute(
         select(WindowState.starts_at, WindowState.ends_at)
-        .where(_due(model, now))
+        .where(_due(model, now, expired_before))
         .order_by(WindowState.starts_at)
     ).all()
     return [DueWindow(start=start, end=end) for start, end in rows]

@@ -9,6 +9,7 @@ The steps, batch sizes and budgets are in ``docs/storage.md`` ("Retention").
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -20,14 +21,25 @@ from sqlalchemy import bindparam, delete, select, text, union
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Model, UTCDateTime, WindowResult, WindowScores, WindowState
+from app.db.models import (
+    Model,
+    UTCDateTime,
+    WindowChange,
+    WindowResult,
+    WindowScores,
+    WindowState,
+)
 from app.db.partitions import (
     attached_days,
     day_start,
     ensure_partitions,
     partition_name,
 )
+from app.db.sqlstate import is_lock_timeout
+from app.services.window_locks import lock_model_for_scan
 from app.timeline import window_length
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH: Final = 50_000
 #: heap pages of an expired day partition whose ids one registry batch deletes (some 50,000)
@@ -43,6 +55,9 @@ _EXPIRED = re.compile(r"^expired_predictions_\d{8}$")
 _DAY: Final = timedelta(days=1)
 #: windows of a model expired by one batch (three DELETEs with this many bound instants)
 WINDOW_BATCH: Final = 500
+#: the tables of a window's results, in the one order every writer of them takes their rows
+#: (a window's computation replaces results, then scores, then updates its state)
+WINDOW_TABLES: Final = (WindowResult, WindowScores, WindowState)
 
 _BEFORE = bindparam("before", type_=UTCDateTime())
 _DELETE_PREDICTIONS = text(
@@ -84,13 +99,20 @@ def expire_pending_labels(session: Session, *, before: datetime) -> int:
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
-def expire_windows_batch(
-    session: Session, *, model_id: int, length: timedelta, before: datetime, limit: int
-) -> int:
-    """Delete at most ``limit`` windows of a model (windows of ``length``) that ended at or
-    before ``before``: their state, results and scores. Returns how many windows (distinct
-    starts) were deleted; fewer than ``limit`` means none is left."""
-    last_start = before - length
+def expire_windows_batch(session: Session, *, model: Model, before: datetime, limit: int) -> int:
+    """Delete at most ``limit`` windows of ``model`` that ended at or before ``before``: their
+    results, scores and state, and the change records of every such window (so that no scan
+    finds them again). Returns how many windows (distinct starts) were deleted; fewer than
+    ``limit`` means none is left.
+
+    The model lock is taken first (PostgreSQL; it waits for the model's windows being
+    computed, and none starts until this transaction ends), then the tables are written in the
+    order a window's computation writes them (results, scores, state): retention and
+    computation never wait for each other's rows in opposite orders.
+    """
+    model_id = model.id
+    last_start = before - window_length(model.window)
+    lock_model_for_scan(session, model=model)
     starts = list(
         session.scalars(
             union(
@@ -98,16 +120,21 @@ def expire_windows_batch(
                     select(table.starts_at).where(
                         table.model_id == model_id, table.starts_at <= last_start
                     )
-                    for table in (WindowState, WindowResult, WindowScores)
+                    for table in WINDOW_TABLES
                 )
             )
             .order_by("starts_at")
             .limit(limit)
         )
     )
+    session.execute(
+        delete(WindowChange).where(
+            WindowChange.model_id == model_id, WindowChange.starts_at <= last_start
+        )
+    )
     if not starts:
         return 0
-    for table in (WindowScores, WindowResult, WindowState):
+    for table in WINDOW_TABLES:
         session.execute(
             delete(table).where(table.model_id == model_id, table.starts_at.in_(starts))
         )
@@ -259,6 +286,33 @@ def expire_partitions(
     return removed
 
 
+def _expire_windows(
+    session_factory: sessionmaker[Session], *, model: Model, before: datetime, window_batch: int
+) -> int:
+    """Expire the windows of ``model`` that ended by ``before``, batch by batch; returns how
+    many. A batch that waits for the model's lock beyond ``lock_timeout`` (a window of the
+    model computed for that long) leaves the rest to the next run."""
+    expired = 0
+    while True:
+        with session_factory() as session:
+            try:
+                deleted = expire_windows_batch(
+                    session, model=model, before=before, limit=window_batch
+                )
+                session.commit()
+            except OperationalError as exc:
+                if not is_lock_timeout(exc):
+                    raise
+                logger.info(
+                    "window expiry postponed: a window of the model is being computed",
+                    extra={"model": model.name},
+                )
+                return expired
+        expired += deleted
+        if deleted < window_batch:
+            return expired
+
+
 def run_retention(
     session_factory: sessionmaker[Session],
     *,
@@ -279,33 +333,23 @@ def run_retention(
     if cutoff is None:
         return RetentionResult(cutoff=None, predictions=0, pending_labels=0)
     with session_factory() as session:
-        models = list(session.execute(select(Model.id, Model.window).order_by(Model.id)))
+        models = list(session.scalars(select(Model).order_by(Model.id)))
     predictions = windows = 0
     if partitioned:
         predictions = expire_partitions(session_factory, before=cutoff, budget=key_seconds)
-    for model_id, window in models:
+    for model in models:
         while not partitioned:
             with session_factory() as session:
                 deleted = expire_predictions_batch(
-                    session, model_id=model_id, before=cutoff, limit=batch_size
+                    session, model_id=model.id, before=cutoff, limit=batch_size
                 )
                 session.commit()
             predictions += deleted
             if deleted < batch_size:
                 break
-        while True:
-            with session_factory() as session:
-                deleted = expire_windows_batch(
-                    session,
-                    model_id=model_id,
-                    length=window_length(window),
-                    before=cutoff,
-                    limit=window_batch,
-                )
-                session.commit()
-            windows += deleted
-            if deleted < window_batch:
-                break
+        windows += _expire_windows(
+            session_factory, model=model, before=cutoff, window_batch=window_batch
+        )
     with session_factory() as session:
         pending = expire_pending_labels(session, before=cutoff)
         session.commit()

@@ -240,6 +240,11 @@ def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
     return int(overflow.get("predictions") or 0)
 
 
+class WindowChangedError(Exception):
+    """The window's state or its model's configuration changed after the window's inputs were
+    read: nothing was stored, and the window is planned again if still due."""
+
+
 def _claim(
     session: Session,
     *,
@@ -248,18 +253,45 @@ def _claim(
     now: datetime,
     instance: str,
     only_due: bool,
-) -> WindowState | None:
-    """Begin the window's transaction under its claim and read the window's state: None when
-    another scheduler holds the claim, the window has no state, or (``only_due``) it is no
-    longer due in this snapshot."""
+) -> tuple[Model, WindowState] | None:
+    """Begin the window's transaction under its claim and read, in its snapshot, the model's
+    configuration and the window's state: None when another scheduler holds the claim, the
+    model or the window's state is gone, the model's reference kind is no longer the one the
+    claim was taken for, or (``only_due``) the window is no longer due in this snapshot.
+
+    ``model`` may have been read long before (the scheduler's plan): only its id and reference
+    kind choose the claim; everything computed uses the configuration read here."""
     if not begin_window(session, model=model, start=start, instance=instance):
+        return None
+    current = session.get(Model, model.id, populate_existing=True)
+    if current is None or current.reference_kind != model.reference_kind:
         return None
     state = session.get(WindowState, (model.id, start))
     if state is None:
         return None
-    if only_due and not still_due(session, model=model, state=state, now=now):
+    if only_due and not still_due(session, model=current, state=state, now=now):
         return None
-    return state
+    return current, state
+
+
+def _confirm_current(session: Session, *, model: Model, state: WindowState, version: int) -> None:
+    """Raise :class:`WindowChangedError` unless the model's configuration and the window's
+    version are still those the window was computed with. On PostgreSQL the model's row is
+    locked ``FOR SHARE`` until commit, so a configuration change waits for this window (and a
+    change committed since the snapshot makes the lock fail as a serialisation failure); on
+    SQLite, whose reads were committed before the evaluation, the stored values are compared."""
+    updated_at = session.scalar(
+        select(Model.updated_at).where(Model.id == model.id).with_for_update(read=True)
+    )
+    stored = session.scalar(
+        select(WindowState.version).where(
+            WindowState.model_id == state.model_id, WindowState.starts_at == state.starts_at
+        )
+    )
+    if updated_at != model.updated_at or stored != version:
+        raise WindowChangedError(
+            f"window {state.starts_at.isoformat()} of model {model.id} changed while computed"
+        )
 
 
 def _read_inputs(
@@ -444,7 +476,10 @@ def compute_window(
     writes (SQLite: the reads were committed before the evaluation).
 
     ``now`` is taken before the transaction begins; it becomes the window's checkpoint.
-    Returns None when the window has no state or another scheduler is computing it.
+    Returns None when the window has no state or another scheduler is computing it. Raises
+    :class:`WindowChangedError` (storing nothing) when the model's configuration or the
+    window's version changed while it was computed: what is stored was always computed with
+    the configuration current at commit.
     ``pause_before_commit`` (a testing hook) sleeps after everything is written.
 
     ``only_due`` (the scheduler's claims): return None, computing nothing, unless the window
@@ -452,9 +487,12 @@ def compute_window(
     it was planned) and, for a trailing reference, no older window of the model is due (it
     must be computed first, being part of this window's reference).
     """
-    state = _claim(session, model=model, start=start, now=now, instance=instance, only_due=only_due)
-    if state is None:
+    claimed = _claim(
+        session, model=model, start=start, now=now, instance=instance, only_due=only_due
+    )
+    if claimed is None:
         return None
+    model, state = claimed
     version = state.version
     end = start + window_length(model.window)
     segments, references, rows = _load_window(
@@ -478,6 +516,7 @@ def compute_window(
     )
     predictions = int(rows.scores.size)
     del rows
+    _confirm_current(session, model=model, state=state, version=version)
     overflow_added = overflow["predictions"] and max(
         0, overflow["predictions"] - _stored_overflow(session, model=model, start=start)
     )

@@ -40,6 +40,7 @@ from app.services.ingest_schemas import (
     PREDICTION_BATCH,
     PREDICTIONS,
     PROBABILITY_PREDICTIONS,
+    earliest_timestamp,
     prediction_rows,
 )
 
@@ -90,15 +91,24 @@ def send_predictions(
     openapi_extra=json_request_body("LabelBatch", LABEL_BATCH),
     responses=WRITE_ERRORS,
 )
-def send_labels(model: ModelName, body: JsonBody, session: SessionDep) -> LabelsOut:
-    """Label up to 10,000 predictions; labels of unknown ids wait for their prediction."""
+def send_labels(
+    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep
+) -> LabelsOut:
+    """Label up to 10,000 predictions; labels of unknown ids wait for their prediction, and
+    labels of predictions older than the retention period are ignored."""
     now = datetime.now(UTC)
+    earliest = earliest_timestamp(now, settings.retention_days)
 
     def work() -> LabelsResult:
         stored = existing_model(session, model)
         labels = parse_json(LABEL_BATCH.validate_json, body)["labels"]
-        return ingest_labels(session, model=stored, labels=labels, now=now)
+        return ingest_labels(session, model=stored, labels=labels, now=now, earliest=earliest)
 
     result = in_transaction(session, work)
     instruments.LABELS_INGESTED.labels(model).inc(result.updated + result.pending_changed)
-    return LabelsOut(updated=result.updated, unchanged=result.unchanged, pending=result.pending)
+    return LabelsOut(
+        updated=result.updated,
+        unchanged=result.unchanged,
+        pending=result.pending,
+        expired=result.expired,
+    )

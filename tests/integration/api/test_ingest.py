@@ -504,7 +504,7 @@ class TestLabels:
             [{"id": "a", "label": 0}, {"id": "b", "label": 1}, {"id": "zz", "label": 1}],
         )
         assert response.status_code == 200
-        assert response.json() == {"updated": 1, "unchanged": 1, "pending": ["zz"]}
+        assert response.json() == {"updated": 1, "unchanged": 1, "pending": ["zz"], "expired": 0}
         after = stored_predictions(fraud)
         assert after["a"]["label"] == 0
         assert after["a"]["labelled_at"] is not None
@@ -526,6 +526,7 @@ class TestLabels:
             "updated": 0,
             "unchanged": 1,
             "pending": [],
+            "expired": 0,
         }
 
     def test_pending_label_replaced_by_later_label(self, fraud: TestClient) -> None:
@@ -554,7 +555,7 @@ class TestLabels:
     def test_last_label_of_an_id_in_a_batch_wins(self, fraud: TestClient) -> None:
         post_predictions(fraud, [prediction("a")])
         batch = [{"id": "a", "label": 1}, {"id": "a", "label": 0}]
-        assert post_labels(fraud, batch).json() == {"updated": 1, "unchanged": 0, "pending": []}
+        assert post_labels(fraud, batch).json() == {"updated": 1, "unchanged": 0, "pending": [], "expired": 0}
         assert stored_predictions(fraud)["a"]["label"] == 0
 
     def test_invalid_label_rejects_the_batch(self, fraud: TestClient) -> None:

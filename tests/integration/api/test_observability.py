@@ -75,7 +75,7 @@ def test_labels_counter_counts_only_labels_that_changed_something(client: TestCl
         ],
         model="obs",
     )
-    assert first.json() == {"updated": 1, "unchanged": 1, "pending": ["p", "q"]}
+    assert first.json() == {"updated": 1, "unchanged": 1, "pending": ["p", "q"], "expired": 0}
     middle = _samples(client)
     again = post_labels(
         client,
@@ -88,7 +88,7 @@ def test_labels_counter_counts_only_labels_that_changed_something(client: TestCl
         ],
         model="obs",
     )
-    assert again.json() == {"updated": 1, "unchanged": 1, "pending": ["p", "q", "r"]}
+    assert again.json() == {"updated": 1, "unchanged": 1, "pending": ["p", "q", "r"], "expired": 0}
     rejected = post_labels(client, [{"id": "a", "label": 1}, {"id": "c", "label": 5}], "obs")
     assert rejected.status_code == 422
     after = _samples(client)
