@@ -32,7 +32,8 @@ from tests.integration.scheduler.helpers import (
 )
 
 FIXED_2020 = {"kind": "fixed", "start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}
-NEW_CONFIG = {"threshold": 0.7, "pi0": [0.2]}
+NEW_THRESHOLD = 0.7
+NEW_CONFIG: dict[str, Any] = {"threshold": NEW_THRESHOLD, "pi0": [0.2]}
 
 
 def _load(env: Env, name: str, windows: int, **config: Any) -> Batch:
@@ -69,7 +70,7 @@ def _assert_new_config(env: Env, name: str, batch: Batch, starts: list[datetime]
     for start, result in results.items():
         record = result.record
         assert set(record["calibrated"]) == {"reference", "0.2"}, start
-        expected = _precision(batch.where(start, start + FIVE_MINUTES), NEW_CONFIG["threshold"])
+        expected = _precision(batch.where(start, start + FIVE_MINUTES), NEW_THRESHOLD)
         assert record["regular"]["precision"] == pytest.approx(expected), start
 
 
