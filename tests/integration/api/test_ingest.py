@@ -555,7 +555,12 @@ class TestLabels:
     def test_last_label_of_an_id_in_a_batch_wins(self, fraud: TestClient) -> None:
         post_predictions(fraud, [prediction("a")])
         batch = [{"id": "a", "label": 1}, {"id": "a", "label": 0}]
-        assert post_labels(fraud, batch).json() == {"updated": 1, "unchanged": 0, "pending": [], "expired": 0}
+        assert post_labels(fraud, batch).json() == {
+            "updated": 1,
+            "unchanged": 0,
+            "pending": [],
+            "expired": 0,
+        }
         assert stored_predictions(fraud)["a"]["label"] == 0
 
     def test_invalid_label_rejects_the_batch(self, fraud: TestClient) -> None:
