@@ -51,7 +51,8 @@ def session_cookie(response: httpx.Response) -> str:
 def opens_ui(client: TestClient, value: str) -> int:
     """The status of ``/ui`` with only the session cookie ``value``."""
     client.cookies.clear()
-    return client.get("/ui", headers={"Cookie": f"{COOKIE}={value}"}).status_code
+    status: int = client.get("/ui", headers={"Cookie": f"{COOKIE}={value}"}).status_code
+    return status
 
 
 def stored_sessions(client: TestClient) -> list[Any]:
