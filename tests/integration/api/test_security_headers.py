@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.server import HEAD_TOO_LARGE, MALFORMED, REQUEST_TIMEOUT
 from tests.integration.conftest import ClientFactory
 
 #: a script element without a ``src``: inline code
@@ -102,3 +103,11 @@ def test_the_docs_load_their_start_up_script_from_the_package(sqlite_client: Tes
         for asset in re.findall(r'(?:src|href)="([^"]+)"', page):
             assert asset.startswith("/"), asset
             assert sqlite_client.get(asset).status_code == 200, asset
+
+
+def test_answers_written_before_the_application_say_nosniff() -> None:
+    """The 400, 408 and 431 the server writes to the socket itself (``app.api.server``;
+    ``tests/e2e/test_slow_clients.py`` provokes them)."""
+    for answer in (MALFORMED, REQUEST_TIMEOUT, HEAD_TOO_LARGE):
+        head = answer.split(b"\r\n\r\n")[0].lower().split(b"\r\n")
+        assert b"x-content-type-options: nosniff" in head, head
