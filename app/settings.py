@@ -29,7 +29,8 @@ def parse_tokens(text: str, *, source: str) -> dict[str, frozenset[str]]:
 
     Blank entries and lines starting with ``#`` are ignored. The token is everything before the
     last ``:`` (so base64 tokens with ``+`` or ``/`` work); it must be at least
-    ``MIN_TOKEN_LENGTH`` characters without spaces. ``ValueError`` names the bad entry's
+    ``MIN_TOKEN_LENGTH`` printable characters without spaces. Any Unicode is accepted: the API
+    and the web view compare tokens as UTF-8 bytes. ``ValueError`` names the bad entry's
     position in ``source``, never the token itself.
     """
     tokens: dict[str, frozenset[str]] = {}
@@ -44,10 +45,10 @@ def parse_tokens(text: str, *, source: str) -> dict[str, frozenset[str]]:
         scopes = frozenset(s.strip() for s in scope_text.split("+") if s.strip())
         if not sep or not token:
             raise ValueError(f"{source}: entry {position} is not of the form token:scope+scope")
-        if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() for c in token):
+        if len(token) < MIN_TOKEN_LENGTH or not token.isprintable() or " " in token:
             raise ValueError(
                 f"{source}: token of entry {position} must be at least {MIN_TOKEN_LENGTH} "
-                "characters without spaces"
+                "printable characters without spaces"
             )
         unknown = scopes - SCOPES
         if not scopes or unknown:
@@ -116,6 +117,20 @@ class Settings(BaseSettings):
         description="write requests per second per token and API worker (429 beyond); 0 = off",
     )
     write_rate_burst: int = Field(default=50, ge=1, description="write requests in one burst")
+    ui_session_ttl: int = Field(
+        default=12 * 3600,
+        ge=60,
+        le=30 * 24 * 3600,
+        description="seconds a web view login lasts (from logging in; the cookie's Max-Age)",
+    )
+    login_failure_rate: float = Field(
+        default=5.0,
+        gt=0,
+        description="failed web view logins per minute per client address (429 beyond)",
+    )
+    login_failure_burst: int = Field(
+        default=10, ge=1, description="failed web view logins an address may make at once"
+    )
     max_models: int = Field(
         default=100,
         ge=1,

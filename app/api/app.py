@@ -93,6 +93,7 @@ def create_app(
         if settings.write_rate_limit > 0
         else None
     )
+    app.state.login_limiter = ui.login_limiter(settings)
     install_error_handlers(app)
     install_openapi(app)
     routers = (models.router, ingest.router, windows.router, health.router)

@@ -2,7 +2,9 @@
 
 Scopes: ``read`` (GET models and windows), ``write`` (predictions and labels), ``admin`` (PUT
 models, recompute) which implies ``read`` and ``write``. A bearer token is compared with every
-configured token in constant time. With no token configured every request is allowed (the
+configured token in constant time, as bytes: the header's bytes as the client sent them against
+the configured token in UTF-8, so a token outside ASCII works as it does in the web view's login
+form. With no token configured every request is allowed (the
 commands then only bind loopback addresses). Routes declare their scope with
 ``Security(authorize, scopes=[...])`` over :data:`bearer` (FastAPI's ``HTTPBearer``), so the
 OpenAPI document names the scheme and the scope of each operation.
@@ -71,6 +73,23 @@ SessionDep = Annotated[Session, Depends(get_session)]
 ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="model name")]
 
 
+def header_bytes(value: str) -> bytes:
+    """The bytes a client sent in a header: the ASGI server hands them over as Latin-1 text,
+    one character per byte, whatever their encoding (UTF-8 for curl and browsers)."""
+    return value.encode("latin-1")
+
+
+def bearer_credential(request: Request) -> bytes:
+    """The credential of the request's ``Authorization: Bearer`` header as sent, or b""."""
+    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+    return header_bytes(credential.strip()) if scheme.lower() == "bearer" else b""
+
+
+def granted_scopes(scopes: frozenset[str]) -> frozenset[str]:
+    """``scopes`` with the scopes they imply (``admin``: ``read`` and ``write``)."""
+    return frozenset().union(*(IMPLIED_SCOPES[scope] for scope in scopes))
+
+
 def matched_token(
     tokens: list[tuple[bytes, frozenset[str]]], credential: bytes
 ) -> tuple[int, frozenset[str]]:
@@ -82,7 +101,7 @@ def matched_token(
         if hmac.compare_digest(token, credential):
             granted = granted | scopes
             position = index
-    return position, frozenset().union(*(IMPLIED_SCOPES[scope] for scope in granted))
+    return position, granted_scopes(granted)
 
 
 def _check_rate(request: Request, key: int) -> None:
@@ -121,7 +140,7 @@ def authorize(
     credential = credentials.credentials.strip() if credentials is not None else ""
     if not credential:
         raise ApiError(401, "unauthorized", "a bearer token is required", headers=challenge)
-    position, scopes = matched_token(tokens, credential.encode())
+    position, scopes = matched_token(tokens, header_bytes(credential))
     if not scopes:
         raise ApiError(401, "unauthorized", "unknown bearer token", headers=challenge)
     if scope not in scopes:

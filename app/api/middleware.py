@@ -1,4 +1,9 @@
-"""ASGI middleware around every request: request id, body size limit, access log, metrics.
+"""ASGI middleware around every request: request id, body size limit, access log, metrics,
+and the headers every answer carries.
+
+Every answer says ``X-Content-Type-Options: nosniff`` (a browser never runs a JSON body or a
+static file as another type), and one without its own Content-Security-Policy gets
+:data:`DEFAULT_POLICY`, which lets nothing run or load (pages set theirs).
 
 The body limit applies before the application parses anything: an announced
 ``Content-Length`` over it, or a streamed body as it crosses it (:class:`BodyTooLargeError`),
@@ -31,6 +36,9 @@ logger = logging.getLogger("calmon.access")
 REQUEST_ID_HEADER: Final = "x-request-id"
 #: status recorded (never sent) for a request whose client left before sending all of it
 CLIENT_CLOSED_REQUEST: Final = 499
+#: the policy of answers that set none: JSON, static files (an SVG opened alone is a document)
+DEFAULT_POLICY: Final = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'"
+_CSP: Final = b"content-security-policy"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _DOC_PATHS: Final = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _PREDICTIONS_PATH = re.compile(r"^/v1/models/[^/]+/predictions$")
@@ -71,10 +79,12 @@ class RequestContextMiddleware:
             if message["type"] == "http.response.start":
                 state["status"] = message["status"]
                 state["started"] = True
-                message["headers"] = [
-                    *message.get("headers", []),
-                    (REQUEST_ID_HEADER.encode(), request_id.encode()),
-                ]
+                message["headers"] = with_safe_headers(
+                    [
+                        *message.get("headers", []),
+                        (REQUEST_ID_HEADER.encode(), request_id.encode()),
+                    ]
+                )
             await send(message)
 
         received = 0
@@ -159,6 +169,16 @@ class RequestContextMiddleware:
                 "duration_ms": round(seconds * 1000, 2),
             },
         )
+
+
+def with_safe_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` with ``X-Content-Type-Options: nosniff``, and :data:`DEFAULT_POLICY` unless
+    they carry a Content-Security-Policy."""
+    out = [(name, value) for name, value in headers if name.lower() != b"x-content-type-options"]
+    out.append((b"x-content-type-options", b"nosniff"))
+    if not any(name.lower() == _CSP for name, _ in out):
+        out.append((_CSP, DEFAULT_POLICY.encode()))
+    return out
 
 
 def _path_of(route: Any) -> str | None:

@@ -31,6 +31,7 @@ def raw_error(status: int, reason: str, code: str, message: str) -> bytes:
     body = orjson.dumps({"error": {"code": code, "message": message, "details": []}})
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        "x-content-type-options: nosniff\r\n"
         f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body

@@ -331,6 +331,25 @@ class WindowScores(Base):
     negatives: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class WebSession(Base):
+    """A login of the web view (``docs/ui.md``, "Tokens"): the browser's cookie holds a random
+    session id, this row only its SHA-256 (``id_hash``), so a copy of the table opens nothing.
+
+    ``token_key`` is a slow, salted digest of the token that logged in: a session is honoured
+    only while that token is configured with ``read``, and grants ``scopes`` (``read``) at
+    most. ``expires_at`` is fixed at login; expired rows are deleted by the next login.
+    """
+
+    __tablename__ = "web_sessions"
+    __table_args__ = (Index("ix_web_sessions_expires_at", "expires_at"),)
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_key: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+
 @event.listens_for(Prediction, "before_insert")
 def _make_partition(_mapper: Any, connection: Connection, target: Prediction) -> None:
     """On PostgreSQL, make the day partition of a prediction stored through the ORM if it is

@@ -3,7 +3,7 @@
 Pure functions: the routes (:mod:`app.api.routes.ui`) read the records through the services and
 pass them here. Every value that comes from a record or a request is escaped. Pages carry
 their small style sheet inline and load nothing: the routes send them with a Content-Security-
-Policy that forbids scripts and every other host.
+Policy that forbids scripts and every other host. Logging out is a form (POST), not a link.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ tr.selected td{background:#fff6d6}
 form.inline{display:flex;gap:12px;align-items:end;flex-wrap:wrap}
 label{display:flex;flex-direction:column;font-size:.9em}
 .error{color:#9b1c1c}
+form.logout{display:inline}form.logout button{font:inherit;padding:0;border:0;background:none;
+color:#1f5fa8;text-decoration:underline;cursor:pointer}
 svg.chart{max-width:100%;height:auto;display:block}
 svg text{font:12px system-ui,sans-serif;fill:#333}
 svg .label{font-size:13px}
@@ -72,8 +74,14 @@ VERDICT_CLASS: Final[dict[Verdict, str]] = {
 
 
 def _page(title: str, body: str, *, nav: bool = True, logout: bool = False) -> str:
-    """A whole page; ``logout`` adds the log-out link (tokens configured)."""
-    out = ' · <a href="/ui/logout">log out</a>' if logout else ""
+    """A whole page; ``logout`` adds the log-out button (tokens configured): a form, since
+    logging out is a POST."""
+    out = (
+        ' · <form class="logout" method="post" action="/ui/logout">'
+        '<button type="submit">log out</button></form>'
+        if logout
+        else ""
+    )
     links = (
         f'<nav><a href="/ui">models</a> · <a href="/docs">API docs</a>{out}</nav>' if nav else ""
     )

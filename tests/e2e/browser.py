@@ -7,7 +7,8 @@ missing. Without a browser the tests are skipped with a warning; with
 
 :class:`Offline` makes a browser context behave as on a network without internet: every request
 is recorded, those to the server go through, any other is aborted, so a page that needs another
-host shows it both in the list and in its rendering.
+host shows it both in the list and in its rendering. It also records what the pages log to the
+console, so a test sees a script or style the Content-Security-Policy refused.
 """
 
 from __future__ import annotations
@@ -21,11 +22,20 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import urlsplit
 
-from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    Route,
+    sync_playwright,
+)
 
 from tests.support import not_run
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
+#: where ReDoc's menu loads its maker's logo from (refused: ``docs/ui.md``)
+REDOC_LOGO_HOST: Final = "cdn.redoc.ly"
 
 
 def chromium_path() -> str | None:
@@ -69,6 +79,7 @@ class Offline:
     browser: Browser
     base: str
     requested: list[str] = field(default_factory=list)
+    console: list[str] = field(default_factory=list)
 
     def _route(self, route: Route) -> None:
         url = route.request.url
@@ -83,10 +94,23 @@ class Offline:
         """A fresh context (own cookies) whose requests go through the recorder."""
         context = self.browser.new_context(viewport={"width": 1280, "height": 900}, **options)  # type: ignore[arg-type]
         context.route("**/*", self._route)
+        context.on("console", self._log)
         try:
             yield context
         finally:
             context.close()
+
+    def _log(self, message: ConsoleMessage) -> None:
+        self.console.append(f"{message.type}: {message.text}")
+
+    def refused_by_policy(self) -> list[str]:
+        """Every console message about something the Content-Security-Policy refused, but
+        ReDoc's side-menu logo from its maker's host, which the policy keeps out on purpose."""
+        return [
+            text
+            for text in self.console
+            if "Content Security Policy" in text and REDOC_LOGO_HOST not in text
+        ]
 
     def elsewhere(self) -> list[str]:
         """Every recorded request to another host."""

@@ -11,12 +11,14 @@ without internet, :class:`tests.e2e.browser.Offline`):
 - ``/docs`` renders Swagger UI's operations and ``/redoc`` ReDoc's menu;
 - a model of 500 windows (the simulated records stored again at earlier times) loads within
   the 1 s budget (the fastest of 5 loads; ``bench/ui.py`` reports the median);
-- nothing was requested from another host.
+- nothing was requested from another host, and the pages' Content-Security-Policy refused
+  nothing (no inline script in ``/docs`` or ``/redoc``).
 
 `calmon api` with tokens checks the tokens rule: no token gives the login form (401), a wrong
-one or one without ``read`` shows it again with the reason, a ``read`` token sets an HttpOnly,
-SameSite=Strict cookie that opens the pages but not the JSON API, a bearer header works too,
-and logging out closes the pages again.
+one or one without ``read`` shows it again with the reason, a ``read`` token starts a session
+whose HttpOnly, SameSite=Strict cookie (a random id, not the token) opens the pages but not the
+JSON API, a bearer header works too, and the log-out button closes the pages again, for a
+copy of the cookie as well.
 
 Screenshots of the model page and the list are kept in the test's temporary directory.
 """
@@ -163,6 +165,7 @@ def offline(browser: Browser, served: Served) -> Iterator[Offline]:
     yield recorder
     assert recorder.requested, "the recorder saw no request"
     assert recorder.elsewhere() == []
+    assert recorder.refused_by_policy() == []
 
 
 def test_model_page_renders_its_charts_and_verdicts(served: Served, offline: Offline) -> None:
@@ -279,6 +282,7 @@ def test_tokens_rule(tmp_path: Path, browser: Browser) -> None:
             page.wait_for_url(f"{base}/ui/models/m")
             assert page.locator("h1").inner_text() == "m"
             (cookie,) = context.cookies()
+            assert cookie["value"] != READ_TOKEN
             assert cookie["httpOnly"]
             assert cookie["sameSite"] == "Strict"
             assert not cookie["secure"]  # plain http here; Secure over https
@@ -287,10 +291,14 @@ def test_tokens_rule(tmp_path: Path, browser: Browser) -> None:
             jar = {"Cookie": f"{cookie['name']}={cookie['value']}"}
             assert httpx.get(f"{base}/v1/models", headers=jar).status_code == 401
             assert httpx.get(f"{base}/ui", headers=jar).status_code == 200
-            page.goto(f"{base}/ui/logout")
-            assert page.url.startswith(f"{base}/ui/login")
+            assert httpx.get(f"{base}/ui/logout", headers=jar).status_code == 405
+            page.get_by_role("button", name="log out").click()
+            page.wait_for_url(f"{base}/ui/login")
             assert context.cookies() == []
             response = page.goto(f"{base}/ui")
             assert response is not None
             assert response.status == 401
+            # a copy of the cookie ended with the session
+            assert httpx.get(f"{base}/ui", headers=jar).status_code == 401
         assert recorder.elsewhere() == []
+        assert recorder.refused_by_policy() == []

@@ -1,11 +1,17 @@
 """Routes of the web view: ``/`` (redirect), ``/ui``, ``/ui/models/{model}``, ``/ui/login``,
 ``/ui/logout`` and the package's static files under ``/ui/static``.
 
-Tokens rule: with no token configured the pages are open, like the API. Otherwise a page needs
-a token with the ``read`` scope, given as ``Authorization: Bearer`` or as the HttpOnly,
-SameSite=Strict cookie that the login form sets (Secure over https). The cookie is accepted by
-these pages only, never by the JSON API, so a browser holding it cannot be made to write.
-Without a good token a page answers 401 with the login form.
+Tokens rule (``docs/ui.md``, "Tokens"): with no token configured the pages are open, like the
+API. Otherwise a page needs a token with the ``read`` scope as ``Authorization: Bearer``, or
+the cookie of a web session that the login form starts (:mod:`app.services.web_sessions`): a
+random id, never the token, HttpOnly, SameSite=Strict, path ``/ui``, Secure over https. A
+session grants ``read`` only, whatever the token's scopes, and is accepted by these pages only,
+never by the JSON API, so a browser holding it cannot be made to write. Without access a page
+answers 401 with the login form.
+
+Login and logout are POST only and refused (403) when a browser says the form came from
+another site (``Origin``, ``Sec-Fetch-Site``). Failed logins are limited per client address;
+past the limit the form answers 429 whatever the token, so guessing learns nothing more.
 
 Records are read with the services the window API uses (:func:`list_window_results`) and the
 latest windows as the exporter reads them (:func:`load_latest_windows`).
@@ -13,30 +19,51 @@ latest windows as the exporter reads them (:func:`load_latest_windows`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import UTC, datetime
+import ipaddress
+from collections.abc import Hashable, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from app.api.deps import ModelName, SessionDep, matched_token
+from app.api.deps import (
+    ModelName,
+    SessionDep,
+    bearer_credential,
+    granted_scopes,
+    matched_token,
+)
+from app.api.errors import ApiError
+from app.api.ratelimit import RateLimiter
 from app.catalogue import REGULAR_METRICS
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, load_latest_windows
 from app.names import SEGMENT_OR_ALL_PATTERN
 from app.services.models import get_model, list_models
+from app.services.web_sessions import (
+    end_web_session,
+    session_scopes,
+    start_web_session,
+    token_key,
+)
 from app.services.window_results import MAX_PAGE, list_window_results
+from app.settings import Settings
 from app.timeline import window_length
 from app.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
 from app.ui.verdict import alerts, is_stale
 
 STATIC: Final = Path(__file__).resolve().parents[2] / "ui" / "static"
-COOKIE: Final = "calmon_ui_token"
+COOKIE: Final = "calmon_ui_session"
+#: what a web session may do, whatever the token that started it: the pages only read
+SESSION_SCOPES: Final = frozenset({"read"})
+#: ``Sec-Fetch-Site`` values of a request a page of this server (or the user) made
+SAME_ORIGIN_FETCH: Final = frozenset({"same-origin", "none"})
 #: windows shown by default on a model page, and at most
 DEFAULT_LAST: Final = 500
 MAX_LAST: Final = 5_000
@@ -44,7 +71,7 @@ DEFAULT_METRIC: Final = "roc_auc"
 #: no script, no frame, nothing from another host: the pages are HTML and inline SVG
 PAGE_POLICY: Final = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    "frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 )
 
 router = APIRouter(include_in_schema=False)
@@ -69,27 +96,38 @@ def _safe_next(path: str | None) -> str:
     return "/ui"
 
 
-def has_read_access(request: Request) -> bool:
-    """Whether the request may see the pages: no token configured, or a token with the
-    ``read`` scope in the bearer header or the login cookie."""
+def _read_token_keys(tokens: list[tuple[bytes, frozenset[str]]]) -> list[str]:
+    """The session keys of the configured tokens that may read."""
+    return [token_key(token) for token, scopes in tokens if "read" in granted_scopes(scopes)]
+
+
+def has_read_access(request: Request, session: Session) -> bool:
+    """Whether the request may see the pages: no token configured, a token with the ``read``
+    scope in the bearer header, or the cookie of a live web session whose token still has it."""
     tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
     if not tokens:
         return True
-    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-    presented = credential.strip() if scheme.lower() == "bearer" else ""
-    presented = presented or request.cookies.get(COOKIE, "")
-    if not presented:
+    presented = bearer_credential(request)
+    if presented:
+        return "read" in matched_token(tokens, presented)[1]
+    session_id = request.cookies.get(COOKIE, "")
+    if not session_id:
         return False
-    _, scopes = matched_token(tokens, presented.encode())
+    scopes = session_scopes(
+        session,
+        session_id=session_id,
+        now=datetime.now(UTC),
+        token_keys=_read_token_keys(tokens),
+    )
     return "read" in scopes
 
 
-def _login_required(request: Request) -> HTMLResponse | None:
+def _login_required(request: Request, session: Session) -> HTMLResponse | None:
     """The 401 login form when the request may not see the page, else None."""
-    if has_read_access(request):
+    if has_read_access(request, session):
         return None
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    error = "log in with a token that has the read scope" if COOKIE in request.cookies else None
+    error = "your session has ended: log in again" if COOKIE in request.cookies else None
     return _html(login_page(error=error, next_path=_safe_next(target)), 401)
 
 
@@ -128,7 +166,7 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
 @router.get("/ui", response_class=HTMLResponse)
 def ui_index(request: Request, session: SessionDep) -> Response:
     """Every model with its latest window and alert-worthy state."""
-    if (denied := _login_required(request)) is not None:
+    if (denied := _login_required(request, session)) is not None:
         return denied
     now = datetime.now(UTC)
     latest = _latest_by_model(session)
@@ -184,7 +222,7 @@ def ui_model(
 ) -> Response:
     """Charts over the latest ``last`` windows of one segment, the reliability diagram of
     ``window`` (a window start; default the latest) and the verdict per window."""
-    if (denied := _login_required(request)) is not None:
+    if (denied := _login_required(request, session)) is not None:
         return denied
     stored = get_model(session, name=model)
     if stored is None:
@@ -223,7 +261,7 @@ def ui_login_form(request: Request, next: str | None = None) -> Response:
 
 
 def _cookie_attributes(request: Request) -> dict[str, Any]:
-    """The login cookie's attributes, the same when it is set and when it is deleted: the
+    """The session cookie's attributes, the same when it is set and when it is deleted: the
     pages only, no script access, no cross-site sending, HTTPS-only behind HTTPS."""
     return {
         "path": "/ui",
@@ -233,12 +271,54 @@ def _cookie_attributes(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/ui/login", response_class=HTMLResponse)
-async def ui_login(request: Request) -> Response:
-    """Check the form's token: with the ``read`` scope, set the cookie and go back to the page
-    asked for; otherwise show the form again with the reason (401)."""
+def refuse_cross_site(request: Request) -> None:
+    """403 for a form a page of another site made the browser send: its ``Sec-Fetch-Site`` is
+    not same-origin, or its ``Origin`` names another host and port than the request's
+    ``Host``. Clients that are no browser send neither and pass. The scheme is not compared:
+    behind a proxy that ends TLS the request arrives over http from an https page."""
+    fetch_site = request.headers.get("sec-fetch-site")
+    origin = request.headers.get("origin")
+    same = fetch_site is None or fetch_site.lower() in SAME_ORIGIN_FETCH
+    if same and origin is not None:
+        parts = urlsplit(origin)
+        host = request.headers.get("host", "").lower()
+        same = parts.scheme in ("http", "https") and bool(host) and parts.netloc.lower() == host
+    if not same:
+        raise ApiError(
+            403,
+            "cross_site_request",
+            "this form may only be sent from the server's own pages",
+            [{"field": "Origin", "message": "another site sent this form; nothing was done"}],
+        )
+
+
+def client_key(request: Request) -> Hashable:
+    """The address failed logins are counted against: the client's IP, its /64 for IPv6 (one
+    subscriber's block), as the server sees it (behind a proxy, as uvicorn's
+    ``--forwarded-allow-ips`` lets it read ``X-Forwarded-For``)."""
+    host = request.client.host if request.client is not None else ""
     try:
-        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if address.version == 6:
+        return ipaddress.ip_network(f"{address}/64", strict=False)
+    return address
+
+
+def login_limiter(settings: Settings) -> RateLimiter:
+    """The failed-login buckets of one API worker, per client address (bounded in number)."""
+    return RateLimiter(
+        rate=settings.login_failure_rate / 60.0,
+        burst=settings.login_failure_burst,
+        max_keys=100_000,
+    )
+
+
+def _login(request: Request, session: Session, body: bytes) -> Response:
+    """Check the form's token (see :func:`ui_login`)."""
+    try:
+        form = parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
     except ValueError:  # more fields than the form has
         form = {}
     token = (form.get("token") or [""])[0].strip()
@@ -246,18 +326,53 @@ async def ui_login(request: Request) -> Response:
     tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
     if not tokens:
         return RedirectResponse(target, status_code=303)
-    _, scopes = matched_token(tokens, token.encode())
+    limiter: RateLimiter = request.app.state.login_limiter
+    key = client_key(request)
+    wait = limiter.waiting(key)
+    if wait is not None:
+        page = _html(
+            login_page(error=f"too many failed logins; retry in {wait} s", next_path=target), 429
+        )
+        page.headers["Retry-After"] = str(wait)
+        return page
+    position, scopes = matched_token(tokens, token.encode())
     if "read" not in scopes:
+        limiter.retry_after(key)
         error = "unknown token" if not scopes else "this token lacks the read scope"
         return _html(login_page(error=error, next_path=target), 401)
+    settings: Settings = request.app.state.settings
+    session_id = start_web_session(
+        session,
+        token_key=token_key(tokens[position][0]),
+        scopes=SESSION_SCOPES,
+        now=datetime.now(UTC),
+        lifetime=timedelta(seconds=settings.ui_session_ttl),
+    )
+    session.commit()
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(COOKIE, token, **_cookie_attributes(request))
+    response.set_cookie(
+        COOKIE, session_id, max_age=settings.ui_session_ttl, **_cookie_attributes(request)
+    )
     return response
 
 
-@router.api_route("/ui/logout", methods=["GET", "POST"])
-def ui_logout(request: Request) -> Response:
-    """Forget the login cookie."""
+@router.post("/ui/login", response_class=HTMLResponse)
+async def ui_login(request: Request, session: SessionDep) -> Response:
+    """Check the form's token (compared as UTF-8): with the ``read`` scope, start a web session
+    (``read`` only), set its cookie and go back to the page asked for; otherwise show the form
+    again with the reason (401), or 429 once the address failed too often."""
+    refuse_cross_site(request)
+    body = await request.body()
+    return await run_in_threadpool(_login, request, session, body)
+
+
+@router.post("/ui/logout")
+def ui_logout(request: Request, session: SessionDep) -> Response:
+    """End the web session (a copy of its cookie opens nothing any more) and forget the
+    cookie; POST only."""
+    refuse_cross_site(request)
+    if end_web_session(session, session_id=request.cookies.get(COOKIE, "")):
+        session.commit()
     response = RedirectResponse("/ui/login" if request.app.state.tokens else "/ui", 303)
     response.delete_cookie(COOKIE, **_cookie_attributes(request))
     return response

@@ -112,6 +112,8 @@ def test_token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         f"{READ}:root",
         f"{READ}:read,{READ}:write",
         "has space in it 0123:read",
+        "control-\x01-character-0123:read",
+        "no-break\u00a0space-0123456789:read",
     ],
 )
 def test_bad_token_configuration_is_refused_without_echoing_it(

@@ -108,7 +108,7 @@ def test_tokens_rule(make_client: ClientFactory) -> None:
     assert client.get("/ui", headers={"Authorization": f"Bearer {READ}"}).status_code == 200
     admin = client.get("/ui", headers={"Authorization": f"Bearer {ADMIN}"})
     assert admin.status_code == 200
-    assert '<a href="/ui/logout">log out</a>' in admin.text
+    assert '<form class="logout" method="post" action="/ui/logout">' in admin.text
     assert client.get("/ui", headers={"Authorization": f"Bearer {WRITE}"}).status_code == 401
 
     def login(token: str, target: str = "/ui") -> httpx.Response:
@@ -131,18 +131,23 @@ def test_tokens_rule(make_client: ClientFactory) -> None:
     assert good.status_code == 303
     assert good.headers["location"] == "/ui/models/x"
     cookie = good.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE}={READ};")
+    assert cookie.startswith(f"{COOKIE}=")
+    assert READ not in cookie  # a session id (tests/integration/api/test_web_login.py)
     for attribute in ("HttpOnly", "Path=/ui", "SameSite=strict"):
         assert attribute.lower() in cookie.lower()
     assert "secure" not in cookie.lower()  # plain http here
 
+    session_id = good.cookies[COOKIE]
     client.cookies.clear()
-    jar = {"Cookie": f"{COOKIE}={READ}"}
+    jar = {"Cookie": f"{COOKIE}={session_id}"}
     assert client.get("/ui", headers=jar).status_code == 200
     assert client.get("/v1/models", headers=jar).status_code == 401
-    out = client.get("/ui/logout", headers=jar, follow_redirects=False)
+    out = client.post("/ui/logout", headers=jar, follow_redirects=False)
     assert out.headers["location"] == "/ui/login"
     assert "Max-Age=0" in out.headers["set-cookie"] or "expires" in out.headers["set-cookie"]
+    ended = client.get("/ui", headers=jar)
+    assert ended.status_code == 401
+    assert "your session has ended" in ended.text
     assert client.get("/ui/login").status_code == 200
 
 

@@ -40,6 +40,7 @@ TABLES = {
     "window_results",
     "window_scores",
     "window_changes",
+    "web_sessions",
 }
 
 

@@ -53,6 +53,8 @@ def test_wheel_ships_the_migrations_inside_app(tmp_path: Path) -> None:
     assert "0001_initial.py" in versions
     assert {f"app/migrations/versions/{v}" for v in versions} <= names
     assert not [n for n in names if n.startswith("migrations/")]
+    # the start-up script of /docs, which its policy allows only as a file of the server
+    assert "app/ui/static/docs/swagger-init.js" in names
     packages = {
         str(init.parent.relative_to(REPO))
         for init in (REPO / "app").rglob("__init__.py")

@@ -48,3 +48,30 @@ def test_retry_after_counts_whole_seconds_to_the_next_request() -> None:
 def test_bad_parameters(rate: float, burst: int) -> None:
     with pytest.raises(ValueError, match="rate"):
         RateLimiter(rate=rate, burst=burst)
+
+
+def test_waiting_takes_nothing() -> None:
+    clock = Clock()
+    limiter = RateLimiter(rate=1 / 60, burst=2, clock=clock)
+    assert [limiter.waiting("10.0.0.1") for _ in range(5)] == [None] * 5
+    assert [limiter.retry_after("10.0.0.1") for _ in range(3)] == [None, None, 60]
+    assert limiter.waiting("10.0.0.1") == 60
+    assert limiter.waiting("10.0.0.2") is None
+    clock.now += 15
+    assert limiter.waiting("10.0.0.1") == 45
+
+
+def test_keys_beyond_max_keys_share_one_bucket() -> None:
+    """Addresses are the client's choice: refilled buckets are forgotten, and while
+    ``max_keys`` addresses are still limited the next ones share one bucket."""
+    clock = Clock()
+    limiter = RateLimiter(rate=1.0, burst=1, clock=clock, max_keys=3)
+    assert [limiter.retry_after(f"a{i}") for i in range(3)] == [None] * 3
+    assert limiter.retry_after("b0") is None  # the shared bucket's one request
+    assert limiter.retry_after("b1") == 1
+    assert limiter.retry_after("a0") == 1  # known keys keep their own
+    clock.now += 5  # every bucket refilled: forgotten on the next new key
+    assert limiter.retry_after("c0") is None
+    assert limiter.retry_after("c0") == 1
+    assert limiter.retry_after("c1") is None
+    assert len(limiter._buckets) <= 3
