@@ -3,8 +3,10 @@ unique across days through the registry, labels found in any day, whole days exp
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -259,11 +261,9 @@ def test_an_interrupted_expiry_is_finished_by_the_next_run(
     model = _model(sessions)
     old = date(2026, 1, 3)
     _fill_day(engine, model.id, old, 2_000)
-    with sessions() as session:
-        assert detach_expired_days(session, before=NOW - timedelta(days=30)) == [
-            "expired_" + partition_name(old)
-        ]
-        session.commit()
+    assert detach_expired_days(sessions, before=NOW - timedelta(days=30)) == [
+        "expired_" + partition_name(old)
+    ]
     with sessions() as session:
         assert expired_tables(session) == ["expired_" + partition_name(old)]
     result = run_retention(sessions, now=NOW, retention_days=30)
@@ -431,3 +431,125 @@ def test_the_change_scan_reads_the_change_record_and_only_the_days_it_found(
     second, read = scan(NOW + timedelta(minutes=12))
     assert second == (0, 1)
     assert read - tables == {"predictions_20260203"}
+
+
+def _timed_together(*actions: Callable[[], object]) -> list[float]:
+    """Run ``actions`` at once, each in a thread; returns the seconds each one took."""
+    taken = [float("inf")] * len(actions)
+
+    def run(k: int) -> None:
+        began = time.monotonic()
+        actions[k]()
+        taken[k] = time.monotonic() - began
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(actions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return taken
+
+
+@pytest.mark.parametrize("window_reads", ["the expired day", "another day"])
+def test_a_detach_behind_a_long_window_stalls_neither_ingestion_nor_reads(
+    engine: Engine, sessions: sessionmaker[Session], window_reads: str
+) -> None:
+    """A window computation holds a REPEATABLE READ transaction that has read predictions (of
+    the day that expires, or of a day kept) while retention detaches the expired day: ingestion
+    of another model (into a known day and into a back-filled day it must make) and a plain
+    read answer at once all along; the day goes once the window's transaction ends."""
+    model, other = _model(sessions), _model(sessions, "other")
+    old = date(2026, 1, 5)
+    _fill_day(engine, model.id, old, 1_000)
+    kept = NOW - timedelta(days=1)
+    with sessions() as session:
+        ingest_predictions(session, model=model, rows=_rows("kept", kept, 10), now=NOW)
+        ingest_predictions(session, model=other, rows=_rows("warm", NOW - HOUR, 1), now=NOW)
+        session.commit()
+    read_from = datetime(2026, 1, 5, tzinfo=UTC) if window_reads == "the expired day" else kept
+    detaching = threading.Event()
+
+    def watch(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "DETACH PARTITION" in statement:
+            detaching.set()
+
+    outcome: list[int | BaseException] = []
+
+    def retention() -> None:
+        try:
+            outcome.append(expire_partitions(sessions, before=NOW - timedelta(days=30)))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    def ingest(k: int) -> None:
+        with sessions() as session:
+            rows = _rows(f"during-{k}", NOW - HOUR + timedelta(minutes=k), 100)
+            # a back-filled day this process has not seen: ingestion attaches its partition
+            rows += _rows(f"back-{k}", NOW - timedelta(days=10 + k), 1)
+            ingest_predictions(session, model=other, rows=rows, now=NOW)
+            session.commit()
+
+    def read() -> None:
+        with sessions() as session:
+            session.scalar(
+                select(func.count()).select_from(Prediction).where(Prediction.model_id == other.id)
+            )
+
+    event.listen(engine, "before_cursor_execute", watch)
+    worker = threading.Thread(target=retention)
+    with engine.connect() as window:
+        window = window.execution_options(isolation_level="REPEATABLE READ")
+        window.begin()
+        assert window.execute(
+            select(func.count())
+            .select_from(Prediction)
+            .where(
+                Prediction.model_id == model.id,
+                Prediction.ts >= read_from,
+                Prediction.ts < read_from + timedelta(days=1),
+            )
+        ).scalar_one() in {1_000, 10}
+        try:
+            worker.start()
+            assert detaching.wait(timeout=10)
+            time.sleep(0.2)
+            ingests, reads = [], []
+            for k in range(5):
+                ingested, was_read = _timed_together(functools.partial(ingest, k), read)
+                ingests.append(ingested)
+                reads.append(was_read)
+                time.sleep(0.1)
+            assert max(ingests + reads) < 0.5, {"ingestion": ingests, "read": reads}
+            # all of it happened while the detach was still waiting for the window
+            assert worker.is_alive()
+            assert old in _days(engine)
+        finally:
+            event.remove(engine, "before_cursor_execute", watch)
+            window.rollback()
+    worker.join(timeout=60)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], int), outcome
+    if old in _days(engine) or _expired_names(sessions):
+        expire_partitions(sessions, before=NOW - timedelta(days=30))
+    assert old not in _days(engine)
+    with sessions() as session:
+        assert expired_tables(session) == []
+        assert (
+            session.scalar(
+                select(func.count())
+                .select_from(prediction_keys)
+                .where(prediction_keys.c.model_id == model.id)
+            )
+            == 10
+        )
+        assert (
+            session.scalar(
+                select(func.count()).select_from(Prediction).where(Prediction.model_id == other.id)
+            )
+            == 1 + 5 * 101
+        )
+
+
+def _expired_names(sessions: sessionmaker[Session]) -> list[str]:
+    with sessions() as session:
+        return expired_tables(session)
