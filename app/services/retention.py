@@ -179,22 +179,36 @@ def _detach_concurrently(session_factory: sessionmaker[Session], *, day: date) -
         return day_tables(session.connection()).get(day, DayState.DETACHED)
 
 
+def _pass_snapshot(session_factory: sessionmaker[Session]) -> None:
+    """Take and end a transaction id in a transaction of its own. A ``FINALIZE`` attempt takes
+    one (its ``ACCESS EXCLUSIVE`` lock is logged) and keeps it until its transaction ends;
+    were it the next id after the snapshot, every transaction starting while it is held
+    would count as no newer than the snapshot, and the attempts would wait for them too."""
+    with session_factory() as session:
+        session.execute(text("SELECT pg_current_xact_id()"))
+        session.commit()
+
+
 def _finish_detach(session_factory: sessionmaker[Session], *, day: date, deadline: float) -> bool:
     """Complete the detach of ``day`` (``DETACH … FINALIZE`` when it is pending) and rename it
     ``expired_predictions_yyyymmdd``, in one transaction; returns False when that could not be
     done before ``deadline``.
 
-    The transaction is ``REPEATABLE READ``: ``FINALIZE`` waits for the transactions whose
-    snapshot is older than its own, and with one snapshot for every attempt that set only
-    shrinks, so windows computed back to back cannot put it off for ever. Each attempt runs in
-    a savepoint under the short timeouts: what it locks (``SHARE UPDATE EXCLUSIVE`` on
-    ``predictions``, the partition) it gives back at once when it fails."""
+    ``FINALIZE`` waits for every transaction whose snapshot is not newer than its own. The
+    transaction is ``REPEATABLE READ``, so every attempt has the snapshot taken at its start:
+    the windows that start while it waits are newer, and windows computed back to back cannot
+    put it off for ever (a new snapshot at each attempt would wait for them too). Each attempt
+    runs in a savepoint under the short timeouts: what it locks (``SHARE UPDATE EXCLUSIVE`` on
+    ``predictions``, ``ACCESS EXCLUSIVE`` on the partition) it gives back as soon as it fails.
+    """
     name = partition_name(day)
     with session_factory() as session:
         session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         state = day_tables(session.connection()).get(day)
         if state is None or state is DayState.ATTACHED:
             return False
+        if state is DayState.DETACH_PENDING:
+            _pass_snapshot(session_factory)
         _set_detach_timeouts(session, local=True)
         for _ in _attempts(deadline):
             try:
