@@ -44,7 +44,7 @@ DETACH_LOCK_TIMEOUT: Final = "100ms"
 #: how long one detach statement runs at most
 DETACH_STATEMENT_TIMEOUT: Final = "300ms"
 #: seconds of detach attempts one retention run spends at most (then the next run goes on)
-DETACH_WAIT_SECONDS: Final = 30.0
+DETACH_WAIT_SECONDS: Final = 60.0
 #: pauses between two detach attempts: the first, doubled each time up to the last
 DETACH_FIRST_PAUSE: Final = 0.05
 DETACH_MAX_PAUSE: Final = 1.0
@@ -277,9 +277,15 @@ def detach_expired_days(
     names = []
     for _, day, state in due:
         if not _detach_day(session_factory, day=day, state=state, deadline=deadline):
+            with session_factory() as session:
+                left = day_tables(session.connection()).get(day)
             logger.warning(
-                "day partition not detached; the next retention run goes on",
-                extra={"partition": partition_name(day), "state": state.value, "wait": wait},
+                "day partition not detached in time; the next retention run goes on",
+                extra={
+                    "partition": partition_name(day),
+                    "state": left.value if left else None,
+                    "seconds": wait,
+                },
             )
             break
         names.append(EXPIRED_PREFIX + partition_name(day))

@@ -589,7 +589,9 @@ def test_a_detach_left_pending_is_finished_by_the_next_run(
         with caplog.at_level(logging.WARNING, logger="app.services.retention"):
             assert detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=0.5) == []
         assert _state(engine, old) is DayState.DETACH_PENDING
-        assert [r.partition for r in caplog.records] == [partition_name(old)]  # type: ignore[attr-defined]
+        assert [(r.partition, r.state) for r in caplog.records] == [  # type: ignore[attr-defined]
+            (partition_name(old), "detach pending")
+        ]
         with sessions() as session:
             assert session.scalar(select(func.count()).select_from(Prediction)) == 0
     finally:
