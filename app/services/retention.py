@@ -3,7 +3,9 @@
 PostgreSQL expires whole day partitions (detach and rename, delete their ids from the registry
 ``prediction_keys`` in bounded batches, drop), making the coming days' partitions first;
 SQLite deletes rows in bounded batches. Pending labels and ended windows past the cutoff go too.
-Nothing holds locks or a snapshot for long, and an interrupted run is continued by the next.
+Nothing holds locks for long (a detach waits for open windows without holding any that
+ingestion or readers queue behind, a minute at most), and an interrupted run is continued by
+the next.
 The steps, batch sizes and budgets are in ``docs/storage.md`` ("Retention").
 """
 
