@@ -20,6 +20,7 @@ with it if the batch rolls back (the insert that then misses it makes it again: 
 
 from __future__ import annotations
 
+import enum
 import logging
 import re
 from collections.abc import Iterable
@@ -44,6 +45,12 @@ _ATTACHED = text(
     " WHERE i.inhparent = 'predictions'::regclass"
 )
 _LOCK = text("SELECT pg_advisory_xact_lock(:cls, 0)")
+_DAY_TABLES = text(
+    "SELECT c.relname, i.inhdetachpending FROM pg_class c"
+    " LEFT JOIN pg_inherits i ON i.inhrelid = c.oid AND i.inhparent = 'predictions'::regclass"
+    " WHERE c.relkind = 'r' AND c.relname LIKE 'predictions\\_%'"
+    " AND c.relnamespace = current_schema()::regnamespace"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +86,35 @@ def attached_days(connection: Connection) -> set[date]:
         if match:
             days.add(datetime.strptime(match.group(1), "%Y%m%d").date())
     return days
+
+
+class DayState(enum.Enum):
+    """Where the table of a day stands with ``predictions``."""
+
+    #: a partition: queries see its rows
+    ATTACHED = "attached"
+    #: a ``DETACH … CONCURRENTLY`` that did not finish: new queries no longer see it, and
+    #: ``DETACH … FINALIZE`` completes it (one such partition at most)
+    DETACH_PENDING = "detach pending"
+    #: a table of its own, no longer a partition
+    DETACHED = "detached"
+
+
+def day_tables(connection: Connection) -> dict[date, DayState]:
+    """Every table of the daily form ``predictions_yyyymmdd``, by day, and its state."""
+    tables = {}
+    for name, pending in connection.execute(_DAY_TABLES):
+        match = _NAME.match(name)
+        if match:
+            day = datetime.strptime(match.group(1), "%Y%m%d").date()
+            tables[day] = (
+                DayState.DETACHED
+                if pending is None
+                else DayState.DETACH_PENDING
+                if pending
+                else DayState.ATTACHED
+            )
+    return tables
 
 
 def _create(connection: Connection, day: date) -> None:

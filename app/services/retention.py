@@ -3,7 +3,9 @@
 PostgreSQL expires whole day partitions (detach and rename, delete their ids from the registry
 ``prediction_keys`` in bounded batches, drop), making the coming days' partitions first;
 SQLite deletes rows in bounded batches. Pending labels and ended windows past the cutoff go too.
-Nothing holds locks or a snapshot for long, and an interrupted run is continued by the next.
+Nothing holds locks for long (a detach waits for open windows without holding any that
+ingestion or readers queue behind, a minute at most), and an interrupted run is continued by
+the next.
 The steps, batch sizes and budgets are in ``docs/storage.md`` ("Retention").
 """
 
@@ -12,8 +14,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 from psycopg import sql as pg_sql
@@ -30,8 +33,9 @@ from app.db.models import (
     WindowState,
 )
 from app.db.partitions import (
-    attached_days,
+    DayState,
     day_start,
+    day_tables,
     ensure_partitions,
     partition_name,
 )
@@ -48,8 +52,15 @@ KEY_BATCH_PAGES: Final = 800
 KEY_EXPIRY_SECONDS: Final = 300.0
 _PROGRESS_TEXT: Final = "calmon: registry ids deleted below heap page "
 _PROGRESS = re.compile(r"^calmon: registry ids deleted below heap page (\d+)$")
-#: how long detaching a partition waits for its lock before giving up until the next run
-DETACH_LOCK_TIMEOUT: Final = "5s"
+#: how long one detach statement waits for a lock, or for a transaction to end, per attempt
+DETACH_LOCK_TIMEOUT: Final = "100ms"
+#: how long one detach statement runs at most
+DETACH_STATEMENT_TIMEOUT: Final = "300ms"
+#: seconds of detach attempts one retention run spends at most (then the next run goes on)
+DETACH_WAIT_SECONDS: Final = 60.0
+#: pauses between two detach attempts: the first, doubled each time up to the last
+DETACH_FIRST_PAUSE: Final = 0.05
+DETACH_MAX_PAUSE: Final = 1.0
 EXPIRED_PREFIX: Final = "expired_"
 _EXPIRED = re.compile(r"^expired_predictions_\d{8}$")
 _DAY: Final = timedelta(days=1)
@@ -58,6 +69,8 @@ WINDOW_BATCH: Final = 500
 #: the tables of a window's results, in the one order every writer of them takes their rows
 #: (a window's computation replaces results, then scores, then updates its state)
 WINDOW_TABLES: Final = (WindowResult, WindowScores, WindowState)
+
+logger = logging.getLogger(__name__)
 
 _BEFORE = bindparam("before", type_=UTCDateTime())
 _DELETE_PREDICTIONS = text(
@@ -150,34 +163,160 @@ def _driver_execute(session: Session, statement: pg_sql.Composable, params: Any 
     return int(result.rowcount)
 
 
-def detach_expired_days(session: Session, *, before: datetime) -> list[str]:
-    """PostgreSQL: detach the day partitions that ended at or before ``before`` and rename
-    them ``expired_predictions_yyyymmdd``; returns the new names. The caller commits soon:
-    detaching holds ``ACCESS EXCLUSIVE`` on ``predictions`` until then (``DETACH_LOCK_TIMEOUT``
-    bounds the wait for it)."""
-    connection = session.connection()
-    days = sorted(day for day in attached_days(connection) if day_start(day) + _DAY <= before)
-    if not days:
-        return []
+def _attempts(deadline: float) -> Iterator[None]:
+    """Yield at once, then again after pauses that double from ``DETACH_FIRST_PAUSE`` to
+    ``DETACH_MAX_PAUSE``, as long as the pause ends before ``deadline`` (``time.monotonic``)."""
+    pause = DETACH_FIRST_PAUSE
+    yield
+    while time.monotonic() + pause < deadline:
+        time.sleep(pause)
+        yield
+        pause = min(2 * pause, DETACH_MAX_PAUSE)
+
+
+def _set_detach_timeouts(session: Session, *, local: bool) -> None:
     session.execute(
-        text("SELECT set_config('lock_timeout', :timeout, true)"), {"timeout": DETACH_LOCK_TIMEOUT}
+        text(
+            "SELECT set_config('lock_timeout', :lock, :local),"
+            " set_config('statement_timeout', :statement, :local)"
+        ),
+        {"lock": DETACH_LOCK_TIMEOUT, "statement": DETACH_STATEMENT_TIMEOUT, "local": local},
+    )
+
+
+def _detach_concurrently(session_factory: sessionmaker[Session], *, day: date) -> DayState:
+    """One ``DETACH PARTITION … CONCURRENTLY`` of ``day`` (it runs outside any transaction);
+    returns where the day stands after it: detached, still attached (its first step did not
+    get its locks in time) or detach pending (it did not see the transactions that might read
+    the partition end in time)."""
+    with session_factory() as session:
+        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        _set_detach_timeouts(session, local=False)
+        try:
+            _driver_execute(
+                session,
+                pg_sql.SQL("ALTER TABLE predictions DETACH PARTITION {} CONCURRENTLY").format(
+                    pg_sql.Identifier(partition_name(day))
+                ),
+            )
+        except OperationalError:
+            pass
+        finally:
+            session.execute(text("RESET lock_timeout"))
+            session.execute(text("RESET statement_timeout"))
+        return day_tables(session.connection()).get(day, DayState.DETACHED)
+
+
+def _pass_snapshot(session_factory: sessionmaker[Session]) -> None:
+    """Take and end a transaction id in a transaction of its own. A ``FINALIZE`` attempt takes
+    one (its ``ACCESS EXCLUSIVE`` lock is logged) and keeps it until its transaction ends;
+    were it the next id after the snapshot, every transaction starting while it is held
+    would count as no newer than the snapshot, and the attempts would wait for them too."""
+    with session_factory() as session:
+        session.execute(text("SELECT pg_current_xact_id()"))
+        session.commit()
+
+
+def _finish_detach(session_factory: sessionmaker[Session], *, day: date, deadline: float) -> bool:
+    """Complete the detach of ``day`` (``DETACH … FINALIZE`` when it is pending) and rename it
+    ``expired_predictions_yyyymmdd``, in one transaction; returns False when that could not be
+    done before ``deadline``.
+
+    ``FINALIZE`` waits for every transaction whose snapshot is not newer than its own. The
+    transaction is ``REPEATABLE READ``, so every attempt has the snapshot taken at its start:
+    the windows that start while it waits are newer, and windows computed back to back cannot
+    put it off for ever (a new snapshot at each attempt would wait for them too). Each attempt
+    runs in a savepoint under the short timeouts: what it locks (``SHARE UPDATE EXCLUSIVE`` on
+    ``predictions``, ``ACCESS EXCLUSIVE`` on the partition) it gives back as soon as it fails.
+    """
+    name = partition_name(day)
+    with session_factory() as session:
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        state = day_tables(session.connection()).get(day)
+        if state is None or state is DayState.ATTACHED:
+            return False
+        if state is DayState.DETACH_PENDING:
+            _pass_snapshot(session_factory)
+        _set_detach_timeouts(session, local=True)
+        for _ in _attempts(deadline):
+            try:
+                with session.begin_nested():
+                    if state is DayState.DETACH_PENDING:
+                        _driver_execute(
+                            session,
+                            pg_sql.SQL(
+                                "ALTER TABLE predictions DETACH PARTITION {} FINALIZE"
+                            ).format(pg_sql.Identifier(name)),
+                        )
+                    _driver_execute(
+                        session,
+                        pg_sql.SQL("ALTER TABLE {} RENAME TO {}").format(
+                            pg_sql.Identifier(name), pg_sql.Identifier(EXPIRED_PREFIX + name)
+                        ),
+                    )
+            except OperationalError:
+                continue
+            session.commit()
+            return True
+    return False
+
+
+def _detach_day(
+    session_factory: sessionmaker[Session], *, day: date, state: DayState, deadline: float
+) -> bool:
+    """Detach ``day`` (in ``state``) and rename it; False when that could not be done before
+    ``deadline``."""
+    for _ in _attempts(deadline):
+        if state is DayState.ATTACHED:
+            state = _detach_concurrently(session_factory, day=day)
+        if state is not DayState.ATTACHED:
+            return _finish_detach(session_factory, day=day, deadline=deadline)
+    return False
+
+
+def detach_expired_days(
+    session_factory: sessionmaker[Session],
+    *,
+    before: datetime,
+    wait: float = DETACH_WAIT_SECONDS,
+) -> list[str]:
+    """PostgreSQL: detach the day partitions that ended at or before ``before`` and rename
+    them ``expired_predictions_yyyymmdd``; returns the new names, oldest day first.
+
+    A detach never holds a lock that ingestion or readers queue behind: ``DETACH PARTITION …
+    CONCURRENTLY`` takes ``SHARE UPDATE EXCLUSIVE`` on ``predictions``, then waits, holding
+    nothing, for the transactions that might read the partition (a long window computation);
+    every lock wait gives up after ``DETACH_LOCK_TIMEOUT`` and is tried again after a pause.
+    The run waits ``wait`` seconds at most in all; a day it could not finish is left (attached,
+    or detach pending) to the next run, which also completes a pending detach, and renames a
+    day detached but not renamed, first.
+    """
+    deadline = time.monotonic() + wait
+    with session_factory() as session:
+        tables = day_tables(session.connection())
+    order = {DayState.DETACH_PENDING: 0, DayState.DETACHED: 1, DayState.ATTACHED: 2}
+    due = sorted(
+        (
+            (order[state], day, state)
+            for day, state in tables.items()
+            if state is DayState.DETACH_PENDING or day_start(day) + _DAY <= before
+        ),
     )
     names = []
-    for day in days:
-        name = partition_name(day)
-        _driver_execute(
-            session,
-            pg_sql.SQL("ALTER TABLE predictions DETACH PARTITION {}").format(
-                pg_sql.Identifier(name)
-            ),
-        )
-        _driver_execute(
-            session,
-            pg_sql.SQL("ALTER TABLE {} RENAME TO {}").format(
-                pg_sql.Identifier(name), pg_sql.Identifier(EXPIRED_PREFIX + name)
-            ),
-        )
-        names.append(EXPIRED_PREFIX + name)
+    for _, day, state in due:
+        if not _detach_day(session_factory, day=day, state=state, deadline=deadline):
+            with session_factory() as session:
+                left = day_tables(session.connection()).get(day)
+            logger.warning(
+                "day partition not detached in time; the next retention run goes on",
+                extra={
+                    "partition": partition_name(day),
+                    "state": left.value if left else None,
+                    "seconds": wait,
+                },
+            )
+            break
+        names.append(EXPIRED_PREFIX + partition_name(day))
     return names
 
 
@@ -248,23 +387,21 @@ def expire_partitions(
     before: datetime,
     pages: int = KEY_BATCH_PAGES,
     budget: float = KEY_EXPIRY_SECONDS,
+    detach_wait: float = DETACH_WAIT_SECONDS,
 ) -> int:
     """PostgreSQL: expire every day partition that ended by ``before`` (and go on with those
     an earlier run detached); returns how many registry ids were deleted (the predictions of
     the days dropped, when every day is finished).
 
-    Registry batches stop once ``budget`` seconds have passed (at least one batch runs), so a
-    run stays short whatever the size of a day; each batch records how far it got in the
-    table's comment, in its own transaction, and the next run goes on from there. A detach
-    that cannot get its lock within ``DETACH_LOCK_TIMEOUT`` is left to the next run.
+    Detaching waits ``detach_wait`` seconds at most (:func:`detach_expired_days`); a day not
+    detached by then is left to the next run. Registry batches stop once ``budget`` seconds
+    have passed (at least one batch runs), so a run stays short whatever the size of a day;
+    each batch records how far it got in the table's comment, in its own transaction, and the
+    next run goes on from there.
     """
     began = time.monotonic()
+    detach_expired_days(session_factory, before=before, wait=detach_wait)
     with session_factory() as session:
-        try:
-            detach_expired_days(session, before=before)
-            session.commit()
-        except OperationalError:
-            session.rollback()
         tables = expired_tables(session)
         session.commit()
     removed = 0

@@ -3,20 +3,25 @@ unique across days through the registry, labels found in any day, whole days exp
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, func, select, text
+from sqlalchemy import Connection, Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import migrate
 from app.db.models import Model, Prediction, prediction_keys
 from app.db.partitions import (
     AHEAD_DAYS,
+    DayState,
     attached_days,
+    day_tables,
     ensure_days,
     ensure_partitions,
     forget,
@@ -36,6 +41,7 @@ from app.services.retention import (
 )
 from app.services.window_rows import load_rows
 from app.settings import Settings
+from tests.support import wait_for
 
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -259,11 +265,9 @@ def test_an_interrupted_expiry_is_finished_by_the_next_run(
     model = _model(sessions)
     old = date(2026, 1, 3)
     _fill_day(engine, model.id, old, 2_000)
-    with sessions() as session:
-        assert detach_expired_days(session, before=NOW - timedelta(days=30)) == [
-            "expired_" + partition_name(old)
-        ]
-        session.commit()
+    assert detach_expired_days(sessions, before=NOW - timedelta(days=30)) == [
+        "expired_" + partition_name(old)
+    ]
     with sessions() as session:
         assert expired_tables(session) == ["expired_" + partition_name(old)]
     result = run_retention(sessions, now=NOW, retention_days=30)
@@ -431,3 +435,253 @@ def test_the_change_scan_reads_the_change_record_and_only_the_days_it_found(
     second, read = scan(NOW + timedelta(minutes=12))
     assert second == (0, 1)
     assert read - tables == {"predictions_20260203"}
+
+
+def _timed_together(*actions: Callable[[], object]) -> list[float]:
+    """Run ``actions`` at once, each in a thread; returns the seconds each one took."""
+    taken = [float("inf")] * len(actions)
+
+    def run(k: int) -> None:
+        began = time.monotonic()
+        actions[k]()
+        taken[k] = time.monotonic() - began
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(actions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return taken
+
+
+@pytest.mark.parametrize("window_reads", ["the expired day", "another day"])
+def test_a_detach_behind_a_long_window_stalls_neither_ingestion_nor_reads(
+    engine: Engine, sessions: sessionmaker[Session], window_reads: str
+) -> None:
+    """A window computation holds a REPEATABLE READ transaction that has read predictions (of
+    the day that expires, or of a day kept) while retention detaches the expired day: ingestion
+    of another model (into a known day and into a back-filled day it must make) and a plain
+    read answer at once all along; the same run detaches and drops the day once the window's
+    transaction ends."""
+    model, other = _model(sessions), _model(sessions, "other")
+    old = date(2026, 1, 5)
+    _fill_day(engine, model.id, old, 1_000)
+    kept = NOW - timedelta(days=1)
+    with sessions() as session:
+        ingest_predictions(session, model=model, rows=_rows("kept", kept, 10), now=NOW)
+        ingest_predictions(session, model=other, rows=_rows("warm", NOW - HOUR, 1), now=NOW)
+        session.commit()
+    read_from = datetime(2026, 1, 5, tzinfo=UTC) if window_reads == "the expired day" else kept
+    detaching = threading.Event()
+
+    def watch(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "DETACH PARTITION" in statement:
+            detaching.set()
+
+    outcome: list[int | BaseException] = []
+
+    def retention() -> None:
+        try:
+            outcome.append(expire_partitions(sessions, before=NOW - timedelta(days=30)))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    def ingest(k: int) -> None:
+        with sessions() as session:
+            rows = _rows(f"during-{k}", NOW - HOUR + timedelta(minutes=k), 100)
+            # a back-filled day this process has not seen: ingestion attaches its partition
+            rows += _rows(f"back-{k}", NOW - timedelta(days=10 + k), 1)
+            ingest_predictions(session, model=other, rows=rows, now=NOW)
+            session.commit()
+
+    def read() -> None:
+        with sessions() as session:
+            session.scalar(
+                select(func.count()).select_from(Prediction).where(Prediction.model_id == other.id)
+            )
+
+    event.listen(engine, "before_cursor_execute", watch)
+    worker = threading.Thread(target=retention)
+    with engine.connect() as window:
+        window = window.execution_options(isolation_level="REPEATABLE READ")
+        window.begin()
+        assert window.execute(
+            select(func.count())
+            .select_from(Prediction)
+            .where(
+                Prediction.model_id == model.id,
+                Prediction.ts >= read_from,
+                Prediction.ts < read_from + timedelta(days=1),
+            )
+        ).scalar_one() == (1_000 if window_reads == "the expired day" else 10)
+        try:
+            worker.start()
+            assert detaching.wait(timeout=10)
+            time.sleep(0.2)
+            ingests, reads = [], []
+            for k in range(5):
+                ingested, was_read = _timed_together(functools.partial(ingest, k), read)
+                ingests.append(ingested)
+                reads.append(was_read)
+                time.sleep(0.1)
+            assert max(ingests + reads) < 0.5, {"ingestion": ingests, "read": reads}
+            # all of it happened while the detach was still waiting for the window
+            assert worker.is_alive()
+            assert old in _days(engine)
+        finally:
+            event.remove(engine, "before_cursor_execute", watch)
+            window.rollback()
+    worker.join(timeout=60)
+    # the same run detached the day once the window ended, deleted its ids and dropped it
+    assert outcome == [1_000]
+    assert old not in _days(engine)
+    with sessions() as session:
+        assert expired_tables(session) == []
+        assert (
+            session.scalar(
+                select(func.count())
+                .select_from(prediction_keys)
+                .where(prediction_keys.c.model_id == model.id)
+            )
+            == 10
+        )
+        assert (
+            session.scalar(
+                select(func.count()).select_from(Prediction).where(Prediction.model_id == other.id)
+            )
+            == 1 + 5 * 101
+        )
+
+
+def _state(engine: Engine, day: date) -> DayState | None:
+    with engine.connect() as conn:
+        return day_tables(conn).get(day)
+
+
+def _window_transaction(engine: Engine, model_id: int) -> Connection:
+    """An open REPEATABLE READ transaction that has read predictions, as a window computation
+    holds while it evaluates (it writes only at its end)."""
+    conn = engine.connect().execution_options(isolation_level="REPEATABLE READ")
+    conn.begin()
+    conn.execute(
+        select(func.count()).select_from(Prediction).where(Prediction.model_id == model_id)
+    )
+    return conn
+
+
+def test_a_detach_left_pending_is_finished_by_the_next_run(
+    engine: Engine, sessions: sessionmaker[Session], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run whose wait ends while a window transaction is still open leaves the day detach
+    pending (new queries no longer see it) and says so; the next run finalises it, renames it
+    and drops it."""
+    model = _model(sessions)
+    old = date(2026, 1, 6)
+    _fill_day(engine, model.id, old, 500)
+    window = _window_transaction(engine, model.id)
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.services.retention"):
+            assert detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=0.5) == []
+        assert _state(engine, old) is DayState.DETACH_PENDING
+        assert [(r.partition, r.state) for r in caplog.records] == [  # type: ignore[attr-defined]
+            (partition_name(old), "detach pending")
+        ]
+        with sessions() as session:
+            assert session.scalar(select(func.count()).select_from(Prediction)) == 0
+    finally:
+        window.rollback()
+        window.close()
+    assert expire_partitions(sessions, before=NOW - timedelta(days=30)) == 500
+    assert _state(engine, old) is None
+    with sessions() as session:
+        assert expired_tables(session) == []
+        assert session.scalar(select(func.count()).select_from(prediction_keys)) == 0
+
+
+def test_a_day_detached_but_not_renamed_is_finished_by_the_next_run(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    """A run stopped between the detach (which commits by itself) and the rename leaves a
+    table ``predictions_yyyymmdd`` of its own; the next run renames it and drops it."""
+    model = _model(sessions)
+    old = date(2026, 1, 7)
+    _fill_day(engine, model.id, old, 300)
+    with engine.begin() as conn:
+        conn.execute(text(f"ALTER TABLE predictions DETACH PARTITION {partition_name(old)}"))
+    assert _state(engine, old) is DayState.DETACHED
+    assert run_retention(sessions, now=NOW, retention_days=30).predictions == 300
+    assert _state(engine, old) is None
+    with sessions() as session:
+        assert expired_tables(session) == []
+
+
+def _xmin(engine: Engine, pid: int | None = None) -> int:
+    """The oldest transaction id the snapshot of backend ``pid`` holds back (a new snapshot's
+    when None)."""
+    with engine.connect() as conn:
+        if pid is None:
+            query = text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            return int(conn.execute(query).scalar_one())
+        query = text("SELECT backend_xmin::text::bigint FROM pg_stat_activity WHERE pid = :pid")
+        return int(conn.execute(query, {"pid": pid}).scalar_one())
+
+
+def test_windows_computed_back_to_back_do_not_put_the_detach_off(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    """A window transaction is open when the detach starts; a second one starts before the
+    first ends (once the writes under way when the detach took its snapshot are over). The
+    detach finishes once the first ends, while the second still runs: a ``FINALIZE`` with a
+    new snapshot at each attempt would wait for the second too, and for every window that
+    starts while it waits."""
+    model = _model(sessions)
+    other = _model(sessions, "other")
+    old = date(2026, 1, 8)
+    _fill_day(engine, model.id, old, 200)
+    finalizing: list[int] = []
+
+    def watch(_conn: object, cursor: Any, statement: str, *_: object) -> None:
+        if "FINALIZE" in statement and not finalizing:
+            finalizing.append(cursor.connection.info.backend_pid)
+
+    outcome: list[list[str] | BaseException] = []
+
+    def detach() -> None:
+        try:
+            outcome.append(detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=30))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    first = _window_transaction(engine, model.id)
+    second: Connection | None = None
+    event.listen(engine, "before_cursor_execute", watch)
+    worker = threading.Thread(target=detach)
+    try:
+        worker.start()
+        wait_for("a FINALIZE attempt", lambda: finalizing, timeout=10, interval=0.01)
+        snapshot = _xmin(engine, finalizing[0])
+        # other work commits, and the next window starts while the first still runs
+        with sessions() as session:
+            ingest_predictions(session, model=other, rows=_rows("x", NOW - HOUR, 5), now=NOW)
+            session.commit()
+        wait_for(
+            "the writes older than the detach's snapshot",
+            lambda: _xmin(engine) > snapshot,
+            timeout=20,
+        )
+        second = _window_transaction(engine, model.id)
+        time.sleep(0.3)
+        assert _state(engine, old) is DayState.DETACH_PENDING
+        first.rollback()
+        worker.join(timeout=25)
+        assert not worker.is_alive()
+        assert outcome == [["expired_" + partition_name(old)]]
+        assert _state(engine, old) is None
+    finally:
+        event.remove(engine, "before_cursor_execute", watch)
+        first.rollback()
+        first.close()
+        if second is not None:
+            second.rollback()
+            second.close()
+        worker.join(timeout=60)
