@@ -104,13 +104,16 @@ def test_a_window_planned_before_a_reconfiguration_is_computed_with_the_new_one(
     _assert_new_config(env, "fixed", batch, starts)
 
 
+@pytest.mark.parametrize("migrated_url", ["postgresql"], indirect=True)
 def test_a_reconfiguration_during_a_backfill_reaches_every_window(env: Env) -> None:
     """The probe's case: ``PUT`` + recompute while the scheduler works through a back-fill
-    planned before it; once idle, every stored window carries the new configuration."""
+    planned before it; once idle, every stored window carries the new configuration. (The
+    pause that keeps the back-fill going holds SQLite's one write lock, which the ``PUT``
+    would wait for: SQLite's stale plan is the test above.)"""
     windows = 8
     batch = _load(env, "fixed", windows, reference=FIXED_2020)
     starts = [recent(k) for k in range(windows, 0, -1)]
-    scheduler = env.scheduler(scheduler_interval=600.0, scheduler_pause_before_commit=0.3)
+    scheduler = env.scheduler(scheduler_interval=600.0, scheduler_pause_before_commit=1.0)
     ticking = threading.Thread(target=scheduler.tick)
     ticking.start()
     model_id = env.model_id("fixed")
@@ -118,11 +121,16 @@ def test_a_reconfiguration_during_a_backfill_reaches_every_window(env: Env) -> N
     while len(env.results(model_id)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     _reconfigure(env, "fixed", starts[0], starts[-1])
+    # the reconfiguration landed in the middle of the back-fill's plan
+    assert ticking.is_alive()
+    assert len(env.results(model_id)) < windows
     ticking.join(timeout=120)
     assert not ticking.is_alive()
-    settled = env.scheduler()
+    scheduler.settings = scheduler.settings.model_copy(
+        update={"scheduler_pause_before_commit": 0.0}
+    )
     for _ in range(10):
-        if settled.tick().due == 0:
+        if scheduler.tick().due == 0:
             break
     _assert_new_config(env, "fixed", batch, starts)
 
