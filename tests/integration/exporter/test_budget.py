@@ -32,7 +32,7 @@ from tests.unit.exporter.records import Key, expected_series, key, per_window_se
 OMITTED = "calmon_exporter_segments_omitted"
 #: the exporter's series: window series, the per-model overflow and omitted-segments gauges
 EXPORTER_SERIES = WINDOW_SERIES | {OMITTED}
-SEGMENTS = ["west", "east", "north", "south", "centre", "islands"]
+SEGMENTS = ("west", "east", "north", "south", "centre", "islands")
 WIDE = {"window": "5m", "grace": "0s", "pi0": [0.5], "max_segments": len(SEGMENTS)}
 NARROW = {"score_kind": "score", "window": "5m", "grace": "0s", "pi0": [0.2]}
 #: series of one window of each model, every value defined (an upper bound of the real ones)
@@ -59,8 +59,14 @@ def _populate(env: Env) -> list[str]:
     create_model(env.client, "wide", **WIDE)
     create_model(env.client, "narrow", **NARROW)
     start = recent(2)
+    segments: list[str | None] = [*SEGMENTS]
     wide = make_batch(
-        prefix="w", start=start, count=600, spacing=timedelta(seconds=0.4), seed=1, segments=SEGMENTS
+        prefix="w",
+        start=start,
+        count=600,
+        spacing=timedelta(seconds=0.4),
+        seed=1,
+        segments=segments,
     )
     send(env.client, "wide", wide)
     narrow = make_batch(prefix="n", start=start, count=200, spacing=timedelta(seconds=1), seed=2)
@@ -131,9 +137,7 @@ def test_the_star_windows_are_exported_whatever_the_budget(
     assert scraped == expected
 
 
-def test_a_budget_that_holds_everything_omits_nothing(
-    env: Env, make_client: ClientFactory
-) -> None:
+def test_a_budget_that_holds_everything_omits_nothing(env: Env, make_client: ClientFactory) -> None:
     ordered = _populate(env)
     budget = (1 + len(SEGMENTS)) * WIDE_WINDOW + NARROW_WINDOW + 2 * PER_MODEL
     client = _client(make_client, budget)
