@@ -105,9 +105,7 @@ def _store(scratch: Scratch, *, first: int, models: int, segments: int, pi0: int
     try:
         cursor = raw.cursor()
         for i in ids:
-            with cursor.copy(
-                sql.SQL("COPY {} ({}) FROM STDIN").format(table, columns)
-            ) as copy:
+            with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(table, columns)) as copy:
                 for segment in ["*", *names]:
                     stored = json.dumps({**record, "segment": segment})
                     copy.write(

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol, TypeVar
 
 from prometheus_client.samples import Sample
-from sqlalchemy import Subquery, and_, func, literal, select, tuple_, union_all
+from sqlalchemy import ColumnElement, Subquery, and_, func, literal, select, tuple_, union_all
 from sqlalchemy.orm import Session, aliased
 
 from app.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
@@ -247,7 +247,7 @@ def _pairs(*, model_id: int | None = None) -> Subquery:
     return union_all(models, segments).subquery("pairs")
 
 
-def _is_latest(pairs: Subquery) -> Any:
+def _is_latest(pairs: Subquery) -> ColumnElement[bool]:
     """The join condition to the latest ``window_results`` row of each pair: a descending
     probe of the primary key."""
     inner = aliased(WindowResult)
