@@ -137,6 +137,12 @@ class Settings(BaseSettings):
         le=10_000,
         description="models that may exist (each brings its own Prometheus series)",
     )
+    metrics_max_series: int = Field(
+        default=20_000,
+        ge=1,
+        description="window series on one scrape of /metrics; segments beyond it are left out "
+        "(every model's * window is always exported)",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_connect_timeout: int = Field(default=2, ge=1, le=60, description="seconds")
     db_statement_timeout: float = _seconds(30.0, "seconds (PostgreSQL)")

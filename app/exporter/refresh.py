@@ -7,8 +7,9 @@ every worker keeps its own snapshot). Without it the owner calls :meth:`WindowEx
 itself: ``calmon serve`` does so after every scheduler tick, so a computed window shows on
 the next scrape.
 
-A refresh is one bounded read (:func:`app.exporter.snapshot.load_latest_windows`) under the
-same deadline as a request's database work. When it fails (database down, schema not
+A refresh is a bounded read (:func:`app.exporter.snapshot.load_snapshot`: which windows
+exist, then the records of those that fit in ``CALMON_METRICS_MAX_SERIES``) under the same
+deadline as a request's database work. When it fails (database down, schema not
 migrated yet) the previous snapshot stays: the window timestamps it carries show its age, and
 ``CalmonMetricsStale`` fires if it lasts. The exporter reads time from the
 :class:`~app.clock.Clock` it is given (the machine's by default), as the scheduler does.
@@ -49,12 +50,14 @@ class WindowExporter:
         self.collector = WindowCollector()
         self._session_factory: sessionmaker[Session] | None = None
         self._deadline = 0.0
+        self._max_series = 0
         self._lock = threading.Lock()
         self._failing = False
 
     def bind(self, session_factory: sessionmaker[Session], *, settings: Settings) -> None:
         """Read from ``session_factory`` from now on."""
         self._deadline = settings.db_statement_timeout + DEADLINE_MARGIN
+        self._max_series = settings.metrics_max_series
         self._session_factory = session_factory
 
     def unbind(self) -> None:
@@ -70,7 +73,7 @@ class WindowExporter:
                 return None
             try:
                 with factory() as session, session_deadline(session, self._deadline):
-                    snapshot = load_snapshot(session, clock=self.clock)
+                    snapshot = load_snapshot(session, max_series=self._max_series, clock=self.clock)
             except SQLAlchemyError:
                 if not self._failing:
                     logger.warning("window series not refreshed: database error", exc_info=True)

@@ -145,6 +145,7 @@ def _families() -> dict[str, Family]:
     none = frozenset[str]()
     families |= {
         "calmon_segments_overflow_predictions": Family("gauge", model),
+        "calmon_exporter_segments_omitted": Family("gauge", model),
         "calmon_predictions_ingested": Family("counter", model),
         "calmon_predictions_duplicate": Family("counter", model),
         "calmon_labels_ingested": Family("counter", model),

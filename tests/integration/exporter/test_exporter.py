@@ -173,7 +173,8 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
             assert parts["prior_interval"] is None
             assert parts["likelihood_interval"] is None
     assert len(scraped) == count
-    assert snapshot.series == count
+    # and one calmon_exporter_segments_omitted per model, at 0 (the default budget holds all)
+    assert snapshot.series == count + 2
     assert snapshot.windows == 4
 
 
@@ -190,7 +191,7 @@ def test_the_latest_windows_of_one_model_are_those_of_all_models_for_it(env: Env
     assert {w.segment for w in fraud} == {"*", "a", "b"}
 
 
-def test_a_scrape_reads_memory_and_a_refresh_is_one_select(
+def test_a_scrape_reads_memory_and_a_refresh_reads_the_exported_records_only(
     env: Env, quiet_client: TestClient
 ) -> None:
     _populate(env)
@@ -205,8 +206,12 @@ def test_a_scrape_reads_memory_and_a_refresh_is_one_select(
     try:
         assert exporter.refresh() is not None
         selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-        assert len(selects) == 1, statements
-        assert "window_results" in selects[0]
+        # the models' configurations, their latest windows without records, then the records
+        # of the windows the budget exports (four here), by primary key
+        assert len(selects) == 3, statements
+        assert ["record" in s for s in selects] == [False, False, True]
+        assert "FROM window_results" in selects[1]
+        assert selects[2].count("(?, ?, ?)") + selects[2].count("_3)s)") == 4, selects[2]
         statements.clear()
         first = _scrape(quiet_client)
         for _ in range(3):
