@@ -13,12 +13,16 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from app.db.models import ModelSegment
 from tests.integration.conftest import ClientFactory
-from tests.integration.exporter.test_exporter import WINDOW_SERIES, _exporter, _wait_loaded
+from tests.integration.exporter.test_exporter import (
+    WINDOW_SERIES,
+    _exporter,
+    _wait_loaded,
+    scrape,
+)
 from tests.integration.scheduler.helpers import (
     Env,
     create_model,
@@ -27,7 +31,7 @@ from tests.integration.scheduler.helpers import (
     send,
     windows,
 )
-from tests.unit.exporter.records import Key, expected_series, key, per_window_series
+from tests.unit.exporter.records import expected_series, key, per_window_series
 
 OMITTED = "calmon_exporter_segments_omitted"
 #: the exporter's series: window series, the per-model overflow and omitted-segments gauges
@@ -40,17 +44,6 @@ WIDE_WINDOW = per_window_series(configured_pi0=1)
 NARROW_WINDOW = per_window_series(configured_pi0=1, probability=False)
 #: per model: calmon_segments_overflow_predictions and calmon_exporter_segments_omitted
 PER_MODEL = 2
-
-
-def _scrape(client: TestClient) -> dict[Key, float]:
-    response = client.get("/metrics")
-    assert response.status_code == 200
-    return {
-        key(sample.name, **sample.labels): sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-        if sample.name in EXPORTER_SERIES
-    }
 
 
 def _populate(env: Env) -> list[str]:
@@ -103,7 +96,7 @@ def test_segments_beyond_the_budget_are_left_out_and_counted(
     budget = (1 + fitting) * WIDE_WINDOW + NARROW_WINDOW + 2 * PER_MODEL
     client = _client(make_client, budget + WIDE_WINDOW - 1)
     assert _exporter(client).refresh() is not None
-    scraped = _scrape(client)
+    scraped = scrape(client, EXPORTER_SERIES)
     assert len(scraped) <= budget + WIDE_WINDOW - 1
     wide = _latest(env.client, "wide")
     narrow = _latest(env.client, "narrow")
@@ -129,7 +122,7 @@ def test_the_star_windows_are_exported_whatever_the_budget(
     _populate(env)
     client = _client(make_client, 1)
     assert _exporter(client).refresh() is not None
-    scraped = _scrape(client)
+    scraped = scrape(client, EXPORTER_SERIES)
     expected = expected_series("wide", _latest(env.client, "wide")["*"])
     expected |= expected_series("narrow", _latest(env.client, "narrow")["*"])
     expected[key(OMITTED, model="wide")] = len(SEGMENTS)
@@ -142,7 +135,7 @@ def test_a_budget_that_holds_everything_omits_nothing(env: Env, make_client: Cli
     budget = (1 + len(SEGMENTS)) * WIDE_WINDOW + NARROW_WINDOW + 2 * PER_MODEL
     client = _client(make_client, budget)
     assert _exporter(client).refresh() is not None
-    scraped = _scrape(client)
+    scraped = scrape(client, EXPORTER_SERIES)
     segments = {dict(labels).get("segment") for _, labels in scraped}
     assert segments == {"*", *ordered, None}
     assert scraped[key(OMITTED, model="wide")] == 0

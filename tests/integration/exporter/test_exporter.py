@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -48,15 +48,15 @@ FRAUD = {"window": "5m", "grace": "0s", "pi0": [0.01, 0.5], "max_segments": 2}
 ADS = {"score_kind": "score", "window": "5m", "grace": "0s", "pi0": [0.2]}
 
 
-def _scrape(client: TestClient) -> dict[Key, float]:
-    """The window series of one scrape of /metrics."""
+def scrape(client: TestClient, names: Collection[str] = WINDOW_SERIES) -> dict[Key, float]:
+    """The samples of the series ``names`` (the window series) in one scrape of /metrics."""
     response = client.get("/metrics")
     assert response.status_code == 200
     return {
         key(sample.name, **sample.labels): sample.value
         for family in text_string_to_metric_families(response.text)
         for sample in family.samples
-        if sample.name in WINDOW_SERIES
+        if sample.name in names
     }
 
 
@@ -138,7 +138,7 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     exporter = _exporter(quiet_client)
     snapshot = exporter.refresh()
     assert snapshot is not None
-    scraped = _scrape(quiet_client)
+    scraped = scrape(quiet_client)
     expected = _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
     assert scraped == expected
     # the latest window, not the first; tracked segments only; c counted as overflow
@@ -213,9 +213,9 @@ def test_a_scrape_reads_memory_and_a_refresh_reads_the_exported_records_only(
         assert "FROM window_results" in selects[1]
         assert selects[2].count("(?, ?, ?)") + selects[2].count("_3)s)") == 4, selects[2]
         statements.clear()
-        first = _scrape(quiet_client)
+        first = scrape(quiet_client)
         for _ in range(3):
-            assert _scrape(quiet_client) == first
+            assert scrape(quiet_client) == first
         assert statements == []
     finally:
         event.remove(engine, "before_cursor_execute", record)
@@ -232,7 +232,7 @@ def test_history_does_not_change_what_is_read(env: Env, quiet_client: TestClient
     after = exporter.refresh()
     assert after is not None
     assert after.windows == before.windows == 4
-    scraped = _scrape(quiet_client)
+    scraped = scrape(quiet_client)
     assert scraped == _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
     starts = {v for (name, _), v in scraped.items() if name.endswith("start_timestamp_seconds")}
     assert starts == {recent(1).timestamp()}
@@ -247,7 +247,7 @@ def test_lowering_max_segments_drops_the_segments_beyond_it(
     assert _exporter(quiet_client).refresh() is not None
     segments = {
         dict(labels)["segment"]
-        for _, labels in _scrape(quiet_client)
+        for _, labels in scrape(quiet_client)
         if dict(labels).get("model") == "fraud" and "segment" in dict(labels)
     }
     assert segments == {"*", "a"}
@@ -259,7 +259,7 @@ def test_a_failed_refresh_keeps_the_last_snapshot(
     _populate(env)
     exporter = _exporter(quiet_client)
     assert exporter.refresh() is not None
-    served = _scrape(quiet_client)
+    served = scrape(quiet_client)
     with env.session_factory() as session:
         session.execute(text("ALTER TABLE window_results RENAME TO window_results_away"))
         session.commit()
@@ -267,7 +267,7 @@ def test_a_failed_refresh_keeps_the_last_snapshot(
         with caplog.at_level(logging.WARNING, logger="app.exporter.refresh"):
             assert exporter.refresh() is None
             assert exporter.refresh() is None
-        assert _scrape(quiet_client) == served
+        assert scrape(quiet_client) == served
         warnings = [r for r in caplog.records if r.name == "app.exporter.refresh"]
         assert len(warnings) == 1, "one warning per run of failures"
     finally:
@@ -275,7 +275,7 @@ def test_a_failed_refresh_keeps_the_last_snapshot(
             session.execute(text("ALTER TABLE window_results_away RENAME TO window_results"))
             session.commit()
     assert exporter.refresh() is not None
-    assert _scrape(quiet_client) == served
+    assert scrape(quiet_client) == served
 
 
 def test_a_refresh_is_stamped_by_the_exporter_clock(env: Env) -> None:
@@ -293,11 +293,11 @@ def test_a_refresh_is_stamped_by_the_exporter_clock(env: Env) -> None:
 def test_api_processes_refresh_on_their_timer(env: Env, make_client: ClientFactory) -> None:
     client = make_client(scheduler_interval=0.2)
     _wait_loaded(_exporter(client))
-    assert _scrape(client) == {}
+    assert scrape(client) == {}
     _populate(env)
     expected = _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
     deadline = time.monotonic() + 10
-    while (scraped := _scrape(client)) != expected:
+    while (scraped := scrape(client)) != expected:
         assert time.monotonic() < deadline, "the timer did not refresh the series"
         time.sleep(0.1)
     assert len(scraped) == len(expected)
@@ -321,7 +321,7 @@ def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestC
     create_model(serve_client, "ads", **ADS)
 
     def latest_start() -> float | None:
-        scraped = _scrape(serve_client)
+        scraped = scrape(serve_client)
         return scraped.get(key("calmon_window_start_timestamp_seconds", model="fraud", segment="*"))
 
     for seed, ago in enumerate((3, 2, 1)):
@@ -332,7 +332,7 @@ def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestC
             time.sleep(0.1)
     # a tick may have stored windows it has not exported yet: compare once it is over
     deadline = time.monotonic() + 20
-    while (scraped := _scrape(serve_client)) != (
+    while (scraped := scrape(serve_client)) != (
         expected := _expected(serve_client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
     ):
         assert time.monotonic() < deadline, (len(scraped), len(expected))
@@ -376,5 +376,5 @@ def test_a_segment_gone_quiet_leaves_the_export(env: Env, quiet_client: TestClie
     assert {r["segment"] for r in windows(env.client, "fraud")} == {"*", "gone", "kept"}
     exporter = _exporter(quiet_client)
     assert exporter.refresh() is not None
-    exported = {dict(labels).get("segment") for _, labels in _scrape(quiet_client)}
+    exported = {dict(labels).get("segment") for _, labels in scrape(quiet_client)}
     assert exported == {"*", "kept", None}  # None: the per-model overflow series
