@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
 
-from app.api.deps import ModelName, SessionDep, matched_token
+from app.api.deps import ModelName, ReadSessionDep, matched_token
 from app.catalogue import REGULAR_METRICS
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, load_latest_windows
@@ -126,7 +126,7 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
 
 
 @router.get("/ui", response_class=HTMLResponse)
-def ui_index(request: Request, session: SessionDep) -> Response:
+def ui_index(request: Request, session: ReadSessionDep) -> Response:
     """Every model with its latest window and alert-worthy state."""
     if (denied := _login_required(request)) is not None:
         return denied
@@ -175,7 +175,7 @@ def _window_records(
 @router.get("/ui/models/{model}", response_class=HTMLResponse)
 def ui_model(
     request: Request,
-    session: SessionDep,
+    session: ReadSessionDep,
     model: ModelName,
     segment: Annotated[str, Query(pattern=SEGMENT_OR_ALL_PATTERN)] = "*",
     metric: Annotated[str, Query()] = DEFAULT_METRIC,
