@@ -43,6 +43,9 @@ _EXPIRED = re.compile(r"^expired_predictions_\d{8}$")
 _DAY: Final = timedelta(days=1)
 #: windows of a model expired by one batch (three DELETEs with this many bound instants)
 WINDOW_BATCH: Final = 500
+#: SQLite: seconds between two prediction batches, longer than the longest sleep of SQLite's
+#: busy handler (0.1 s), so a write waiting for the lock gets it between them
+SQLITE_BATCH_PAUSE: Final = 0.1
 
 _BEFORE = bindparam("before", type_=UTCDateTime())
 _DELETE_PREDICTIONS = text(
@@ -293,6 +296,7 @@ def run_retention(
             predictions += deleted
             if deleted < batch_size:
                 break
+            time.sleep(SQLITE_BATCH_PAUSE)
         while True:
             with session_factory() as session:
                 deleted = expire_windows_batch(
