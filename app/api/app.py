@@ -86,6 +86,7 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = create_session_factory(engine)
+    app.state.read_session_factory = create_session_factory(engine, reads_only=True)
     app.state.tokens = [(token.encode(), scopes) for token, scopes in settings.tokens.items()]
     app.state.scrape_collectors = []
     app.state.write_limiter = (

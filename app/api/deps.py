@@ -1,4 +1,7 @@
-"""Dependencies shared by routes: settings, database session, scopes, JSON body, model.
+"""Dependencies shared by routes: settings, database sessions, scopes, JSON body, model.
+
+Routes that write take :data:`SessionDep`; routes that only read take :data:`ReadSessionDep`
+(on SQLite its transactions do not take the write lock).
 
 Scopes: ``read`` (GET models and windows), ``write`` (predictions and labels), ``admin`` (PUT
 models, recompute) which implies ``read`` and ``write``. A bearer token is compared with every
@@ -18,7 +21,7 @@ from typing import Annotated, Final
 
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.api.errors import ApiError
 from app.api.middleware import remember_body
@@ -56,20 +59,32 @@ def get_app_settings(request: Request) -> Settings:
     return settings
 
 
+def _session(request: Request, factory: sessionmaker[Session]) -> Iterator[Session]:
+    settings: Settings = request.app.state.settings
+    deadline = settings.db_statement_timeout + REQUEST_DEADLINE_MARGIN
+    with factory() as session, session_deadline(session, deadline):
+        yield session
+
+
 def get_session(request: Request) -> Iterator[Session]:
     """A session for this request; routes commit once, anything uncommitted is rolled back.
 
     Its database work is bounded by the statement timeout plus a margin, even when the server
     stops answering without closing the connection.
     """
-    settings: Settings = request.app.state.settings
-    deadline = settings.db_statement_timeout + REQUEST_DEADLINE_MARGIN
-    with request.app.state.session_factory() as session, session_deadline(session, deadline):
-        yield session
+    yield from _session(request, request.app.state.session_factory)
+
+
+def get_read_session(request: Request) -> Iterator[Session]:
+    """A session for a request that only reads (GET routes, the web view), bounded as
+    :func:`get_session`'s. On SQLite it never waits for the write lock
+    (:func:`app.db.session.read_only`): reads go on while ingestion or the scheduler writes."""
+    yield from _session(request, request.app.state.read_session_factory)
 
 
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
+ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="model name")]
 
 

@@ -11,9 +11,11 @@ waiting for the connect timeout, while one background probe reconnects; its firs
 reopens the gate. A database outage thus costs the first request that meets it at most one
 ping deadline or one connect timeout, the next ones nothing, and everything recovers by itself
 when the database returns.
-SQLite files get WAL journaling, foreign keys, a busy timeout and ``BEGIN IMMEDIATE``
-transactions (a writer takes the write lock up front instead of failing when upgrading a read
-snapshot).
+SQLite files get WAL journaling, foreign keys and a busy timeout. A writing transaction begins
+``BEGIN IMMEDIATE`` (it takes the write lock up front, waiting up to the busy timeout, instead
+of failing when upgrading a read snapshot); a read-only one (:func:`read_only`) begins
+deferred and never takes it, so in WAL mode it reads its snapshot beside a writer instead of
+queueing behind it. PostgreSQL transactions are the same for both kinds.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ PING_TIMEOUT: Final = 1.0
 PROBE_INTERVAL: Final = 0.5
 #: connection attempts of the probe under way at once
 MAX_PROBES: Final = 4
+#: execution option of connections whose transactions only read (:func:`read_only`)
+READ_ONLY: Final = "calmon_read_only"
 
 logger = logging.getLogger(__name__)
 
@@ -303,13 +307,25 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def _on_begin(connection: Connection) -> None:
+        if connection.get_execution_options().get(READ_ONLY):
+            connection.exec_driver_sql("BEGIN DEFERRED")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def create_session_factory(engine: Engine) -> sessionmaker[Session]:
-    """Sessions that keep loaded objects usable after commit (routes serialise them)."""
-    return sessionmaker(engine, expire_on_commit=False)
+def read_only(engine: Engine) -> Engine:
+    """``engine`` (same pool) for work that only reads: on SQLite its transactions begin
+    deferred, so they never wait for the write lock (WAL: they read the last commit beside the
+    writer). A write in them would have to upgrade the snapshot, which fails at once when
+    another connection wrote since: do not write through it. Unchanged on PostgreSQL."""
+    return engine.execution_options(**{READ_ONLY: True})
+
+
+def create_session_factory(engine: Engine, *, reads_only: bool = False) -> sessionmaker[Session]:
+    """Sessions that keep loaded objects usable after commit (routes serialise them);
+    ``reads_only``: sessions for work that only reads (:func:`read_only`)."""
+    return sessionmaker(read_only(engine) if reads_only else engine, expire_on_commit=False)
 
 
 @contextlib.contextmanager

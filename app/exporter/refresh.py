@@ -55,7 +55,7 @@ class WindowExporter:
         self._failing = False
 
     def bind(self, session_factory: sessionmaker[Session], *, settings: Settings) -> None:
-        """Read from ``session_factory`` from now on."""
+        """Read from ``session_factory`` (one of sessions that only read) from now on."""
         self._deadline = settings.db_statement_timeout + DEADLINE_MARGIN
         self._max_series = settings.metrics_max_series
         self._session_factory = session_factory
@@ -98,7 +98,7 @@ class WindowExporter:
 
         @asynccontextmanager
         async def hook(app: FastAPI) -> AsyncIterator[None]:
-            self.bind(app.state.session_factory, settings=app.state.settings)
+            self.bind(app.state.read_session_factory, settings=app.state.settings)
             app.state.scrape_collectors.append(self.collector)
             app.state.window_exporter = self
             timer = (

@@ -97,6 +97,8 @@ class WindowScheduler:
         self._own_engine = engine is None
         self.engine = engine if engine is not None else create_db_engine(settings)
         self.session_factory: sessionmaker[Session] = create_session_factory(self.engine)
+        #: sessions for what only reads (on SQLite they do not take the write lock)
+        self.read_session_factory = create_session_factory(self.engine, reads_only=True)
         self.instance = instance or default_instance()
         self.lock = lock or leader_lock(
             settings.database_url, connect_timeout=settings.db_connect_timeout
@@ -171,7 +173,7 @@ class WindowScheduler:
     def _plan(self, *, scan: bool) -> tuple[list[tuple[Model, DueWindow]], int]:
         """The due windows of every model in the order to try them, and how many models'
         scans or listings failed; ``scan``: the leader scans each model first."""
-        with self.session_factory() as session:
+        with self.read_session_factory() as session:
             models = list(session.scalars(select(Model).order_by(Model.id)))
         due: dict[int, list[DueWindow]] = {}
         failed = 0
@@ -192,8 +194,8 @@ class WindowScheduler:
         left to the next plan; the listing goes on."""
         now = self.clock.now()
         expired_before = retention_cutoff(now=now, retention_days=self.settings.retention_days)
-        with self.session_factory() as session:
-            if scan:
+        if scan:
+            with self.session_factory() as session:
                 try:
                     self._scan(session, model=model, now=now, expired_before=expired_before)
                 except Exception as exc:
@@ -204,14 +206,30 @@ class WindowScheduler:
                         "scan postponed: a window of the model is being computed",
                         extra={"model": model.name},
                     )
+        with self.read_session_factory() as session:
             return due_windows(session, model=model, now=now, expired_before=expired_before)
 
     def _scan(
         self, session: Session, *, model: Model, now: datetime, expired_before: datetime | None
     ) -> None:
-        """The leader's scan of one model and the fixed-reference refresh, committed."""
+        """The leader's scan of one model and the fixed-reference refresh, committed. On
+        SQLite the scan reads in a session of its own, so the write lock is held only while
+        it writes."""
         lock_model_for_scan(session, model=model)
-        scan_model(session, model=model, now=now, margin=self.margin, expired_before=expired_before)
+        if self.engine.dialect.name != "sqlite":
+            scan_model(
+                session, model=model, now=now, margin=self.margin, expired_before=expired_before
+            )
+        else:
+            with self.read_session_factory() as reader:
+                scan_model(
+                    session,
+                    model=model,
+                    now=now,
+                    margin=self.margin,
+                    expired_before=expired_before,
+                    reader=reader,
+                )
         refreshed = refresh_for_fixed_reference(session, model=model, now=now)
         session.commit()
         if refreshed:

@@ -188,6 +188,7 @@ def scan_model(
     now: datetime,
     margin: timedelta,
     expired_before: datetime | None = None,
+    reader: Session | None = None,
 ) -> ScanResult:
     """Record the windows of ``model`` whose predictions changed since the last scan, and
     delete the change records older than ``now - margin`` (the next scan starts there).
@@ -197,12 +198,19 @@ def scan_model(
     window that retention removed.
 
     ``now`` must be taken before the session's first statement. The caller commits.
+
+    ``reader`` (SQLite): a session that only reads, in which the change record, the states and
+    the fingerprints are read (the bulk of a scan: a window changed within the margin is read
+    again at every scan), so that ``session`` takes SQLite's write lock only for the writes.
+    A state that changed between the two (a recompute request) is left as it is: it is
+    pending already, and the next scan compares it again.
     """
+    reads = reader if reader is not None else session
     length = WINDOW_SECONDS[model.window]
     step = timedelta(seconds=length)
-    mark = session.get(ModelScan, model.id)
+    mark = reads.get(ModelScan, model.id)
     since = None if mark is None else mark.scanned_at - margin
-    starts = changed_windows(session, model_id=model.id, since=since)
+    starts = changed_windows(reads, model_id=model.id, since=since)
     if expired_before is not None:
         starts = {
             start: latest for start, latest in starts.items() if start + step > expired_before
@@ -211,7 +219,7 @@ def scan_model(
     if starts:
         states = {
             state.starts_at: state
-            for state in session.scalars(
+            for state in reads.scalars(
                 select(WindowState).where(
                     WindowState.model_id == model.id,
                     WindowState.starts_at >= min(starts),
@@ -219,43 +227,64 @@ def scan_model(
                 )
             )
         }
-    new = changed = 0
     # The first checkpoints: a later scan inside the margin re-reads these predictions.
     first_bands = first_fingerprints(
-        session,
+        reads,
         model_id=model.id,
         length=length,
         starts=[start for start in starts if start not in states],
         since=now - margin,
     )
+    changed_bands: dict[datetime, Fingerprint] = {}
     for start, latest in sorted(starts.items()):
         state = states.get(start)
-        if state is None:
-            band = first_bands[start]
-            session.add(
-                WindowState.first_seen(
-                    model_id=model.id,
-                    starts_at=start,
-                    ends_at=start + step,
-                    version=1,
-                    now=now,
-                    band_count=band.count,
-                    band_sum=band.total,
-                )
-            )
-            new += 1
-            continue
-        if latest < state.checkpoint_at - margin:
+        if state is None or latest < state.checkpoint_at - margin:
             continue
         seen, band = fingerprints(
-            session,
+            reads,
             model_id=model.id,
             start=start,
             end=start + step,
             since=(state.checkpoint_at - margin, now - margin),
         )
-        if (seen.count, seen.total) == (state.band_count, state.band_sum):
-            continue
+        if (seen.count, seen.total) != (state.band_count, state.band_sum):
+            changed_bands[start] = band
+    if reader is not None:
+        read = {
+            start: (states[start].version, states[start].checkpoint_at) for start in changed_bands
+        }
+        reader.rollback()
+        live = {
+            state.starts_at: state
+            for state in session.scalars(
+                select(WindowState).where(
+                    WindowState.model_id == model.id,
+                    WindowState.starts_at.in_([*first_bands, *changed_bands]),
+                )
+            )
+        }
+        first_bands = {start: band for start, band in first_bands.items() if start not in live}
+        changed_bands = {
+            start: band
+            for start, band in changed_bands.items()
+            if start in live and (live[start].version, live[start].checkpoint_at) == read[start]
+        }
+        states = live
+        mark = session.get(ModelScan, model.id)
+    for start, band in sorted(first_bands.items()):
+        session.add(
+            WindowState.first_seen(
+                model_id=model.id,
+                starts_at=start,
+                ends_at=start + step,
+                version=1,
+                now=now,
+                band_count=band.count,
+                band_sum=band.total,
+            )
+        )
+    for start, band in sorted(changed_bands.items()):
+        state = states[start]
         state.version += 1
         state.checkpoint_at = now
         state.band_count = band.count
@@ -264,7 +293,6 @@ def scan_model(
             # A change the computed results miss: a failed retry may succeed on new data.
             state.failures = 0
             state.retry_at = None
-        changed += 1
     if mark is None:
         session.add(ModelScan(model_id=model.id, scanned_at=now))
     else:
@@ -272,7 +300,7 @@ def scan_model(
     # The next scan reads from now - margin on: older records are never read again.
     forget_changes(session, model_id=model.id, before=now - margin)
     session.flush()
-    return ScanResult(new=new, changed=changed)
+    return ScanResult(new=len(first_bands), changed=len(changed_bands))
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,8 +69,10 @@ WINDOW_BATCH: Final = 500
 #: the tables of a window's results, in the one order every writer of them takes their rows
 #: (a window's computation replaces results, then scores, then updates its state)
 WINDOW_TABLES: Final = (WindowResult, WindowScores, WindowState)
+#: SQLite: seconds between two prediction batches, longer than the longest sleep of SQLite's
+#: busy handler (0.1 s), so a write waiting for the lock gets it between them
+SQLITE_BATCH_PAUSE: Final = 0.1
 
-logger = logging.getLogger(__name__)
 
 _BEFORE = bindparam("before", type_=UTCDateTime())
 _DELETE_PREDICTIONS = text(
@@ -484,6 +486,7 @@ def run_retention(
             predictions += deleted
             if deleted < batch_size:
                 break
+            time.sleep(SQLITE_BATCH_PAUSE)
         windows += _expire_windows(
             session_factory, model=model, before=cutoff, window_batch=window_batch
         )

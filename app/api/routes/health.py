@@ -9,6 +9,7 @@ from app.api.errors import DB_UNAVAILABLE_ERRORS, ApiError
 from app.api.openapi import described_error
 from app.api.schemas import Status
 from app.db.migrate import current_revision, head_revision
+from app.db.session import read_only
 from app.instruments import build_scrape_registry
 
 router = APIRouter(tags=["operations"])
@@ -31,7 +32,7 @@ def check_readiness(request: Request) -> Status:
     """The database answers and its schema is at the revision this code expects."""
     head = head_revision()
     try:
-        with request.app.state.engine.connect() as connection:
+        with read_only(request.app.state.engine).connect() as connection:
             revision = current_revision(connection)
     except DB_UNAVAILABLE_ERRORS:
         raise ApiError(

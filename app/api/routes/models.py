@@ -12,6 +12,7 @@ from app.api.deps import (
     JsonBody,
     ModelName,
     ReadScope,
+    ReadSessionDep,
     SessionDep,
     SettingsDep,
     existing_model,
@@ -83,7 +84,7 @@ def create_or_replace_model(
     response_model_exclude_none=True,
     responses=MODEL_ERRORS,
 )
-def read_model(model: ModelName, session: SessionDep) -> ModelOut:
+def read_model(model: ModelName, session: ReadSessionDep) -> ModelOut:
     """One model and its configuration."""
     return ModelOut.of(existing_model(session, model))
 
@@ -95,6 +96,6 @@ def read_model(model: ModelName, session: SessionDep) -> ModelOut:
     response_model_exclude_none=True,
     responses=V1_ERRORS,
 )
-def list_all_models(session: SessionDep) -> ModelList:
+def list_all_models(session: ReadSessionDep) -> ModelList:
     """Every model, by name."""
     return ModelList(models=[ModelOut.of(m) for m in list_models(session)])

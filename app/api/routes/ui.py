@@ -34,6 +34,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import (
     ModelName,
+    ReadSessionDep,
     SessionDep,
     bearer_credential,
     granted_scopes,
@@ -164,7 +165,7 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
 
 
 @router.get("/ui", response_class=HTMLResponse)
-def ui_index(request: Request, session: SessionDep) -> Response:
+def ui_index(request: Request, session: ReadSessionDep) -> Response:
     """Every model with its latest window and alert-worthy state."""
     if (denied := _login_required(request, session)) is not None:
         return denied
@@ -213,7 +214,7 @@ def _window_records(
 @router.get("/ui/models/{model}", response_class=HTMLResponse)
 def ui_model(
     request: Request,
-    session: SessionDep,
+    session: ReadSessionDep,
     model: ModelName,
     segment: Annotated[str, Query(pattern=SEGMENT_OR_ALL_PATTERN)] = "*",
     metric: Annotated[str, Query()] = DEFAULT_METRIC,

@@ -15,7 +15,14 @@ import orjson
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 
-from app.api.deps import AdminScope, ModelName, ReadScope, SessionDep, existing_model
+from app.api.deps import (
+    AdminScope,
+    ModelName,
+    ReadScope,
+    ReadSessionDep,
+    SessionDep,
+    existing_model,
+)
 from app.api.errors import field_error
 from app.api.openapi import MODEL_ERRORS
 from app.api.transactions import in_transaction
@@ -83,7 +90,7 @@ def _window_count(window: str, start: datetime, end: datetime) -> int:
 )
 def read_windows(
     model: ModelName,
-    session: SessionDep,
+    session: ReadSessionDep,
     start: Annotated[
         Instant | None,
         Query(description="windows ending after this instant (with an offset; before `end`)"),
