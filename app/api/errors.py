@@ -9,7 +9,6 @@ A malformed JSON document is 400 ``invalid_json``; a well-formed one that breaks
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -21,6 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.db.sqlstate import is_lock_timeout, is_sqlite_busy
 from app.services.errors import ServiceError
 
 logger = logging.getLogger(__name__)
@@ -42,11 +42,6 @@ _HTTP_CODES: Final[dict[int, str]] = {
     429: "too_many_requests",
     503: "unavailable",
 }
-#: SQLSTATE of a lock wait beyond ``lock_timeout``: contention, not an outage
-LOCK_NOT_AVAILABLE: Final = "55P03"
-#: SQLite's primary result code for a lock not granted within the busy timeout (the low byte
-#: of its extended codes: ``SQLITE_BUSY_SNAPSHOT``, ``SQLITE_BUSY_TIMEOUT`` …)
-SQLITE_BUSY: Final = 5
 DB_UNAVAILABLE_ERRORS: Final = (
     sa_exc.OperationalError,
     sa_exc.InterfaceError,
@@ -179,16 +174,8 @@ def payload_too_large(limit: int) -> JSONResponse:
     )
 
 
-def sqlite_busy(exc: BaseException) -> bool:
-    """True when ``exc`` is SQLite's "database is locked": another connection held the write
-    lock for longer than the busy timeout (contention, not an outage)."""
-    orig = getattr(exc, "orig", exc)
-    code = getattr(orig, "sqlite_errorcode", None)
-    return isinstance(orig, sqlite3.Error) and code is not None and code & 0xFF == SQLITE_BUSY
-
-
 def _db_unavailable(_request: Request, exc: Exception) -> JSONResponse:
-    if sqlite_busy(exc):
+    if is_sqlite_busy(exc):
         logger.warning("the SQLite write lock was not granted within the busy timeout")
         return error_response(
             503,
@@ -196,7 +183,7 @@ def _db_unavailable(_request: Request, exc: Exception) -> JSONResponse:
             "the database is busy with another write; nothing was stored: retry",
             headers={"Retry-After": "1"},
         )
-    if getattr(getattr(exc, "orig", exc), "sqlstate", None) == LOCK_NOT_AVAILABLE:
+    if is_lock_timeout(exc):
         logger.warning("a row lock was not granted within the lock timeout")
         return error_response(
             503,

@@ -23,25 +23,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.api.errors import ApiError
+from app.db.sqlstate import aborted_for_concurrency, sqlstate
 
 T = TypeVar("T")
 
-#: SQLSTATEs of a transaction aborted for a concurrent one: serialization failure, deadlock
-RETRYABLE_SQLSTATES: Final = frozenset({"40001", "40P01"})
 #: runs of the work before the request is answered ``transaction_conflict``
 TRANSACTION_ATTEMPTS: Final = 5
 #: longest random pause before a new attempt, in seconds (doubled at each attempt)
 RETRY_PAUSE: Final = 0.02
 
 logger = logging.getLogger(__name__)
-
-
-def aborted_for_concurrency(exc: BaseException) -> bool:
-    """True when ``exc`` is a database error that aborted the transaction for a concurrent one
-    (deadlock or serialization failure)."""
-    return (
-        isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES
-    )
 
 
 def in_transaction(session: Session, work: Callable[[], T]) -> T:
@@ -60,7 +51,7 @@ def in_transaction(session: Session, work: Callable[[], T]) -> T:
             session.rollback()
             logger.warning(
                 "transaction aborted for a concurrent one (%s), attempt %d of %d",
-                getattr(exc.orig, "sqlstate", None),
+                sqlstate(exc),
                 attempt + 1,
                 TRANSACTION_ATTEMPTS,
             )

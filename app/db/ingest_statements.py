@@ -133,7 +133,6 @@ _INSERT_STAGED: Final = (
 INSERT_NEW_ONLY = text(_INSERT_STAGED + " ON CONFLICT (model_id, client_id) DO NOTHING").bindparams(
     _NOW
 )
-UNIQUE_VIOLATION: Final = "23505"
 
 CONFLICTING_IDS = text(
     "SELECT DISTINCT s.client_id FROM calmon_prediction_stage s"
@@ -169,7 +168,6 @@ PG_INSERT_NEW_ONLY = text(
     " FROM calmon_prediction_stage s JOIN new ON new.client_id = s.client_id AND new.ts = s.ts"
     " ORDER BY s.client_id, s.label IS NULL"
 ).bindparams(_NOW)
-CHECK_VIOLATION: Final = "23514"
 
 PG_STORED_RANGE = text(
     "SELECT min(k.ts), max(k.ts) FROM calmon_prediction_stage s JOIN prediction_keys k"

@@ -22,7 +22,6 @@ from sqlalchemy.orm import Session
 
 from app.db.ingest_statements import (
     APPLY_PENDING,
-    CHECK_VIOLATION,
     CONFLICTING_IDS,
     DROP_APPLIED_PENDING,
     EXPIRED_LABELS,
@@ -41,7 +40,6 @@ from app.db.ingest_statements import (
     PG_UPDATE_LABELS,
     PG_UPSERT_PENDING,
     REPEATED_PENDING,
-    UNIQUE_VIOLATION,
     UNKNOWN_LABEL_IDS,
     UPDATE_LABELS,
     UPSERT_PENDING,
@@ -52,6 +50,7 @@ from app.db.ingest_statements import (
 )
 from app.db.models import Model
 from app.db.partitions import ensure_days, forget, utc_day
+from app.db.sqlstate import CHECK_VIOLATION, UNIQUE_VIOLATION, sqlstate
 from app.services.changes import record_changes, record_stored_predictions
 from app.services.errors import ConflictError
 from app.services.ingest_schemas import EARLIEST_TIMESTAMP, LabelIn, PredictionRow
@@ -99,7 +98,7 @@ def _insert_partitioned(connection: Connection, params: dict[str, Any], days: se
             with connection.begin_nested():
                 return int(connection.execute(statements[0], params).rowcount)
         except IntegrityError as exc:
-            state = getattr(exc.orig, "sqlstate", None)
+            state = sqlstate(exc)
             if state == UNIQUE_VIOLATION and len(statements) == 2:
                 statements.pop(0)
             elif state == CHECK_VIOLATION and not retried:
