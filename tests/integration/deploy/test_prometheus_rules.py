@@ -25,6 +25,7 @@ REQUIRED_ALERTS = {
     "CalmonSchedulerReplicaDown",
     "CalmonSchedulerLeaders",
     "CalmonWindowsBacklogGrowing",
+    "CalmonMetricsSegmentsOmitted",
 }
 #: series Prometheus itself provides, allowed in rules beside the contract
 PROMETHEUS_SERIES = {"up": frozenset[str]()}
