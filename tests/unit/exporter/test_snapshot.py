@@ -81,10 +81,10 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 117 + 15 per configured pi0 for a window; one overflow series per model
-    assert per_window_series(configured_pi0=0) == 117
-    assert per_window_series(configured_pi0=2) == 147
-    assert expected == 1 * 118 + 2 * 132 + 1 + 4 * 162 + 1
+    # 118 + 15 per configured pi0 for a window; one overflow series per model
+    assert per_window_series(configured_pi0=0) == 118
+    assert per_window_series(configured_pi0=2) == 148
+    assert expected == 1 * 119 + 2 * 133 + 1 + 4 * 163 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
