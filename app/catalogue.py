@@ -1,4 +1,5 @@
-"""The names of the metrics a window record holds, in report order (``docs/metrics.md``).
+"""The names of the metrics a window record holds, in report order (``docs/metrics.md``), and
+the words of the label-free estimate's verdicts.
 
 Names only, no NumPy: the command line reads them without loading the metric engine.
 """
@@ -37,3 +38,22 @@ CALIBRATED_METRICS: Final = (
     "best_f1_threshold",
     "pr_gain_auc",
 )
+
+#: The estimate's verdicts (:func:`app.metrics.label_free.estimate_verdict`) in plain words.
+VERDICT_WORDS: Final = {
+    "class_ratio_moved": (
+        "class ratio moved (estimated; scores consistent with a class-ratio change)"
+    ),
+    "scores_changed": (
+        "scores changed in a way a class-ratio change does not explain: labels needed"
+    ),
+    "no_change": "no change (estimated without labels)",
+    "not_enough_data": "not enough data",
+}
+
+
+def labels_decide(labelled: int, unlabelled: int) -> bool:
+    """Whether a window's own labels, rather than its label-free estimate, tell its class
+    ratio: once at least half its predictions are labelled. Before that, the labels that did
+    land may be a biased sample (positives are often confirmed first)."""
+    return labelled > 0 and labelled >= unlabelled

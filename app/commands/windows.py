@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from app.catalogue import REGULAR_METRICS
+from app.catalogue import REGULAR_METRICS, VERDICT_WORDS, labels_decide
 from app.commands.common import http_url, positive_int
 
 if TYPE_CHECKING:
@@ -42,11 +42,16 @@ LEGEND: Final = "\n".join(
 )
 
 EPILOG = """\
-Columns: window start (UTC); n, n_pos: labelled predictions and positives; ratio: the positive
+Columns: window start (UTC); n, n_pos: labelled predictions and positives; unlabelled:
+predictions without a label yet; ratio: the positive
 class ratio n_pos / n; regular: the metric at the window's own ratio; calibrated: the metric
 calibrated at the reference's ratio (what it would be had the ratio not moved); prior part and
 likelihood part: the change of the metric since the reference, split into what the class ratio
-moving explains and what the model getting better (> 0) or worse (< 0) explains.
+moving explains and what the model getting better (> 0) or worse (< 0) explains. Until at
+least half of a window's predictions are labelled, the last column gives the class ratio
+estimated from the scores alone with its 95% interval and what it says: the class ratio moved
+(the scores fit a class-ratio change), the scores changed in a way a class-ratio change does not
+explain (the label-shift check rejects: labels needed), no change, or not enough data.
 
 Windows are computed by the scheduler at its tick after they end (plus the model's grace);
 the table shows what is stored. Exit status: 0, 1 when the server cannot be reached or fails,
@@ -178,6 +183,20 @@ def _part(parts: Mapping[str, Any], name: str) -> str:
     return f"{value:+.3f}{mark}"
 
 
+def _estimate(record: Mapping[str, Any]) -> str:
+    """The label-free ratio with its interval and verdict, while the window's own labels do
+    not decide its ratio yet (``-`` after, or without an estimate)."""
+    estimated = record.get("estimated") or {}
+    verdict = estimated.get("verdict")
+    if verdict not in VERDICT_WORDS or labels_decide(record["n"], record.get("unlabelled") or 0):
+        return "-"
+    lower, upper = estimated["positive_class_ratio_interval"]
+    return (
+        f"{_value(estimated['positive_class_ratio'], 4)} [{_value(lower, 4)}, {_value(upper, 4)}]"
+        f" {VERDICT_WORDS[verdict]}"
+    )
+
+
 def format_table(
     records: Iterable[Mapping[str, Any]], *, model: str, segment: str, metric: str
 ) -> str:
@@ -195,11 +214,13 @@ def format_table(
                 f"{start:%Y-%m-%d %H:%M}",
                 str(record["n"]),
                 str(record["n_pos"]),
+                str(record.get("unlabelled", "-")),
                 _value(record["prior"], 4),
                 _value(record["regular"].get(metric)),
                 _value(calibrated.get(metric)),
                 _part(parts, "prior"),
                 _part(parts, "likelihood"),
+                _estimate(record),
             )
         )
     title = f"model {model}, segment {segment}, {metric}"
@@ -215,17 +236,21 @@ def format_table(
         "window start (UTC)",
         "n",
         "n_pos",
+        "unlabelled",
         "ratio",
         "regular",
         "calibrated",
         "prior part",
         "likelihood part",
+        "estimated ratio [95%] before labels",
     )
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [title]
     for row in [header, *rows]:
-        cells = [row[0].ljust(widths[0])] + [
-            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
+        cells = [
+            row[0].ljust(widths[0]),
+            *(cell.rjust(width) for cell, width in zip(row[1:-1], widths[1:-1], strict=True)),
+            row[-1],
         ]
         lines.append("  ".join(cells).rstrip())
     lines.append(LEGEND)

@@ -15,6 +15,7 @@ from html import escape
 from typing import Any, Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
+from app.catalogue import VERDICT_WORDS
 from app.ui.charts import DASH, Level, Series, format_number, reliability_chart, signed, time_chart
 from app.ui.verdict import (
     SPLIT_METRIC,
@@ -22,6 +23,7 @@ from app.ui.verdict import (
     Verdict,
     WindowReading,
     bounds,
+    estimate_speaks,
     number,
     read_window,
     section,
@@ -70,6 +72,13 @@ VERDICT_CLASS: Final[dict[Verdict, str]] = {
     Verdict.RATIO: "v-ratio",
     Verdict.NEITHER: "ok",
     Verdict.UNKNOWN: "v-unknown",
+}
+#: the label-free estimate's verdicts, styled as the measured verdict they stand for
+ESTIMATE_CLASS: Final[dict[str, str]] = {
+    "class_ratio_moved": "v-ratio",
+    "scores_changed": "v-worse",
+    "no_change": "ok",
+    "not_enough_data": "v-unknown",
 }
 
 
@@ -132,6 +141,31 @@ def _ratio_vs_reference(reading: WindowReading) -> str:
     return text
 
 
+def _estimated_ratio(record: Mapping[str, Any], reading: WindowReading) -> str:
+    """The label-free ratio with its interval against the reference's, marked as estimated."""
+    estimated = section(record.get("estimated"))
+    ratio = number(estimated.get("positive_class_ratio"))
+    if ratio is None:
+        return DASH
+    text = (
+        f"est. {format_number(ratio, 4)}"
+        f"{interval_text(bounds(estimated.get('positive_class_ratio_interval')), 4)}"
+    )
+    if reading.reference_ratio:
+        text += f" vs {format_number(reading.reference_ratio, 4)}"
+    return text
+
+
+def window_verdict(record: Mapping[str, Any], reading: WindowReading) -> tuple[str, str, str]:
+    """A window's verdict (text, CSS class) and its class ratio text: the measured ones,
+    unless the window's labels do not decide yet and the split has no verdict, where the
+    label-free estimate speaks (:func:`app.ui.verdict.estimate_speaks`)."""
+    speaks = estimate_speaks(record)
+    if speaks is None or reading.verdict is not Verdict.UNKNOWN:
+        return reading.verdict.value, VERDICT_CLASS[reading.verdict], _ratio_vs_reference(reading)
+    return VERDICT_WORDS[speaks], ESTIMATE_CLASS[speaks], _estimated_ratio(record, reading)
+
+
 def _part(value: float | None, interval: Bounds | None) -> str:
     return signed(value) + interval_text(interval)
 
@@ -169,10 +203,11 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
             cells = '<td class="text muted" colspan="8">no window computed yet</td>'
         else:
             reading = read_window(record)
+            _, _, ratio = window_verdict(record, reading)
             cells = (
                 f'<td class="text when">{escape(str(record.get("start", "")))}</td>'
                 f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
-                f"<td>{escape(_ratio_vs_reference(reading))}</td>"
+                f"<td>{escape(ratio)}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
                 f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
@@ -376,21 +411,26 @@ def verdict_table(
         start = str(record.get("start", ""))
         css = ' class="selected"' if start == selected else ""
         href = escape(base + quote_plus(start))
+        verdict, verdict_class, ratio = window_verdict(record, reading)
         rows.append(
             f'<tr{css}><td class="text"><a href="{href}">{escape(start)}</a></td>'
             f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
-            f"<td>{escape(_ratio_vs_reference(reading))}</td>"
+            f"<td>{record.get('unlabelled', DASH)}</td>"
+            f"<td>{escape(ratio)}</td>"
             f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
             f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
             f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
             f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
-            f'<td class="text {VERDICT_CLASS[reading.verdict]}">{reading.verdict.value}</td></tr>'
+            f'<td class="text {verdict_class}">{escape(verdict)}</td></tr>'
         )
     return (
         '<div class="scroll"><table id="verdicts"><caption class="muted">Per window, newest '
-        "first; the parts are the AP change from the reference with 95% intervals.</caption>"
+        "first; the parts are the AP change from the reference with 95% intervals. Before most "
+        "of a window is labelled, its class ratio and verdict are estimated from the scores "
+        "(est.).</caption>"
         '<thead><tr><th class="text" scope="col">window start (UTC)</th><th scope="col">n</th>'
-        '<th scope="col">positives</th><th scope="col">class ratio vs reference</th>'
+        '<th scope="col">positives</th><th scope="col">unlabelled</th>'
+        '<th scope="col">class ratio vs reference</th>'
         '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
         '<th scope="col">prior part</th><th scope="col">likelihood part</th>'
         '<th class="text" scope="col">verdict</th></tr></thead>'
@@ -398,8 +438,11 @@ def verdict_table(
     )
 
 
-def _explain(reading: WindowReading) -> str:
+def _explain(record: Mapping[str, Any], reading: WindowReading) -> str:
     """One sentence on the verdict of a window, with its numbers."""
+    speaks = estimate_speaks(record)
+    if reading.verdict is Verdict.UNKNOWN and speaks is not None:
+        return _explain_estimate(record, reading, speaks)
     if reading.verdict is Verdict.UNKNOWN:
         return (
             "Not enough data: the intervals of the change split need a reference and at least "
@@ -416,6 +459,32 @@ def _explain(reading: WindowReading) -> str:
         f"the likelihood part {_part(reading.likelihood_part, reading.likelihood_interval)}."
     )
     return ratio + parts
+
+
+def _explain_estimate(record: Mapping[str, Any], reading: WindowReading, verdict: str) -> str:
+    """One sentence on a window that its label-free estimate speaks for."""
+    estimated = section(record.get("estimated"))
+    check = section(estimated.get("label_shift"))
+    counts = (
+        f"{record.get('unlabelled', 0)} of its {estimated.get('n', DASH)} scored predictions "
+        "have no label yet. "
+    )
+    if verdict == "not_enough_data":
+        return counts + "Not enough data: the estimate needs at least 200 scored predictions."
+    ratio = f"The class ratio estimated from the scores is {_estimated_ratio(record, reading)}"
+    if verdict == "scores_changed":
+        return (
+            counts
+            + f"The label-shift check rejects (p = {format_number(number(check.get('p_value')))})"
+            ": the scores are not a mixture of the reference's classes at any class ratio, so "
+            "the model or its inputs changed. The estimate does not hold; labels are needed."
+        )
+    return (
+        counts
+        + ratio
+        + f"; the scores fit the reference's classes at that ratio (label-shift check p = "
+        f"{format_number(number(check.get('p_value')))})."
+    )
 
 
 def model_page(
@@ -455,9 +524,10 @@ def model_page(
     times, half = _times(records)
     chosen = next((r for r in records if r.get("start") == selected), records[-1])
     latest = readings[-1]
+    latest_verdict, latest_class, _ = window_verdict(records[-1], latest)
     summary = (
-        f'<h2>Latest window: <span class="{VERDICT_CLASS[latest.verdict]}">'
-        f"{latest.verdict.value}</span></h2><p>{escape(_explain(latest))}</p>"
+        f'<h2>Latest window: <span class="{latest_class}">'
+        f"{escape(latest_verdict)}</span></h2><p>{escape(_explain(records[-1], latest))}</p>"
     )
     reliability = chosen.get("reliability")
     if isinstance(reliability, list) and reliability:
@@ -472,6 +542,7 @@ def model_page(
             "probabilities, or the window has no labelled prediction.</p>"
         )
     chosen_reading = read_window(chosen)
+    chosen_verdict, chosen_class, _ = window_verdict(chosen, chosen_reading)
     body = (
         head
         + summary
@@ -486,8 +557,8 @@ def model_page(
         + f"<h2>{escape(metric)}</h2>"
         + metric_chart(records, metric, chart_id="metric", times=times, half=half)
         + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
-        + f'<p><span class="{VERDICT_CLASS[chosen_reading.verdict]}">'
-        f"{chosen_reading.verdict.value}</span>. {escape(_explain(chosen_reading))}</p>"
+        + f'<p><span class="{chosen_class}">'
+        f"{escape(chosen_verdict)}</span>. {escape(_explain(chosen, chosen_reading))}</p>"
         + diagram
         + "<h2>Verdict per window</h2>"
         + verdict_table(

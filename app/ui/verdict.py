@@ -12,9 +12,13 @@ The per-window verdict is read from the 95% intervals of the record:
 - "not enough data" when any of those intervals is absent (no reference, no labels yet, or
   fewer than 100 positives in the window or the reference for the split's intervals).
 
+Before a window's labels decide (fewer labelled than unlabelled predictions), its label-free
+estimate speaks instead (:func:`estimate_speaks`): its record's ``estimated.verdict``.
+
 The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
 (``CalmonCalibratedMetricDrop``, ``CalmonPriorShift``, ``CalmonPriorShiftEstimated``,
-``CalmonMetricsStale``) on the latest records, so that the page and Prometheus agree.
+``CalmonScoresChangedUnexplained``, ``CalmonMetricsStale``) on the latest records, so that
+the page and Prometheus agree.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
+from app.catalogue import VERDICT_WORDS, labels_decide
 from app.metrics.intervals import wilson_interval
+from app.metrics.label_free import CHECK_LEVEL
 
 #: the metric whose change split drives the verdict and the alert
 SPLIT_METRIC: Final = "average_precision"
@@ -155,18 +161,40 @@ def prior_shift(record: Mapping[str, Any]) -> str | None:
     return None
 
 
+def estimate_speaks(record: Mapping[str, Any]) -> str | None:
+    """The label-free estimate's verdict of a window (``estimated.verdict``) where it, not the
+    labels, speaks for the window (:func:`app.metrics.label_free.labels_decide`); else None."""
+    verdict = section(record.get("estimated")).get("verdict")
+    if not isinstance(verdict, str) or verdict not in VERDICT_WORDS:
+        return None
+    labelled, unlabelled = number(record.get("n")) or 0, number(record.get("unlabelled")) or 0
+    return None if labels_decide(int(labelled), int(unlabelled)) else verdict
+
+
 def estimated_prior_shift(record: Mapping[str, Any]) -> str | None:
     """``CalmonPriorShiftEstimated``: "up" or "down" when the label-free ratio's interval lies
-    wholly beyond the reference ratio times or divided by 1.5, else None."""
-    interval = bounds(section(record.get("estimated")).get("positive_class_ratio_interval"))
+    wholly beyond the reference ratio times or divided by 1.5, the label-shift check holds and
+    the window's labels do not decide yet; else None."""
+    estimated = section(record.get("estimated"))
+    interval = bounds(estimated.get("positive_class_ratio_interval"))
     reference = number(section(record.get("reference")).get("prior"))
-    if interval is None or reference is None:
+    check = section(estimated.get("label_shift"))
+    labelled, unlabelled = number(record.get("n")) or 0, number(record.get("unlabelled")) or 0
+    if interval is None or reference is None or check.get("holds") is not True:
+        return None
+    if labels_decide(int(labelled), int(unlabelled)):
         return None
     if interval[0] > SHIFT_FACTOR * reference:
         return "up"
     if interval[1] < reference / SHIFT_FACTOR:
         return "down"
     return None
+
+
+def scores_changed(record: Mapping[str, Any]) -> bool:
+    """``CalmonScoresChangedUnexplained``: the label-shift check rejects (p < 0.01)."""
+    p_value = number(section(section(record.get("estimated")).get("label_shift")).get("p_value"))
+    return p_value is not None and p_value < CHECK_LEVEL
 
 
 def is_stale(computed_at: datetime, *, now: datetime, length: timedelta) -> bool:
@@ -184,4 +212,9 @@ def alerts(record: Mapping[str, Any]) -> list[str]:
         out.append(f"prior shift: class ratio went {direction}")
     if (direction := estimated_prior_shift(record)) is not None:
         out.append(f"estimated prior shift (no labels needed): class ratio went {direction}")
+    if scores_changed(record):
+        out.append(
+            "scores changed in a way a class-ratio change does not explain: the model or its "
+            "inputs changed, labels needed to tell how much"
+        )
     return out

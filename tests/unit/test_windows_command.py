@@ -30,6 +30,7 @@ def _record(
         "start": start,
         "n": 2000,
         "n_pos": 16,
+        "unlabelled": 0,
         "prior": 0.008,
         "regular": {"average_precision": 0.17649, "roc_auc": 0.9012},
         "calibrated": {"reference": calibrated, "0.01": {"average_precision": 0.2}},
@@ -74,9 +75,21 @@ def test_the_table_shows_values_and_marks_each_part_by_its_interval() -> None:
     )
     assert lines[2].split("  ")[0] == "window start (UTC)"
     rows = [line.split() for line in lines[3:6]]
-    assert rows[0] == ["2026-11-01", "10:00", "2000", "16", "0.0080", "0.176", "-", "-", "-"]
-    assert rows[1][2:] == ["2000", "16", "0.0080", "0.176", "0.464", "-0.285*", "+0.002"]
-    assert rows[2][-3:] == ["0.228", "+0.001?", "-0.233*"]
+    assert rows[0] == [
+        "2026-11-01",
+        "10:00",
+        "2000",
+        "16",
+        "0",
+        "0.0080",
+        "0.176",
+        "-",
+        "-",
+        "-",
+        "-",
+    ]
+    assert rows[1][2:] == ["2000", "16", "0", "0.0080", "0.176", "0.464", "-0.285*", "+0.002", "-"]
+    assert rows[2][-4:] == ["0.228", "+0.001?", "-0.233*", "-"]
     assert "\n".join(lines[6:]) == LEGEND
     # numbers are right-aligned under their header; a part's digits align whatever its mark
     header = lines[2]
@@ -97,7 +110,28 @@ def test_a_metric_without_calibration_or_split_shows_dashes() -> None:
     lines = format_table([record], model="m", segment="country=FR", metric="roc_auc").split("\n")
     assert lines[0] == "model m, segment country=FR, roc_auc"
     assert lines[1].endswith("roc_auc 0.900")
-    assert lines[3].split()[4:] == ["0.0080", "0.901", "-", "-", "-"]
+    assert lines[3].split()[5:] == ["0.0080", "0.901", "-", "-", "-", "-"]
+
+
+def test_before_labels_the_estimate_speaks_with_its_interval_and_verdict() -> None:
+    record = _record("2026-11-01T11:00:00Z", split=None, calibrated=None)
+    record.update(n=0, n_pos=0, unlabelled=5000, prior=None)
+    record["estimated"] = {
+        "positive_class_ratio": 0.0123,
+        "positive_class_ratio_interval": [0.0101, 0.0149],
+        "label_shift": {"p_value": 0.002, "holds": False, "method": "cvm_mixture_bootstrap"},
+        "verdict": "scores_changed",
+    }
+    line = format_table([record], model="m", segment="*", metric="average_precision").split("\n")[3]
+    assert line.split()[2:5] == ["0", "0", "5000"]
+    assert line.endswith(
+        "0.0123 [0.0101, 0.0149] scores changed in a way a class-ratio change does not explain:"
+        " labels needed"
+    )
+    # once most of the window is labelled, the measured ratio speaks
+    record.update(n=4000, n_pos=40, unlabelled=1000, prior=0.01)
+    line = format_table([record], model="m", segment="*", metric="average_precision").split("\n")[3]
+    assert line.endswith(" -")
 
 
 def test_no_window_yet_says_so() -> None:

@@ -12,6 +12,7 @@ from app.ui.verdict import (
     Verdict,
     alerts,
     calibrated_drop,
+    estimate_speaks,
     estimated_prior_shift,
     is_stale,
     prior_shift,
@@ -30,6 +31,9 @@ def record(
     calibrated_ap: float = 0.45,
     reference_ap: float = 0.46,
     estimated: list[float] | None = None,
+    p_value: float | None = 0.4,
+    unlabelled: int = 0,
+    estimate_verdict: str = "class_ratio_moved",
 ) -> dict[str, Any]:
     """A window record with the fields the verdict reads; parts default to intervals around
     0 (nothing moved)."""
@@ -39,6 +43,7 @@ def record(
     return {
         "n": n,
         "n_pos": n_pos,
+        "unlabelled": unlabelled,
         "prior": n_pos / n,
         "prior_interval": wilson_interval(n_pos, n),
         "regular": {"average_precision": 0.4},
@@ -63,6 +68,12 @@ def record(
         else {
             "positive_class_ratio": sum(estimated) / 2,
             "positive_class_ratio_interval": estimated,
+            "label_shift": {
+                "p_value": p_value,
+                "holds": None if p_value is None else p_value >= 0.01,
+                "method": "cvm_mixture_bootstrap",
+            },
+            "verdict": estimate_verdict,
         },
     }
 
@@ -125,10 +136,41 @@ def test_prior_shift_both_ways_and_the_factor() -> None:
 
 
 def test_estimated_prior_shift_needs_the_whole_interval_beyond_the_band() -> None:
-    assert estimated_prior_shift(record(estimated=[0.01, 0.02])) == "down"
-    assert estimated_prior_shift(record(estimated=[0.08, 0.09])) == "up"
-    assert estimated_prior_shift(record(estimated=[0.02, 0.04])) is None
-    assert estimated_prior_shift(record()) is None
+    def before_labels(estimated: list[float] | None) -> dict[str, Any]:
+        return record(estimated=estimated, n=100, unlabelled=19_900)
+
+    assert estimated_prior_shift(before_labels([0.01, 0.02])) == "down"
+    assert estimated_prior_shift(before_labels([0.08, 0.09])) == "up"
+    assert estimated_prior_shift(before_labels([0.02, 0.04])) is None
+    assert estimated_prior_shift(before_labels(None)) is None
+
+
+def test_estimated_prior_shift_needs_the_check_to_hold_and_the_labels_to_be_missing() -> None:
+    for p_value in (0.002, None):
+        moved = record(estimated=[0.01, 0.02], n=100, unlabelled=19_900, p_value=p_value)
+        assert estimated_prior_shift(moved) is None
+    # once most of the window is labelled, the measured ratio decides
+    assert estimated_prior_shift(record(estimated=[0.01, 0.02], unlabelled=10)) is None
+
+
+def test_the_estimate_speaks_only_before_the_labels() -> None:
+    before = record(estimated=[0.01, 0.02], n=100, unlabelled=19_900)
+    assert estimate_speaks(before) == "class_ratio_moved"
+    assert estimate_speaks(record(estimated=[0.01, 0.02], unlabelled=10)) is None
+    assert estimate_speaks(record(n=100, unlabelled=19_900)) is None  # no estimate
+
+
+def test_scores_changed_is_an_alert_and_never_beside_an_estimated_shift() -> None:
+    changed = record(
+        estimated=[0.01, 0.02],
+        n=100,
+        unlabelled=19_900,
+        p_value=0.002,
+        estimate_verdict="scores_changed",
+    )
+    texts = alerts(changed)
+    assert len(texts) == 1
+    assert texts[0].startswith("scores changed in a way a class-ratio change does not explain")
 
 
 def test_alerts_in_words() -> None:
