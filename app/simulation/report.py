@@ -169,15 +169,30 @@ def _part(value: Any, bounds: Any) -> str:
     return f"{_signed(value):>6} {interval}"
 
 
+def _estimate(record: Mapping[str, Any]) -> str:
+    """The label-free prior, its 95% interval and its verdict (one word: ``class_ratio_moved``,
+    ``scores_changed``, ``no_change``, ``not_enough_data``), or ``-``."""
+    estimated = record.get("estimated") or {}
+    ratio = estimated.get("positive_class_ratio")
+    if ratio is None:
+        return "-"
+    lower, upper = estimated.get("positive_class_ratio_interval") or (None, None)
+    return (
+        f"{_number(ratio, 4)} [{_number(lower, 4)},{_number(upper, 4)}]"
+        f" {estimated.get('verdict') or '-'}"
+    )
+
+
 def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
     """A table of the computed windows: start, phase, n, prior, regular AP, AP calibrated at
     the reference prior, the prior and likelihood parts of the AP change
-    (``docs/metrics.md``), each with its 95% interval, and the prior estimated without labels
-    (``estimated``, from every prediction, labelled or not)."""
+    (``docs/metrics.md``), each with its 95% interval, the predictions without a label, and
+    the prior estimated without labels (``estimated``, from every prediction, labelled or not)
+    with its 95% interval and verdict."""
     header = (
         f"{'window start (UTC)':<17}  {'phase':<10}  {'n':>7}  {'prior':>6}  {'AP':>5}"
         f"  {'AP@ref':>6}  prior part of the AP change [95%]  likelihood part [95%]"
-        "  estimated prior"
+        "  unlabelled  estimated prior [95%] and what it says"
     )
     lines = [header]
     reference: dict[str, Any] | None = None
@@ -197,7 +212,7 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
             f"  {_number(at_ref.get('average_precision'), 3):>6}"
             f"  {_part(split.get('prior'), split.get('prior_interval'))}"
             f"  {_part(split.get('likelihood'), split.get('likelihood_interval'))}"
-            f"  {_number((record.get('estimated') or {}).get('positive_class_ratio'), 4)}"
+            f"  {record.get('unlabelled', 0):>10}  {_estimate(record)}"
         )
     if reference is not None:
         lines.append(
@@ -266,6 +281,28 @@ def _conclusion(moved: bool, change: str | None) -> str:
     return f"the model {change}; the class ratio did not move"
 
 
+def _estimate_verdict(found: Sequence[Mapping[str, Any]], ref_prior: Any, true_ratio: str) -> str:
+    """What the label-free estimates of a phase's unlabelled windows say: the scores changed
+    in a way a class-ratio change does not explain when the label-shift check rejects in any
+    of them (their estimate does not hold), else the estimated class ratio."""
+    estimated = [r["estimated"] for r in found if r.get("estimated")]
+    rejected = sum((e.get("label_shift") or {}).get("holds") is False for e in estimated)
+    if rejected:
+        return (
+            f"scores changed in a way a class-ratio change does not explain (label-shift check"
+            f" rejects in {rejected} of {len(estimated)} windows): the model or its inputs"
+            f" changed, labels needed ({true_ratio})"
+        )
+    estimate = _mean([e["positive_class_ratio"] for e in estimated])
+    if estimate is None or not ref_prior:
+        return "no estimate; the likelihood part needs labels"
+    return (
+        f"estimated class ratio x{estimate / ref_prior:.2f}"
+        f" ({ref_prior:.4f} -> {estimate:.4f}, {true_ratio}); scores consistent with a"
+        " class-ratio change; the likelihood part needs labels"
+    )
+
+
 def format_verdicts(
     plans: Sequence[WindowPlan], records: Records, truth: Mapping[str, Any]
 ) -> list[str]:
@@ -296,17 +333,9 @@ def format_verdicts(
         n, n_pos = sum(r["n"] for r in found), sum(r["n_pos"] for r in found)
         ref_prior = reference["prior"]
         if n == 0 or not ref_prior:
-            estimates = [
-                r["estimated"]["positive_class_ratio"] for r in found if r.get("estimated")
-            ]
-            estimate = _mean(estimates)
-            text = (
-                ""
-                if estimate is None or not ref_prior
-                else f" estimated class ratio x{estimate / ref_prior:.2f}"
-                f" ({ref_prior:.4f} -> {estimate:.4f}, {true_ratio});"
+            lines.append(
+                f"{name}: no labels yet; {_estimate_verdict(found, ref_prior, true_ratio)}"
             )
-            lines.append(f"{name}: no labels yet;{text} the likelihood part needs labels")
             continue
         ratio = n_pos / n
         moved = _ratio_moved(n_pos, n, reference["n_pos"], reference["n"])

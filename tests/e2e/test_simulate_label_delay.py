@@ -2,9 +2,15 @@
 period first hold only the label-free estimate of their prior, then, once the late labels
 landed, their measured prior beside the unchanged estimate.
 
-A small stream (2 windows per phase of 5,000 predictions, stable then a prior shift from
-π 0.05 to 0.008) keeps the run within seconds; the summary tables the command prints before
-and after the labels are checked against the truth file and the stored window records.
+The stream: 2 windows per phase of 40,000 predictions, stable, then a prior shift from π 0.05
+to 0.008, then a likelihood drift (the positives' scores fall, π back at 0.05). Before the
+labels land, the prior-shift windows are read as a class-ratio change (the label-shift check
+holds) and the likelihood-drift windows are flagged (the check rejects: the scores changed in
+a way a class-ratio change does not explain). That drift moves the positives only, so the
+window looks much like fewer positives: at 5,000 predictions per window the check does not see
+it (p about 0.3), at 20,000 it is borderline (p about 0.02), from 40,000 it rejects
+(p about 0.002-0.005; ``docs/metrics.md``). The summary tables the command prints before and
+after the labels are checked against the truth file and the stored window records.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
 
 pytestmark = pytest.mark.slow
 
-PER_WINDOW = 5000
+PER_WINDOW = 40_000
 
 
 def _tables(out: str) -> list[list[list[str]]]:
@@ -59,44 +65,60 @@ def test_estimates_come_before_late_labels_and_measured_values_after(tmp_path: P
                 "--windows-per-phase",
                 "2",
                 "--phases",
-                "stable,prior",
+                "stable,prior,likelihood",
                 "--label-delay",
                 "2",
                 "--truth",
                 str(truth_file),
                 "--wait",
-                "60",
+                "240",
             ],
             env=env,
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=420,
         )
         response = httpx.get(f"{base}/v1/models/late/windows", params={"limit": "100"})
     assert run.returncode == 0, f"{run.stderr}\n{run.stdout}"
-    assert "sent 10000 labels late" in run.stderr
+    assert f"sent {4 * PER_WINDOW} labels late" in run.stderr
     assert response.status_code == 200, response.text
     records: dict[str, dict[str, Any]] = {r["start"]: r for r in response.json()["windows"]}
     truth = json.loads(truth_file.read_text())
     rows = truth["windows"]
-    assert [row["phase"] for row in rows] == ["stable", "stable", "prior", "prior"]
+    assert [row["phase"] for row in rows] == ["stable"] * 2 + ["prior"] * 2 + ["likelihood"] * 2
 
     before, after = _tables(run.stdout)
-    # columns: date, time, phase, n, prior, ..., estimated prior (last)
+    # columns: date, time, phase, n, prior, ..., unlabelled, estimated prior, [lo,hi], verdict
     for line, row in zip(before, rows, strict=True):
         assert line[2] == row["phase"]
         if row["phase"] == "stable":
             assert (int(line[3]), line[4]) == (PER_WINDOW, f"{row['n_pos'] / PER_WINDOW:.4f}")
-            assert 0.03 < float(line[-1]) < 0.08
+            assert line[-4] == "0"
+            assert 0.03 < float(line[-3]) < 0.08
+            assert line[-1] == "no_change"
         else:
-            # no label yet: nothing measured, the estimate already sees the shift
-            assert (line[3], line[4]) == ("0", "-")
-            assert float(line[-1]) < 0.3 * float(before[0][-1])
+            # no label yet: nothing measured, the estimate speaks
+            assert (line[3], line[4], line[-4]) == ("0", "-", str(PER_WINDOW))
+            if row["phase"] == "prior":
+                assert float(line[-3]) < 0.3 * float(before[0][-3])
+                assert line[-1] == "class_ratio_moved"
+            else:
+                assert line[-1] == "scores_changed"
+    verdicts = run.stdout[: run.stdout.index("sent ")] if "sent " in run.stdout else run.stdout
+    assert "prior: no labels yet; estimated class ratio" in run.stdout
+    assert "scores consistent with a class-ratio change" in run.stdout
+    assert (
+        "likelihood: no labels yet; scores changed in a way a class-ratio change does not explain"
+        " (label-shift check rejects in 2 of 2 windows)" in run.stdout
+    ), verdicts
     for line_before, line_after, row in zip(before, after, rows, strict=True):
         record = records[row["start"]]
         assert (record["n"], record["n_pos"], record["unlabelled"]) == (PER_WINDOW, row["n_pos"], 0)
         assert (int(line_after[3]), line_after[4]) == (PER_WINDOW, f"{record['prior']:.4f}")
         # the estimate never uses the window's labels: it stays what it was
-        assert line_after[-1] == line_before[-1]
-        assert line_after[-1] == f"{record['estimated']['positive_class_ratio']:.4f}"
+        assert line_after[-3:] == line_before[-3:]
+        assert line_after[-3] == f"{record['estimated']['positive_class_ratio']:.4f}"
+        assert line_after[-1] == record["estimated"]["verdict"]
+        check = record["estimated"]["label_shift"]
+        assert check["holds"] is (row["phase"] != "likelihood")

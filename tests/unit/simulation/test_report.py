@@ -223,9 +223,8 @@ def test_summary_lists_every_planned_window(api: TestClient, scheduler: WindowSc
             bounds = split[f"{part}_interval"]
             interval = ["[-]"] if bounds is None else [f"[{bounds[0]:+.3f},", f"{bounds[1]:+.3f}]"]
             expected += [_text(split[part], "+.3f"), *interval]
-        assert fields[7:-1] == expected
-        estimated = record["estimated"]
-        assert fields[-1] == _text(estimated and estimated["positive_class_ratio"], ".4f")
+        assert fields[7 : 7 + len(expected)] == expected
+        assert fields[7 + len(expected) :] == [str(record["unlabelled"]), *_estimate(record)]
     assert lines[4].split()[2:] == ["prior", "not", "computed"]
     reference = records[plans[0].start]["reference"]
     assert lines[-1] == (
@@ -278,8 +277,7 @@ def test_late_labels_keep_the_estimate_beside_the_measured_values(
         assert record["n_pos"] == data.n_pos
         assert record["estimated"] == before[data.plan.start]["estimated"]
     summary = format_summary(plans, after).splitlines()
-    estimated = after[plans[-1].start]["estimated"]["positive_class_ratio"]
-    assert summary[len(plans)].split()[-1] == f"{estimated:.4f}"
+    assert summary[len(plans)].split()[-3:] == _estimate(after[plans[-1].start])
 
 
 def test_a_second_stream_in_the_same_windows_stops_the_wait_at_once(
@@ -397,6 +395,19 @@ def test_verdicts_say_in_words_what_moved_beside_the_truth() -> None:
     ]
 
 
+def _estimate(record: dict[str, Any]) -> list[str]:
+    """The summary's last tokens for a record's estimate: ratio, interval, verdict."""
+    estimated = record["estimated"]
+    if estimated is None:
+        return ["-"]
+    lower, upper = estimated["positive_class_ratio_interval"]
+    return [
+        f"{estimated['positive_class_ratio']:.4f}",
+        f"[{lower:.4f},{upper:.4f}]",
+        estimated["verdict"],
+    ]
+
+
 def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
     plans = _verdict_plans()[:4]
     truth = truth_document(
@@ -411,8 +422,17 @@ def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
     records = {plan.start: _verdict_record(1000, 0.0, None) for plan in plans}
     for plan, estimate in zip(plans[2:], (0.007, 0.009), strict=True):
         records[plan.start].update(n=0, n_pos=0, unlabelled=20_000, split=None)
-        records[plan.start]["estimated"] = {"positive_class_ratio": estimate}
+        records[plan.start]["estimated"] = {
+            "positive_class_ratio": estimate,
+            "label_shift": {"p_value": 0.3, "holds": True, "method": "cvm_mixture_bootstrap"},
+        }
     assert format_verdicts(plans, records, truth) == [
         "prior: no labels yet; estimated class ratio x0.16 (0.0500 -> 0.0080, true 0.050 ->"
-        " 0.008); the likelihood part needs labels"
+        " 0.008); scores consistent with a class-ratio change; the likelihood part needs labels"
+    ]
+    records[plans[3].start]["estimated"]["label_shift"]["holds"] = False
+    assert format_verdicts(plans, records, truth) == [
+        "prior: no labels yet; scores changed in a way a class-ratio change does not explain"
+        " (label-shift check rejects in 1 of 2 windows): the model or its inputs changed,"
+        " labels needed (true 0.050 -> 0.008)"
     ]
