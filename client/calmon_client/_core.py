@@ -120,7 +120,7 @@ def prediction_item(
     items it refuses."""
     if not isinstance(client_id, str) or not client_id:
         raise InvalidItemError("id must be a non-empty string")
-    if isinstance(score, bool):
+    if isinstance(score, bool | str | bytes):
         raise InvalidItemError("score must be a number")
     try:
         value = float(score)  # type: ignore[arg-type]
@@ -218,6 +218,7 @@ class Queue:
         self.queued: dict[Kind, int] = {"predictions": 0, "labels": 0}
         self.resolved: dict[Kind, int] = {"predictions": 0, "labels": 0}
         self.in_flight = 0
+        self.in_flight_kind: Kind = "predictions"
         self.counts: dict[str, int] = {f.name: 0 for f in fields(Stats) if f.name != "queued"}
 
     def size(self) -> int:
@@ -262,7 +263,7 @@ class Queue:
             ):
                 count = min(len(waiting), self.batch_size)
                 items = [waiting.popleft() for _ in range(count)]
-                self.in_flight = count
+                self.in_flight, self.in_flight_kind = count, kind
                 return Batch(kind, items)
         return None
 
@@ -276,6 +277,7 @@ class Queue:
     def abandon(self) -> int:
         """Count everything waiting and in flight as lost (``close`` gave up); how many."""
         lost = self.size() + self.in_flight
+        self.resolved[self.in_flight_kind] += self.in_flight
         for kind, waiting in self.waiting.items():
             self.resolved[kind] += len(waiting)
             waiting.clear()
