@@ -213,12 +213,13 @@ class Monitor:
         self.close()
 
     def _put(self, kind: Kind, item: Item) -> bool:
+        queue = self._queue
         with self._lock:
-            if not self._closing and (not self._queue.full() or self._room()):
-                if self._queue.put(kind, item):
+            if not self._closing and (queue.waiting_count < queue.max_queue or self._room()):
+                if queue.put(kind, item):
                     self._wake.notify()
                 return True
-            self._queue.counts["dropped"] += 1
+            queue.counts["dropped"] += 1
             reason = "the monitor is closed" if self._closing else "the queue is full"
         self._dropped(reason, kind, item)
         return False
