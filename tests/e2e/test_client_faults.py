@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-
 from calmon_client import Incident, Monitor
+
 from tests.e2e.faults.helpers import TIMESTAMP, ApiProcess
 from tests.e2e.faults.postgres_server import PostgresServer
 from tests.integration.conftest import upgraded
