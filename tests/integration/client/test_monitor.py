@@ -219,6 +219,20 @@ def test_only_the_items_the_server_names_are_rejected(server: Server) -> None:
     ]
 
 
+def test_a_batch_over_the_body_limit_is_split_until_it_fits(start_server: ServerFactory) -> None:
+    server = start_server(max_body_bytes=4096)
+    incidents: list[Incident] = []
+    with Monitor(server.url, MODEL, batch_size=100, on_error=incidents.append) as monitor:
+        for i in range(100):
+            monitor.log(f"tx-{i:03d}", 0.5, timestamp=RECENT, segment="country=FR")
+        assert monitor.flush(timeout=10)
+        stats = monitor.stats()
+    assert server.count() == 100
+    # the 100 predictions (about 10 kB) and both halves of 50 are refused, 4 of 25 are taken
+    assert (stats.new, stats.rejected, stats.requests) == (100, 0, 7)
+    assert incidents == []
+
+
 def test_a_refused_token_rejects_the_batch(start_server: ServerFactory) -> None:
     server = start_server(api_tokens="admin-token-0123456789:admin,read-token-0123456789:read")
     incidents: list[Incident] = []
