@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--predictions 1000000] [--batch 1000] [--clients 8]
         [--workers 2] [--postgres URL] [--service] [--keep]
-    .venv/bin/python bench/ingest.py --client [--predictions 1000000] [--senders 2]
+    .venv/bin/python bench/ingest.py --client [--predictions 1000000] [--senders 2] [--rounds 2]
 
 Creates a scratch database on ``--postgres`` (default ``CALMON_TEST_POSTGRES_URL``, else the
 local server's ``postgres`` database), migrates it, starts ``calmon api --workers N`` on it
@@ -44,10 +44,12 @@ each send their share of ``--predictions`` predictions, first as a plain loop ov
 (one kept-alive ``httpx.Client``, each batch of ``--batch`` built as dicts, encoded with the
 standard ``json`` module and posted, the answer checked), then through one
 ``calmon_client.Monitor`` per process (``log`` for each prediction, then ``close``, which
-returns once all are acknowledged). Both start from the same Python values (ids, ISO 8601
-event times, scores, labels, segments, built before the clock starts); the tables are emptied
-between the two. Printed: each rate, the CPU per prediction of the senders and of the API
-workers, and the ratio Monitor / hand-written.
+returns once all are acknowledged), ``--rounds`` times each in the order A B B A A B …. Both
+start from the same kind of Python values (ids, ISO 8601 event times, scores, labels,
+segments, built before the clock starts; new ids each run); the tables are emptied before each
+run. Printed: each run's rate, the CPU per prediction of the senders, the API workers and the
+database, the cores busy (and how much of that was other processes), and the ratio of the
+medians, Monitor / hand-written.
 
 The scratch database is dropped at the end (``--keep`` keeps it).
 """
@@ -626,19 +628,21 @@ def monitor_main(
 
 
 def compare_client(args: argparse.Namespace, admin_url: str, database: str, url: str) -> bool:
-    """``--client``: the hand-written sender, then ``calmon_client.Monitor``, on one API;
-    prints both rates and their ratio. True when every prediction was stored exactly once."""
+    """``--client``: the hand-written sender and ``calmon_client.Monitor`` on one API,
+    ``--rounds`` times each in alternating order (the machine's load drifts); prints every
+    rate, each sender's median and their ratio. True when every prediction was stored exactly
+    once."""
     libpq_url = url.replace("postgresql+psycopg://", "postgresql://", 1)
     n = args.predictions
-    shares = []
-    for phase in range(2):
-        values = sender_values(make_rows(n, args.seed + phase))
-        shares.append([values[s :: args.senders] for s in range(args.senders)])
     log = Path(tempfile.mkdtemp(prefix="calmon-bench-")) / "api.log"
     port = free_port()
     api = start_api(url, port, args.workers, log)
     exact = True
-    rates = []
+    senders: dict[str, Callable[..., None]] = {
+        "hand-written httpx sender": raw_httpx_main,
+        "calmon_client.Monitor": monitor_main,
+    }
+    rates: dict[str, list[float]] = {label: [] for label in senders}
     try:
         workers = worker_pids(api.pid) or [api.pid]
         status, answer = http_call(
@@ -650,10 +654,10 @@ def compare_client(args: argparse.Namespace, admin_url: str, database: str, url:
         assert found is not None
         model_id = int(found[0])
         tables = ["predictions", "prediction_keys"] if partitioned(libpq_url) else ["predictions"]
-        for label, target, share in (
-            ("hand-written httpx sender", raw_httpx_main, shares[0]),
-            ("calmon_client.Monitor", monitor_main, shares[1]),
-        ):
+        order = list(senders)
+        for phase in range(2 * args.rounds):
+            label = order[phase % 2 if (phase // 2) % 2 == 0 else 1 - phase % 2]
+            values = sender_values(make_rows(n, args.seed + phase))
             with psycopg.connect(libpq_url, autocommit=True) as conn:
                 conn.execute(
                     sql.SQL("TRUNCATE {}").format(
@@ -662,8 +666,8 @@ def compare_client(args: argparse.Namespace, admin_url: str, database: str, url:
                 )
             checkpoint(admin_url, database)
             run = run_phase(
-                target,
-                [(port, part, args.batch) for part in share],
+                senders[label],
+                [(port, values[s :: args.senders], args.batch) for s in range(args.senders)],
                 admin_url=admin_url,
                 database=database,
                 workers=workers,
@@ -672,16 +676,17 @@ def compare_client(args: argparse.Namespace, admin_url: str, database: str, url:
             count, distinct = stored_counts(libpq_url, model_id)
             once = count == distinct == n and not failures
             exact = exact and once
-            rates.append(n / run.seconds)
+            rates[label].append(n / run.seconds)
             sender_cpu = sum(r.cpu for r in run.clients)
+            worker_cpu = sum(run.worker_cpu.values())
+            other = run.machine_cpu - sender_cpu - worker_cpu - run.database_cpu
             print(
-                f"{label}: {n:,} predictions in {run.seconds:.2f} s = {rates[-1]:,.0f}/s"
+                f"{label}: {n:,} predictions in {run.seconds:.2f} s = {rates[label][-1]:,.0f}/s"
                 f" ({args.senders} processes, batches of {args.batch}); CPU µs per prediction:"
-                f" senders {sender_cpu / n * 1e6:.1f}, workers"
-                f" {sum(run.worker_cpu.values()) / n * 1e6:.1f}, database"
-                f" {run.database_cpu / n * 1e6:.1f}; cores busy"
-                f" {run.machine_cpu / run.seconds:.2f};"
-                f" stored {count:,} rows, {distinct:,} distinct ids"
+                f" senders {sender_cpu / n * 1e6:.1f}, workers {worker_cpu / n * 1e6:.1f},"
+                f" database {run.database_cpu / n * 1e6:.1f}; cores busy"
+                f" {run.machine_cpu / run.seconds:.2f}, of which other processes"
+                f" {other / run.seconds:.2f}; stored {count:,} rows, {distinct:,} distinct ids"
                 + ("" if once else f" MISMATCH {failures[:3]}"),
                 flush=True,
             )
@@ -689,7 +694,11 @@ def compare_client(args: argparse.Namespace, admin_url: str, database: str, url:
         api.send_signal(signal.SIGINT)
         api.wait(timeout=30)
         shutil.rmtree(log.parent, ignore_errors=True)
-    print(f"ratio: calmon_client.Monitor / hand-written sender = {rates[1] / rates[0]:.2f}")
+    raw, monitor = (float(np.median(rates[label])) for label in senders)
+    print(
+        f"ratio: calmon_client.Monitor / hand-written sender = {monitor / raw:.2f}"
+        f" (medians of {args.rounds} run(s) each: {monitor:,.0f} / {raw:,.0f} predictions/s)"
+    )
     return exact
 
 
@@ -724,6 +733,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--senders", type=int, default=2, help="sending processes of each kind (--client)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="runs of each sender, alternating (--client)"
     )
     args = parser.parse_args()
 
