@@ -41,7 +41,7 @@ def test_a_batch_goes_once_its_oldest_item_has_waited(server: Server) -> None:
                 await asyncio.sleep(0.02)
             return time.monotonic() - started
 
-    assert 0.3 <= asyncio.run(main()) < 2.0
+    assert 0.3 <= asyncio.run(main()) < 5.0
 
 
 def test_refused_connections_and_429_are_retried(

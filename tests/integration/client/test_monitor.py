@@ -29,7 +29,8 @@ def test_batches_by_size_then_flush_sends_the_rest(server: Server) -> None:
     with Monitor(server.url, MODEL, batch_size=100, flush_interval=60) as monitor:
         for i in range(250):
             assert monitor.log(f"tx-{i}", i / 250, timestamp=RECENT, label=i % 2)
-        wait_for("two full batches", lambda: server.count() == 200, timeout=10)
+        wait_for("two full batches", lambda: monitor.stats().predictions_sent == 200, timeout=10)
+        assert server.count() == 200
         assert monitor.stats().requests == 2
         assert monitor.stats().queued == 50
         assert monitor.flush(timeout=10)
@@ -46,7 +47,7 @@ def test_a_batch_goes_once_its_oldest_item_has_waited_flush_interval(server: Ser
         monitor.log("tx-1", 0.5)
         wait_for("the aged batch", lambda: server.count() == 1, timeout=5, interval=0.02)
         elapsed = time.monotonic() - started
-    assert 0.3 <= elapsed < 2.0, elapsed
+    assert 0.3 <= elapsed < 5.0, elapsed
 
 
 def test_labels_sent_later_reach_their_predictions(server: Server) -> None:
