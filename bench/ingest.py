@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--predictions 1000000] [--batch 1000] [--clients 8]
         [--workers 2] [--postgres URL] [--service] [--keep]
+    .venv/bin/python bench/ingest.py --client [--predictions 1000000] [--senders 2] [--rounds 2]
 
 Creates a scratch database on ``--postgres`` (default ``CALMON_TEST_POSTGRES_URL``, else the
 local server's ``postgres`` database), migrates it, starts ``calmon api --workers N`` on it
@@ -37,6 +38,19 @@ run, and described in docs/ingestion.md:
 - ratio of the API's rate to each baseline, against the targets (≥ 0.5 of (a), stretch
   ≥ 0.6) and ≥ 80,000 predictions/s.
 
+With ``--client`` it measures instead the sender package ``calmon_client`` (``client/``, which
+must be importable) against a hand-written sender, on the same API: ``--senders`` processes
+each send their share of ``--predictions`` predictions, first as a plain loop over the rows
+(one kept-alive ``httpx.Client``, each batch of ``--batch`` built as dicts, encoded with the
+standard ``json`` module and posted, the answer checked), then through one
+``calmon_client.Monitor`` per process (``log`` for each prediction, then ``close``, which
+returns once all are acknowledged), ``--rounds`` times each in the order A B B A A B …. Both
+start from the same kind of Python values (ids, ISO 8601 event times, scores, labels,
+segments, built before the clock starts; new ids each run); the tables are emptied before each
+run. Printed: each run's rate, the CPU per prediction of the senders, the API workers and the
+database, the cores busy (and how much of that was other processes), and the ratio of the
+medians, Monitor / hand-written.
+
 The scratch database is dropped at the end (``--keep`` keeps it).
 """
 
@@ -44,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import multiprocessing as mp
 import multiprocessing.synchronize
 import os
@@ -62,6 +77,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import orjson
 import psycopg
@@ -510,6 +526,182 @@ def stored_counts(libpq_url: str, model_id: int) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+#: one prediction as a sender holds it: (id, timestamp, score, label or None, segment)
+Prediction = tuple[str, str, float, int | None, str]
+
+
+def sender_values(rows: Rows) -> list[Prediction]:
+    """``rows`` as the Python values a service would hand to its sender."""
+    labels = rows.labels.tolist()
+    return [
+        (client_id, stamp, score, None if label < 0 else label, SEGMENTS[segment])
+        for client_id, stamp, score, label, segment in zip(
+            [i.decode() for i in rows.ids.tolist()],
+            rows.stamps.tolist(),
+            rows.scores.tolist(),
+            labels,
+            rows.segments.tolist(),
+            strict=True,
+        )
+    ]
+
+
+def raw_httpx_main(
+    port: int,
+    predictions: list[Prediction],
+    batch: int,
+    barrier: multiprocessing.synchronize.Barrier,
+    results: mp.Queue[ClientResult],
+) -> None:
+    """The hand-written sender: batches of ``batch`` built as dicts, encoded with ``json``
+    and posted one after the other on one kept-alive ``httpx.Client``."""
+    result = ClientResult()
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+    path = f"/v1/models/{MODEL}/predictions"
+    headers = {"Content-Type": "application/json"}
+    barrier.wait()
+    result.started = time.perf_counter()
+    cpu = time.process_time()
+    for first in range(0, len(predictions), batch):
+        items = []
+        for client_id, stamp, score, label, segment in predictions[first : first + batch]:
+            item: dict[str, object] = {
+                "id": client_id,
+                "timestamp": stamp,
+                "score": score,
+                "segment": segment,
+            }
+            if label is not None:
+                item["label"] = label
+            items.append(item)
+        sent = time.perf_counter()
+        response = client.post(
+            path, content=json.dumps({"predictions": items}).encode(), headers=headers
+        )
+        result.latencies.append(time.perf_counter() - sent)
+        if response.status_code != 200 or response.json()["new"] != len(items):
+            result.failures.append(f"{response.status_code} {response.text[:200]}")
+        else:
+            result.predictions += len(items)
+    result.finished = time.perf_counter()
+    result.cpu = time.process_time() - cpu
+    results.put(result)
+    barrier.wait()
+    client.close()
+
+
+def monitor_main(
+    port: int,
+    predictions: list[Prediction],
+    batch: int,
+    barrier: multiprocessing.synchronize.Barrier,
+    results: mp.Queue[ClientResult],
+) -> None:
+    """The same predictions through ``calmon_client.Monitor``: ``log`` each, then ``close``
+    (returns once the server has acknowledged all of them)."""
+    from calmon_client import Monitor
+
+    result = ClientResult()
+    monitor = Monitor(
+        f"http://127.0.0.1:{port}",
+        MODEL,
+        batch_size=batch,
+        max_queue=max(len(predictions), batch),
+        when_full="block",
+        close_timeout=600,
+    )
+    log = monitor.log
+    barrier.wait()
+    result.started = time.perf_counter()
+    cpu = time.process_time()
+    for client_id, stamp, score, label, segment in predictions:
+        log(client_id, score, stamp, label, segment)
+    monitor.close()
+    result.finished = time.perf_counter()
+    result.cpu = time.process_time() - cpu
+    stats = monitor.stats()
+    result.predictions = stats.new
+    if stats.new != len(predictions):
+        result.failures.append(f"{stats}")
+    results.put(result)
+    barrier.wait()
+
+
+def compare_client(args: argparse.Namespace, admin_url: str, database: str, url: str) -> bool:
+    """``--client``: the hand-written sender and ``calmon_client.Monitor`` on one API,
+    ``--rounds`` times each in alternating order (the machine's load drifts); prints every
+    rate, each sender's median and their ratio. True when every prediction was stored exactly
+    once."""
+    libpq_url = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    n = args.predictions
+    log = Path(tempfile.mkdtemp(prefix="calmon-bench-")) / "api.log"
+    port = free_port()
+    api = start_api(url, port, args.workers, log)
+    exact = True
+    senders: dict[str, Callable[..., None]] = {
+        "hand-written httpx sender": raw_httpx_main,
+        "calmon_client.Monitor": monitor_main,
+    }
+    rates: dict[str, list[float]] = {label: [] for label in senders}
+    try:
+        workers = worker_pids(api.pid) or [api.pid]
+        status, answer = http_call(
+            port, "PUT", f"/v1/models/{MODEL}", orjson.dumps({"score_kind": "probability"})
+        )
+        assert status == 201, answer
+        with psycopg.connect(libpq_url) as conn:
+            found = conn.execute("SELECT id FROM models WHERE name = %s", (MODEL,)).fetchone()
+        assert found is not None
+        model_id = int(found[0])
+        tables = ["predictions", "prediction_keys"] if partitioned(libpq_url) else ["predictions"]
+        order = list(senders)
+        for phase in range(2 * args.rounds):
+            label = order[phase % 2 if (phase // 2) % 2 == 0 else 1 - phase % 2]
+            values = sender_values(make_rows(n, args.seed + phase))
+            with psycopg.connect(libpq_url, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("TRUNCATE {}").format(
+                        sql.SQL(", ").join(sql.Identifier(t) for t in tables)
+                    )
+                )
+            checkpoint(admin_url, database)
+            run = run_phase(
+                senders[label],
+                [(port, values[s :: args.senders], args.batch) for s in range(args.senders)],
+                admin_url=admin_url,
+                database=database,
+                workers=workers,
+            )
+            failures = [f for r in run.clients for f in r.failures]
+            count, distinct = stored_counts(libpq_url, model_id)
+            once = count == distinct == n and not failures
+            exact = exact and once
+            rates[label].append(n / run.seconds)
+            sender_cpu = sum(r.cpu for r in run.clients)
+            worker_cpu = sum(run.worker_cpu.values())
+            other = run.machine_cpu - sender_cpu - worker_cpu - run.database_cpu
+            print(
+                f"{label}: {n:,} predictions in {run.seconds:.2f} s = {rates[label][-1]:,.0f}/s"
+                f" ({args.senders} processes, batches of {args.batch}); CPU µs per prediction:"
+                f" senders {sender_cpu / n * 1e6:.1f}, workers {worker_cpu / n * 1e6:.1f},"
+                f" database {run.database_cpu / n * 1e6:.1f}; cores busy"
+                f" {run.machine_cpu / run.seconds:.2f}, of which other processes"
+                f" {other / run.seconds:.2f}; stored {count:,} rows, {distinct:,} distinct ids"
+                + ("" if once else f" MISMATCH {failures[:3]}"),
+                flush=True,
+            )
+    finally:
+        api.send_signal(signal.SIGINT)
+        api.wait(timeout=30)
+        shutil.rmtree(log.parent, ignore_errors=True)
+    raw, monitor = (float(np.median(rates[label])) for label in senders)
+    print(
+        f"ratio: calmon_client.Monitor / hand-written sender = {monitor / raw:.2f}"
+        f" (medians of {args.rounds} run(s) each: {monitor:,.0f} / {raw:,.0f} predictions/s)"
+    )
+    return exact
+
+
 def mib(kib: int) -> str:
     return f"{kib / 1024:.1f}"
 
@@ -534,6 +726,17 @@ def main() -> None:
         help="also store the same batches through the service layer without HTTP (cost split)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--client",
+        action="store_true",
+        help="instead: calmon_client.Monitor against a hand-written httpx sender",
+    )
+    parser.add_argument(
+        "--senders", type=int, default=2, help="sending processes of each kind (--client)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="runs of each sender, alternating (--client)"
+    )
     args = parser.parse_args()
 
     name, libpq_url = create_scratch(args.postgres)
@@ -544,6 +747,10 @@ def main() -> None:
         engine = create_db_engine(Settings(database_url=url))
         migrate.upgrade(engine)
         engine.dispose()
+        if args.client:
+            if not compare_client(args, args.postgres, name, url):
+                raise SystemExit(1)
+            return
         with psycopg.connect(libpq_url, autocommit=True) as conn:
             conn.execute(MINIMAL_TABLE)
         registry = partitioned(libpq_url)

@@ -1,0 +1,21 @@
+"""Send a model's predictions and labels to a calmon server from production code.
+
+    from calmon_client import Monitor
+
+    monitor = Monitor("http://calmon:8000", "fraud", token="…")
+    monitor.log("tx-1", 0.93, segment="country=FR")  # queued; sent in the background
+    monitor.label("tx-1", 1)                          # the label, when it is known
+
+Batches by size and age from a background thread, retries what may pass (connection errors,
+timeouts, 429 and 503 with their ``Retry-After``) with jittered back-off, and flushes at exit.
+Nothing raises into the caller after the constructor: problems are counted (:meth:`Monitor.stats`),
+logged on the ``calmon_client`` logger, and passed to an optional ``on_error`` callback.
+:class:`AsyncMonitor` is the asyncio twin. Depends on httpx only.
+"""
+
+from calmon_client._async import AsyncMonitor
+from calmon_client._core import Incident, IncidentKind, Stats, WhenFull
+from calmon_client._sync import Monitor
+
+__all__ = ["AsyncMonitor", "Incident", "IncidentKind", "Monitor", "Stats", "WhenFull"]
+__version__ = "0.1.0"

@@ -1,0 +1,559 @@
+"""What the blocking :class:`~calmon_client.Monitor` and the asyncio
+:class:`~calmon_client.AsyncMonitor` share, free of I/O: the checks of what callers log, the
+queue with its batching rule, the back-off, and the delivery of one batch as a generator of
+steps (send this body, pause this long) that each of them drives with its own HTTP client and
+clock.
+
+Delivery is safe to repeat: the server stores a prediction id once and answers an exact repeat
+as a duplicate, and applying a label twice changes nothing. So a batch whose answer was lost is
+simply sent again until the server acknowledges it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import json.encoder
+import logging
+import math
+import random
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Final, Literal, cast
+
+logger = logging.getLogger("calmon_client")
+
+#: the largest batch the server takes
+MAX_BATCH: Final = 10_000
+MODEL_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+#: answers after which the same request may succeed: sent again without limit
+RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
+#: an unexpected server error is tried this many times in all, then the batch is rejected
+SERVER_ERROR_ATTEMPTS: Final = 5
+#: the longest ``Retry-After`` obeyed, in seconds
+MAX_RETRY_AFTER: Final = 300.0
+_escape: Callable[[str], str] = json.encoder.encode_basestring_ascii
+#: a field of a 422 answer's details: ``predictions[12].score``
+_ITEM_FIELD: Final = re.compile(r"^(?:predictions|labels)\[(\d+)\]")
+
+Kind = Literal["predictions", "labels"]
+WhenFull = Literal["block", "drop"]
+IncidentKind = Literal["invalid", "dropped", "retrying", "rejected", "lost"]
+#: a prediction as queued: (id, timestamp, score, label, segment, monotonic time queued)
+PredictionItem = tuple[str, str, float, int | None, str | None, float]
+#: a label as queued: (id, label, monotonic time queued)
+LabelItem = tuple[str, int, float]
+Item = PredictionItem | LabelItem
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """Something that went wrong, as the ``on_error`` callback sees it.
+
+    ``kind`` says what became of the ``count`` predictions or labels concerned:
+
+    - ``invalid``: ``log`` or ``label`` was given something the server cannot take (a naive
+      datetime, a score that is not a finite number, ...); not queued.
+    - ``dropped``: the queue was full (``when_full="drop"``, or ``"block"`` past its timeout)
+      or the monitor closed; not queued.
+    - ``retrying``: a request failed in a way that may pass (connection error, timeout, 408,
+      429, 502, 503, 504, or a 500 up to 5 times); the batch is sent again after a pause.
+    - ``rejected``: the server refused them for good (400, 401, 403, 404, 409, 413, 422, ...);
+      ``code`` and ``message`` are the server's. Only the offending items of a batch are
+      rejected when the answer names them; the rest is sent again.
+    - ``lost``: still unacknowledged when ``close`` gave up waiting (some may be stored).
+    """
+
+    kind: IncidentKind
+    message: str
+    count: int
+    status: int | None = None
+    code: str | None = None
+    #: the first few ids concerned, when known
+    ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counters since the monitor started (each prediction or label counts once)."""
+
+    #: waiting in the queue or in a request not answered yet
+    queued: int = 0
+    #: predictions the server acknowledged (``new`` + ``duplicates``)
+    predictions_sent: int = 0
+    #: of those, stored by this monitor's request
+    new: int = 0
+    #: of those, already stored with the same content (an earlier attempt was stored but its
+    #: answer was lost, or another sender sent them)
+    duplicates: int = 0
+    #: labels the server acknowledged
+    labels_sent: int = 0
+    invalid: int = 0
+    dropped: int = 0
+    rejected: int = 0
+    lost: int = 0
+    #: requests that failed and were sent again
+    retries: int = 0
+    #: HTTP requests made
+    requests: int = 0
+
+
+class InvalidItemError(ValueError):
+    """What :func:`prediction_item` and :func:`label_item` raise (turned into an incident)."""
+
+
+def prediction_item(
+    client_id: object,
+    score: object,
+    timestamp: datetime | str | None,
+    label: object,
+    segment: object,
+    now: float,
+) -> PredictionItem:
+    """Check what a caller logs and put it in the queue's form; raises :class:`InvalidItemError`.
+
+    Only what the sender could not send, or would send in another form than meant, is
+    checked here (types, finiteness, aware datetimes); the server checks the rest (id and
+    segment patterns, the event time's range, a probability's range) and the answer names the
+    items it refuses."""
+    # the common types first: this runs in the caller's thread for every prediction
+    if type(client_id) is not str or not client_id:
+        raise InvalidItemError("id must be a non-empty string")
+    if type(score) is not float:
+        if isinstance(score, bool | str | bytes):
+            raise InvalidItemError("score must be a number")
+        try:
+            score = float(score)  # type: ignore[arg-type]  # anything float() takes
+        except (TypeError, ValueError):
+            raise InvalidItemError("score must be a number") from None
+    if not math.isfinite(score):
+        raise InvalidItemError("score must be finite")
+    if type(timestamp) is str:
+        stamp = timestamp
+    elif timestamp is None:
+        stamp = datetime.now(UTC).isoformat()
+    elif isinstance(timestamp, datetime):
+        if timestamp.tzinfo is None or timestamp.utcoffset() is None:
+            raise InvalidItemError("timestamp must be an aware datetime (with a tzinfo)")
+        stamp = timestamp.isoformat()
+    elif isinstance(timestamp, str):
+        stamp = str(timestamp)
+    else:
+        raise InvalidItemError("timestamp must be a datetime, an ISO 8601 string or None")
+    if segment is not None and type(segment) is not str:
+        if not isinstance(segment, str):
+            raise InvalidItemError("segment must be a string or None")
+        segment = str(segment)
+    if label is not None and not (type(label) is int and (label == 0 or label == 1)):
+        label = _label_value(label, optional=True)
+    return (client_id, stamp, score, label, segment, now)
+
+
+def label_item(client_id: object, label: object, now: float) -> LabelItem:
+    """Check a label sent on its own; raises :class:`InvalidItemError`."""
+    if not isinstance(client_id, str) or not client_id:
+        raise InvalidItemError("id must be a non-empty string")
+    value = _label_value(label, optional=False)
+    assert value is not None
+    return (client_id, value, now)
+
+
+def _label_value(label: object, *, optional: bool) -> int | None:
+    if label is None and optional:
+        return None
+    if isinstance(label, bool):
+        return int(label)
+    if isinstance(label, int) and label in (0, 1):
+        return label
+    if isinstance(label, float) and label in (0.0, 1.0):
+        return int(label)
+    raise InvalidItemError("label must be 0, 1" + (" or None" if optional else ""))
+
+
+#: a label as it ends a prediction's JSON object
+_LABEL_JSON: Final = {None: "", 0: ',"label":0', 1: ',"label":1'}
+
+
+def encode(kind: Kind, items: list[Item]) -> bytes:
+    """The JSON body of a request carrying ``items``.
+
+    Written item by item (strings escaped by the ``json`` module's own escaper, floats by
+    their ``repr``, which is what ``json.dumps`` writes): about half the cost of building a
+    dict per item for ``json.dumps``, and this runs for every prediction."""
+    if kind == "labels":
+        labels = [{"id": item[0], "label": item[1]} for item in items]
+        return json.dumps({"labels": labels}, separators=(",", ":")).encode()
+    escape = _escape
+    labels_json = _LABEL_JSON
+    parts = [
+        f'{{"id":{escape(client_id)},"timestamp":{escape(stamp)},"score":{score!r}'
+        f"{labels_json[label]}" + ("}" if segment is None else f',"segment":{escape(segment)}}}')
+        for client_id, stamp, score, label, segment, _ in cast(list[PredictionItem], items)
+    ]
+    return ('{"predictions":[' + ",".join(parts) + "]}").encode()
+
+
+@dataclass(slots=True)
+class Batch:
+    """Items of one kind taken from the queue together, and what became of them."""
+
+    kind: Kind
+    items: list[Item]
+    acknowledged: int = 0
+    rejected: int = 0
+
+    @property
+    def unresolved(self) -> int:
+        return len(self.items) - self.acknowledged - self.rejected
+
+
+class Queue:
+    """The bounded queue of predictions and labels waiting to be sent, and the counters.
+
+    Not thread-safe: the blocking monitor holds its lock around every call; the asyncio one
+    calls it from its event loop only. A batch is due when ``batch_size`` items of one kind
+    wait, when the oldest has waited ``flush_interval`` seconds, or at once while someone
+    flushes or closes."""
+
+    def __init__(self, *, batch_size: int, flush_interval: float, max_queue: int) -> None:
+        if not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be between 1 and {MAX_BATCH}")
+        if not flush_interval > 0:
+            raise ValueError("flush_interval must be positive")
+        if max_queue < batch_size:
+            raise ValueError("max_queue must be at least batch_size")
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self.max_queue = max_queue
+        self.waiting: dict[Kind, deque[Item]] = {"predictions": deque(), "labels": deque()}
+        #: items queued and items resolved (acknowledged, rejected or lost), per kind: a flush
+        #: waits until the second reaches what the first was when it began
+        self.queued: dict[Kind, int] = {"predictions": 0, "labels": 0}
+        self.resolved: dict[Kind, int] = {"predictions": 0, "labels": 0}
+        self.waiting_count = 0
+        self.in_flight = 0
+        self.in_flight_kind: Kind = "predictions"
+        self.counts: dict[str, int] = {f.name: 0 for f in fields(Stats) if f.name != "queued"}
+
+    def size(self) -> int:
+        """Items waiting (not those in flight)."""
+        return self.waiting_count
+
+    def full(self) -> bool:
+        return self.waiting_count >= self.max_queue
+
+    def put(self, kind: Kind, item: Item) -> bool:
+        """Queue ``item``; True when the sender should look again (its first item, or a full
+        batch)."""
+        waiting = self.waiting[kind]
+        waiting.append(item)
+        self.queued[kind] += 1
+        self.waiting_count += 1
+        return len(waiting) == 1 or len(waiting) == self.batch_size
+
+    def due_in(self, now: float, *, eager: bool) -> float | None:
+        """Seconds until a batch is due (0: now), or None while nothing waits. ``eager``: any
+        waiting item is due (a flush or close is under way)."""
+        soonest: float | None = None
+        for waiting in self.waiting.values():
+            if not waiting:
+                continue
+            if eager or len(waiting) >= self.batch_size:
+                return 0.0
+            left = waiting[0][-1] + self.flush_interval - now
+            if left <= 0:
+                return 0.0
+            soonest = left if soonest is None else min(soonest, left)
+        return soonest
+
+    def take(self, now: float, *, eager: bool) -> Batch | None:
+        """The next due batch (predictions before labels), or None."""
+        kind: Kind
+        for kind in ("predictions", "labels"):
+            waiting = self.waiting[kind]
+            if waiting and (
+                eager
+                or len(waiting) >= self.batch_size
+                or waiting[0][-1] + self.flush_interval <= now
+            ):
+                count = min(len(waiting), self.batch_size)
+                items = [waiting.popleft() for _ in range(count)]
+                self.waiting_count -= count
+                self.in_flight, self.in_flight_kind = count, kind
+                return Batch(kind, items)
+        return None
+
+    def settle(self, batch: Batch, *, lost: bool = False) -> None:
+        """Count a batch whose delivery ended as resolved (its unresolved items as lost)."""
+        if lost:
+            self.counts["lost"] += batch.unresolved
+        self.resolved[batch.kind] += len(batch.items)
+        self.in_flight = 0
+
+    def abandon(self) -> int:
+        """Count everything waiting and in flight as lost (``close`` gave up); how many."""
+        lost = self.size() + self.in_flight
+        self.resolved[self.in_flight_kind] += self.in_flight
+        for kind, waiting in self.waiting.items():
+            self.resolved[kind] += len(waiting)
+            waiting.clear()
+        self.waiting_count = 0
+        self.counts["lost"] += lost
+        self.in_flight = 0
+        return lost
+
+    def flushed(self, target: dict[Kind, int]) -> bool:
+        """Whether every item queued before ``target`` (a copy of :attr:`queued`) is resolved."""
+        return all(self.resolved[kind] >= count for kind, count in target.items())
+
+    def stats(self, sent: dict[str, int]) -> Stats:
+        """The counters: this queue's and ``sent``, the sender's (see :func:`deliver`)."""
+        counts = {name: self.counts.get(name, 0) + sent.get(name, 0) for name in self.counts}
+        return Stats(**{**counts, "queued": self.size() + self.in_flight})
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Pauses between attempts: ``first · 2^k`` capped at ``cap``, each drawn uniformly in
+    [50 %, 100 %] of that so that many senders do not retry in step; a ``Retry-After`` from
+    the server is obeyed instead (plus 0 to 25 %, capped at 300 s)."""
+
+    first: float = 0.1
+    cap: float = 5.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (from 0)."""
+        wait = parse_retry_after(retry_after)
+        if wait is not None:
+            return min(wait, MAX_RETRY_AFTER) * self.rng.uniform(1.0, 1.25)
+        return min(self.cap, self.first * 2.0 ** min(attempt, 30)) * self.rng.uniform(0.5, 1.0)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds asked by a ``Retry-After`` header (delay-seconds or an HTTP date), or None."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            moment = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        seconds = moment.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return max(seconds, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    """Step: POST ``body`` to the batch's route; the driver sends back a :class:`Reply`."""
+
+    kind: Kind
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Step: wait ``seconds`` before the next attempt; the driver sends back None."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The server's answer, or ``failure`` (no answer: what the transport raised)."""
+
+    status: int = 0
+    content: bytes = b""
+    retry_after: str | None = None
+    failure: str | None = None
+
+
+Step = Post | Pause
+
+
+def deliver(
+    batch: Batch,
+    counts: dict[str, int],
+    backoff: Backoff,
+    report: Callable[[Incident], None],
+) -> Generator[Step, Reply | None, None]:
+    """Deliver ``batch``: yields the requests and pauses to make, ends once every item is
+    acknowledged or rejected. ``counts`` (the sender's counters, by :class:`Stats` field) are
+    updated as answers come; ``report`` receives the incidents.
+
+    Retried until acknowledged: connection errors and timeouts, 408, 429, 502, 503 and 504
+    (and a 500 up to :data:`SERVER_ERROR_ATTEMPTS` times), pausing as :class:`Backoff` says.
+    A 413 splits the batch in halves. A 409 or 422 whose details name the offending items
+    rejects just those and sends the rest again; any other error answer rejects the batch."""
+    work: list[list[Item]] = [batch.items]
+    while work:
+        items = work.pop()
+        attempt = 0
+        body = encode(batch.kind, items)
+        while True:
+            reply = yield Post(batch.kind, body)
+            assert reply is not None
+            counts["requests"] += 1
+            status = reply.status
+            if (
+                reply.failure is not None
+                or status in RETRY_STATUSES
+                or (status >= 500 and attempt + 1 < SERVER_ERROR_ATTEMPTS)
+            ):
+                problem = reply.failure or f"{status} {_error(reply)[1]}"
+                counts["retries"] += 1
+                if attempt == 0:
+                    logger.warning(
+                        "calmon: sending %d %s failed (%s); retrying",
+                        len(items),
+                        batch.kind,
+                        problem,
+                    )
+                report(
+                    Incident(
+                        "retrying",
+                        problem,
+                        len(items),
+                        status=status or None,
+                        code=_error(reply)[0] if status else None,
+                    )
+                )
+                yield Pause(backoff.delay(attempt, reply.retry_after))
+                attempt += 1
+                continue
+            if status == 200:
+                _acknowledge(batch, items, reply.content, counts)
+                if attempt:
+                    logger.info(
+                        "calmon: %d %s delivered after %d attempts",
+                        len(items),
+                        batch.kind,
+                        attempt + 1,
+                    )
+                break
+            if status == 413 and len(items) > 1:
+                half = len(items) // 2
+                work.extend([items[half:], items[:half]])
+                break
+            code, message = _error(reply)
+            offending = _offending(batch.kind, status, code, reply.content, items)
+            refused = (
+                offending if offending and len(offending) < len(items) else set(range(len(items)))
+            )
+            _reject(
+                batch, [items[i] for i in sorted(refused)], status, code, message, counts, report
+            )
+            items = [item for i, item in enumerate(items) if i not in refused]
+            if not items:
+                break
+            attempt = 0
+            body = encode(batch.kind, items)
+
+
+def _acknowledge(batch: Batch, items: list[Item], content: bytes, counts: dict[str, int]) -> None:
+    batch.acknowledged += len(items)
+    if batch.kind == "labels":
+        counts["labels_sent"] += len(items)
+        return
+    counts["predictions_sent"] += len(items)
+    try:
+        answer = json.loads(content)
+        new, duplicates = int(answer["new"]), int(answer["duplicates"])
+    except (ValueError, KeyError, TypeError):
+        new, duplicates = len(items), 0
+    counts["new"] += new
+    counts["duplicates"] += duplicates
+
+
+def _reject(
+    batch: Batch,
+    items: list[Item],
+    status: int,
+    code: str,
+    message: str,
+    counts: dict[str, int],
+    report: Callable[[Incident], None],
+) -> None:
+    batch.rejected += len(items)
+    counts["rejected"] += len(items)
+    ids = tuple(str(item[0]) for item in items[:10])
+    logger.error(
+        "calmon: the server refused %d %s (%d %s: %s), e.g. ids %s",
+        len(items),
+        batch.kind,
+        status,
+        code,
+        message,
+        ", ".join(ids[:3]),
+    )
+    report(Incident("rejected", message, len(items), status=status, code=code, ids=ids))
+
+
+def _error(reply: Reply) -> tuple[str, str]:
+    """The error code and message of an error answer (calmon's error body, or the text)."""
+    try:
+        error = json.loads(reply.content)["error"]
+        return str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        text = reply.content[:200].decode(errors="replace")
+        return f"http_{reply.status}", text or f"HTTP {reply.status}"
+
+
+def _offending(kind: Kind, status: int, code: str, content: bytes, items: list[Item]) -> set[int]:
+    """Positions in ``items`` that a 409 or 422 answer names (empty when it names none)."""
+    try:
+        details = json.loads(content)["error"]["details"]
+        if status == 422 and code == "validation_error":
+            found = set()
+            for detail in details:
+                match = _ITEM_FIELD.match(str(detail["field"]))
+                if match is None:
+                    return set()
+                found.add(int(match.group(1)))
+            return {i for i in found if i < len(items)}
+        if status == 409 and kind == "predictions":
+            ids = {str(detail["id"]) for detail in details}
+            return {i for i, item in enumerate(items) if item[0] in ids}
+    except (ValueError, KeyError, TypeError):
+        pass
+    return set()
+
+
+def root_url(url: str) -> str:
+    """The server's root from what a user may pass: ``http://host:8000``, with or without a
+    trailing ``/`` or ``/v1``."""
+    base = url.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return base
+
+
+def check_model(model: str) -> str:
+    if not isinstance(model, str) or MODEL_PATTERN.fullmatch(model) is None:
+        raise ValueError(f"model must match {MODEL_PATTERN.pattern}, got {model!r}")
+    return model
+
+
+def safe_callback(
+    callback: Callable[[Incident], None] | None,
+) -> Callable[[Incident], None]:
+    """``callback`` wrapped so that nothing it raises reaches the monitor (it is logged)."""
+
+    def report(incident: Incident) -> None:
+        if callback is None:
+            return
+        try:
+            callback(incident)
+        except Exception:
+            logger.exception("calmon: the on_error callback raised")
+
+    return report

@@ -1,0 +1,308 @@
+""":class:`Monitor`: the blocking sender, with a background thread that batches and sends."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from datetime import datetime
+from types import TracebackType
+from typing import Final
+
+import httpx
+
+from calmon_client._core import (
+    Backoff,
+    Batch,
+    Incident,
+    IncidentKind,
+    InvalidItemError,
+    Item,
+    Kind,
+    Post,
+    Queue,
+    Reply,
+    Stats,
+    WhenFull,
+    check_model,
+    deliver,
+    label_item,
+    prediction_item,
+    root_url,
+    safe_callback,
+)
+
+logger = logging.getLogger("calmon_client")
+
+JSON: Final = {"Content-Type": "application/json"}
+#: seconds between two warnings about dropped items (each says how many since the last)
+DROP_WARNING_PERIOD: Final = 10.0
+
+
+class Monitor:
+    """Sends a model's predictions and labels to a calmon server from a background thread.
+
+    ``log`` and ``label`` only check their arguments and queue them (a few microseconds); a
+    thread sends them in batches of ``batch_size``, or sooner once the oldest has waited
+    ``flush_interval`` seconds, retrying failed requests until the server acknowledges them
+    (ids make a repeat harmless). At most ``max_queue`` items wait; when the queue is full,
+    ``when_full="drop"`` (the default) drops the new item and counts it, ``"block"`` makes
+    ``log`` wait for room (at most ``block_timeout`` seconds, then drop; None: no limit).
+
+    Nothing after the constructor raises into the caller: what goes wrong is counted in
+    :meth:`stats`, logged on the ``calmon_client`` logger, and passed to ``on_error`` (called
+    from the caller's thread for invalid or dropped items, from the sending thread otherwise;
+    it must be quick and must not call the monitor back). The constructor raises
+    ``ValueError`` for a bad configuration.
+
+    Closing (``close``, the end of a ``with`` block, or the interpreter's exit) sends what is
+    queued, waiting at most ``close_timeout`` seconds; what is still unacknowledged then is
+    counted ``lost``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        token: str | None = None,
+        batch_size: int = 1000,
+        flush_interval: float = 1.0,
+        max_queue: int = 100_000,
+        when_full: WhenFull = "drop",
+        block_timeout: float | None = None,
+        timeout: float = 30.0,
+        max_retry_delay: float = 5.0,
+        close_timeout: float = 30.0,
+        on_error: Callable[[Incident], None] | None = None,
+    ) -> None:
+        if when_full not in ("block", "drop"):
+            raise ValueError(f"when_full must be 'block' or 'drop', got {when_full!r}")
+        self.model = check_model(model)
+        self._queue = Queue(
+            batch_size=batch_size, flush_interval=flush_interval, max_queue=max_queue
+        )
+        self._when_full = when_full
+        self._block_timeout = block_timeout
+        self._timeout = timeout
+        self._close_timeout = close_timeout
+        self._backoff = Backoff(cap=max_retry_delay)
+        self._report = safe_callback(on_error)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(base_url=root_url(url), headers=headers, timeout=timeout)
+        self._paths: dict[Kind, str] = {
+            "predictions": f"/v1/models/{model}/predictions",
+            "labels": f"/v1/models/{model}/labels",
+        }
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._space = threading.Condition(self._lock)
+        self._done = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        #: the sending thread's counters (only it writes them)
+        self._sent: dict[str, int] = dict.fromkeys(self._queue.counts, 0)
+        self._flushing = 0
+        self._closing = False
+        self._finished = False
+        self._abandoned = False
+        self._deadline: float | None = None
+        self._drops_unlogged = 0
+        self._drop_logged_at = -DROP_WARNING_PERIOD
+        self._thread = threading.Thread(
+            target=self._run, name=f"calmon-client-{model}", daemon=True
+        )
+        self._thread.start()
+        reference = weakref.ref(self)
+
+        def close_at_exit() -> None:
+            monitor = reference()
+            if monitor is not None:
+                monitor.close()
+
+        self._close_at_exit = close_at_exit
+        atexit.register(close_at_exit)
+
+    def log(
+        self,
+        id: str,
+        score: float,
+        timestamp: datetime | str | None = None,
+        label: int | None = None,
+        segment: str | None = None,
+    ) -> bool:
+        """Queue one prediction: ``timestamp`` an aware datetime or ISO 8601 text with an
+        offset (None: now), ``label`` 0, 1 or None (not known yet: send it later with
+        :meth:`label`). True when queued; False when invalid or dropped (counted)."""
+        try:
+            item = prediction_item(id, score, timestamp, label, segment, time.monotonic())
+        except InvalidItemError as exc:
+            self._invalid(f"prediction {id!r}: {exc}", id)
+            return False
+        return self._put("predictions", item)
+
+    def label(self, id: str, label: int) -> bool:
+        """Queue the label (0 or 1) of a prediction logged earlier (or later). True when
+        queued; False when invalid or dropped (counted)."""
+        try:
+            item = label_item(id, label, time.monotonic())
+        except InvalidItemError as exc:
+            self._invalid(f"label of {id!r}: {exc}", id)
+            return False
+        return self._put("labels", item)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Send everything queued so far now, and wait until the server has acknowledged it
+        (or rejected it, or ``close`` gave it up); at most ``timeout`` seconds (None: no
+        limit). True when all of it was resolved in time."""
+        with self._lock:
+            target = dict(self._queue.queued)
+            if self._queue.flushed(target):
+                return True
+            self._flushing += 1
+            self._wake.notify()
+            try:
+                return self._done.wait_for(
+                    lambda: self._queue.flushed(target) or self._abandoned, timeout
+                ) and self._queue.flushed(target)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is queued and stop, waiting at most ``timeout`` seconds (None: the
+        ``close_timeout`` given to the constructor); what is then unacknowledged is counted
+        ``lost``. Later calls of ``log`` and ``label`` drop their item. Idempotent."""
+        wait = self._close_timeout if timeout is None else timeout
+        lost = 0
+        with self._lock:
+            if not self._closing:
+                self._closing = True
+                self._deadline = time.monotonic() + wait
+                self._wake.notify()
+                self._space.notify_all()
+            if not self._done.wait_for(lambda: self._finished or self._abandoned, wait):
+                self._abandoned = True
+                lost = self._queue.abandon()
+                self._done.notify_all()
+        self._stop.set()
+        if lost:
+            message = f"{lost} items still unacknowledged when closing gave up after {wait} s"
+            logger.error("calmon: %s", message)
+            self._report(Incident("lost", message, lost))
+        self._thread.join(timeout=1.0)
+        if not self._thread.is_alive():
+            self._client.close()
+        atexit.unregister(self._close_at_exit)
+
+    def stats(self) -> Stats:
+        """The counters so far (a snapshot)."""
+        with self._lock:
+            return self._queue.stats(self._sent)
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _put(self, kind: Kind, item: Item) -> bool:
+        queue = self._queue
+        with self._lock:
+            if not self._closing and (queue.waiting_count < queue.max_queue or self._room()):
+                if queue.put(kind, item):
+                    self._wake.notify()
+                return True
+            queue.counts["dropped"] += 1
+            reason = "the monitor is closed" if self._closing else "the queue is full"
+        self._dropped(reason, kind, item)
+        return False
+
+    def _room(self) -> bool:
+        """With the lock held and the queue full: wait for room if the policy says so."""
+        if self._when_full == "drop":
+            return False
+        self._space.wait_for(lambda: self._closing or not self._queue.full(), self._block_timeout)
+        return not self._closing and not self._queue.full()
+
+    def _dropped(self, reason: str, kind: Kind, item: Item) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._drops_unlogged += 1
+            due = now - self._drop_logged_at >= DROP_WARNING_PERIOD
+            if due:
+                count, self._drops_unlogged, self._drop_logged_at = self._drops_unlogged, 0, now
+        if due:
+            logger.warning("calmon: %d items dropped (%s)", count, reason)
+        self._report(_incident("dropped", f"{kind[:-1]} dropped: {reason}", str(item[0])))
+
+    def _invalid(self, message: str, client_id: object) -> None:
+        with self._lock:
+            self._queue.counts["invalid"] += 1
+        logger.warning("calmon: not sent: %s", message)
+        self._report(_incident("invalid", message, client_id))
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                batch = None
+                while batch is None:
+                    if self._abandoned:
+                        return
+                    eager = self._flushing > 0 or self._closing
+                    now = time.monotonic()
+                    wait = self._queue.due_in(now, eager=eager)
+                    if wait is None and self._closing:
+                        self._finished = True
+                        self._done.notify_all()
+                        return
+                    if wait is None or wait > 0:
+                        self._wake.wait(wait)
+                    else:
+                        batch = self._queue.take(now, eager=eager)
+                self._space.notify_all()
+            self._deliver(batch)
+
+    def _deliver(self, batch: Batch) -> None:
+        steps = deliver(batch, self._sent, self._backoff, self._report)
+        try:
+            step = next(steps)
+            while True:
+                reply: Reply | None = None
+                if isinstance(step, Post):
+                    reply = self._post(step)
+                elif self._stop.wait(step.seconds):
+                    break
+                if self._abandoned:
+                    break
+                step = steps.send(reply)
+        except StopIteration:
+            pass
+        finally:
+            steps.close()
+        with self._lock:
+            if not self._abandoned:
+                self._queue.settle(batch, lost=batch.unresolved > 0)
+            self._done.notify_all()
+
+    def _post(self, step: Post) -> Reply:
+        timeout = self._timeout
+        if self._deadline is not None:
+            timeout = max(min(timeout, self._deadline - time.monotonic()), 0.001)
+        try:
+            response = self._client.post(
+                self._paths[step.kind], content=step.body, headers=JSON, timeout=timeout
+            )
+        except Exception as exc:  # any failure to get an answer is retried
+            return Reply(failure=f"{type(exc).__name__}: {exc}")
+        return Reply(response.status_code, response.content, response.headers.get("retry-after"))
+
+
+def _incident(kind: IncidentKind, message: str, client_id: object) -> Incident:
+    return Incident(kind, message, 1, ids=(str(client_id),))
