@@ -19,6 +19,9 @@ a direct two-beta family (positives Beta(5, 2), negatives Beta(2, 5)). The refer
 - ``logit_shift``: every score's logit raised by 1 (ranking and ROC AUC unchanged);
 - ``power``: every score s replaced by s^0.5 (a monotone distortion).
 
+The fitted families score :data:`POOL` rows per class and scenario once; windows and
+references draw from these pools with replacement (the pools are the population).
+
 Each family is studied with ``--references`` independent references (the check's false
 rejections are correlated across windows that share one reference). Per cell (family,
 scenario, prior, rows), over every reference's windows: the share of windows where the check
@@ -56,6 +59,8 @@ FAMILIES: Final = ("tree", "logistic", "beta")
 REFERENCE_ROWS: Final = 50_000
 REFERENCE_PRIOR: Final = 0.1
 FEATURES: Final = 20
+#: scored rows per class and scenario of a fitted family, drawn from with replacement
+POOL: Final = 200_000
 #: the positives' mean: six informative features
 SEPARATION: Final = np.r_[np.full(6, 0.55), np.zeros(FEATURES - 6)]
 
@@ -106,25 +111,37 @@ def family(name: str, *, seed: int = 0) -> Scorer:
         return beta
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
 
-    x, y = _features(np.random.default_rng(seed), 30_000, REFERENCE_PRIOR, "label_shift")
+    rng = np.random.default_rng(seed)
+    x, y = _features(rng, 30_000, REFERENCE_PRIOR, "label_shift")
     model: Any = (
         HistGradientBoostingClassifier(max_iter=60, max_leaf_nodes=8, random_state=seed)
         if name == "tree"
         else LogisticRegression(max_iter=1000)
     )
-    model.fit(x, y)
+    pools: dict[tuple[str, bool], FloatArray] = {}
+    with threadpool_limits(1):
+        model.fit(x, y)
+        for scenario in SCENARIOS:
+            for positive in (True, False):
+                features, _ = _features(rng, POOL, 1.0 if positive else 0.0, scenario)
+                scores = np.asarray(model.predict_proba(features)[:, 1], dtype=np.float64)
+                if name == "tree":
+                    scores = np.round(scores, 3)
+                pools[scenario, positive] = _distort(scores, scenario)
 
-    def fitted(
+    def pooled_scores(
         rng: np.random.Generator, n: int, prior: float, scenario: str
     ) -> tuple[FloatArray, Labels]:
-        features, labels = _features(rng, n, prior, scenario)
-        s = np.asarray(model.predict_proba(features)[:, 1], dtype=np.float64)
-        if name == "tree":
-            s = np.round(s, 3)
-        return _distort(s, scenario), labels
+        labels = rng.random(n) < prior
+        n_pos = int(labels.sum())
+        scores = np.empty(n)
+        scores[labels] = rng.choice(pools[scenario, True], n_pos)
+        scores[~labels] = rng.choice(pools[scenario, False], n - n_pos)
+        return scores, labels
 
-    return fitted
+    return pooled_scores
 
 
 @dataclass(frozen=True, slots=True)
