@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from app.offline.report import Record
 
 MAX_PI0 = 5
+#: the bootstrap's seed unless --seed says otherwise: a run's intervals are repeatable
+DEFAULT_SEED = 0
 
 EPILOG = """\
 FILE is a CSV file with a header line (or - for standard input). Columns, in any order:
@@ -120,9 +122,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed",
         type=int,
-        default=None,
+        default=DEFAULT_SEED,
         metavar="N",
-        help="seed of the bootstrap, for reproducible intervals (with --intervals)",
+        help=f"seed of the bootstrap intervals (with --intervals); the same file and seed give"
+        f" the same intervals (default {DEFAULT_SEED})",
     )
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="output format (default table)"

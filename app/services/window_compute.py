@@ -59,7 +59,10 @@ def evaluate_segment(
     result = evaluate_prepared(
         prepared, threshold=model.threshold, pi0=pi0, score_kind=model.score_kind
     )
-    seed = segment_seed(model, segment, start)
+    unlabelled_sorted = np.sort(scores[~labelled])
+    seed = segment_seed(
+        model, segment, (prepared.pos_sorted, prepared.neg_sorted, unlabelled_sorted)
+    )
     intervals = bootstrap_intervals(
         prepared,
         threshold=model.threshold,
@@ -88,7 +91,7 @@ def evaluate_segment(
         reference=reference,
         estimated=estimate_window(
             reference.label_shift if reference is not None else None,
-            all_sorted(prepared, scores[~labelled]),
+            all_sorted(prepared, unlabelled_sorted),
             threshold=model.threshold,
             pi0=[float(p) for p in model.pi0],
             seed=seed,

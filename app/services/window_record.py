@@ -6,14 +6,16 @@ The record's fields and when each is null: ``docs/scheduler.md`` ("The record").
 
 from __future__ import annotations
 
+import hashlib
 import math
-import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from app.arrays import FloatArray
 from app.db.models import Model
 from app.services.reference_cache import Reference
 from app.timeline import iso
@@ -49,10 +51,24 @@ def clean(value: Any) -> Any:
     return value
 
 
-def segment_seed(model: Model, segment: str, start: datetime) -> int:
-    """The bootstrap seed of a window and segment: a recomputation on the same data gives
-    the same intervals."""
-    return zlib.crc32(f"{model.name}|{segment}|{iso(start)}".encode())
+def segment_seed(model: Model, segment: str, data: Sequence[FloatArray]) -> int:
+    """The bootstrap seed of a window and segment: a stable hash (not Python's salted
+    ``hash``) of the model, the segment and the window's data (``data``: its sorted score
+    arrays, which stand for its data version).
+
+    A recomputation of the same data, in any process, gives the same intervals, and new data
+    new draws. The window's start is left out on purpose: a stream sent again at another
+    time (``calmon simulate --seed``, whose windows end at the present) holds the same data
+    in other windows, and must show the same intervals.
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for part in (model.name, segment):
+        encoded = part.encode()
+        digest.update(len(encoded).to_bytes(4, "little") + encoded)
+    for array in data:
+        digest.update(array.size.to_bytes(8, "little"))
+        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+    return int.from_bytes(digest.digest(), "little") >> 1
 
 
 def keyed(values: dict[str, Any], model: Model, reference_key: str | None) -> dict[str, Any]:

@@ -451,3 +451,19 @@ def test_bad_rows_beyond_twenty_are_counted(quoted: bool, tmp_path: Path) -> Non
         f"{tmp_path / 'counts.csv'}:{line}: expected 2 fields like the header, found 3"
         for line in (62, 63)
     ]
+
+
+def test_intervals_are_reproducible_without_a_seed(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    labels = rng.random(2_000) < 0.3
+    scores = np.clip(rng.normal(np.where(labels, 0.6, 0.4), 0.2), 0, 1)
+    lines = ["score,label"] + [
+        f"{s!r},{int(y)}" for s, y in zip(scores.tolist(), labels.tolist(), strict=True)
+    ]
+    path = write(tmp_path / "set.csv", lines)
+    [first] = evaluate_json(path, "--intervals")
+    assert first["intervals"]["regular"]["roc_auc"] is not None
+    assert evaluate_json(path, "--intervals") == [first]
+    assert evaluate_json(path, "--intervals", "--seed", "0") == [first]
+    [other] = evaluate_json(path, "--intervals", "--seed", "1")
+    assert other["intervals"]["regular"]["roc_auc"] != first["intervals"]["regular"]["roc_auc"]
