@@ -51,20 +51,20 @@ def clean(value: Any) -> Any:
     return value
 
 
-def segment_seed(model: Model, segment: str, data: Sequence[FloatArray]) -> int:
-    """The bootstrap seed of a window and segment: a stable hash (not Python's salted
-    ``hash``) of the model, the segment and the window's data (``data``: its sorted score
-    arrays, which stand for its data version).
+def segment_seed(segment: str, data: Sequence[FloatArray]) -> int:
+    """The bootstrap seed of a window's segment: a stable hash (not Python's salted ``hash``)
+    of the segment's name and the window's data (``data``: its sorted score arrays, which
+    stand for the data's version: the labelled classes and every score for the bootstrap of
+    the measured metrics, every score alone for the label-free estimate, which labels landing
+    later must not move).
 
-    A recomputation of the same data, in any process, gives the same intervals, and new data
-    new draws. The window's start is left out on purpose: a stream sent again at another
-    time (``calmon simulate --seed``, whose windows end at the present) holds the same data
-    in other windows, and must show the same intervals.
+    A recomputation of the same data, in any process, gives the same intervals, and changed
+    data new draws. The window's start and the model's name are left out on purpose: a stream
+    sent again at another time or to another model (``calmon simulate --seed``, whose windows
+    end at the present and which picks a fresh model name) holds the same data and must show
+    the same intervals.
     """
-    digest = hashlib.blake2b(digest_size=8)
-    for part in (model.name, segment):
-        encoded = part.encode()
-        digest.update(len(encoded).to_bytes(4, "little") + encoded)
+    digest = hashlib.blake2b(segment.encode(), digest_size=8)
     for array in data:
         digest.update(array.size.to_bytes(8, "little"))
         digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())

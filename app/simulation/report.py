@@ -5,8 +5,10 @@ A window counts as computed when its record (segment ``*`` of ``GET
 all of the stable period's: only then does it describe the whole stream. That test needs no
 clock shared with the server. Windows computed while the upload was still going on (a window
 of the reference period, compared with a reference that was not complete yet) are brought up
-to date by asking for a recompute of the whole stream once, then again every
-``REREQUEST_SECONDS`` for the windows still behind.
+to date by asking for a recompute of the whole stream once, then again for the windows still
+behind when ``REREQUEST_SECONDS`` went by without one more window completing: asking while the
+server makes progress would only mark windows it is computing to be computed again, which on a
+loaded machine stretched the wait from a minute to several.
 """
 
 from __future__ import annotations
@@ -116,7 +118,8 @@ def wait_for_windows(
     labelled: bool = False,
 ) -> Records:
     """Request a recompute of ``plans`` and wait up to ``timeout`` seconds until every window
-    is complete (:func:`is_complete`, with ``labelled``); returns the records.
+    is complete (:func:`is_complete`, with ``labelled``); returns the records. The windows
+    still behind are asked for again after ``rerequest`` seconds without progress.
 
     With ``timeout`` 0 the records are read once, without waiting. Raises
     :class:`WaitTimeoutError` when windows are still incomplete at the deadline, and
@@ -127,6 +130,7 @@ def wait_for_windows(
     request_recompute(client, model=model, start=first, end=last)
     requested = clock()
     deadline = requested + timeout
+    remaining = len(plans)
     while True:
         records = fetch_records(client, model=model, start=first, end=last)
         behind = [
@@ -143,6 +147,8 @@ def wait_for_windows(
         if not behind or timeout == 0:
             return records
         now = clock()
+        if len(behind) < remaining:
+            remaining, requested = len(behind), now
         if now >= deadline:
             raise WaitTimeoutError(
                 f"{len(plans) - len(behind)} of {len(plans)} windows computed after waiting"

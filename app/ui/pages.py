@@ -64,6 +64,7 @@ svg .line.s0,svg .line.s1,svg .line.s2,svg .line.s3,svg .line.ref,svg .level{fil
 svg .mark{stroke:none}
 """
 
+ICON: Final = '<link rel="icon" href="/ui/static/favicon.svg" type="image/svg+xml">'
 VERDICT_CLASS: Final[dict[Verdict, str]] = {
     Verdict.BOTH: "v-both",
     Verdict.WORSE: "v-worse",
@@ -73,9 +74,12 @@ VERDICT_CLASS: Final[dict[Verdict, str]] = {
 }
 
 
-def _page(title: str, body: str, *, nav: bool = True, logout: bool = False) -> str:
+def _page(
+    title: str, body: str, *, nav: bool = True, logout: bool = False, standalone: bool = False
+) -> str:
     """A whole page; ``logout`` adds the log-out button (tokens configured): a form, since
-    logging out is a POST."""
+    logging out is a POST. A ``standalone`` page (a report saved as a file) links to nothing
+    of the server, not even its icon."""
     out = (
         ' · <form class="logout" method="post" action="/ui/logout">'
         '<button type="submit">log out</button></form>'
@@ -89,7 +93,7 @@ def _page(title: str, body: str, *, nav: bool = True, logout: bool = False) -> s
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{escape(title)} · calmon</title>"
-        '<link rel="icon" href="/ui/static/favicon.svg" type="image/svg+xml">'
+        f"{'' if standalone else ICON}"
         f"<style>{STYLE}</style></head><body>"
         f'<header><strong>calmon</strong><span class="muted">{escape(title)}</span>{links}</header>'
         f"<main>{body}</main></body></html>"
@@ -430,10 +434,16 @@ def model_page(
     selected: str | None,
     model_alerts: Sequence[str],
     logout: bool = False,
+    standalone: str | None = None,
 ) -> str:
     """``/ui/models/{model}``: the charts over ``records`` (oldest first, one segment), the
     reliability diagram of the ``selected`` window start (default: the latest), and the
-    verdict of every window."""
+    verdict of every window.
+
+    ``standalone`` (HTML of an introduction) makes the same page as a file of its own, the
+    offline report (:mod:`app.offline.html_report`): that introduction instead of the alerts and
+    the form that asks the server for another segment or metric, and no link to the server.
+    """
     model_path = f"/ui/models/{name}"
     link = {"segment": segment, "metric": metric}
     form = (
@@ -448,9 +458,13 @@ def model_page(
         else '<p class="ok">No alert on the latest windows.</p>'
     )
     head = f"<h1>{escape(name)}</h1><p>{escape(window)} windows.</p>{state}{form}"
+    if standalone is not None:
+        head = f"<h1>{escape(name)}</h1>{standalone}"
     if not records:
         body = head + f"<p>No window of segment <code>{escape(segment)}</code> computed yet.</p>"
-        return _page(name, body, logout=logout)
+        return _page(
+            name, body, logout=logout, nav=standalone is None, standalone=standalone is not None
+        )
     readings = [read_window(r) for r in records]
     times, half = _times(records)
     chosen = next((r for r in records if r.get("start") == selected), records[-1])
@@ -494,7 +508,9 @@ def model_page(
             records, readings, selected=str(chosen.get("start")), link=link, model_path=model_path
         )
     )
-    return _page(name, body, logout=logout)
+    return _page(
+        name, body, logout=logout, nav=standalone is None, standalone=standalone is not None
+    )
 
 
 def login_page(*, error: str | None, next_path: str) -> str:

@@ -254,7 +254,14 @@ def test_spaced_labels_and_blank_lines_at_the_end(tmp_path: Path) -> None:
     [
         ("", [], 1, "empty file: expected a header line such as 'score,label'"),
         ("score,label\n", [], 1, "no data lines after the header"),
-        ("score\n0.5\n", [], 1, "missing column 'label' (header: score)"),
+        (
+            "score\n0.5\n",
+            [],
+            1,
+            "missing column 'label' (header, split at ',': score); --label-column names the"
+            " label column, --delimiter the separator",
+        ),
+        ("p,y\n0.5,1\n", ["--score-column", "prob"], 1, "missing column 'prob' (header, split"),
         ("score,label\n0.5,1\n0.5,1\n0.5,1\nx,1\n", [], 5, "score 'x' is not a number"),
         ("score,label\n0.5,1\nnan,0\n", [], 3, "score 'nan' is not finite"),
         ("score,label\n0.5,1\ninf,0\n", ["--score-kind", "score"], 3, "score 'inf' is not finite"),

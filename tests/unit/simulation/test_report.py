@@ -416,3 +416,39 @@ def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
         "prior: no labels yet; estimated class ratio x0.16 (0.0500 -> 0.0080, true 0.050 ->"
         " 0.008); the likelihood part needs labels"
     ]
+
+
+def test_no_recompute_is_asked_again_while_windows_complete(
+    api: TestClient, scheduler: WindowScheduler
+) -> None:
+    """On a slow server every poll sees one more window done: asking again would only make it
+    compute windows twice."""
+    plans = _plans()
+    _create(api, plans)
+    _send(api, plans[:2], seed=4)
+    assert scheduler.tick().computed == 2
+    pending = list(plans[2:])
+    recomputes: list[str] = []
+
+    def seen(request: httpx.Request) -> None:
+        if request.url.path.endswith("/recompute"):
+            recomputes.append(request.url.params["start"])
+
+    def next_window(_seconds: float) -> None:
+        if pending:
+            _send(api, [pending.pop(0)], seed=4)
+        scheduler.tick()
+
+    api.event_hooks["request"].append(seen)
+    clock = itertools.count(0.0, 8.0)  # each poll takes 8 s; re-ask after 10 s without progress
+    records = wait_for_windows(
+        api,
+        model="sim",
+        plans=plans,
+        timeout=60,
+        rerequest=10,
+        clock=lambda: float(next(clock)),
+        sleep=next_window,
+    )
+    assert list(records) == [p.start for p in plans]
+    assert recomputes == [f"{plans[0].start:%Y-%m-%dT%H:%M:%S}Z"]
