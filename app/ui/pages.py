@@ -15,7 +15,17 @@ from html import escape
 from typing import Any, Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
-from app.ui.charts import DASH, Level, Series, format_number, reliability_chart, signed, time_chart
+from app.ui.charts import (
+    DASH,
+    Level,
+    Series,
+    format_number,
+    metric_name,
+    metric_title,
+    reliability_chart,
+    signed,
+    time_chart,
+)
 from app.ui.verdict import (
     SPLIT_METRIC,
     Bounds,
@@ -50,7 +60,12 @@ label{display:flex;flex-direction:column;font-size:.9em}
 .error{color:#9b1c1c}
 form.logout{display:inline}form.logout button{font:inherit;padding:0;border:0;background:none;
 color:#1f5fa8;text-decoration:underline;cursor:pointer}
-svg.chart{max-width:100%;height:auto;display:block}
+svg.chart{max-width:100%;height:auto;display:block}svg.chart.wide{width:100%}
+svg .count-bar{fill:#1f5fa8;opacity:.16;stroke:none}svg .count{font-size:10px;fill:#555}
+table.models{width:100%}table.models td{white-space:nowrap}
+table.models td.state{white-space:normal;min-width:17em;font-size:.9em}
+table.models th{vertical-align:bottom}table.models th,table.models td{padding:3px 6px}
+.detail{display:block;font-size:.82em;color:#666}
 svg text{font:12px system-ui,sans-serif;fill:#333}
 svg .label{font-size:13px}
 svg .grid path{stroke:#e6e6e6}svg .axis{stroke:#555;fill:none}
@@ -152,6 +167,30 @@ class ModelSummary:
     alerts: Sequence[str]
 
 
+def _short_time(value: object) -> str:
+    """An ISO instant of a record as ``YYYY-MM-DD HH:MM`` (UTC), or the text as it is."""
+    try:
+        return f"{datetime.fromisoformat(str(value)):%Y-%m-%d %H:%M}"
+    except ValueError:
+        return str(value)
+
+
+def _stacked(value: str, detail: str) -> str:
+    """A number with its detail (an interval, a comparison) in a small line under it, so that
+    a column of the list stays narrow and reads at a glance."""
+    shown = f'<span class="detail">{escape(detail.strip())}</span>' if detail.strip() else ""
+    return f"{escape(value)}{shown}"
+
+
+def _versus(reading: WindowReading) -> str:
+    """``vs 0.0483 x1.02`` (with a true times sign): the reference's class ratio and the
+    factor, or nothing."""
+    if reading.ratio is None or not reading.reference_ratio:
+        return ""
+    factor = reading.ratio / reading.reference_ratio
+    return f"vs {format_number(reading.reference_ratio, 4)} {TIMES}{factor:.2f}"
+
+
 def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     """``/ui``: a table of the models with their latest window's key numbers and alerts."""
     if not models:
@@ -174,23 +213,27 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
         else:
             reading = read_window(record)
             cells = (
-                f'<td class="text when">{escape(str(record.get("start", "")))}</td>'
+                f'<td class="text when">{escape(_short_time(record.get("start")))}</td>'
                 f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
-                f"<td>{escape(_ratio_vs_reference(reading))}</td>"
+                f"<td>{_stacked(format_number(reading.ratio, 4), _versus(reading))}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
-                f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
-                f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
+                f"<td>{_stacked(signed(reading.prior_part), interval_text(reading.prior_interval))}"
+                "</td><td>"
+                + _stacked(
+                    signed(reading.likelihood_part), interval_text(reading.likelihood_interval)
+                )
+                + "</td>"
             )
         rows.append(
             f'<tr><td class="text">{link}</td><td class="text">{escape(model.window)}</td>'
-            f'{cells}<td class="text">{state}</td></tr>'
+            f'{cells}<td class="text state">{state}</td></tr>'
         )
     body = (
         "<h1>Models</h1>"
         "<p>Latest window of every model (all predictions, segment <code>*</code>); alerts "
         "follow the Prometheus rules and cover every tracked segment.</p>"
-        '<table><thead><tr><th class="text" scope="col">model</th>'
+        '<table class="models"><thead><tr><th class="text" scope="col">model</th>'
         '<th class="text" scope="col">window</th><th class="text" scope="col">latest (UTC)</th>'
         '<th scope="col">n</th><th scope="col">positives</th>'
         '<th scope="col">class ratio vs reference</th><th scope="col">AP</th>'
@@ -202,13 +245,14 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
 
 
 def _times(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], float]:
-    """Window centres (Unix seconds) and half a window length."""
+    """Window starts (Unix seconds), where the charts put each window as the tables list it,
+    and half a window length."""
     times: list[float] = []
     half = 0.0
     for record in records:
         start = datetime.fromisoformat(str(record["start"])).timestamp()
         end = datetime.fromisoformat(str(record["end"])).timestamp()
-        times.append((start + end) / 2)
+        times.append(start)
         half = (end - start) / 2
     return times, half
 
@@ -237,9 +281,10 @@ def metric_chart(
     """Regular against calibrated (at the reference prior) ``metric`` with 95% bands, and the
     reference's value; a metric that does not depend on the class ratio has no calibrated
     line."""
+    name = metric_name(metric)
     series = [
         _banded(
-            f"{metric} (regular)",
+            f"{name} (regular)",
             "s0",
             records,
             lambda r: _metric(r, metric),
@@ -249,7 +294,7 @@ def metric_chart(
     if any(_metric(r, metric, calibrated=True) is not None for r in records):
         series.append(
             _banded(
-                f"{metric} calibrated at the reference ratio",
+                f"{name} calibrated at the reference ratio",
                 "s1",
                 records,
                 lambda r: _metric(r, metric, calibrated=True),
@@ -261,12 +306,12 @@ def metric_chart(
     )
     return time_chart(
         chart_id=chart_id,
-        title=f"{metric}: regular and calibrated per window",
+        title=f"{name}: regular and calibrated per window",
         desc=(
-            f"{metric} of each window as measured (regular) and calibrated at the reference's "
+            f"{name} of each window as measured (regular) and calibrated at the reference's "
             "class ratio, with their 95% intervals as shaded bands, and the reference's value."
         ),
-        y_label=metric,
+        y_label=metric_title(metric),
         times=times,
         series=series,
         half_window=half,
@@ -295,7 +340,7 @@ def split_chart(
             "model's scores), with 95% intervals as shaded bands. A likelihood part below 0 "
             "means the model got worse."
         ),
-        y_label="AP change",
+        y_label="change of average precision",
         times=times,
         series=[
             _banded(
@@ -333,7 +378,7 @@ def ratio_chart(
             "ratio with its 95% interval, and the ratio estimated from the scores alone "
             "(without labels) with its 95% interval."
         ),
-        y_label="positive class ratio",
+        y_label="positive class ratio (fraction)",
         times=times,
         series=[
             _banded("from labels", "s0", readings, lambda x: x.ratio, lambda x: x.ratio_interval),
@@ -497,7 +542,7 @@ def model_page(
         + split_chart(readings, records, times=times, half=half)
         + "<h2>Positive class ratio</h2>"
         + ratio_chart(readings, records, times=times, half=half)
-        + f"<h2>{escape(metric)}</h2>"
+        + f"<h2>{escape(metric_title(metric))}</h2>"
         + metric_chart(records, metric, chart_id="metric", times=times, half=half)
         + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
         + f'<p><span class="{VERDICT_CLASS[chosen_reading.verdict]}">'
