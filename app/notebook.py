@@ -60,7 +60,9 @@ def scores_and_labels(frame: Frame, *, score: str, label: str) -> tuple[FloatArr
     scores = column(frame, score).astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(scores))
     if bad.size:
-        raise ValueError(f"score of row {int(bad[0])} is not a finite number: {scores[bad[0]]!r}")
+        raise ValueError(
+            f"score of row {int(bad[0])} is not a finite number: {float(scores[bad[0]])}"
+        )
     raw = column(frame, label)
     if raw.dtype == object:
         raw = np.array([np.nan if v is None else v for v in raw.tolist()], dtype=np.float64)
@@ -69,7 +71,8 @@ def scores_and_labels(frame: Frame, *, score: str, label: str) -> tuple[FloatArr
     known = values[~missing]
     wrong = np.flatnonzero(~missing)[(known != 0) & (known != 1)]
     if wrong.size:
-        raise ValueError(f"label of row {int(wrong[0])} is not 0, 1 or missing: {raw[wrong[0]]!r}")
+        shown = raw[wrong[0]].item() if isinstance(raw[wrong[0]], np.generic) else raw[wrong[0]]
+        raise ValueError(f"label of row {int(wrong[0])} is not 0, 1 or missing: {shown!r}")
     labels = np.where(missing, -1, values).astype(np.int8)
     return scores, labels
 

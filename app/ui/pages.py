@@ -489,7 +489,7 @@ def model_page(
     offline report (:mod:`app.offline.html_report`): that introduction instead of the alerts and
     the form that asks the server for another segment or metric, and no link to the server.
     """
-    model_path = f"/ui/models/{name}"
+    model_path = f"/ui/models/{name}" if standalone is None else ""
     link = {"segment": segment, "metric": metric}
     form = (
         f'<form class="inline" method="get" action="{escape(model_path)}">'
