@@ -474,3 +474,19 @@ def test_intervals_are_reproducible_without_a_seed(tmp_path: Path) -> None:
     assert evaluate_json(path, "--intervals", "--seed", "0") == [first]
     [other] = evaluate_json(path, "--intervals", "--seed", "1")
     assert other["intervals"]["regular"]["roc_auc"] != first["intervals"]["regular"]["roc_auc"]
+
+
+def test_html_report_needs_a_window_after_the_reference(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "one-day.csv",
+        ["timestamp;score;label", "2026-11-01T00:00:00Z;0.2;0", "2026-11-01T01:00:00Z;0.8;1"],
+    )
+    report = tmp_path / "report.html"
+    done = calmon(path, "--window", "1d", "--html", report)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"{path}: nothing to compare with the reference: no window after it\n")
+    assert not report.exists()
+    # without --window the whole file is both, and the semicolons were read from the header
+    whole = calmon(path, "--html", report)
+    assert whole.returncode == 0, whole.stderr
+    assert "the whole file is both the reference and the window" in report.read_text()
