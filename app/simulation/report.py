@@ -6,9 +6,10 @@ all of the stable period's: only then does it describe the whole stream. That te
 clock shared with the server. Windows computed while the upload was still going on (a window
 of the reference period, compared with a reference that was not complete yet) are brought up
 to date by asking for a recompute of the whole stream once, then again for the windows still
-behind when ``REREQUEST_SECONDS`` went by without one more window completing: asking while the
-server makes progress would only mark windows it is computing to be computed again, which on a
-loaded machine stretched the wait from a minute to several.
+behind when ``REREQUEST_SECONDS`` went by without one more window completing, and twice as
+long each further time: a request marks its windows anew, so a computation in progress is
+discarded and starts over; asking at a fixed pace kept a loaded machine (one window taking
+longer than the pace) from ever finishing one.
 """
 
 from __future__ import annotations
@@ -119,7 +120,10 @@ def wait_for_windows(
 ) -> Records:
     """Request a recompute of ``plans`` and wait up to ``timeout`` seconds until every window
     is complete (:func:`is_complete`, with ``labelled``); returns the records. The windows
-    still behind are asked for again after ``rerequest`` seconds without progress.
+    still behind are asked for again after ``rerequest`` seconds without progress, then after
+    twice as long each time: every request marks them anew, which discards a computation in
+    progress, so on a machine that takes longer than ``rerequest`` per window, asking at a
+    fixed pace would never let one finish.
 
     With ``timeout`` 0 the records are read once, without waiting. Raises
     :class:`WaitTimeoutError` when windows are still incomplete at the deadline, and
@@ -131,6 +135,7 @@ def wait_for_windows(
     requested = clock()
     deadline = requested + timeout
     remaining = len(plans)
+    pause = rerequest
     while True:
         records = fetch_records(client, model=model, start=first, end=last)
         behind = [
@@ -155,9 +160,9 @@ def wait_for_windows(
                 f" {timeout:g} s; is a scheduler running against this server's database?",
                 records,
             )
-        if now - requested >= rerequest:
+        if now - requested >= pause:
             request_recompute(client, model=model, start=behind[0].start, end=behind[-1].end)
-            requested = now
+            requested, pause = now, 2 * pause
         sleep(max(0.0, min(poll, deadline - now)))
 
 

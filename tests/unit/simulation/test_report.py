@@ -164,21 +164,22 @@ def test_wait_gives_up_at_the_deadline_and_asks_again_meanwhile(api: TestClient)
             recomputes.append(request.url.params["start"])
 
     api.event_hooks["request"].append(seen)
-    clock = itertools.count(0.0, 4.0)  # each poll takes 4 s; re-ask every 10 s; give up at 30 s
+    # each poll takes 4 s; re-ask after 10 s, then 20 s more, ...; give up at 40 s
+    clock = itertools.count(0.0, 4.0)
     with pytest.raises(
-        WaitTimeoutError, match="0 of 4 windows computed after waiting 30 s"
+        WaitTimeoutError, match="0 of 4 windows computed after waiting 40 s"
     ) as caught:
         wait_for_windows(
             api,
             model="sim",
             plans=plans,
-            timeout=30,
+            timeout=40,
             rerequest=10,
             clock=lambda: float(next(clock)),
             sleep=lambda _s: None,
         )
     first = f"{plans[0].start:%Y-%m-%dT%H:%M:%S}Z"
-    assert recomputes == [first, first, first]  # at 0, 12 and 24 s
+    assert recomputes == [first, first, first]  # at 0, 12 and 32 s: the pause doubles
     assert caught.value.records == {}
 
 
