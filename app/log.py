@@ -80,7 +80,9 @@ def configure_logging(level: str = "INFO") -> None:
     """Send every logger (uvicorn's and the root) to stderr as JSON lines at ``level``.
 
     Records are stamped with the request id when they are created; warnings and uncaught
-    exceptions are captured into logging. Idempotent: calling it again only changes the level.
+    exceptions are captured into logging. Alembic's step-by-step lines show at ``DEBUG`` only
+    (the migration's outcome is one line of :mod:`app.db.migrate`). Idempotent: calling it
+    again only changes the level.
     """
     factory = logging.getLogRecordFactory()
     if not getattr(factory, "calmon", False):
@@ -97,6 +99,7 @@ def configure_logging(level: str = "INFO") -> None:
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+    logging.getLogger("alembic").setLevel(logging.NOTSET if level == "DEBUG" else logging.WARNING)
     logging.getLogger("uvicorn.access").disabled = True
     logging.captureWarnings(True)
     sys.excepthook = _log_uncaught

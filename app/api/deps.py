@@ -159,7 +159,12 @@ def authorize(
     if not scopes:
         raise ApiError(401, "unauthorized", "unknown bearer token", headers=challenge)
     if scope not in scopes:
-        raise ApiError(403, "forbidden", f"this token lacks the {scope!r} scope")
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this token lacks the {scope!r} scope; the server's CALMON_API_TOKENS gives a"
+            f" token its scopes (TOKEN:{scope}, or TOKEN:admin for every scope)",
+        )
     if scope == "write":
         _check_rate(request, position)
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import socket
 from typing import Any, Final, Literal
 
 import h11
 import orjson
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.settings import Settings, get_settings
@@ -140,3 +143,21 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "server_header": False,
         "timeout_graceful_shutdown": 10,
     }
+
+
+class AnnouncingServer(uvicorn.Server):
+    """uvicorn's server that says, once it listens, where to open the web view: the one line
+    a newcomer needs among the start-up logs."""
+
+    def __init__(self, config: uvicorn.Config, *, address: str) -> None:
+        super().__init__(config)
+        self.address = address
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start as uvicorn does, then log the web view's and the API docs' addresses."""
+        await super().startup(sockets=sockets)
+        if self.started:
+            logging.getLogger("calmon.serve").info(
+                f"open {self.address}/ui for the web view, {self.address}/docs for the API",
+                extra={"url": f"{self.address}/ui"},
+            )

@@ -54,10 +54,21 @@ def upgrade_schema(engine: Engine) -> None:
 
 
 def http_url(text: str) -> str:
-    """argparse type: an http(s) root URL, without its trailing slash."""
+    """argparse type: an http(s) root URL, without its trailing slash. A URL that holds the
+    API's own path (``…/v1``) is refused with the root URL to give instead, since every
+    request would otherwise go to ``…/v1/v1/…`` and meet a bare 404."""
+    from urllib.parse import urlsplit
+
     if not text.startswith(("http://", "https://")):
         raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
-    return text.rstrip("/")
+    url = text.rstrip("/")
+    path = urlsplit(url).path
+    if path == "/v1" or path.endswith("/v1") or "/v1/" in path:
+        root = url[: url.index("/v1", len(url) - len(path))]
+        raise argparse.ArgumentTypeError(
+            f"{text!r} holds the API path /v1: give the server's root URL, e.g. {root}"
+        )
+    return url
 
 
 def positive_int(text: str) -> int:

@@ -11,14 +11,23 @@ from typing import TYPE_CHECKING, Any
 
 from app.timeline import WINDOW_SECONDS
 
+#: the columns of the file format (app.offline.csv_input.KNOWN_COLUMNS, not imported at start)
+KNOWN_COLUMNS = ("score", "label", "timestamp", "segment")
+
 if TYPE_CHECKING:
+    from app.offline.csv_input import EvaluationRows
     from app.offline.grouping import Group
     from app.offline.report import Record
 
 MAX_PI0 = 5
+#: the bootstrap's seed unless --seed says otherwise: a run's intervals are repeatable
+DEFAULT_SEED = 0
 
 EPILOG = """\
-FILE is a CSV file with a header line (or - for standard input). Columns, in any order:
+FILE is a CSV file with a header line (or - for standard input), its fields separated by
+commas or, when the header holds more of one of them, by ';', tabs or '|' (--delimiter to
+say which). Columns, in any order (--score-column NAME and the like when they are named
+otherwise in the file):
   score      required; finite; in [0, 1] with --score-kind probability
   label      required; 0, 1 (or 0.0, 1.0), or empty when not known yet: such rows only
              count towards 'unlabelled'
@@ -46,6 +55,13 @@ def _pi0(text: str) -> float:
         return check_pi0(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _delimiter(text: str) -> str:
+    value = "\t" if text in ("tab", "\\t") else text
+    if len(value) != 1 or value in '\n\r"':
+        raise argparse.ArgumentTypeError(f"one character other than a quote or newline: {text!r}")
+    return value
 
 
 def _finite(text: str) -> float:
@@ -120,12 +136,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed",
         type=int,
-        default=None,
+        default=DEFAULT_SEED,
         metavar="N",
-        help="seed of the bootstrap, for reproducible intervals (with --intervals)",
+        help=f"seed of the bootstrap intervals (with --intervals); the same file and seed give"
+        f" the same intervals (default {DEFAULT_SEED})",
     )
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="output format (default table)"
+    )
+    for column in KNOWN_COLUMNS:
+        parser.add_argument(
+            f"--{column}-column",
+            dest=f"{column}_column",
+            metavar="NAME",
+            help=f"the file's name of the {column} column (default {column})",
+        )
+    parser.add_argument(
+        "--delimiter",
+        type=_delimiter,
+        metavar="CHAR",
+        help="field separator: one character, or 'tab' (default: read from the header line)",
+    )
+    parser.add_argument(
+        "--html",
+        metavar="REPORT",
+        help="also write an HTML report (the web view's charts, split and verdict) to REPORT:"
+        " the first window (with --window) or the whole file is the reference, each later"
+        " window is compared with it",
     )
 
 
@@ -142,7 +179,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: cannot read: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
-        rows = parse_csv(data, score_kind=args.score_kind, required=required_columns(args))
+        rows = parse_csv(
+            data,
+            score_kind=args.score_kind,
+            required=required_columns(args),
+            columns=renamed_columns(args),
+            delimiter=args.delimiter,
+        )
     except InputError as exc:
         for line, reason in exc.problems:
             print(f"{name}:{line}: {reason}", file=sys.stderr)
@@ -150,10 +193,45 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name}: ... and {exc.count - len(exc.problems)} more bad rows", file=sys.stderr)
         return 2
     del data
+    if args.html is not None:
+        status = write_html(rows, args, name=name)
+        if status:
+            return status
     groups = split_rows(rows, window=args.window, by_segment=args.by_segment)
     records = evaluate_groups(groups, args)
     output = render_json(records) if args.format == "json" else render_table(records)
     return write_output(output)
+
+
+def renamed_columns(args: argparse.Namespace) -> dict[str, str]:
+    """The known columns the options give another name in the file."""
+    renamed = {column: getattr(args, f"{column}_column") for column in KNOWN_COLUMNS}
+    return {column: name for column, name in renamed.items() if name is not None}
+
+
+def write_html(rows: EvaluationRows, args: argparse.Namespace, *, name: str) -> int:
+    """Write the HTML report of ``rows`` to ``args.html``; 2 (after saying why) when it cannot
+    be made or written."""
+    from app.offline.html_report import ReportError, report_from_rows
+
+    try:
+        report = report_from_rows(
+            rows,
+            window=args.window,
+            threshold=args.threshold,
+            pi0=args.pi0,
+            score_kind=args.score_kind,
+            title=name,
+        )
+    except ReportError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report.save(args.html)
+    except OSError as exc:
+        print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def required_columns(args: argparse.Namespace) -> list[str]:

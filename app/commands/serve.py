@@ -41,6 +41,13 @@ def lifespan_hooks(settings: Settings, *, clock: Clock | None = None) -> list[Li
     ]
 
 
+def web_address(host: str, port: int) -> str:
+    """The root URL a browser on this machine opens for a server bound to ``host``."""
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a bound address, not one to bind
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Migrate, then serve until interrupted."""
     import uvicorn
@@ -62,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"calmon serve: cannot migrate the database: {exc}", file=sys.stderr)
             return 1
     from app.api.app import create_app
-    from app.api.server import server_options
+    from app.api.server import AnnouncingServer, server_options
 
     app = create_app(settings, lifespan_hooks=lifespan_hooks(settings))
     config = uvicorn.Config(app, host=host, port=port, **server_options(settings))
-    uvicorn.Server(config).run()
+    AnnouncingServer(config, address=web_address(host, port)).run()
     return 0

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
 THRESHOLD: Final = 0.5
+#: seconds to wait for the windows: a loaded 2-core machine took up to 130 s (docs/simulate.md)
+DEFAULT_WAIT: Final = 300.0
 
 EPILOG = """\
 The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
@@ -150,9 +152,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait",
         type=_seconds,
-        default=60.0,
+        default=DEFAULT_WAIT,
         metavar="SECONDS",
-        help="how long to wait for the server to compute every window (default 60; 0: no wait)",
+        help="how long to wait for the server to compute every window"
+        f" (default {DEFAULT_WAIT:g}; 0: no wait)",
     )
 
 

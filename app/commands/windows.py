@@ -108,6 +108,17 @@ def run(args: argparse.Namespace) -> int:
                 last=args.last,
                 retry=RetryPolicy(attempts=2, first_delay=0.5),
             )
+            if not records and args.segment != "*":
+                known = segments_with_windows(
+                    client, model=args.model, retry=RetryPolicy(attempts=2, first_delay=0.5)
+                )
+                if known:
+                    print(
+                        f"calmon windows: model {args.model} has no window of segment"
+                        f" {args.segment!r}; its segments: {', '.join(known)}",
+                        file=sys.stderr,
+                    )
+                    return 2
     except SendError as exc:
         if exc.status is not None and 400 <= exc.status < 500:
             print(f"calmon windows: {exc.reason}", file=sys.stderr)
@@ -141,6 +152,18 @@ def last_records(
     if len(records) < last:
         records = _read(client, model=model, segment=segment, last=last, start=None, retry=retry)
     return records
+
+
+def segments_with_windows(client: httpx.Client, *, model: str, retry: Any) -> list[str]:
+    """The segments of ``model``'s most recent computed windows (``*`` first, then by name):
+    what to suggest for a segment that has none."""
+    from app.simulation.sender import request_json
+
+    _, page = request_json(
+        client, "GET", f"/v1/models/{model}/windows", params={"limit": str(PAGE)}, retry=retry
+    )
+    names = {record["segment"] for record in page["windows"]}
+    return sorted(names, key=lambda name: (name != "*", name))
 
 
 def _read(

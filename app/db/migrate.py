@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -15,6 +16,8 @@ VERSION_TABLE = "alembic_version"
 #: the installed package holding Alembic's env.py and versions/ (the repository's top-level
 #: ``migrations/`` folder, mapped by setup.py)
 MIGRATIONS_PACKAGE = "app.migrations"
+
+logger = logging.getLogger(__name__)
 
 
 def migrations_directory() -> Path:
@@ -54,12 +57,21 @@ def current_revision(connection: Connection) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Upgrade the database of ``engine`` to ``revision``."""
+    """Upgrade the database of ``engine`` to ``revision``, and log the outcome in one line."""
     with engine.connect() as connection:
+        before = current_revision(connection)
         config = alembic_config(engine)
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+        after = current_revision(connection)
         connection.commit()
+    if before == after:
+        logger.info("database schema up to date", extra={"revision": after})
+    else:
+        logger.info(
+            "database schema upgraded",
+            extra={"from_revision": before or "empty", "revision": after},
+        )
 
 
 def downgrade(engine: Engine, revision: str) -> None:

@@ -2,10 +2,12 @@
 
 The format:
 
-- UTF-8 (a leading byte-order mark is ignored), LF or CRLF line ends, comma-separated, one
-  header line naming the columns, then one line per prediction with exactly as many fields as
-  the header. Empty lines at the end of the file are ignored (editors and shell redirections
-  leave them); elsewhere they are errors. Fields may be quoted as in RFC 4180.
+- UTF-8 (a leading byte-order mark is ignored), LF or CRLF line ends, one header line naming
+  the columns, then one line per prediction with exactly as many fields as the header. Fields
+  are separated by commas, or by the delimiter given, or else by whichever of ``;``, tab and
+  ``|`` the header holds more of than commas (:func:`detect_delimiter`). Empty lines at the end
+  of the file are ignored (editors and shell redirections leave them); elsewhere they are
+  errors. Fields may be quoted as in RFC 4180.
 - ``score`` (required): a decimal number as Python's ``float()`` reads it; finite; in [0, 1]
   when the scores are probabilities.
 - ``label`` (required): ``0`` or ``1`` (``0.0`` and ``1.0`` too, as tools write an integer
@@ -17,7 +19,8 @@ The format:
 - ``segment`` (optional): a name matching :data:`app.names.SEGMENT_PATTERN`, or empty for a row that
   belongs to no segment (it still counts in ``*``, the whole population).
 - Any other column is ignored: exports usually carry ids and features. A misspelt column that an
-  option needs is reported as missing.
+  option needs is reported as missing. The four columns may have other names in the file
+  (``columns``: ``{"score": "probability", …}``).
 
 Known columns are validated whenever they are present, whatever the options, so a file is
 either valid or not. A bad file raises :class:`InputError`: for a bad header, encoding or
@@ -37,7 +40,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import repeat
@@ -58,6 +61,8 @@ REQUIRED_COLUMNS: Final = ("score", "label")
 MAX_REPORTED: Final = 20
 #: Label code of a row whose label is not known yet.
 UNLABELLED: Final = -1
+#: The delimiters a header is searched for, the default first.
+DELIMITERS: Final = (",", ";", "\t", "|")
 
 _LABEL_CODES: Final[dict[str, int]] = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "": UNLABELLED}
 _BAD_LABEL: Final = 2
@@ -135,14 +140,23 @@ class _Fields:
         return index + 2 if self.lines is None else self.lines[index]
 
 
-def parse_csv(data: bytes, *, score_kind: str, required: Collection[str] = ()) -> EvaluationRows:
+def parse_csv(
+    data: bytes,
+    *,
+    score_kind: str,
+    required: Collection[str] = (),
+    columns: Mapping[str, str] | None = None,
+    delimiter: str | None = None,
+) -> EvaluationRows:
     """Validate and convert the bytes of an evaluation CSV.
 
     ``score_kind`` is ``"probability"`` (scores must lie in [0, 1]) or ``"score"``.
     ``required`` names optional columns that the caller needs (e.g. ``timestamp``), reported
-    as missing like ``score`` and ``label``. Raises :class:`InputError`.
+    as missing like ``score`` and ``label``. ``columns`` maps known columns to the names they
+    have in the file; ``delimiter`` (one character) is detected from the header when None.
+    Raises :class:`InputError`.
     """
-    fields = _split(data, required=required)
+    fields = _split(data, required=required, names=_Names(columns or {}), delimiter=delimiter)
     problems: list[_Problem] = []
     scores = _collect(_parse_scores(fields.columns["score"], score_kind=score_kind), problems)
     labels = _collect(_parse_labels(fields.columns["label"]), problems)
@@ -188,7 +202,28 @@ def _shown(text: str) -> str:
 # ---- splitting ---------------------------------------------------------------------------
 
 
-def _split(data: bytes, *, required: Collection[str]) -> _Fields:
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """The file's name of each known column (its own name unless renamed)."""
+
+    renamed: Mapping[str, str]
+
+    def of(self, known: str) -> str:
+        return self.renamed.get(known, known)
+
+
+def detect_delimiter(header: str) -> str:
+    """The delimiter of a file whose header line is ``header``: the one of
+    :data:`DELIMITERS` it holds most of (outside quotes), a comma when it holds none."""
+    unquoted = re.sub(r'"[^"]*"', "", header)
+    counts = [unquoted.count(candidate) for candidate in DELIMITERS]
+    best = max(range(len(DELIMITERS)), key=lambda i: (counts[i], -i))
+    return DELIMITERS[best] if counts[best] else ","
+
+
+def _split(
+    data: bytes, *, required: Collection[str], names: _Names, delimiter: str | None
+) -> _Fields:
     if not data or data.isspace():
         raise InputError(1, "empty file: expected a header line such as 'score,label'")
     data = _without_trailing_blank_lines(data)
@@ -200,18 +235,20 @@ def _split(data: bytes, *, required: Collection[str]) -> _Fields:
         raise InputError(text.count("\n", 0, text.index("\0")) + 1, "NUL character")
     if "\r" in text:
         text = text.replace("\r\n", "\n")
-    if '"' in text:
-        return _split_quoted(text, required=required)
     header_end = text.find("\n")
-    header = [name.strip() for name in text[: None if header_end < 0 else header_end].split(",")]
-    positions = _check_header(header, required=required)
+    header_line = text[: None if header_end < 0 else header_end]
+    sep = delimiter or detect_delimiter(header_line)
+    if '"' in text:
+        return _split_quoted(text, required=required, names=names, sep=sep)
+    header = [name.strip() for name in header_line.split(sep)]
+    positions = _check_header(header, required=required, names=names, sep=sep)
     if header_end < 0 or header_end == len(text) - 1:
         raise InputError(1, "no data lines after the header")
     width = len(header)
-    _check_field_counts(data, text, width)
+    _check_field_counts(data, text, width, sep=sep)
     # Every line has `width` fields, so the fields of all lines in a row, header first, are
     # a matrix of `width` columns (plus one empty field after a final newline).
-    flat = text.replace("\n", ",").split(",")
+    flat = text.replace("\n", sep).split(sep)
     n = len(flat) // width - 1
     columns = {
         name: flat[width + index : width * (n + 1) : width] for name, index in positions.items()
@@ -229,27 +266,37 @@ def _without_trailing_blank_lines(data: bytes) -> bytes:
     return data if line_end < 0 or line_end == len(data) - 1 else data[: line_end + 1]
 
 
-def _check_header(header: list[str], *, required: Collection[str]) -> dict[str, int]:
-    """Column positions of the known columns; missing or repeated ones are errors on line 1."""
+def _check_header(
+    header: list[str], *, required: Collection[str], names: _Names, sep: str
+) -> dict[str, int]:
+    """Column positions of the known columns; missing or repeated ones are errors on line 1,
+    with the header as read and the option that names the column otherwise."""
     positions: dict[str, int] = {}
+    file_names = {names.of(known): known for known in KNOWN_COLUMNS}
     for index, name in enumerate(header):
-        if name in KNOWN_COLUMNS:
-            if name in positions:
+        if name in file_names:
+            if file_names[name] in positions:
                 raise InputError(1, f"column {name!r} appears twice")
-            positions[name] = index
-    for name in (*REQUIRED_COLUMNS, *required):
-        if name not in positions:
-            raise InputError(1, f"missing column {name!r} (header: {','.join(header)})")
+            positions[file_names[name]] = index
+    for known in (*REQUIRED_COLUMNS, *required):
+        if known not in positions:
+            shown = "TAB" if sep == "\t" else repr(sep)
+            raise InputError(
+                1,
+                f"missing column {names.of(known)!r} (header, split at {shown}: "
+                f"{' | '.join(header)}); --{known}-column names the {known} column,"
+                " --delimiter the separator",
+            )
     return positions
 
 
-def _check_field_counts(data: bytes, text: str, width: int) -> None:
+def _check_field_counts(data: bytes, text: str, width: int, *, sep: str) -> None:
     """Every line after the header must have ``width`` fields (no quotes in the file)."""
     buffer = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(buffer == ord("\n"))
     if not data.endswith(b"\n"):
         ends = np.append(ends, buffer.size)
-    commas = np.flatnonzero(buffer == ord(","))
+    commas = np.flatnonzero(buffer == ord(sep))
     per_line = np.diff(np.searchsorted(commas, ends), prepend=0)
     bad = np.flatnonzero(per_line[1:] != width - 1)
     if bad.size:
@@ -265,11 +312,11 @@ def _check_field_counts(data: bytes, text: str, width: int) -> None:
         raise InputError.of(problems)
 
 
-def _split_quoted(text: str, *, required: Collection[str]) -> _Fields:
-    reader = csv.reader(io.StringIO(text, newline=""))
+def _split_quoted(text: str, *, required: Collection[str], names: _Names, sep: str) -> _Fields:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
     try:
         header = [name.strip() for name in next(reader)]
-        positions = _check_header(header, required=required)
+        positions = _check_header(header, required=required, names=names, sep=sep)
         width = len(header)
         rows: list[list[str]] = []
         lines: list[int] = []

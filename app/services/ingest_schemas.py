@@ -37,8 +37,13 @@ FUTURE_TOLERANCE: Final = timedelta(days=1)
 
 T = TypeVar("T")
 
-ClientId = Annotated[str, Field(max_length=128, pattern=CLIENT_ID_PATTERN)]
-Segment = Annotated[str, Field(pattern=SEGMENT_PATTERN)]
+# The examples are what documentation tools (ReDoc, Swagger UI) show in their samples.
+ClientId = Annotated[
+    str, Field(max_length=128, pattern=CLIENT_ID_PATTERN, json_schema_extra={"examples": ["tx-1"]})
+]
+Segment = Annotated[
+    str, Field(pattern=SEGMENT_PATTERN, json_schema_extra={"examples": ["country=FR"]})
+]
 #: 0 or 1; JSON booleans are refused, and so is ``0.0`` (the schema says it with an enum)
 Label = Annotated[int, Field(strict=True, ge=0, le=1, json_schema_extra={"enum": [0, 1]})]
 #: the schema of a batch cannot depend on the model, so it says the [0, 1] bound in words
@@ -47,6 +52,7 @@ Score = Annotated[
     Field(
         allow_inf_nan=False,
         description="finite; in [0, 1] when the model's `score_kind` is `probability`",
+        json_schema_extra={"examples": [0.93]},
     ),
 ]
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]

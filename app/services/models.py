@@ -212,7 +212,11 @@ class ModelConfig(BaseModel):
     threshold: Annotated[float, AfterValidator(_finite)] = 0.5
     pi0: Annotated[
         list[Pi0],
-        Field(max_length=MAX_PI0, json_schema_extra={"uniqueItems": True}),
+        Field(
+            max_length=MAX_PI0,
+            # an example, else documentation tools sample the schema's minimum (4.8e-271)
+            json_schema_extra={"uniqueItems": True, "examples": [[0.01, 0.1]]},
+        ),
         AfterValidator(_sorted_unique_pi0),
     ] = Field(default_factory=list)
     reference: ReferenceConfig = Field(default_factory=ReferenceConfig)

@@ -88,6 +88,16 @@ def _finish(
     )
 
 
+def reference_from_scores(
+    *, model: Model, pos_sorted: FloatArray, neg_sorted: FloatArray, start: datetime, end: datetime
+) -> Reference:
+    """A fixed reference made of one set's sorted positives and negatives, as the scheduler
+    builds one from stored windows (the offline report's reference)."""
+    pool = Pool(pos_sorted, threshold=model.threshold, score_kind=model.score_kind)
+    pool.add_negatives(neg_sorted)
+    return _finish(pool, model=model, kind="fixed", start=start, end=end, windows=None)
+
+
 @dataclass(frozen=True, slots=True)
 class StoredWindow:
     """A computed window: its bounds and the version its results were computed from."""

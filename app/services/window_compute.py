@@ -59,7 +59,8 @@ def evaluate_segment(
     result = evaluate_prepared(
         prepared, threshold=model.threshold, pi0=pi0, score_kind=model.score_kind
     )
-    seed = segment_seed(model, segment, start)
+    every = all_sorted(prepared, scores[~labelled])
+    seed = segment_seed(segment, (prepared.pos_sorted, prepared.neg_sorted, every))
     intervals = bootstrap_intervals(
         prepared,
         threshold=model.threshold,
@@ -88,10 +89,10 @@ def evaluate_segment(
         reference=reference,
         estimated=estimate_window(
             reference.label_shift if reference is not None else None,
-            all_sorted(prepared, scores[~labelled]),
+            every,
             threshold=model.threshold,
             pi0=[float(p) for p in model.pi0],
-            seed=seed,
+            seed=segment_seed(segment, (every,)),
         ),
     )
     return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)

@@ -6,14 +6,16 @@ The record's fields and when each is null: ``docs/scheduler.md`` ("The record").
 
 from __future__ import annotations
 
+import hashlib
 import math
-import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from app.arrays import FloatArray
 from app.db.models import Model
 from app.services.reference_cache import Reference
 from app.timeline import iso
@@ -49,10 +51,24 @@ def clean(value: Any) -> Any:
     return value
 
 
-def segment_seed(model: Model, segment: str, start: datetime) -> int:
-    """The bootstrap seed of a window and segment: a recomputation on the same data gives
-    the same intervals."""
-    return zlib.crc32(f"{model.name}|{segment}|{iso(start)}".encode())
+def segment_seed(segment: str, data: Sequence[FloatArray]) -> int:
+    """The bootstrap seed of a window's segment: a stable hash (not Python's salted ``hash``)
+    of the segment's name and the window's data (``data``: its sorted score arrays, which
+    stand for the data's version: the labelled classes and every score for the bootstrap of
+    the measured metrics, every score alone for the label-free estimate, which labels landing
+    later must not move).
+
+    A recomputation of the same data, in any process, gives the same intervals, and changed
+    data new draws. The window's start and the model's name are left out on purpose: a stream
+    sent again at another time or to another model (``calmon simulate --seed``, whose windows
+    end at the present and which picks a fresh model name) holds the same data and must show
+    the same intervals.
+    """
+    digest = hashlib.blake2b(segment.encode(), digest_size=8)
+    for array in data:
+        digest.update(array.size.to_bytes(8, "little"))
+        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+    return int.from_bytes(digest.digest(), "little") >> 1
 
 
 def keyed(values: dict[str, Any], model: Model, reference_key: str | None) -> dict[str, Any]:

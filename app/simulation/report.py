@@ -5,8 +5,11 @@ A window counts as computed when its record (segment ``*`` of ``GET
 all of the stable period's: only then does it describe the whole stream. That test needs no
 clock shared with the server. Windows computed while the upload was still going on (a window
 of the reference period, compared with a reference that was not complete yet) are brought up
-to date by asking for a recompute of the whole stream once, then again every
-``REREQUEST_SECONDS`` for the windows still behind.
+to date by asking for a recompute of the whole stream once, then again for the windows still
+behind when ``REREQUEST_SECONDS`` went by without one more window completing, and twice as
+long each further time: a request marks its windows anew, so a computation in progress is
+discarded and starts over; asking at a fixed pace kept a loaded machine (one window taking
+longer than the pace) from ever finishing one.
 """
 
 from __future__ import annotations
@@ -116,7 +119,11 @@ def wait_for_windows(
     labelled: bool = False,
 ) -> Records:
     """Request a recompute of ``plans`` and wait up to ``timeout`` seconds until every window
-    is complete (:func:`is_complete`, with ``labelled``); returns the records.
+    is complete (:func:`is_complete`, with ``labelled``); returns the records. The windows
+    still behind are asked for again after ``rerequest`` seconds without progress, then after
+    twice as long each time: every request marks them anew, which discards a computation in
+    progress, so on a machine that takes longer than ``rerequest`` per window, asking at a
+    fixed pace would never let one finish.
 
     With ``timeout`` 0 the records are read once, without waiting. Raises
     :class:`WaitTimeoutError` when windows are still incomplete at the deadline, and
@@ -127,6 +134,8 @@ def wait_for_windows(
     request_recompute(client, model=model, start=first, end=last)
     requested = clock()
     deadline = requested + timeout
+    remaining = len(plans)
+    pause = rerequest
     while True:
         records = fetch_records(client, model=model, start=first, end=last)
         behind = [
@@ -143,15 +152,17 @@ def wait_for_windows(
         if not behind or timeout == 0:
             return records
         now = clock()
+        if len(behind) < remaining:
+            remaining, requested = len(behind), now
         if now >= deadline:
             raise WaitTimeoutError(
                 f"{len(plans) - len(behind)} of {len(plans)} windows computed after waiting"
                 f" {timeout:g} s; is a scheduler running against this server's database?",
                 records,
             )
-        if now - requested >= rerequest:
+        if now - requested >= pause:
             request_recompute(client, model=model, start=behind[0].start, end=behind[-1].end)
-            requested = now
+            requested, pause = now, 2 * pause
         sleep(max(0.0, min(poll, deadline - now)))
 
 

@@ -59,12 +59,22 @@ def make_client(url: str, *, token: str | None, timeout: float = 60.0) -> httpx.
     return httpx.Client(base_url=url, headers=headers, timeout=timeout)
 
 
+#: the message of a 404 for a path the server does not serve (a missing model names itself)
+UNKNOWN_PATH: Final = "Not Found"
+
+
 def _error_text(response: httpx.Response) -> str:
     try:
         error = response.json()["error"]
-        return f"{error['code']}: {error['message']}"
+        text = f"{error['code']}: {error['message']}"
     except (ValueError, KeyError, TypeError):
         return response.text[:200] or response.reason_phrase
+    if response.status_code == 404 and error["message"] == UNKNOWN_PATH:
+        text += (
+            f" ({response.request.url.copy_with(query=None)} is not a path of the calmon API:"
+            " is --url the server's root URL, such as http://127.0.0.1:8000?)"
+        )
+    return text
 
 
 def request_json(

@@ -8,6 +8,10 @@ size grows with the number of windows but the element count does not, which keep
 500 windows light for the browser.
 
 Colours come from CSS classes (``s0`` … ``s4``, ``ref``) that the page's style sheet defines.
+A point stands at its window's start, as the tables list windows; axis titles are words with
+their unit (:func:`metric_title`), and the time axis shows the date wherever the day changes.
+The legend draws each entry as the chart does: its band, its line (dashed or dotted alike)
+and its marker.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Final
 
-WIDTH: Final = 920
-HEIGHT: Final = 260
+WIDTH: Final = 1140
+HEIGHT: Final = 280
 LEFT: Final = 64
 RIGHT: Final = 16
 TOP: Final = 14
@@ -28,9 +32,57 @@ BOTTOM: Final = 58
 #: at most this many windows get a marker each (beyond, the line alone reads better)
 MARKER_LIMIT: Final = 120
 MARKER_RADIUS: Final = 2.6
+#: the half width (pixels) of a lone 95% interval, drawn as a box around its point
+LONE_HALF: Final = 7.0
 #: what stands for an absent value, and the minus sign of negative numbers
 DASH: Final = "\u2013"
 MINUS: Final = "\u2212"
+#: the title of every time axis: points stand at their window's start
+TIME_AXIS: Final = "window start (UTC)"
+#: the dash pattern of a dashed series (levels are dotted by the style sheet)
+DASHES: Final = "6 4"
+#: axis titles of the metrics, with their scale (``docs/metrics.md``)
+METRIC_TITLES: Final[dict[str, str]] = {
+    "precision": "precision at threshold (0 to 1)",
+    "f1": "F1 at threshold (0 to 1)",
+    "recall": "recall at threshold (0 to 1)",
+    "fpr": "false positive rate (0 to 1)",
+    "roc_auc": "ROC AUC (0.5 random, 1 best)",
+    "ks": "KS statistic (0 to 1)",
+    "ks_abc": "KS area (0 to 1)",
+    "average_precision": "average precision (0 to 1)",
+    "best_f1": "best F1 (0 to 1)",
+    "best_f1_threshold": "best F1 threshold (score)",
+    "pr_gain_auc": "PR-Gain AUC (1 best)",
+    "brier": "Brier score (0 best)",
+    "brier_skill": "Brier skill (1 best)",
+    "brier_pos": "Brier, positives (0 best)",
+    "brier_neg": "Brier, negatives (0 best)",
+    "log_loss": "log loss (nats, 0 best)",
+    "ece": "calibration error, ECE (0 best)",
+    "mce": "calibration error, MCE (0 best)",
+}
+#: what a metric is called in legends and headings
+METRIC_NAMES: Final[dict[str, str]] = {
+    "precision": "precision",
+    "f1": "F1",
+    "recall": "recall",
+    "fpr": "false positive rate",
+    "roc_auc": "ROC AUC",
+    "ks": "KS",
+    "ks_abc": "KS area",
+    "average_precision": "AP",
+    "best_f1": "best F1",
+    "best_f1_threshold": "best F1 threshold",
+    "pr_gain_auc": "PR-Gain AUC",
+    "brier": "Brier score",
+    "brier_skill": "Brier skill",
+    "brier_pos": "Brier (positives)",
+    "brier_neg": "Brier (negatives)",
+    "log_loss": "log loss",
+    "ece": "ECE",
+    "mce": "MCE",
+}
 
 Bounds = tuple[float, float]
 
@@ -84,6 +136,17 @@ class Frame:
         return top if y < top else bottom if y > bottom else y
 
 
+def metric_title(metric: str) -> str:
+    """The axis title of ``metric``: its name in words with its scale (the field name for a
+    metric this module does not know)."""
+    return METRIC_TITLES.get(metric, metric)
+
+
+def metric_name(metric: str) -> str:
+    """The short name of ``metric`` for legends and headings."""
+    return METRIC_NAMES.get(metric, metric)
+
+
 def _f(value: float) -> str:
     """A coordinate with one decimal, the precision a screen needs."""
     return f"{value:.1f}"
@@ -123,11 +186,23 @@ def signed(value: float | None, digits: int = 3) -> str:
     return ("+" if value > 0 else "") + format_number(value, digits)
 
 
-def _time_label(seconds: float, span: float) -> str:
-    moment = datetime.fromtimestamp(seconds, tz=UTC)
-    if span <= 2 * 86_400:
-        return moment.strftime("%H:%M")
-    return moment.strftime("%m-%d %H:%M") if span <= 20 * 86_400 else moment.strftime("%Y-%m-%d")
+def time_labels(ticks: Sequence[float], span: float) -> list[str]:
+    """The labels of ``ticks`` (Unix seconds, ascending) over a ``span`` of seconds: the time
+    of day, with the date on the first tick and wherever the day changes; dates alone over
+    long spans."""
+    labels: list[str] = []
+    previous: str | None = None
+    for seconds in ticks:
+        moment = datetime.fromtimestamp(seconds, tz=UTC)
+        day = moment.strftime("%Y-%m-%d")
+        if span > 20 * 86_400:
+            labels.append(day)
+        elif day != previous:
+            labels.append(f"{moment:%b} {moment.day} {moment:%H:%M}")
+        else:
+            labels.append(moment.strftime("%H:%M"))
+        previous = day
+    return labels
 
 
 def time_ticks(low: float, high: float, count: int = 6) -> list[float]:
@@ -155,8 +230,8 @@ def _line(frame: Frame, xs: Sequence[float], values: Sequence[float | None]) -> 
 
 
 def _band(frame: Frame, xs: Sequence[float], bands: Sequence[Bounds | None], half: float) -> str:
-    """Closed outlines, one per run of defined intervals; a lone interval is a bar ``2·half``
-    pixels wide so that it shows."""
+    """Closed outlines, one per run of defined intervals; a lone interval is a box ``2·half``
+    pixels wide around its point, so that it shows without reaching over the time axis."""
     runs: list[list[tuple[float, Bounds]]] = [[]]
     for x, b in zip(xs, bands, strict=True):
         if b is None:
@@ -200,17 +275,34 @@ def _extent(series: Sequence[Series], levels: Sequence[Level]) -> tuple[float, f
     return (min(finite), max(finite)) if finite else None
 
 
-def _legend(entries: Sequence[tuple[str, str, bool]], frame: Frame) -> str:
-    """Legend entries (label, css class, dashed) in a row under the x axis labels."""
-    x, y = frame.plot[0], frame.height - 6
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One legend entry, drawn as the chart draws it: ``kind`` is ``line`` (a series) or
+    ``level`` (dotted by the style sheet); a series may be dashed, have a band and markers."""
+
+    label: str
+    css: str
+    kind: str = "line"
+    dashed: bool = False
+    band: bool = False
+    marker: bool = False
+
+
+def _legend(entries: Sequence[Entry], frame: Frame) -> str:
+    """Legend entries in a row under the x axis labels, each swatch 24 px wide."""
+    x, y = frame.plot[0], frame.height - 8
     out: list[str] = ['<g class="legend">']
-    for label, css, dashed in entries:
-        dash = ' stroke-dasharray="5 3"' if dashed else ""
-        out.append(
-            f'<path class="line {css}"{dash} d="M{_f(x)} {_f(y - 4)}h18"/>'
-            f'<text x="{_f(x + 22)}" y="{_f(y)}">{escape(label)}</text>'
-        )
-        x += 30 + 6.4 * len(label)
+    for entry in entries:
+        if entry.band:
+            out.append(f'<path class="band {entry.css}" d="M{_f(x)} {_f(y - 10)}h24v12h-24Z"/>')
+        dash = f' stroke-dasharray="{DASHES}"' if entry.dashed else ""
+        out.append(f'<path class="{entry.kind} {entry.css}"{dash} d="M{_f(x)} {_f(y - 4)}h24"/>')
+        if entry.marker:
+            out.append(
+                f'<circle class="mark {entry.css}" cx="{_f(x + 12)}" cy="{_f(y - 4)}" r="3"/>'
+            )
+        out.append(f'<text x="{_f(x + 30)}" y="{_f(y)}">{escape(entry.label)}</text>')
+        x += 44 + 6.6 * len(entry.label)
     out.append("</g>")
     return "".join(out)
 
@@ -225,11 +317,14 @@ def _frame_svg(
     y_ticks: Sequence[tuple[float, str]],
     x_label: str,
     chart_id: str,
+    square: bool = False,
 ) -> list[str]:
-    """The opening of a chart: accessible name, grid, axes and their labels."""
+    """The opening of a chart: accessible name, grid, axes and their labels. A time chart
+    takes the page's width (class ``chart wide``), a ``square`` one keeps its size."""
     left, top, right, bottom = frame.plot
+    kind = "chart" if square else "chart wide"
     out = [
-        f'<svg class="chart" id="{escape(chart_id)}" role="img" viewBox="0 0 {frame.width} '
+        f'<svg class="{kind}" id="{escape(chart_id)}" role="img" viewBox="0 0 {frame.width} '
         f'{frame.height}" width="{frame.width}" height="{frame.height}" '
         f'aria-labelledby="{escape(chart_id)}-t {escape(chart_id)}-d">'
         f'<title id="{escape(chart_id)}-t">{escape(title)}</title>'
@@ -276,9 +371,11 @@ def time_chart(
     y_range: Bounds | None = None,
     half_window: float = 0.0,
 ) -> str:
-    """A chart over window centres ``times`` (Unix seconds, ascending): each series' band,
-    line and (for few windows) markers, the reference ``levels``, with the y range fitted to
-    the data unless ``y_range`` is given. An empty chart says "no data" in its picture."""
+    """A chart over window starts ``times`` (Unix seconds, ascending; the axis reaches
+    ``half_window`` seconds beyond the first and last): each series' band, line and (for few
+    windows) markers, the reference ``levels``, with the y range fitted to the data unless
+    ``y_range`` is given. A lone interval (no neighbour to join) is a narrow box around its
+    point. An empty chart says "no data" in its picture."""
     extent = y_range or _extent(series, levels)
     if not times or extent is None:
         frame = Frame(0.0, 1.0, 0.0, 1.0)
@@ -289,7 +386,7 @@ def time_chart(
             y_label=y_label,
             x_ticks=[],
             y_ticks=[],
-            x_label="window (UTC)",
+            x_label=TIME_AXIS,
             chart_id=chart_id,
         )
         body.append(
@@ -307,8 +404,8 @@ def time_chart(
         (t, format_number(t, _digits(high - low))) for t in nice_ticks(low - pad, high + pad)
     ]
     y_ticks = [(t, s) for t, s in y_ticks if frame.y_min <= t <= frame.y_max]
-    span = x_max - x_min
-    x_ticks = [(t, _time_label(t, span)) for t in time_ticks(x_min, x_max)]
+    ticks = time_ticks(x_min, x_max)
+    x_ticks = list(zip(ticks, time_labels(ticks, x_max - x_min), strict=True))
     out = _frame_svg(
         frame,
         title=title,
@@ -316,7 +413,7 @@ def time_chart(
         y_label=y_label,
         x_ticks=x_ticks,
         y_ticks=y_ticks,
-        x_label="window (UTC)",
+        x_label=TIME_AXIS,
         chart_id=chart_id,
     )
     left, _, right, _ = frame.plot
@@ -329,23 +426,25 @@ def time_chart(
             )
         y = frame.y(level.value)
         out.append(f'<path class="level {level.css}" d="M{_f(left)} {_f(y)}H{_f(right)}"/>')
-    bar_half = max(2.0, (frame.x(times[0] + half_window) - frame.x(times[0])) * 0.8)
+    entries: list[Entry] = []
     for s in series:
         if s.bands is not None:
-            band = _band(frame, times, s.bands, bar_half)
+            band = _band(frame, times, s.bands, LONE_HALF)
             if band:
                 out.append(f'<path class="band {s.css}" d="{band}"/>')
     for s in series:
-        dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+        dash = f' stroke-dasharray="{DASHES}"' if s.dashed else ""
         line = _line(frame, times, s.values)
         if line:
             out.append(f'<path class="line {s.css}"{dash} d="{line}"/>')
-        if len(times) <= MARKER_LIMIT:
-            marks = _markers(frame, times, s.values)
-            if marks:
-                out.append(f'<path class="mark {s.css}" d="{marks}"/>')
-    entries = [(s.label, s.css, s.dashed) for s in series]
-    entries += [(level.label, level.css, False) for level in levels]
+        marks = _markers(frame, times, s.values) if len(times) <= MARKER_LIMIT else ""
+        if marks:
+            out.append(f'<path class="mark {s.css}" d="{marks}"/>')
+        banded = s.bands is not None and any(b is not None for b in s.bands)
+        entries.append(Entry(s.label, s.css, dashed=s.dashed, band=banded, marker=bool(marks)))
+    entries += [
+        Entry(level.label, level.css, kind="level", band=level.band is not None) for level in levels
+    ]
     out.append(_legend(entries, frame))
     out.append("</svg>")
     return "".join(out)
@@ -363,31 +462,35 @@ def reliability_chart(
 ) -> str:
     """A reliability diagram: fraction of positives against mean score per bin (points sized
     by the square root of the bin's count, joined by a line), with the diagonal of perfect
-    calibration. Empty bins are left out."""
+    calibration; under them, each bin's count as a bar over its score range, labelled with the
+    number. Empty bins are left out."""
+    size = 480
     frame = Frame(
-        0.0, 1.0, 0.0, 1.0, width=460, height=400, plot=(LEFT, TOP, 460 - RIGHT, 400 - BOTTOM)
+        0.0, 1.0, 0.0, 1.0, width=size, height=size, plot=(LEFT, TOP, size - RIGHT, size - BOTTOM)
     )
     ticks = [(t, format_number(t, 1)) for t in nice_ticks(0.0, 1.0, 6)]
     desc = (
         "Per score bin, the fraction of positive labels against the mean score; points on the "
-        "diagonal are perfectly calibrated."
+        "diagonal are perfectly calibrated. Bars along the bottom give each bin's number of "
+        "labelled predictions."
     )
     out = _frame_svg(
         frame,
         title=title,
         desc=desc,
-        y_label="fraction positive",
+        y_label="fraction of positive labels",
         x_ticks=ticks,
         y_ticks=ticks,
-        x_label="mean score",
+        x_label="mean score of the bin",
         chart_id=chart_id,
+        square=True,
     )
     out.append(
         f'<path class="level ref" d="M{_f(frame.x(0))} {_f(frame.y(0))}'
         f'L{_f(frame.x(1))} {_f(frame.y(1))}"/>'
     )
     points = [
-        (float(m), float(f), int(c or 0))
+        (float(m), float(f), int(c or 0), row.get("lower"), row.get("upper"))
         for row in rows
         if (m := row.get("mean_score")) is not None
         and (f := row.get("fraction_positive")) is not None
@@ -399,19 +502,39 @@ def reliability_chart(
             'text-anchor="middle">no labelled scores</text>'
         )
     else:
+        biggest = max(c for _, _, c, _, _ in points) or 1
+        _, _, _, bottom = frame.plot
+        tallest = 0.18 * (bottom - frame.plot[1])
+        for m, _, c, lower, upper in points:
+            lo = frame.x(float(lower)) if isinstance(lower, int | float) else frame.x(m) - 4
+            hi = frame.x(float(upper)) if isinstance(upper, int | float) else frame.x(m) + 4
+            height = tallest * c / biggest
+            out.append(
+                f'<path class="count-bar" d="M{_f(lo + 1)} {_f(bottom)}'
+                f'V{_f(bottom - height)}H{_f(hi - 1)}V{_f(bottom)}Z"/>'
+                f'<text class="count" x="{_f((lo + hi) / 2)}" y="{_f(bottom - height - 3)}" '
+                f'text-anchor="middle">{c}</text>'
+            )
         line = "".join(
             ("L" if i else "M") + f"{_f(frame.x(m))} {_f(frame.y(f))}"
-            for i, (m, f, _) in enumerate(points)
+            for i, (m, f, _, _, _) in enumerate(points)
         )
         out.append(f'<path class="line s0" d="{line}"/>')
-        biggest = max(c for _, _, c in points) or 1
-        for m, f, c in points:
+        for m, f, c, _, _ in points:
             r = 2.5 + 6.0 * math.sqrt(c / biggest)
             out.append(
                 f'<circle class="mark s0" cx="{_f(frame.x(m))}" cy="{_f(frame.y(f))}" r="{r:.1f}">'
                 f"<title>mean score {m:.3f}, fraction positive {f:.3f}, {c} predictions</title>"
                 "</circle>"
             )
-    out.append(_legend([("bins (size: count)", "s0", False), ("perfect", "ref", False)], frame))
+    out.append(
+        _legend(
+            [
+                Entry("bins (point size: count)", "s0", marker=True),
+                Entry("perfect calibration", "ref", kind="level"),
+            ],
+            frame,
+        )
+    )
     out.append("</svg>")
     return "".join(out)

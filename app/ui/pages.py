@@ -16,7 +16,17 @@ from typing import Any, Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
 from app.catalogue import VERDICT_WORDS
-from app.ui.charts import DASH, Level, Series, format_number, reliability_chart, signed, time_chart
+from app.ui.charts import (
+    DASH,
+    Level,
+    Series,
+    format_number,
+    metric_name,
+    metric_title,
+    reliability_chart,
+    signed,
+    time_chart,
+)
 from app.ui.verdict import (
     SPLIT_METRIC,
     Bounds,
@@ -52,7 +62,12 @@ label{display:flex;flex-direction:column;font-size:.9em}
 .error{color:#9b1c1c}
 form.logout{display:inline}form.logout button{font:inherit;padding:0;border:0;background:none;
 color:#1f5fa8;text-decoration:underline;cursor:pointer}
-svg.chart{max-width:100%;height:auto;display:block}
+svg.chart{max-width:100%;height:auto;display:block}svg.chart.wide{width:100%}
+svg .count-bar{fill:#1f5fa8;opacity:.16;stroke:none}svg .count{font-size:10px;fill:#555}
+table.models{width:100%}table.models td{white-space:nowrap}
+table.models td.state{white-space:normal;min-width:17em;font-size:.9em}
+table.models th{vertical-align:bottom}table.models th,table.models td{padding:3px 6px}
+.detail{display:block;font-size:.82em;color:#666}
 svg text{font:12px system-ui,sans-serif;fill:#333}
 svg .label{font-size:13px}
 svg .grid path{stroke:#e6e6e6}svg .axis{stroke:#555;fill:none}
@@ -66,6 +81,7 @@ svg .line.s0,svg .line.s1,svg .line.s2,svg .line.s3,svg .line.ref,svg .level{fil
 svg .mark{stroke:none}
 """
 
+ICON: Final = '<link rel="icon" href="/ui/static/favicon.svg" type="image/svg+xml">'
 VERDICT_CLASS: Final[dict[Verdict, str]] = {
     Verdict.BOTH: "v-both",
     Verdict.WORSE: "v-worse",
@@ -82,9 +98,12 @@ ESTIMATE_CLASS: Final[dict[str, str]] = {
 }
 
 
-def _page(title: str, body: str, *, nav: bool = True, logout: bool = False) -> str:
+def _page(
+    title: str, body: str, *, nav: bool = True, logout: bool = False, standalone: bool = False
+) -> str:
     """A whole page; ``logout`` adds the log-out button (tokens configured): a form, since
-    logging out is a POST."""
+    logging out is a POST. A ``standalone`` page (a report saved as a file) links to nothing
+    of the server, not even its icon."""
     out = (
         ' · <form class="logout" method="post" action="/ui/logout">'
         '<button type="submit">log out</button></form>'
@@ -98,7 +117,7 @@ def _page(title: str, body: str, *, nav: bool = True, logout: bool = False) -> s
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{escape(title)} · calmon</title>"
-        '<link rel="icon" href="/ui/static/favicon.svg" type="image/svg+xml">'
+        f"{'' if standalone else ICON}"
         f"<style>{STYLE}</style></head><body>"
         f'<header><strong>calmon</strong><span class="muted">{escape(title)}</span>{links}</header>'
         f"<main>{body}</main></body></html>"
@@ -161,9 +180,15 @@ def window_verdict(record: Mapping[str, Any], reading: WindowReading) -> tuple[s
     unless the window's labels do not decide yet and the split has no verdict, where the
     label-free estimate speaks (:func:`app.ui.verdict.estimate_speaks`)."""
     speaks = estimate_speaks(record)
-    if speaks is None or reading.verdict is not Verdict.UNKNOWN:
+    if speaks is None or not _estimate_speaks_for(record, reading):
         return reading.verdict.value, VERDICT_CLASS[reading.verdict], _ratio_vs_reference(reading)
     return VERDICT_WORDS[speaks], ESTIMATE_CLASS[speaks], _estimated_ratio(record, reading)
+
+
+def _estimate_speaks_for(record: Mapping[str, Any], reading: WindowReading) -> bool:
+    """Whether a window's label-free estimate speaks for it: its labels do not decide yet
+    and the split has no verdict."""
+    return reading.verdict is Verdict.UNKNOWN and estimate_speaks(record) is not None
 
 
 def _part(value: float | None, interval: Bounds | None) -> str:
@@ -180,6 +205,30 @@ class ModelSummary:
     score_kind: str
     latest: Mapping[str, Any] | None
     alerts: Sequence[str]
+
+
+def _short_time(value: object) -> str:
+    """An ISO instant of a record as ``YYYY-MM-DD HH:MM`` (UTC), or the text as it is."""
+    try:
+        return f"{datetime.fromisoformat(str(value)):%Y-%m-%d %H:%M}"
+    except ValueError:
+        return str(value)
+
+
+def _stacked(value: str, detail: str) -> str:
+    """A number with its detail (an interval, a comparison) in a small line under it, so that
+    a column of the list stays narrow and reads at a glance."""
+    shown = f'<span class="detail">{escape(detail.strip())}</span>' if detail.strip() else ""
+    return f"{escape(value)}{shown}"
+
+
+def _versus(reading: WindowReading) -> str:
+    """``vs 0.0483 x1.02`` (with a true times sign): the reference's class ratio and the
+    factor, or nothing."""
+    if reading.ratio is None or not reading.reference_ratio:
+        return ""
+    factor = reading.ratio / reading.reference_ratio
+    return f"vs {format_number(reading.reference_ratio, 4)} {TIMES}{factor:.2f}"
 
 
 def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
@@ -203,25 +252,33 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
             cells = '<td class="text muted" colspan="8">no window computed yet</td>'
         else:
             reading = read_window(record)
-            _, _, ratio = window_verdict(record, reading)
+            ratio = (
+                escape(_estimated_ratio(record, reading))
+                if _estimate_speaks_for(record, reading)
+                else _stacked(format_number(reading.ratio, 4), _versus(reading))
+            )
             cells = (
-                f'<td class="text when">{escape(str(record.get("start", "")))}</td>'
+                f'<td class="text when">{escape(_short_time(record.get("start")))}</td>'
                 f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
-                f"<td>{escape(ratio)}</td>"
+                f"<td>{ratio}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
-                f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
-                f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
+                f"<td>{_stacked(signed(reading.prior_part), interval_text(reading.prior_interval))}"
+                "</td><td>"
+                + _stacked(
+                    signed(reading.likelihood_part), interval_text(reading.likelihood_interval)
+                )
+                + "</td>"
             )
         rows.append(
             f'<tr><td class="text">{link}</td><td class="text">{escape(model.window)}</td>'
-            f'{cells}<td class="text">{state}</td></tr>'
+            f'{cells}<td class="text state">{state}</td></tr>'
         )
     body = (
         "<h1>Models</h1>"
         "<p>Latest window of every model (all predictions, segment <code>*</code>); alerts "
         "follow the Prometheus rules and cover every tracked segment.</p>"
-        '<table><thead><tr><th class="text" scope="col">model</th>'
+        '<table class="models"><thead><tr><th class="text" scope="col">model</th>'
         '<th class="text" scope="col">window</th><th class="text" scope="col">latest (UTC)</th>'
         '<th scope="col">n</th><th scope="col">positives</th>'
         '<th scope="col">class ratio vs reference</th><th scope="col">AP</th>'
@@ -233,13 +290,14 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
 
 
 def _times(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], float]:
-    """Window centres (Unix seconds) and half a window length."""
+    """Window starts (Unix seconds), where the charts put each window as the tables list it,
+    and half a window length."""
     times: list[float] = []
     half = 0.0
     for record in records:
         start = datetime.fromisoformat(str(record["start"])).timestamp()
         end = datetime.fromisoformat(str(record["end"])).timestamp()
-        times.append((start + end) / 2)
+        times.append(start)
         half = (end - start) / 2
     return times, half
 
@@ -268,9 +326,10 @@ def metric_chart(
     """Regular against calibrated (at the reference prior) ``metric`` with 95% bands, and the
     reference's value; a metric that does not depend on the class ratio has no calibrated
     line."""
+    name = metric_name(metric)
     series = [
         _banded(
-            f"{metric} (regular)",
+            f"{name} (regular)",
             "s0",
             records,
             lambda r: _metric(r, metric),
@@ -280,7 +339,7 @@ def metric_chart(
     if any(_metric(r, metric, calibrated=True) is not None for r in records):
         series.append(
             _banded(
-                f"{metric} calibrated at the reference ratio",
+                f"{name} calibrated at the reference ratio",
                 "s1",
                 records,
                 lambda r: _metric(r, metric, calibrated=True),
@@ -292,12 +351,12 @@ def metric_chart(
     )
     return time_chart(
         chart_id=chart_id,
-        title=f"{metric}: regular and calibrated per window",
+        title=f"{name}: regular and calibrated per window",
         desc=(
-            f"{metric} of each window as measured (regular) and calibrated at the reference's "
+            f"{name} of each window as measured (regular) and calibrated at the reference's "
             "class ratio, with their 95% intervals as shaded bands, and the reference's value."
         ),
-        y_label=metric,
+        y_label=metric_title(metric),
         times=times,
         series=series,
         half_window=half,
@@ -326,7 +385,7 @@ def split_chart(
             "model's scores), with 95% intervals as shaded bands. A likelihood part below 0 "
             "means the model got worse."
         ),
-        y_label="AP change",
+        y_label="change of average precision",
         times=times,
         series=[
             _banded(
@@ -364,7 +423,7 @@ def ratio_chart(
             "ratio with its 95% interval, and the ratio estimated from the scores alone "
             "(without labels) with its 95% interval."
         ),
-        y_label="positive class ratio",
+        y_label="positive class ratio (fraction)",
         times=times,
         series=[
             _banded("from labels", "s0", readings, lambda x: x.ratio, lambda x: x.ratio_interval),
@@ -499,11 +558,17 @@ def model_page(
     selected: str | None,
     model_alerts: Sequence[str],
     logout: bool = False,
+    standalone: str | None = None,
 ) -> str:
     """``/ui/models/{model}``: the charts over ``records`` (oldest first, one segment), the
     reliability diagram of the ``selected`` window start (default: the latest), and the
-    verdict of every window."""
-    model_path = f"/ui/models/{name}"
+    verdict of every window.
+
+    ``standalone`` (HTML of an introduction) makes the same page as a file of its own, the
+    offline report (:mod:`app.offline.html_report`): that introduction instead of the alerts and
+    the form that asks the server for another segment or metric, and no link to the server.
+    """
+    model_path = f"/ui/models/{name}" if standalone is None else ""
     link = {"segment": segment, "metric": metric}
     form = (
         f'<form class="inline" method="get" action="{escape(model_path)}">'
@@ -517,9 +582,13 @@ def model_page(
         else '<p class="ok">No alert on the latest windows.</p>'
     )
     head = f"<h1>{escape(name)}</h1><p>{escape(window)} windows.</p>{state}{form}"
+    if standalone is not None:
+        head = f"<h1>{escape(name)}</h1>{standalone}"
     if not records:
         body = head + f"<p>No window of segment <code>{escape(segment)}</code> computed yet.</p>"
-        return _page(name, body, logout=logout)
+        return _page(
+            name, body, logout=logout, nav=standalone is None, standalone=standalone is not None
+        )
     readings = [read_window(r) for r in records]
     times, half = _times(records)
     chosen = next((r for r in records if r.get("start") == selected), records[-1])
@@ -554,7 +623,7 @@ def model_page(
         + split_chart(readings, records, times=times, half=half)
         + "<h2>Positive class ratio</h2>"
         + ratio_chart(readings, records, times=times, half=half)
-        + f"<h2>{escape(metric)}</h2>"
+        + f"<h2>{escape(metric_title(metric))}</h2>"
         + metric_chart(records, metric, chart_id="metric", times=times, half=half)
         + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
         + f'<p><span class="{chosen_class}">'
@@ -565,7 +634,9 @@ def model_page(
             records, readings, selected=str(chosen.get("start")), link=link, model_path=model_path
         )
     )
-    return _page(name, body, logout=logout)
+    return _page(
+        name, body, logout=logout, nav=standalone is None, standalone=standalone is not None
+    )
 
 
 def login_page(*, error: str | None, next_path: str) -> str:

@@ -254,7 +254,14 @@ def test_spaced_labels_and_blank_lines_at_the_end(tmp_path: Path) -> None:
     [
         ("", [], 1, "empty file: expected a header line such as 'score,label'"),
         ("score,label\n", [], 1, "no data lines after the header"),
-        ("score\n0.5\n", [], 1, "missing column 'label' (header: score)"),
+        (
+            "score\n0.5\n",
+            [],
+            1,
+            "missing column 'label' (header, split at ',': score); --label-column names the"
+            " label column, --delimiter the separator",
+        ),
+        ("p,y\n0.5,1\n", ["--score-column", "prob"], 1, "missing column 'prob' (header, split"),
         ("score,label\n0.5,1\n0.5,1\n0.5,1\nx,1\n", [], 5, "score 'x' is not a number"),
         ("score,label\n0.5,1\nnan,0\n", [], 3, "score 'nan' is not finite"),
         ("score,label\n0.5,1\ninf,0\n", ["--score-kind", "score"], 3, "score 'inf' is not finite"),
@@ -451,3 +458,35 @@ def test_bad_rows_beyond_twenty_are_counted(quoted: bool, tmp_path: Path) -> Non
         f"{tmp_path / 'counts.csv'}:{line}: expected 2 fields like the header, found 3"
         for line in (62, 63)
     ]
+
+
+def test_intervals_are_reproducible_without_a_seed(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    labels = rng.random(2_000) < 0.3
+    scores = np.clip(rng.normal(np.where(labels, 0.6, 0.4), 0.2), 0, 1)
+    lines = ["score,label"] + [
+        f"{s!r},{int(y)}" for s, y in zip(scores.tolist(), labels.tolist(), strict=True)
+    ]
+    path = write(tmp_path / "set.csv", lines)
+    [first] = evaluate_json(path, "--intervals")
+    assert first["intervals"]["regular"]["roc_auc"] is not None
+    assert evaluate_json(path, "--intervals") == [first]
+    assert evaluate_json(path, "--intervals", "--seed", "0") == [first]
+    [other] = evaluate_json(path, "--intervals", "--seed", "1")
+    assert other["intervals"]["regular"]["roc_auc"] != first["intervals"]["regular"]["roc_auc"]
+
+
+def test_html_report_needs_a_window_after_the_reference(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "one-day.csv",
+        ["timestamp;score;label", "2026-11-01T00:00:00Z;0.2;0", "2026-11-01T01:00:00Z;0.8;1"],
+    )
+    report = tmp_path / "report.html"
+    done = calmon(path, "--window", "1d", "--html", report)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"{path}: nothing to compare with the reference: no window after it\n")
+    assert not report.exists()
+    # without --window the whole file is both, and the semicolons were read from the header
+    whole = calmon(path, "--html", report)
+    assert whole.returncode == 0, whole.stderr
+    assert "the whole file is both the reference and the window" in report.read_text()

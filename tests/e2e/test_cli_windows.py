@@ -94,12 +94,10 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         assert "model shown exists" in again.stderr
         assert "sending to model shown-2 instead" in again.stderr
         assert "every window computed" in again.stderr
-        # the same verdicts (the bootstrap intervals follow the model's name)
-        verdicts = [
-            re.sub(r" \[.*?\]", "", text.split("\n\n")[1])
-            for text in (again.stdout, simulated.stdout)
-        ]
+        # the same verdicts, intervals included: they follow the data, not the model's name
+        verdicts = [text.split("\n\n")[1] for text in (again.stdout, simulated.stdout)]
         assert verdicts[0] == verdicts[1]
+        assert re.search(r"likelihood part of AP -0\.\d+ \[-0\.\d+, -0\.\d+\]", verdicts[0])
         assert "likelihood: class ratio x" in verdicts[0]
         records = httpx.get(
             f"{base}/v1/models/shown/windows",
@@ -136,6 +134,27 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         assert unknown.stdout == ""
         assert unknown.stderr.splitlines() == [
             "calmon windows: model_not_found: no model named 'absent'"
+        ]
+        no_segment = _calmon(
+            "windows", "shown", "--url", base, "--segment", "country=XX", "--token", READER, env=env
+        )
+        assert no_segment.returncode == 2
+        assert no_segment.stderr.splitlines() == [
+            "calmon windows: model shown has no window of segment 'country=XX'; its segments: *"
+        ]
+        api_path = _calmon("windows", "shown", "--url", f"{base}/v1", "--token", READER, env=env)
+        assert api_path.returncode == 2
+        assert (
+            f"'{base}/v1' holds the API path /v1: give the server's root URL, e.g. {base}"
+            in api_path.stderr
+        )
+        elsewhere = _calmon(
+            "windows", "shown", "--url", f"{base}/calmon", "--token", READER, env=env
+        )
+        assert elsewhere.returncode == 2
+        assert elsewhere.stderr.splitlines() == [
+            f"calmon windows: not_found: Not Found ({base}/calmon/v1/models/shown is not a path"
+            " of the calmon API: is --url the server's root URL, such as http://127.0.0.1:8000?)"
         ]
         anonymous = _calmon("windows", "shown", "--url", base, env=env)
         assert anonymous.returncode == 2

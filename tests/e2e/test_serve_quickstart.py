@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -88,3 +89,11 @@ def test_serve_with_no_configuration(tmp_path: Path) -> None:
     assert (tmp_path / "calmon.db").is_file()
     lines = (tmp_path / "serve.log").read_text().splitlines()
     assert any('"route":"/v1/models/{model}/predictions"' in line for line in lines)
+    records = [json.loads(line) for line in lines]
+    assert not [r for r in records if r["logger"].startswith("alembic")]
+    [migrated] = [r for r in records if r["logger"] == "app.db.migrate"]
+    assert migrated["message"] == "database schema upgraded"
+    assert migrated["from_revision"] == "empty"
+    [ready] = [r for r in records if r["logger"] == "calmon.serve"]
+    assert ready["message"] == f"open {base}/ui for the web view, {base}/docs for the API"
+    assert records.index(ready) < records.index(migrated) + 8

@@ -59,3 +59,29 @@ def test_uncaught_exceptions_become_json_lines() -> None:
     assert records[0]["in_thread"] == "worker"
     assert "ZeroDivisionError" in records[0]["exc"]
     assert "RuntimeError: main failed" in records[1]["exc"]
+
+
+def test_alembic_steps_show_at_debug_only() -> None:
+    script = textwrap.dedent(
+        """
+        import logging, sys
+        from app.log import configure_logging
+
+        configure_logging(sys.argv[1])
+        logging.getLogger("alembic.runtime.migration").info("Running upgrade")
+        logging.getLogger("alembic.runtime.migration").warning("odd")
+        logging.getLogger("app.db.migrate").info("database schema upgraded")
+        """
+    )
+    messages = {}
+    for level in ("INFO", "DEBUG"):
+        done = subprocess.run(
+            [sys.executable, "-c", script, level],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        messages[level] = [json.loads(line)["message"] for line in done.stderr.splitlines()]
+    assert messages["INFO"] == ["odd", "database schema upgraded"]
+    assert messages["DEBUG"] == ["Running upgrade", "odd", "database schema upgraded"]

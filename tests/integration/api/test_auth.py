@@ -53,6 +53,10 @@ def test_scopes(secured: TestClient) -> None:
     denied = secured.get("/v1/models/m1", headers=_auth(WRITE))
     assert denied.status_code == 403
     assert error_of(denied)["code"] == "forbidden"
+    assert error_of(denied)["message"] == (
+        "this token lacks the 'read' scope; the server's CALMON_API_TOKENS gives a token its"
+        " scopes (TOKEN:read, or TOKEN:admin for every scope)"
+    )
     body = {"predictions": [prediction("a")]}
     url = "/v1/models/m1/predictions"
     assert secured.post(url, json=body, headers=_auth(READ)).status_code == 403

@@ -272,3 +272,15 @@ def test_every_v1_operation_declares_the_optional_bearer_scheme_with_its_scope()
                 expected = [{"bearer": [SCOPES[method, path]]}, {}]
             assert operation.get("security") == expected, path
     assert v1_operations == set(SCOPES)
+
+
+def test_documentation_samples_are_realistic() -> None:
+    """ReDoc and Swagger UI build their samples from the schema: without examples they show
+    the bound of a range (a π0 of 4.8e-271) or the word "string" for an id."""
+    schemas = DOCUMENT["components"]["schemas"]
+    assert schemas["ModelConfig"]["properties"]["pi0"]["examples"] == [[0.01, 0.1]]
+    prediction = schemas["PredictionIn"]["properties"]
+    assert prediction["id"]["examples"] == ["tx-1"]
+    assert prediction["score"]["examples"] == [0.93]
+    segment = prediction["segment"]["anyOf"][0]
+    assert segment["examples"] == ["country=FR"]

@@ -70,7 +70,7 @@ def test_pages_from_computed_windows(client: TestClient, scheduler: WindowSchedu
     assert "script-src" not in index.headers["content-security-policy"]
     assert "default-src 'none'" in index.headers["content-security-policy"]
     assert '<a href="/ui/models/fraud">fraud</a>' in index.text
-    assert starts[-1] in index.text
+    assert f"{starts[-1][:10]} {starts[-1][11:16]}</td>" in index.text  # 2026-11-26 00:40
     assert "log out" not in index.text  # no token, nothing to log out of
 
     page = client.get("/ui/models/fraud")
@@ -87,7 +87,8 @@ def test_pages_from_computed_windows(client: TestClient, scheduler: WindowSchedu
     assert '<option value="a" selected>a</option>' in chosen.text
     assert _verdict_rows(client.get("/ui/models/fraud", params={"last": 2}).text) == starts[:0:-1]
     # an unknown second metric falls back to the default
-    assert "<h2>roc_auc</h2>" in client.get("/ui/models/fraud", params={"metric": "x"}).text
+    fallback = client.get("/ui/models/fraud", params={"metric": "x"}).text
+    assert "<h2>ROC AUC (0.5 random, 1 best)</h2>" in fallback
 
     assert client.get("/ui/models/nobody").status_code == 404
     assert client.get("/ui/models/fraud", params={"segment": "a b"}).status_code == 422

@@ -15,6 +15,7 @@ from app.offline.csv_input import (
     UNLABELLED,
     EvaluationRows,
     InputError,
+    detect_delimiter,
     parse_csv,
 )
 
@@ -291,3 +292,68 @@ def test_timestamps_agree_with_datetime() -> None:
     rows = parse(text)
     assert rows.timestamps is not None
     assert rows.timestamps.tolist() == [datetime.fromisoformat(s).timestamp() for s in stamps]
+
+
+@pytest.mark.parametrize(
+    ("header", "delimiter"),
+    [
+        ("score,label", ","),
+        ("score;label", ";"),
+        ("score\tlabel", "\t"),
+        ("score|label", "|"),
+        ("score", ","),
+        ("a;b,c;d", ";"),
+        ('"x,y";score;label', ";"),
+        ("a,b;c,d", ","),
+    ],
+)
+def test_the_delimiter_is_read_from_the_header(header: str, delimiter: str) -> None:
+    assert detect_delimiter(header) == delimiter
+
+
+@pytest.mark.parametrize("sep", [";", "\t", "|"])
+def test_other_delimiters_read_like_commas(sep: str) -> None:
+    text = "id,score,label\na,0.25,1\nb,0.75,0\n".replace(",", sep)
+    rows = parse(text)
+    np.testing.assert_array_equal(rows.scores, [0.25, 0.75])
+    np.testing.assert_array_equal(rows.labels, [1, 0])
+    quoted = parse_csv(
+        f'score{sep}label{sep}note\n0.5{sep}1{sep}"a{sep}b"\n'.encode(), score_kind="probability"
+    )
+    np.testing.assert_array_equal(quoted.labels, [1])
+    assert error_of(f"score{sep}label\n0.5{sep}1{sep}3\n") == (
+        2,
+        "expected 2 fields like the header, found 3",
+    )
+
+
+def test_a_given_delimiter_wins_over_the_header() -> None:
+    data = b"a,b,c;score;label\n1,2,3;0.5;1\n"
+    assert detect_delimiter(data.decode().splitlines()[0]) == ","
+    rows = parse_csv(data, score_kind="probability", delimiter=";")
+    np.testing.assert_array_equal(rows.labels, [1])
+    with pytest.raises(InputError) as caught:
+        parse_csv(b"score;label\n0.5;1\n", score_kind="probability", delimiter=",")
+    assert caught.value.reason == (
+        "missing column 'score' (header, split at ',': score;label); --score-column names the"
+        " score column, --delimiter the separator"
+    )
+
+
+def test_columns_named_otherwise_in_the_file() -> None:
+    columns = {"score": "p", "label": "y", "timestamp": "when", "segment": "score"}
+    rows = parse_csv(
+        b"y,p,when,score\n1,0.25,2026-01-01T00:00:00Z,FR\n0,0.75,2026-01-01T01:00:00Z,\n",
+        score_kind="probability",
+        columns=columns,
+        required=("timestamp", "segment"),
+    )
+    np.testing.assert_array_equal(rows.scores, [0.25, 0.75])
+    np.testing.assert_array_equal(rows.labels, [1, 0])
+    assert rows.segment_names == ("FR",)
+    assert rows.timestamps is not None
+    with pytest.raises(InputError) as caught:
+        parse_csv(b"score,label\n0.5,1\n", score_kind="probability", columns={"score": "p"})
+    assert caught.value.reason.startswith(
+        "missing column 'p' (header, split at ',': score | label)"
+    )

@@ -44,7 +44,7 @@ def test_defaults() -> None:
         "batch_size": 1_000,
         "concurrency": 2,
         "label_delay": 0.0,
-        "wait": 60.0,
+        "wait": 300.0,
         "reuse": False,
         "_run": None,
     }

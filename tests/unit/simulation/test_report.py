@@ -164,21 +164,22 @@ def test_wait_gives_up_at_the_deadline_and_asks_again_meanwhile(api: TestClient)
             recomputes.append(request.url.params["start"])
 
     api.event_hooks["request"].append(seen)
-    clock = itertools.count(0.0, 4.0)  # each poll takes 4 s; re-ask every 10 s; give up at 30 s
+    # each poll takes 4 s; re-ask after 10 s, then 20 s more, ...; give up at 40 s
+    clock = itertools.count(0.0, 4.0)
     with pytest.raises(
-        WaitTimeoutError, match="0 of 4 windows computed after waiting 30 s"
+        WaitTimeoutError, match="0 of 4 windows computed after waiting 40 s"
     ) as caught:
         wait_for_windows(
             api,
             model="sim",
             plans=plans,
-            timeout=30,
+            timeout=40,
             rerequest=10,
             clock=lambda: float(next(clock)),
             sleep=lambda _s: None,
         )
     first = f"{plans[0].start:%Y-%m-%dT%H:%M:%S}Z"
-    assert recomputes == [first, first, first]  # at 0, 12 and 24 s
+    assert recomputes == [first, first, first]  # at 0, 12 and 32 s: the pause doubles
     assert caught.value.records == {}
 
 
@@ -436,3 +437,39 @@ def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
         " (label-shift check rejects in 1 of 2 windows): the model or its inputs changed,"
         " labels needed (true 0.050 -> 0.008)"
     ]
+
+
+def test_no_recompute_is_asked_again_while_windows_complete(
+    api: TestClient, scheduler: WindowScheduler
+) -> None:
+    """On a slow server every poll sees one more window done: asking again would only make it
+    compute windows twice."""
+    plans = _plans()
+    _create(api, plans)
+    _send(api, plans[:2], seed=4)
+    assert scheduler.tick().computed == 2
+    pending = list(plans[2:])
+    recomputes: list[str] = []
+
+    def seen(request: httpx.Request) -> None:
+        if request.url.path.endswith("/recompute"):
+            recomputes.append(request.url.params["start"])
+
+    def next_window(_seconds: float) -> None:
+        if pending:
+            _send(api, [pending.pop(0)], seed=4)
+        scheduler.tick()
+
+    api.event_hooks["request"].append(seen)
+    clock = itertools.count(0.0, 8.0)  # each poll takes 8 s; re-ask after 10 s without progress
+    records = wait_for_windows(
+        api,
+        model="sim",
+        plans=plans,
+        timeout=60,
+        rerequest=10,
+        clock=lambda: float(next(clock)),
+        sleep=next_window,
+    )
+    assert list(records) == [p.start for p in plans]
+    assert recomputes == [f"{plans[0].start:%Y-%m-%dT%H:%M:%S}Z"]

@@ -11,14 +11,19 @@ from typing import Any
 import pytest
 
 from app.ui.charts import (
+    DASHES,
+    LONE_HALF,
+    TIME_AXIS,
     Frame,
     Level,
     Series,
     format_number,
+    metric_title,
     nice_ticks,
     reliability_chart,
     signed,
     time_chart,
+    time_labels,
 )
 from app.ui.pages import ModelSummary, index_page, login_page, model_page
 from tests.unit.ui.test_verdict import record
@@ -106,9 +111,16 @@ def test_reliability_chart_leaves_out_empty_bins() -> None:
         {"lower": 0.9, "upper": 1.0, "count": 10, "mean_score": 0.95, "fraction_positive": 0.9},
     ]
     root = parse(reliability_chart(chart_id="r", title="r", rows=rows))
-    circles = list(root.iter(f"{SVG}circle"))
+    circles = [c for c in root.findall(f"{SVG}circle") if c.get("class") == "mark s0"]
     assert len(circles) == 2
     assert float(circles[0].get("r", 0)) > float(circles[1].get("r", 0))  # bigger bin
+    # each bin's count, as a bar over its score range and as a number
+    counts = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "count"]
+    assert counts == ["90", "10"]
+    bars = paths(root, "count-bar")
+    assert len(bars) == 2
+    heights = [max(y for _, y in points(d)) - min(y for _, y in points(d)) for d in bars]
+    assert heights[0] == pytest.approx(9 * heights[1], rel=0.01)
     assert "no labelled scores" in reliability_chart(chart_id="r", title="r", rows=rows[1:2])
 
 
@@ -149,8 +161,9 @@ def test_model_page_holds_every_chart_and_verdict() -> None:
     )
     assert "m&lt;x&gt;" in html
     assert "m<x>" not in html
-    for chart in ("ap", "split", "ratio", "metric", "reliability"):
-        assert f'<svg class="chart" id="{chart}"' in html
+    for chart in ("ap", "split", "ratio", "metric"):
+        assert f'<svg class="chart wide" id="{chart}"' in html
+    assert '<svg class="chart" id="reliability"' in html
     assert html.count("class ratio moved</td>") == 3
     assert html.count("neither: stable</td>") == 3
     assert f"Window {records[1]['start']}" in html
@@ -197,3 +210,103 @@ def test_numbers_use_a_true_minus_and_no_negative_zero() -> None:
     assert format_number(-0.0001) == "0.000"
     assert signed(0.0123) == "+0.012"
     assert format_number(None) == "\u2013"
+
+
+def _texts(root: ET.Element) -> list[str]:
+    return [t.text or "" for t in root.iter(f"{SVG}text")]
+
+
+def test_the_time_axis_shows_dates_where_the_day_changes() -> None:
+    day = 86_400.0
+    ticks = [day - 7200, day - 3600, day, day + 3600]
+    assert time_labels(ticks, 4 * 3600) == ["Jan 1 22:00", "23:00", "Jan 2 00:00", "01:00"]
+    assert time_labels([0.0, 40 * day], 40 * day) == ["1970-01-01", "1970-02-10"]
+    svg = parse(
+        time_chart(
+            chart_id="c",
+            title="t",
+            desc="d",
+            y_label="y",
+            times=[day, day + 3600],
+            series=[Series("s", [0.2, 0.3], "s0")],
+            half_window=1800,
+        )
+    )
+    assert "Jan 2 00:00" in _texts(svg)
+    assert TIME_AXIS in _texts(svg)
+
+
+def test_points_stand_at_window_starts_as_the_table_lists_them() -> None:
+    records = window_records(3)
+    html = model_page(
+        name="m",
+        window="1h",
+        segment="*",
+        segments=["*"],
+        metric="roc_auc",
+        metrics=["roc_auc"],
+        records=records,
+        selected=None,
+        model_alerts=[],
+    )
+    found = re.search(r'<svg class="chart wide" id="ap".*?</svg>', html, re.DOTALL)
+    assert found is not None
+    svg = parse(found[0])
+    (line,) = paths(svg, "line s0")
+    xs = [x for x, _ in points(line)]
+    # three starts an hour apart, the axis half an hour wider on each side
+    start = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    frame = Frame(start - 1800, start + 2 * 3600 + 1800, 0.0, 1.0)
+    assert xs == pytest.approx([frame.x(start + i * 3600) for i in range(3)], abs=0.05)
+    assert "Jan 1 00:00" in _texts(svg)
+    assert metric_title("average_precision") in _texts(svg)
+    assert "average_precision" not in "".join(_texts(svg))
+
+
+def test_the_legend_draws_each_entry_as_the_chart_does() -> None:
+    svg = parse(
+        time_chart(
+            chart_id="c",
+            title="t",
+            desc="d",
+            y_label="y",
+            times=[0.0, 1.0],
+            series=[
+                Series("banded", [0.1, 0.2], "s0", [(0.0, 0.2), (0.1, 0.3)]),
+                Series("dashed", [0.3, 0.4], "ref", dashed=True),
+            ],
+            levels=[Level("zero", 0.0)],
+        )
+    )
+    legend = svg.find(f"{SVG}g[@class='legend']")
+    assert legend is not None
+    swatches = [(p.get("class"), p.get("stroke-dasharray")) for p in legend.findall(f"{SVG}path")]
+    assert swatches == [
+        ("band s0", None),
+        ("line s0", None),
+        ("line ref", DASHES),
+        ("level ref", None),  # dotted by the style sheet, as the level's own line
+    ]
+    (chart_dashed,) = [p for p in svg.findall(f"{SVG}path") if p.get("class") == "line ref"]
+    assert chart_dashed.get("stroke-dasharray") == DASHES
+    (chart_level,) = [p for p in svg.findall(f"{SVG}path") if p.get("class") == "level ref"]
+    assert chart_level.get("stroke-dasharray") is None
+    markers = [c.get("class") for c in legend.findall(f"{SVG}circle")]
+    assert markers == ["mark s0", "mark ref"]
+
+
+def test_a_lone_interval_is_a_narrow_box_around_its_point() -> None:
+    svg = parse(
+        time_chart(
+            chart_id="c",
+            title="t",
+            desc="d",
+            y_label="y",
+            times=[0.0],
+            series=[Series("s", [0.5], "s0", [(0.4, 0.6)])],
+            half_window=1800,
+        )
+    )
+    (band,) = paths(svg, "band s0")
+    xs = [x for x, _ in points(band)]
+    assert max(xs) - min(xs) == pytest.approx(2 * LONE_HALF, abs=0.1)
