@@ -148,6 +148,11 @@ class Settings(BaseSettings):
     db_statement_timeout: float = _seconds(30.0, "seconds (PostgreSQL)")
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_pool_timeout: float = _seconds(2.0, "seconds to wait for a conn")
+    db_transaction_pooler: bool = Field(
+        default=False,
+        description="the database URL reaches PostgreSQL through a transaction-pooling "
+        "PgBouncer: no prepared statements, timeouts set in each transaction",
+    )
     sqlite_busy_timeout: float = _seconds(5.0, "seconds")
     retention_days: int = Field(
         default=400, ge=0, description="keep predictions this many days of event time; 0 = ever"
