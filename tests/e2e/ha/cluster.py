@@ -30,6 +30,15 @@ PG_BIN: Final = Path("/usr/lib/postgresql/15/bin")
 REQUIRE: Final = "CALMON_REQUIRE_HA"
 #: the database calmon uses in these tests
 DATABASE: Final = "ha"
+SERVER_SETTINGS: Final = """
+wal_level = replica
+max_wal_senders = 10
+wal_keep_size = 1GB
+max_connections = 200
+hot_standby = on
+wal_receiver_status_interval = 1s
+wal_retrieve_retry_interval = 500ms
+"""
 
 
 def as_postgres(args: list[str]) -> list[str]:
@@ -93,13 +102,6 @@ class Server:
             "port": str(self.port),
             "listen_addresses": "127.0.0.1",
             "unix_socket_directories": str(self.data.parent),
-            "wal_level": "replica",
-            "wal_log_hints": "on",
-            "max_wal_senders": "10",
-            "max_connections": "200",
-            "hot_standby": "on",
-            "wal_receiver_status_interval": "1",
-            "wal_retrieve_retry_interval": "500ms",
         }
         args = [pg_binary("postgres"), "-D", str(self.data)]
         for name, value in settings.items():
@@ -236,6 +238,11 @@ def start_pair(*, synchronous: bool) -> Pair:
         if os.geteuid() == 0:
             shutil.chown(server.data.parent, "postgres")
     _run([pg_binary("initdb"), "-D", str(primary.data), "-U", "postgres", "-A", "trust", "-k"])
+    # In the configuration file, not on the command line: the base backup copies it to the
+    # standby, and pg_rewind's crash recovery of a killed primary reads it (and must keep the
+    # WAL back to the last common checkpoint).
+    with (primary.data / "postgresql.conf").open("a", encoding="utf-8") as config:
+        config.write(SERVER_SETTINGS)
     pair = Pair(primary=primary, standby=standby, synchronous=synchronous)
     try:
         primary.start()
@@ -250,6 +257,7 @@ def start_pair(*, synchronous: bool) -> Pair:
                 "-R",
                 "-X",
                 "stream",
+                "--checkpoint=fast",
             ]
         )
         standby.start()
