@@ -142,6 +142,14 @@ class Server:
             self.process.wait(timeout=10)
         self.process = None
 
+    def wal_receiver(self) -> int:
+        """The process id of this standby's WAL receiver."""
+        rows = self.sql("SELECT pid FROM pg_stat_wal_receiver")
+        assert rows, "no WAL receiver"
+        pid = rows[0][0]
+        assert isinstance(pid, int)
+        return pid
+
     def sql(self, statement: str, *, database: str = "postgres") -> list[tuple[object, ...]]:
         """Run one statement (autocommit) and return its rows (none for a command)."""
         url = self.url.rsplit("/", 1)[0] + f"/{database}"
