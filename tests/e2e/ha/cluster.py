@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -96,7 +95,7 @@ class Server:
         """libpq URL of the ``postgres`` database."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
-    def start(self, *, extra: list[str] | None = None) -> None:
+    def start(self) -> None:
         """Start and wait until it accepts connections."""
         settings = {
             "port": str(self.port),
@@ -106,7 +105,6 @@ class Server:
         args = [pg_binary("postgres"), "-D", str(self.data)]
         for name, value in settings.items():
             args += ["-c", f"{name}={value}"]
-        args += extra or []
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 as_postgres(args), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -285,11 +283,6 @@ def start_pair(*, synchronous: bool) -> Pair:
         pair.stop()
         raise
     return pair
-
-
-def wait_seconds(started: float) -> float:
-    """Seconds since ``started`` (``time.monotonic``)."""
-    return time.monotonic() - started
 
 
 @dataclass
