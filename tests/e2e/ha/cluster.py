@@ -26,6 +26,8 @@ from tests.support import free_port, not_run, wait_for
 
 #: the binaries of Debian's PostgreSQL 15 (``initdb`` is not on PATH there)
 PG_BIN: Final = Path("/usr/lib/postgresql/15/bin")
+#: where Debian installs ``pgbouncer`` (not on every user's PATH)
+SBIN: Final = Path("/usr/sbin")
 REQUIRE: Final = "CALMON_REQUIRE_HA"
 #: the database calmon uses in these tests
 DATABASE: Final = "ha"
@@ -62,9 +64,7 @@ def pg_binary(name: str) -> str:
 
 def pgbouncer_binary() -> str:
     """The path of ``pgbouncer``; the test fails (CI) or skips loudly without it."""
-    found = shutil.which("pgbouncer") or (
-        "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
-    )
+    found = shutil.which("pgbouncer") or shutil.which("pgbouncer", path=str(SBIN))
     if found is None:
         not_run(
             "PgBouncer tests",
