@@ -88,6 +88,11 @@ class Settings(BaseSettings):
         default="sqlite:///calmon.db",
         description="SQLAlchemy URL: postgresql+psycopg://user@host/db or sqlite:///file.db",
     )
+    database_read_url: str = Field(
+        default="",
+        description="SQLAlchemy URL of a PostgreSQL read replica for the read-only endpoints, "
+        "the web view and /metrics; they read from the primary while it is unreachable",
+    )
     api_tokens: str = Field(
         default="",
         repr=False,
@@ -179,6 +184,17 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_tokens(self) -> Settings:
         _ = self.tokens
+        return self
+
+    @model_validator(mode="after")
+    def _check_read_url(self) -> Settings:
+        if self.database_read_url and (
+            self.is_sqlite or not self.database_read_url.startswith("postgresql")
+        ):
+            raise ValueError(
+                "CALMON_DATABASE_READ_URL: a read replica needs PostgreSQL URLs in both "
+                "CALMON_DATABASE_URL and CALMON_DATABASE_READ_URL"
+            )
         return self
 
     @cached_property

@@ -358,6 +358,24 @@ def create_session_factory(engine: Engine, *, reads_only: bool = False) -> sessi
     return sessionmaker(read_only(engine) if reads_only else engine, expire_on_commit=False)
 
 
+class ReplicaSessions(sessionmaker[Session]):
+    """Sessions that only read, from a read replica (``database_read_url``), or from the
+    primary while the replica is known to be down (its outage gate closed: the request that
+    found it down answered 503, the next ones read the primary until the gate's probe
+    reaches the replica again)."""
+
+    def __init__(self, replica: Engine, *, primary: Engine) -> None:
+        super().__init__(read_only(replica), expire_on_commit=False)
+        self._gate = outage_gate(replica)
+        self._primary = read_only(primary)
+
+    def __call__(self, **local_kw: Any) -> Session:
+        """A session on the replica, or on the primary while the replica is down."""
+        if self._gate is not None and self._gate.down:
+            local_kw.setdefault("bind", self._primary)
+        return super().__call__(**local_kw)
+
+
 @contextlib.contextmanager
 def session_deadline(session: Session, seconds: float) -> Iterator[None]:
     """Cut the session's PostgreSQL connections if the block still runs after ``seconds``.
