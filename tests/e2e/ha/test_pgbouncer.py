@@ -111,7 +111,12 @@ def _series(base: str) -> list[str]:
 
 
 def _run(
-    database_url: str, libpq_url: str, directory: Path, settings: Mapping[str, str]
+    database_url: str,
+    libpq_url: str,
+    directory: Path,
+    settings: Mapping[str, str],
+    *,
+    first_window: datetime,
 ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
     """`calmon api --workers 2` and two schedulers on ``database_url``; the windows and series
     once every window is computed."""
@@ -124,7 +129,6 @@ def _run(
     schedulers: list[Scheduler] = []
     try:
         api.start()
-        first_window = floor(datetime.now(UTC), FIVE_MINUTES) - 4 * FIVE_MINUTES
         _load(api.base, first_window)
         schedulers = [
             start_scheduler(database_url, directory / f"scheduler-{i}.log", extra=settings)
@@ -147,11 +151,17 @@ def test_transaction_pooling_gives_the_results_of_a_direct_connection(
     direct, pooled = (f"{base}/{name}" for name in databases)
     for url in (direct, pooled):
         upgraded(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    # the same event times in both runs, whatever the clock says meanwhile
+    first_window = floor(datetime.now(UTC), FIVE_MINUTES) - 4 * FIVE_MINUTES
     expected = _run(
-        direct.replace("postgresql://", "postgresql+psycopg://", 1), direct, tmp_path / "direct", {}
+        direct.replace("postgresql://", "postgresql+psycopg://", 1),
+        direct,
+        tmp_path / "direct",
+        {},
+        first_window=first_window,
     )
     through = bouncer.url(databases[1])
-    found = _run(through, pooled, tmp_path / "pooled", POOLER)
+    found = _run(through, pooled, tmp_path / "pooled", POOLER, first_window=first_window)
 
     assert found[0] == expected[0]
     assert found[1] == expected[1]
