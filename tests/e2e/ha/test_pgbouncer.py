@@ -30,6 +30,9 @@ pytestmark = pytest.mark.slow
 
 MODELS = ("pool-a", "pool-b")
 POOLER: Final = {"CALMON_DB_TRANSACTION_POOLER": "1"}
+START = re.compile(
+    r'^calmon_window_start_timestamp_seconds\{[^}]*model="([^"]+)"[^}]*\} (\S+)$', re.MULTILINE
+)
 #: what differs between two computations of the same window: when and by whom
 VOLATILE = frozenset({"computed_at", "computed_by"})
 
@@ -100,9 +103,15 @@ def _windows(base: str) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def _series(base: str) -> list[str]:
-    """The window series of the test's models on ``/metrics`` (values included)."""
+def _series(base: str, last_window: datetime) -> list[str]:
+    """The window series of the test's models on ``/metrics`` (values included), once the
+    exporter shows ``last_window`` as every model's latest (else an empty list)."""
     text = httpx.get(f"{base}/metrics", timeout=30).text
+    latest = {
+        match[1]: float(match[2]) for match in START.finditer(text) if 'segment="*"' in match[0]
+    }
+    if any(latest.get(name) != last_window.timestamp() for name in MODELS):
+        return []
     return sorted(
         line
         for line in text.splitlines()
@@ -136,7 +145,10 @@ def _run(
         ]
         wait_for("every window computed", lambda: unsettled(libpq_url) == (0, 0, 0), timeout=120)
         windows = _windows(api.base)
-        series = wait_for("the exporter's refresh", lambda: _series(api.base), timeout=30)
+        last_window = first_window + 2 * FIVE_MINUTES
+        series = wait_for(
+            "the exporter's refresh", lambda: _series(api.base, last_window), timeout=30
+        )
         return windows, series
     finally:
         api.stop()
