@@ -88,6 +88,11 @@ class Settings(BaseSettings):
         default="sqlite:///calmon.db",
         description="SQLAlchemy URL: postgresql+psycopg://user@host/db or sqlite:///file.db",
     )
+    database_read_url: str = Field(
+        default="",
+        description="SQLAlchemy URL of a PostgreSQL read replica for the read-only endpoints, "
+        "the web view and /metrics; they read from the primary while it is unreachable",
+    )
     api_tokens: str = Field(
         default="",
         repr=False,
@@ -148,6 +153,11 @@ class Settings(BaseSettings):
     db_statement_timeout: float = _seconds(30.0, "seconds (PostgreSQL)")
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_pool_timeout: float = _seconds(2.0, "seconds to wait for a conn")
+    db_transaction_pooler: bool = Field(
+        default=False,
+        description="the database URL reaches PostgreSQL through a transaction-pooling "
+        "PgBouncer: no prepared statements, timeouts set in each transaction",
+    )
     sqlite_busy_timeout: float = _seconds(5.0, "seconds")
     retention_days: int = Field(
         default=400, ge=0, description="keep predictions this many days of event time; 0 = ever"
@@ -174,6 +184,17 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_tokens(self) -> Settings:
         _ = self.tokens
+        return self
+
+    @model_validator(mode="after")
+    def _check_read_url(self) -> Settings:
+        if self.database_read_url and (
+            self.is_sqlite or not self.database_read_url.startswith("postgresql")
+        ):
+            raise ValueError(
+                "CALMON_DATABASE_READ_URL: a read replica needs PostgreSQL URLs in both "
+                "CALMON_DATABASE_URL and CALMON_DATABASE_READ_URL"
+            )
         return self
 
     @cached_property

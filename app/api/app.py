@@ -25,8 +25,9 @@ from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
 from app.api.ratelimit import RateLimiter
 from app.api.routes import health, ingest, models, ui, windows
-from app.db.session import create_db_engine, create_session_factory
+from app.db.session import ReplicaSessions, create_db_engine, create_session_factory
 from app.exporter.refresh import WindowExporter
+from app.exporter.replica import ReplicaLagCollector
 from app.log import configure_logging
 from app.settings import Settings, get_settings
 
@@ -62,6 +63,16 @@ def create_app(
         lifespan_hooks = [WindowExporter().lifespan(refresh_every=settings.scheduler_interval)]
     configure_logging(settings.log_level)
     engine = create_db_engine(settings)
+    replica = (
+        create_db_engine(settings.model_copy(update={"database_url": settings.database_read_url}))
+        if settings.database_read_url
+        else None
+    )
+    if replica is not None:
+        lifespan_hooks = [
+            *lifespan_hooks,
+            ReplicaLagCollector(replica).lifespan(refresh_every=settings.scheduler_interval),
+        ]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -73,6 +84,8 @@ def create_app(
                 yield
         finally:
             engine.dispose()
+            if replica is not None:
+                replica.dispose()
 
     app = FastAPI(
         title="calmon",
@@ -86,7 +99,11 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = create_session_factory(engine)
-    app.state.read_session_factory = create_session_factory(engine, reads_only=True)
+    app.state.read_session_factory = (
+        create_session_factory(engine, reads_only=True)
+        if replica is None
+        else ReplicaSessions(replica, primary=engine)
+    )
     app.state.tokens = [(token.encode(), scopes) for token, scopes in settings.tokens.items()]
     app.state.scrape_collectors = []
     app.state.write_limiter = (

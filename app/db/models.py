@@ -350,6 +350,20 @@ class WebSession(Base):
     expires_at: Mapped[datetime]
 
 
+class SchedulerLeader(Base):
+    """The scheduler's leader lease (``docs/scheduler.md``, "The leader lock"): one row per
+    role (``scheduler``), naming the process that leads and when its lease ends, in the
+    database server's clock. The leader renews ``expires_at`` every few seconds; another
+    process takes the row over once it has passed."""
+
+    __tablename__ = "scheduler_leader"
+
+    role: Mapped[str] = mapped_column(String(32), primary_key=True)
+    instance: Mapped[str] = mapped_column(String(200))
+    acquired_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+
 @event.listens_for(Prediction, "before_insert")
 def _make_partition(_mapper: Any, connection: Connection, target: Prediction) -> None:
     """On PostgreSQL, make the day partition of a prediction stored through the ORM if it is

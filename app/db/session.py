@@ -71,6 +71,19 @@ def create_db_engine(settings: Settings) -> Engine:
         url = url.set(drivername="postgresql+psycopg")
     statement_ms = int(settings.db_statement_timeout * 1000)
     lock_ms = max(1, statement_ms * 9 // 10)
+    connect_args: dict[str, Any] = {
+        "connect_timeout": settings.db_connect_timeout,
+        "application_name": "calmon",
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 2,
+        "tcp_user_timeout": settings.db_connect_timeout * 1000,
+    }
+    if settings.db_transaction_pooler:
+        connect_args["prepare_threshold"] = None
+    else:
+        connect_args["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
     engine = create_engine(
         url,
         hide_parameters=True,
@@ -78,17 +91,11 @@ def create_db_engine(settings: Settings) -> Engine:
         max_overflow=settings.db_pool_size,
         pool_timeout=settings.db_pool_timeout,
         pool_recycle=1800,
-        connect_args={
-            "connect_timeout": settings.db_connect_timeout,
-            "options": f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}",
-            "application_name": "calmon",
-            "keepalives": 1,
-            "keepalives_idle": 10,
-            "keepalives_interval": 5,
-            "keepalives_count": 2,
-            "tcp_user_timeout": settings.db_connect_timeout * 1000,
-        },
+        connect_args=connect_args,
     )
+    if settings.db_transaction_pooler:
+        _set_timeouts_per_transaction(engine, statement_ms=statement_ms, lock_ms=lock_ms)
+    engine.pool.transaction_pooler = settings.db_transaction_pooler  # type: ignore[attr-defined]
     gate = OutageGate()
 
     @event.listens_for(engine, "do_connect")
@@ -105,6 +112,29 @@ def create_db_engine(settings: Settings) -> Engine:
 
     engine.pool.outage_gate = gate  # type: ignore[attr-defined]
     return engine
+
+
+def _set_timeouts_per_transaction(engine: Engine, *, statement_ms: int, lock_ms: int) -> None:
+    """Behind a transaction-pooling PgBouncer (``db_transaction_pooler``): each transaction
+    begins by setting the statement and lock timeouts for itself (``set_config(…, true)``),
+    since consecutive transactions may run on different server sessions, and PgBouncer refuses
+    the ``options`` startup parameter that sets them once per connection elsewhere. Nothing
+    is left on the server session for the next client."""
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql(
+            "SELECT set_config('statement_timeout', %(statement)s, true),"
+            " set_config('lock_timeout', %(lock)s, true)",
+            {"statement": str(statement_ms), "lock": str(lock_ms)},
+        )
+
+
+def transaction_pooled(engine: Engine) -> bool:
+    """Whether ``engine`` reaches PostgreSQL through a transaction-pooling PgBouncer
+    (``db_transaction_pooler``): session-level settings would stay on a server session that
+    another client gets next, so nothing may set them."""
+    return bool(getattr(engine.pool, "transaction_pooler", False))
 
 
 def outage_gate(engine: Engine) -> OutageGate | None:
@@ -326,6 +356,24 @@ def create_session_factory(engine: Engine, *, reads_only: bool = False) -> sessi
     """Sessions that keep loaded objects usable after commit (routes serialise them);
     ``reads_only``: sessions for work that only reads (:func:`read_only`)."""
     return sessionmaker(read_only(engine) if reads_only else engine, expire_on_commit=False)
+
+
+class ReplicaSessions(sessionmaker[Session]):
+    """Sessions that only read, from a read replica (``database_read_url``), or from the
+    primary while the replica is known to be down (its outage gate closed: the request that
+    found it down answered 503, the next ones read the primary until the gate's probe
+    reaches the replica again)."""
+
+    def __init__(self, replica: Engine, *, primary: Engine) -> None:
+        super().__init__(read_only(replica), expire_on_commit=False)
+        self._gate = outage_gate(replica)
+        self._primary = read_only(primary)
+
+    def __call__(self, **local_kw: Any) -> Session:
+        """A session on the replica, or on the primary while the replica is down."""
+        if self._gate is not None and self._gate.down:
+            local_kw.setdefault("bind", self._primary)
+        return super().__call__(**local_kw)
 
 
 @contextlib.contextmanager

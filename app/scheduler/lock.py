@@ -1,8 +1,10 @@
-"""The leader lock: of all scheduler processes sharing a database, only its holder computes.
+"""The leader lock: of all scheduler processes sharing a database, only its holder scans for
+changes and expires old data.
 
-PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) on a dedicated autocommit
-connection, released by the server when the holder's connection dies; the holder checks that
-connection before each window and stops as soon as it fails. SQLite: an exclusive ``flock`` on
+PostgreSQL: a lease in the one-row table ``scheduler_leader``, taken and renewed in short
+transactions through the engine's pool (:class:`LeaseLeaderLock`), so that it needs no session
+of its own: it survives a transaction-pooling PgBouncer, and a failover of the database is
+followed through the engine like every other query. SQLite: an exclusive ``flock`` on
 ``<database>.scheduler.lock``; an in-memory database always leads. See ``docs/scheduler.md``
 ("The leader lock").
 """
@@ -13,15 +15,26 @@ import contextlib
 import fcntl
 import logging
 import os
+import threading
+import time
+from datetime import timedelta
 from typing import IO, Final, Protocol
 
-import psycopg
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, Interval, case, delete, func, literal, or_
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.clock import RepeatingTimer
+from app.db.models import SchedulerLeader
 
 logger = logging.getLogger(__name__)
 
-#: single-key advisory lock of the leader ("calmSC")
-LEADER_LOCK_KEY: Final = 0x63616C6D5343
+#: seconds a leader's lease lasts without renewal: how long a dead leader's work waits
+LEASE_SECONDS: Final = 10.0
+#: the key of the leader's row in ``scheduler_leader``
+LEADER_ROLE: Final = "scheduler"
+#: longest instance name stored
+INSTANCE_LENGTH: Final = 200
 
 
 class LeaderLock(Protocol):
@@ -37,71 +50,103 @@ class LeaderLock(Protocol):
         """Give the lock up (no-op when not held)."""
 
 
-class PostgresLeaderLock:
-    """The advisory lock on a dedicated connection to ``database_url`` (a SQLAlchemy URL)."""
+class LeaseLeaderLock:
+    """A lease in the ``scheduler_leader`` row, taken and renewed through ``engine``'s pool.
 
-    def __init__(self, database_url: str, *, connect_timeout: int = 2) -> None:
-        url = make_url(database_url).set(drivername="postgresql")
-        self._conninfo = url.render_as_string(hide_password=False)
-        self._connect_timeout = connect_timeout
-        self._connection: psycopg.Connection[tuple[object, ...]] | None = None
-        self._held = False
+    The row names its holder and when the lease ends, in the server's clock. A process takes it
+    when it is free, expired or its own (one ``INSERT … ON CONFLICT DO UPDATE … WHERE``, a
+    transaction of one statement); the holder renews it every ``lease / 4`` seconds on a timer
+    of its own, so a window computed for longer than the lease does not lose it. The holder
+    believes it leads only until ``lease`` seconds after it sent its last successful renewal
+    (its own monotonic clock, which starts before the server's ``now()``), so it stops before
+    another process can take the row over. Nothing ties the lease to a connection: it works
+    through a transaction-pooling PgBouncer and finds a promoted primary through the engine,
+    and a leader that dies (or whose database fails over) is replaced ``lease`` seconds later.
+    """
 
-    def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
-        return psycopg.connect(
-            self._conninfo,
-            autocommit=True,
-            connect_timeout=self._connect_timeout,
-            application_name="calmon-scheduler-lock",
-            keepalives=1,
-            keepalives_idle=5,
-            keepalives_interval=2,
-            keepalives_count=2,
-            options="-c statement_timeout=5000",
+    def __init__(self, engine: Engine, *, instance: str, lease: float = LEASE_SECONDS) -> None:
+        self._engine = engine
+        self._instance = instance[:INSTANCE_LENGTH]
+        self._lease = lease
+        self._valid_until = 0.0
+        self._mutex = threading.Lock()
+        self._renewer: RepeatingTimer | None = None
+
+    def _claim(self) -> bool:
+        """Take or renew the lease (True when this process holds it afterwards)."""
+        sent = time.monotonic()
+        row = SchedulerLeader
+        values = insert(row).values(
+            role=LEADER_ROLE,
+            instance=self._instance,
+            acquired_at=func.now(),
+            expires_at=func.now() + literal(timedelta(seconds=self._lease), Interval()),
         )
+        ours = row.instance == values.excluded.instance
+        statement = values.on_conflict_do_update(
+            index_elements=[row.role],
+            set_={
+                "instance": values.excluded.instance,
+                "acquired_at": case((ours, row.acquired_at), else_=values.excluded.acquired_at),
+                "expires_at": values.excluded.expires_at,
+            },
+            where=or_(ours, row.expires_at <= func.now()),
+        ).returning(row.instance)
+        try:
+            with self._engine.begin() as connection:
+                held = connection.execute(statement).first() is not None
+        except SQLAlchemyError as exc:
+            logger.warning("leader lease: database unreachable: %s", type(exc).__name__)
+            return self.held()
+        with self._mutex:
+            if held:
+                self._valid_until = max(self._valid_until, sent + self._lease)
+            elif self._valid_until:
+                logger.warning("leader lease: taken over by another process; leadership given up")
+                self._valid_until = 0.0
+        return held
 
     def acquire(self) -> bool:
-        """Take the lock if free; reconnects when the previous connection broke."""
-        if self._held and self.held():
-            return True
-        try:
-            if self._connection is None or self._connection.closed:
-                self._connection = self._connect()
-            row = self._connection.execute(
-                "SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK_KEY,)
-            ).fetchone()
-        except psycopg.Error as exc:
-            logger.warning("leader lock: database unreachable: %s", type(exc).__name__)
-            self._drop()
-            return False
-        self._held = bool(row and row[0])
-        return self._held
+        """Take the lease if free (or keep it); the renewal timer starts with the first one."""
+        held = self.held() or self._claim()
+        if held and self._renewer is None:
+            renewer = RepeatingTimer(
+                self._renew,
+                self._lease / 4,
+                name="calmon-leader-lease",
+                first_in=self._lease / 4,
+            )
+            renewer.start()
+            self._renewer = renewer
+        return held
+
+    def _renew(self) -> None:
+        if self.held():
+            self._claim()
 
     def held(self) -> bool:
-        """True while the lock's connection answers."""
-        if not self._held or self._connection is None:
-            return False
-        try:
-            self._connection.execute("SELECT 1")
-        except psycopg.Error:
-            logger.warning("leader lock: connection lost; leadership given up")
-            self._drop()
-            return False
-        return True
+        """True until ``lease`` seconds after the last renewal this process sent and won."""
+        with self._mutex:
+            return time.monotonic() < self._valid_until
 
     def release(self) -> None:
-        """Unlock and close the connection."""
-        if self._connection is not None and self._held:
-            with contextlib.suppress(psycopg.Error):
-                self._connection.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK_KEY,))
-        self._drop()
-
-    def _drop(self) -> None:
-        self._held = False
-        if self._connection is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._connection.close()
-        self._connection = None
+        """Stop renewing and end the lease now, so that another process leads at its next
+        tick (without waiting for the lease to run out)."""
+        if self._renewer is not None:
+            self._renewer.stop()
+            self._renewer = None
+        with self._mutex:
+            was_held = time.monotonic() < self._valid_until
+            self._valid_until = 0.0
+        if not was_held:
+            return
+        with contextlib.suppress(SQLAlchemyError), self._engine.begin() as connection:
+            connection.execute(
+                delete(SchedulerLeader).where(
+                    SchedulerLeader.role == LEADER_ROLE,
+                    SchedulerLeader.instance == self._instance,
+                )
+            )
 
 
 class FileLeaderLock:
@@ -151,12 +196,11 @@ class SoleLeader:
         """Nothing to give up."""
 
 
-def leader_lock(database_url: str, *, connect_timeout: int = 2) -> LeaderLock:
-    """The lock that fits the database of ``database_url``."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "postgresql":
-        return PostgresLeaderLock(database_url, connect_timeout=connect_timeout)
-    database = url.database
+def leader_lock(engine: Engine, *, instance: str) -> LeaderLock:
+    """The lock that fits ``engine``'s database (``instance`` names the holder)."""
+    if engine.dialect.name == "postgresql":
+        return LeaseLeaderLock(engine, instance=instance)
+    database = engine.url.database
     if not database or database == ":memory:" or database.startswith("file::memory:"):
         return SoleLeader()
     return FileLeaderLock(os.path.abspath(database) + ".scheduler.lock")

@@ -100,9 +100,7 @@ class WindowScheduler:
         #: sessions for what only reads (on SQLite they do not take the write lock)
         self.read_session_factory = create_session_factory(self.engine, reads_only=True)
         self.instance = instance or default_instance()
-        self.lock = lock or leader_lock(
-            settings.database_url, connect_timeout=settings.db_connect_timeout
-        )
+        self.lock = lock or leader_lock(self.engine, instance=self.instance)
         self.cache = ReferenceCache()
         self.margin = timedelta(seconds=settings.scheduler_scan_margin)
         self._stop = threading.Event()

@@ -39,6 +39,7 @@ from app.db.partitions import (
     ensure_partitions,
     partition_name,
 )
+from app.db.session import transaction_pooled
 from app.db.sqlstate import is_lock_timeout
 from app.services.window_locks import lock_model_for_scan
 from app.timeline import window_length
@@ -192,8 +193,13 @@ def _detach_concurrently(session_factory: sessionmaker[Session], *, day: date) -
     get its locks in time) or detach pending (it did not see the transactions that might read
     the partition end in time)."""
     with session_factory() as session:
-        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-        _set_detach_timeouts(session, local=False)
+        connection = session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        # Behind a transaction pooler each statement may run on another server session: a
+        # session-level timeout would stay on one that another client gets next. The detach
+        # then runs under the server's own timeouts.
+        bounded = not transaction_pooled(connection.engine)
+        if bounded:
+            _set_detach_timeouts(session, local=False)
         try:
             _driver_execute(
                 session,
@@ -204,8 +210,9 @@ def _detach_concurrently(session_factory: sessionmaker[Session], *, day: date) -
         except OperationalError:
             pass
         finally:
-            session.execute(text("RESET lock_timeout"))
-            session.execute(text("RESET statement_timeout"))
+            if bounded:
+                session.execute(text("RESET lock_timeout"))
+                session.execute(text("RESET statement_timeout"))
         return day_tables(session.connection()).get(day, DayState.DETACHED)
 
 

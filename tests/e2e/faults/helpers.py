@@ -10,7 +10,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -32,10 +32,18 @@ class ApiProcess:
     """``calmon api --workers N`` in a session of its own, so that a kill reaches every
     worker, as when a container or machine dies."""
 
-    def __init__(self, database_url: str, log: Path, *, workers: int = 2) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        log: Path,
+        *,
+        workers: int = 2,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self.database_url = database_url
         self.log = log
         self.workers = workers
+        self.settings = dict(settings or {})
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -47,6 +55,7 @@ class ApiProcess:
             "CALMON_DATABASE_URL": self.database_url,
             "CALMON_DB_CONNECT_TIMEOUT": "1",
             "CALMON_LOG_LEVEL": "WARNING",
+            **self.settings,
         }
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(

@@ -41,6 +41,7 @@ TABLES = {
     "window_scores",
     "window_changes",
     "web_sessions",
+    "scheduler_leader",
 }
 
 
