@@ -13,14 +13,18 @@ import pytest
 from app.arrays import BoolArray, FloatArray
 from app.metrics.evaluation import evaluate
 from app.metrics.label_free import (
+    CHECK_BINS_PER_CLASS,
+    CHECK_LEVEL,
     ESTIMATED_CALIBRATED,
     ESTIMATED_REGULAR,
     LabelShiftReference,
     adjusted_probabilities,
+    assess_window,
     bbse_prior,
     estimate_prior,
     estimate_window,
     expected_metrics,
+    label_shift_check,
     label_shift_reference,
     metrics_of_runs,
     pav,
@@ -192,6 +196,76 @@ def test_likelihood_drift_is_not_detected() -> None:
     assert measured["regular"]["roc_auc"] < 0.72
     assert estimated["regular"]["roc_auc"] > 0.8
     assert estimated["positive_class_ratio_interval"][1] < 0.1
+    # the estimate is wrong, and its label-shift check says so
+    assert estimated["label_shift"]["holds"] is False
+    assert estimated["verdict"] == "scores_changed"
+
+
+def test_check_bins_hold_rows_and_follow_both_classes() -> None:
+    rng = np.random.default_rng(4)
+    reference = reference_of(rng)
+    assert reference.bin_pos.size <= 2 * CHECK_BINS_PER_CLASS
+    assert np.all(reference.bin_pos + reference.bin_neg > 0)
+    assert np.all(np.diff(reference.group_bin) >= 0)
+    # each class's share per bin is at most about 1/Q plus one tied block
+    assert reference.bin_pos.max() / reference.bin_pos.sum() < 2.0 / CHECK_BINS_PER_CLASS
+    assert reference.bin_neg.max() / reference.bin_neg.sum() < 2.0 / CHECK_BINS_PER_CLASS
+    # bin bounds in a sorted array agree with a search per score
+    scores = np.sort(draw(rng, 5_000, 0.3)[0])
+    groups = np.searchsorted(reference.ascending, scores, "left") + np.searchsorted(
+        reference.ascending, scores, "right"
+    )
+    expected = np.bincount(reference.group_bin[groups], minlength=reference.bin_pos.size)
+    assert np.diff(reference.bin_bounds(scores)).tolist() == expected.tolist()
+
+
+def test_the_check_holds_under_label_shift_and_rejects_a_change_of_the_negatives() -> None:
+    rng = np.random.default_rng(5)
+    reference = reference_of(rng)
+    held = []
+    for pi in (0.01, 0.1, 0.3):
+        for _ in range(5):
+            scores = np.sort(draw(rng, 20_000, pi)[0])
+            check = label_shift_check(
+                reference, np.diff(reference.bin_bounds(scores)).astype(np.float64), seed=1
+            )
+            assert check.p_value is not None
+            held.append(check.holds)
+    assert sum(held) >= 14
+    # the negatives' scores rise by half a standard deviation: no mixture explains it
+    y = rng.random(20_000) < 0.02
+    z = np.where(y, rng.normal(1.5, 1.0, y.size), rng.normal(0.5, 1.0, y.size))
+    scores = np.sort(np.round(1.0 / (1.0 + np.exp(-(z - 2.0))), 4))
+    check = label_shift_check(
+        reference, np.diff(reference.bin_bounds(scores)).astype(np.float64), seed=1
+    )
+    assert check.holds is False
+    assert check.p_value is not None
+    assert check.p_value < CHECK_LEVEL
+
+
+def test_a_tiny_window_gets_no_check_and_a_boundary_estimate_a_real_interval() -> None:
+    rng = np.random.default_rng(6)
+    reference = reference_of(rng)
+    tiny = np.array([0.01, 0.02, 0.02, 0.03])
+    estimated = estimate_window(reference, tiny, threshold=0.5, pi0=[0.1], seed=1)
+    assert estimated is not None
+    assert estimated["label_shift"] == {
+        "p_value": None,
+        "holds": None,
+        "method": "cvm_mixture_bootstrap",
+    }
+    assert estimated["verdict"] == "not_enough_data"
+    assert estimated["positive_class_ratio"] == 0.0
+    lower, upper = estimated["positive_class_ratio_interval"]
+    assert lower == 0.0
+    assert upper > 0.05
+    # a large window far below the positives: π̂ = 0 with a one-sided bound above 0
+    low = np.sort(np.full(10_000, 0.01))
+    found = assess_window(reference, low, seed=1)
+    assert found is not None
+    assert found[0].ratio == 0.0
+    assert 0.0 < found[0].upper < 0.01
 
 
 @pytest.mark.slow
