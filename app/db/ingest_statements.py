@@ -266,23 +266,26 @@ UNKNOWN_LABEL_IDS = text(
     " ORDER BY s.client_id"
 )
 
-#: returns the event time of every prediction whose label changed
+#: returns the event time of every prediction whose label changed. SQLite only: the unary ``+``
+#: keeps the planner off the (model_id, ts) index, which would scan every prediction of the model
+#: in range and search the unindexed stage for each; the primary key finds each staged id.
 UPDATE_LABELS = (
     text(
         "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
         " FROM calmon_label_stage s"
         " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
-        " AND predictions.ts >= :earliest"
+        " AND +predictions.ts >= :earliest"
         " AND COALESCE(predictions.label, -1) <> s.label RETURNING predictions.ts"
     )
     .bindparams(_NOW, _EARLIEST)
     .columns(ts=UTCDateTime())
 )
 
-#: labels of stored predictions older than retention keeps (ignored)
+#: labels of stored predictions older than retention keeps (ignored); SQLite only (``+`` as in
+#: :data:`UPDATE_LABELS`)
 EXPIRED_LABELS = text(
     "SELECT count(*) FROM calmon_label_stage s JOIN predictions p"
-    " ON p.model_id = :model_id AND p.client_id = s.client_id WHERE p.ts < :earliest"
+    " ON p.model_id = :model_id AND p.client_id = s.client_id WHERE +p.ts < :earliest"
 ).bindparams(_EARLIEST)
 
 REPEATED_PENDING = text(
