@@ -81,10 +81,11 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 117 + 15 per configured pi0 for a window; one overflow series per model
-    assert per_window_series(configured_pi0=0) == 117
-    assert per_window_series(configured_pi0=2) == 147
-    assert expected == 1 * 118 + 2 * 132 + 1 + 4 * 162 + 1
+    # 129 + 15 per configured pi0 for a window (12 of them the decision's); one overflow
+    # series per model
+    assert per_window_series(configured_pi0=0) == 129
+    assert per_window_series(configured_pi0=2) == 159
+    assert expected == 1 * 130 + 2 * 144 + 1 + 4 * 174 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
