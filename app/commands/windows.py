@@ -38,6 +38,8 @@ LEGEND: Final = "\n".join(
         " the reference)",
         "- undefined: one class only, no reference yet, or no calibrated value or split for the"
         " metric",
+        "pooled: the windows the decision pools back to enough positives (windows/positives);"
+        " decision: the likelihood part of the pooled AP change; verdict: the decision's",
     )
 )
 
@@ -46,7 +48,10 @@ Columns: window start (UTC); n, n_pos: labelled predictions and positives; ratio
 class ratio n_pos / n; regular: the metric at the window's own ratio; calibrated: the metric
 calibrated at the reference's ratio (what it would be had the ratio not moved); prior part and
 likelihood part: the change of the metric since the reference, split into what the class ratio
-moving explains and what the model getting better (> 0) or worse (< 0) explains.
+moving explains and what the model getting better (> 0) or worse (< 0) explains; pooled,
+decision, verdict: the window's pooled decision (docs/metrics.md, "Decisions at few
+positives"): the windows pooled back until they hold enough positives, the likelihood part of
+their average precision change, and the one verdict (the web view and the alerts read it too).
 
 Windows are computed by the scheduler at its tick after they end (plus the model's grace);
 the table shows what is stored. Exit status: 0, 1 when the server cannot be reached or fails,
@@ -178,6 +183,20 @@ def _part(parts: Mapping[str, Any], name: str) -> str:
     return f"{value:+.3f}{mark}"
 
 
+def _decision_cells(record: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(pooled windows/positives, decision's likelihood part with its mark, verdict) of a
+    record; ``-`` for a record computed before decisions existed."""
+    decision = record.get("decision")
+    if not isinstance(decision, Mapping):
+        return "-", "-", "-"
+    pooled = f"{decision.get('windows')}/{decision.get('n_pos')}"
+    parts = {
+        "likelihood": decision.get("likelihood_part"),
+        "likelihood_interval": decision.get("likelihood_interval"),
+    }
+    return pooled, _part(parts, "likelihood"), str(decision.get("verdict"))
+
+
 def format_table(
     records: Iterable[Mapping[str, Any]], *, model: str, segment: str, metric: str
 ) -> str:
@@ -200,6 +219,7 @@ def format_table(
                 _value(calibrated.get(metric)),
                 _part(parts, "prior"),
                 _part(parts, "likelihood"),
+                *_decision_cells(record),
             )
         )
     title = f"model {model}, segment {segment}, {metric}"
@@ -220,6 +240,9 @@ def format_table(
         "calibrated",
         "prior part",
         "likelihood part",
+        "pooled",
+        "decision",
+        "verdict",
     )
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [title]

@@ -19,11 +19,14 @@ from app.ui.charts import DASH, Level, Series, format_number, reliability_chart,
 from app.ui.verdict import (
     SPLIT_METRIC,
     Bounds,
+    DecisionReading,
     Verdict,
     WindowReading,
     bounds,
     number,
+    read_decision,
     read_window,
+    record_verdict,
     section,
 )
 
@@ -384,7 +387,7 @@ def verdict_table(
             f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
             f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
             f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
-            f'<td class="text {VERDICT_CLASS[reading.verdict]}">{reading.verdict.value}</td></tr>'
+            f"{_decision_cells(record)}</tr>"
         )
     return (
         '<div class="scroll"><table id="verdicts"><caption class="muted">Per window, newest '
@@ -393,9 +396,63 @@ def verdict_table(
         '<th scope="col">positives</th><th scope="col">class ratio vs reference</th>'
         '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
         '<th scope="col">prior part</th><th scope="col">likelihood part</th>'
-        '<th class="text" scope="col">verdict</th></tr></thead>'
+        '<th scope="col">decision pools</th><th scope="col">decision: likelihood part</th>'
+        '<th class="text" scope="col">verdict (decision)</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def _pooled(decision: DecisionReading) -> str:
+    """The pooled span of a decision: windows, positives of labelled predictions."""
+    plural = "" if decision.windows == 1 else "s"
+    positives = DASH if decision.n_pos is None else str(decision.n_pos)
+    labelled = DASH if decision.n is None else str(decision.n)
+    return f"{decision.windows} window{plural}: {positives} positives in {labelled}"
+
+
+def _decision_cells(record: Mapping[str, Any]) -> str:
+    """The decision's cells of a row of the verdict table: span and counts, its likelihood
+    part, and the verdict (the window's own reading for a record without a decision)."""
+    decision = read_decision(record)
+    verdict = record_verdict(record)
+    verdict_cell = f'<td class="text {VERDICT_CLASS[verdict]}">{verdict.value}</td>'
+    if decision is None:
+        return f"<td>{DASH}</td><td>{DASH}</td>" + verdict_cell
+    return (
+        f"<td>{escape(_pooled(decision))}</td>"
+        f"<td>{_part(decision.likelihood_part, decision.likelihood_interval)}</td>" + verdict_cell
+    )
+
+
+def _explain_decision(decision: DecisionReading) -> str:
+    """One sentence on a window's pooled decision, with its numbers."""
+    pooled = (
+        f"Decision over {_pooled(decision)} labelled predictions"
+        + (f" since {decision.start}" if decision.start and decision.windows > 1 else "")
+        + ": "
+    )
+    ratio = (
+        f"class ratio {format_number(decision.ratio, 4)}"
+        f"{interval_text(decision.ratio_interval, 4)}; "
+    )
+    if decision.likelihood_interval is None:
+        return (
+            pooled
+            + ratio
+            + "the likelihood part has no interval yet (under 100 positives pooled within the "
+            "model's decision.max_span, or no reference)."
+        )
+    return (
+        pooled + ratio + "the prior part of the AP change is "
+        f"{_part(decision.prior_part, decision.prior_interval)}, the likelihood part "
+        f"{_part(decision.likelihood_part, decision.likelihood_interval)}."
+    )
+
+
+def _verdict_sentence(record: Mapping[str, Any], reading: WindowReading) -> str:
+    """The explanation beside a window's verdict: its decision's when it has one."""
+    decision = read_decision(record)
+    return _explain(reading) if decision is None else _explain_decision(decision)
 
 
 def _explain(reading: WindowReading) -> str:
@@ -454,10 +511,11 @@ def model_page(
     readings = [read_window(r) for r in records]
     times, half = _times(records)
     chosen = next((r for r in records if r.get("start") == selected), records[-1])
-    latest = readings[-1]
+    latest_verdict = record_verdict(records[-1])
     summary = (
-        f'<h2>Latest window: <span class="{VERDICT_CLASS[latest.verdict]}">'
-        f"{latest.verdict.value}</span></h2><p>{escape(_explain(latest))}</p>"
+        f'<h2>Latest window: <span class="{VERDICT_CLASS[latest_verdict]}">'
+        f"{latest_verdict.value}</span></h2>"
+        f"<p>{escape(_verdict_sentence(records[-1], readings[-1]))}</p>"
     )
     reliability = chosen.get("reliability")
     if isinstance(reliability, list) and reliability:
@@ -472,6 +530,7 @@ def model_page(
             "probabilities, or the window has no labelled prediction.</p>"
         )
     chosen_reading = read_window(chosen)
+    chosen_verdict = record_verdict(chosen)
     body = (
         head
         + summary
@@ -486,8 +545,8 @@ def model_page(
         + f"<h2>{escape(metric)}</h2>"
         + metric_chart(records, metric, chart_id="metric", times=times, half=half)
         + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
-        + f'<p><span class="{VERDICT_CLASS[chosen_reading.verdict]}">'
-        f"{chosen_reading.verdict.value}</span>. {escape(_explain(chosen_reading))}</p>"
+        + f'<p><span class="{VERDICT_CLASS[chosen_verdict]}">'
+        f"{chosen_verdict.value}</span>. {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
         + diagram
         + "<h2>Verdict per window</h2>"
         + verdict_table(
