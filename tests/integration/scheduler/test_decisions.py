@@ -149,3 +149,33 @@ def test_a_bad_decision_setting_is_refused_and_stores_nothing(
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == "validation_error"
     assert env.client.get("/v1/models/bad").status_code == 404
+
+
+def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(env: Env) -> None:
+    """Under a fixed reference a back-fill computes the newest window first: its decision
+    reads the older windows' rows, and is the decision of the pooled rows all the same."""
+    create_model(
+        env.client,
+        "cards",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+        decision={"min_positives": 40, "max_span": "20m"},
+    )
+    batch = make_batch(
+        prefix="p", start=_start(0), count=6 * 60, spacing=timedelta(seconds=5), seed=3, prior=0.25
+    )
+    send(env.client, "cards", batch)
+    assert env.scheduler().tick().computed == 6
+    stars = by_window(windows(env.client, "cards"))
+    positives = [
+        int(batch.where(_start(i), _start(i) + FIVE_MINUTES).labelled()[1].sum()) for i in range(6)
+    ]
+    for window in range(2, 6):
+        first = window
+        while sum(positives[first : window + 1]) < 40 and window - first + 1 < 4:
+            first -= 1
+        decision = stars[iso(_start(window))]["decision"]
+        assert (decision["windows"], decision["start"]) == (window - first + 1, iso(_start(first)))
+        pooled = batch.where(_start(first), _start(window) + FIVE_MINUTES)
+        _check(decision, _expected("cards", window, pooled, batch.where(_start(0), _start(2))))
