@@ -194,8 +194,11 @@ def _ranked(pools: list[Pool]) -> tuple[Ranking, SetSums]:
     return rank_sorted(pos, neg), set_sums(pos, neg, threshold=THRESHOLD, score_kind="score")
 
 
-def run_model(regime: Regime, hours: int, *, seed: list[int]) -> ModelRun:
-    """One model of ``regime`` over ``hours`` hourly windows after the change."""
+def run_model(
+    regime: Regime, hours: int, *, seed: list[int], min_positives: int = MIN_POSITIVES
+) -> ModelRun:
+    """One model of ``regime`` over ``hours`` hourly windows after the change, its decisions
+    pooling ``min_positives``."""
     rng = np.random.default_rng(seed)
     n = round(regime.positives / regime.ref_prior)
     ref_pos, ref_neg = _sorted_classes(regime.family, rng, n * REFERENCE_HOURS, regime.ref_prior)
@@ -212,7 +215,7 @@ def run_model(regime: Regime, hours: int, *, seed: list[int]) -> ModelRun:
     run = ModelRun(reference_values={m: ref_values[m] for m in PART_INTERVAL_METRICS})
     for hour in range(WARMUP_HOURS, WARMUP_HOURS + hours):
         first, positives = hour, windows[hour][0].size
-        while positives < MIN_POSITIVES and first > 0 and hour - first + 1 < MAX_SPAN_HOURS:
+        while positives < min_positives and first > 0 and hour - first + 1 < MAX_SPAN_HOURS:
             first -= 1
             positives += windows[first][0].size
         pooled, sums = _ranked(windows[first : hour + 1])
@@ -252,9 +255,14 @@ class RegimeResult:
         )
 
 
-def run_regime(regime: Regime, models: int, hours: int, *, seed: int) -> list[ModelRun]:
+def run_regime(
+    regime: Regime, models: int, hours: int, *, seed: int, min_positives: int = MIN_POSITIVES
+) -> list[ModelRun]:
     """``models`` seeded models of ``regime`` over ``hours`` hours after the change."""
-    return [run_model(regime, hours, seed=[seed, i]) for i in range(models)]
+    return [
+        run_model(regime, hours, seed=[seed, i], min_positives=min_positives)
+        for i in range(models)
+    ]
 
 
 def summarise(
