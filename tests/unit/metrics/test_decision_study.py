@@ -3,8 +3,8 @@
 fixed reference of a day, each hour's decision pooling back to 100 positives.
 
 - a likelihood drift lowering the calibrated AP by 20% at 60 positives an hour is paged
-  within 24 hours for most models (the bench: 11 of 12);
-- a pure prior shift (times 3) over three days pages at most one model of eight;
+  within 24 hours for most models (here at least 4 of 6; the bench: 10 of 12);
+- a pure prior shift (times 3) over two days pages at most one model of six;
 - the decision's intervals cover the population parts of the AP change in 0.88-0.99 of the
   pooled sets that lie wholly after the change (the bench: 0.90-0.97 by regime).
 
@@ -22,17 +22,17 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_likelihood_drift_at_60_positives_an_hour_is_paged_within_a_day() -> None:
-    runs = run_regime(Regime(RARE_FAMILIES[0], 0.002, 60, drift=True), 8, 24, seed=20261126)
+    runs = run_regime(Regime(RARE_FAMILIES[0], 0.002, 60, drift=True), 6, 24, seed=20261126)
     result = summarise(runs)
-    assert result.paged_within_24h >= 6, result
-    assert all(window <= 2 for run in runs for window in run.windows)
+    assert result.paged_within_24h >= 4, result
+    assert all(window <= 4 for run in runs for window in run.windows)
     for part in ("prior", "likelihood"):
         assert result.published[part] > 100
         assert 0.88 <= result.coverage(part) <= 0.99, (part, result)
 
 
 def test_a_pure_prior_shift_pages_few_models() -> None:
-    runs = run_regime(Regime(RARE_FAMILIES[2], 0.005, 20, factor=3.0), 8, 72, seed=20261127)
+    runs = run_regime(Regime(RARE_FAMILIES[2], 0.005, 20, factor=3.0), 6, 48, seed=20261127)
     result = summarise(runs)
     assert result.paged <= 1, result
     for part in ("prior", "likelihood"):
