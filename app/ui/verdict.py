@@ -193,12 +193,13 @@ def record_verdict(record: Mapping[str, Any]) -> Verdict:
 
 
 def decision_drop(record: Mapping[str, Any]) -> bool:
-    """``CalmonDecisionMetricDrop``: the pooled decision's likelihood part is below 0 at
-    one-sided 99.9% confidence and below 5% of the reference's value of its metric
+    """``CalmonDecisionMetricDrop``: the pooled decision pools more than one window (a window
+    alone is :func:`calibrated_drop`'s) and its likelihood part is below 0 at one-sided 99.9%
+    confidence and below 5% of the reference's value of its metric
     (:func:`app.metrics.decision.page`)."""
     decision = section(record.get("decision"))
-    metric = decision.get("metric")
-    if not isinstance(metric, str):
+    metric, windows = decision.get("metric"), number(decision.get("windows"))
+    if not isinstance(metric, str) or windows is None or windows <= 1:
         return False
     reference = number(section(section(record.get("reference")).get("regular")).get(metric))
     return page(dict(decision), reference_value=reference)

@@ -260,8 +260,7 @@ def run_regime(
 ) -> list[ModelRun]:
     """``models`` seeded models of ``regime`` over ``hours`` hours after the change."""
     return [
-        run_model(regime, hours, seed=[seed, i], min_positives=min_positives)
-        for i in range(models)
+        run_model(regime, hours, seed=[seed, i], min_positives=min_positives) for i in range(models)
     ]
 
 

@@ -101,7 +101,8 @@ def test_the_pooled_split_is_the_split_of_the_pooled_rows() -> None:
     )
     sets = []
     for s, y in ((scores, labels), (ref_scores, ref_labels)):
-        pos, neg = np.sort(s[y]), np.sort(s[~y])
+        pos = np.sort(s[y]).astype(np.float64)
+        neg = np.sort(s[~y]).astype(np.float64)
         sets.append((rank_sorted(pos, neg), set_sums(pos, neg, threshold=0.8, score_kind="score")))
     decisions = decide_all(*sets[0], *sets[1], threshold=0.8, score_kind="score", seed=7)
     for metric, decision in decisions.items():

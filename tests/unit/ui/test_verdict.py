@@ -216,3 +216,9 @@ def test_the_decision_alerts_follow_the_rules() -> None:
     assert "pooled prior shift: class ratio of the pooled windows went down" in alerts(moved)
     alone = _with_decision("class_ratio_moved", windows=1, ratio=0.02, ratio_interval=[0.012, 0.03])
     assert pooled_prior_shift(alone) is None
+
+
+def test_a_decision_of_one_window_is_left_to_the_windows_own_alert() -> None:
+    alone = _with_decision("model_got_worse", windows=1)
+    assert not decision_drop(alone)
+    assert "pooled AP drop: the model got worse over the pooled windows" not in alerts(alone)
