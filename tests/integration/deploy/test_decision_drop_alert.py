@@ -52,7 +52,11 @@ MIN_DETECTED = 0.9
 
 
 def _draw(
-    rng: np.random.Generator, size: int, prior: float, negatives: Any, positives: Any
+    rng: np.random.Generator,
+    size: int,
+    prior: float,
+    negatives: tuple[float, float],
+    positives: tuple[float, float],
 ) -> tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.int8]]]:
     labels = (rng.random(size) < prior).astype(np.int8)
     scores = np.where(labels == 1, rng.beta(*positives, size), rng.beta(*negatives, size))
