@@ -38,8 +38,7 @@ LEGEND: Final = "\n".join(
         " the reference)",
         "- undefined: one class only, no reference yet, or no calibrated value or split for the"
         " metric",
-        "pooled: the windows the decision pools back to enough positives (windows/positives);"
-        " decision: the likelihood part of the pooled AP change; verdict: the decision's",
+        "pooled: windows/positives the decision pools; decision: its AP likelihood part; verdict",
     )
 )
 
