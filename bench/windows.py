@@ -19,6 +19,10 @@ prints, each timing in the same run as its baseline (the machine may be shared):
   (per window, and the reference build alone, from a cold cache);
 - the same reference built from the predictions table instead of the stored sorted scores
   (what a fixed reference costs once per data version);
+- the pooled decision (``decision`` in the record) of the last window made to pool its 5
+  windows before (``min_positives`` 5.5 times a window's positives): reading what the
+  trailing windows stored and computing the decision, against the window's own computation
+  (where a window holds enough positives alone, the decision reuses its split: no cost);
 - the label-free estimate (``estimated`` in the record) of the last window against its
   trailing reference, with 0%, 50% and 90% of its labels removed: its time alone and what it
   adds to the evaluation of the window's rows (target ≤ 50% at 10^6 predictions).
@@ -44,6 +48,7 @@ from app.db.partitions import ensure_days
 from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
 from app.services.changes import record_changes
+from app.services.decisions import trailing_pool, window_decision
 from app.services.models import ModelConfig, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.reference_cache import Reference, ReferenceCache
@@ -230,6 +235,52 @@ def _time_cold_reference(
         print(f"{what}: {time.perf_counter() - t0:.3f} s{note}")
 
 
+def _decision_cost(
+    factory: sessionmaker[Session], model: Model, start: datetime, cache: ReferenceCache
+) -> None:
+    """Time the pooled decision of the window at ``start`` pooling its 5 windows before: the
+    read of their stored scores (and of the reference, cached) and the decision."""
+    with factory() as session:
+        rows = load_rows(session, model=model, start=start, end=start + WINDOW)
+    labelled = rows.labels >= 0
+    prepared = prepare(rows.scores[labelled], rows.labels[labelled], score_kind=model.score_kind)
+    positives = prepared.ranking.n_pos
+    model.decision = {"min_positives": int(5.5 * positives), "max_span_seconds": 7 * 86_400}
+    timings: list[tuple[float, float, int]] = []
+    for _ in range(2):
+        with factory() as session:
+            t0 = time.perf_counter()
+            trailing = trailing_pool(
+                session,
+                model=model,
+                segment=ALL,
+                segments={},
+                start=start,
+                window_positives=positives,
+                cache=cache,
+            )
+            read = time.perf_counter() - t0
+            reference = references_for(
+                session, model=model, window_start=start, segments={}, cache=cache
+            ).get(ALL)
+        t0 = time.perf_counter()
+        decision = window_decision(
+            model=model,
+            start=start,
+            prepared=prepared,
+            split=None,
+            reference=reference,
+            trailing=trailing,
+            seed=1,
+        )
+        timings.append((read, time.perf_counter() - t0, decision["windows"]))
+    read, decide_time, windows = min(timings)
+    print(
+        f"pooled decision of the last window over {windows} windows "
+        f"({positives} positives each): read {read:.3f} s, decision {decide_time:.3f} s"
+    )
+
+
 def main() -> None:
     """Run the benchmark and print its report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -350,6 +401,7 @@ def main() -> None:
         if reference is not None:
             _label_free_share(model, reference, rows.scores, rows.labels, last)
         del rows
+        _decision_cost(factory, _model(factory, model_id), last, cache)
         fixed = _model(factory, model_id)
         fixed.reference_kind = "fixed"
         fixed.reference_windows = None

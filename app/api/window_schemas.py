@@ -269,6 +269,43 @@ class SegmentsOverflow(_Closed):
     predictions: int = Field(description="predictions in them")
 
 
+class Decision(_Closed):
+    """The pooled decision of the window (`docs/metrics.md`, "Decisions at few positives"): the
+    window and the trailing windows before it, pooled back until they hold the model's
+    `decision.min_positives` positives (within `decision.max_span`), split against the
+    reference like a window. The one verdict the web view, `calmon windows`, `calmon simulate`
+    and the alerts read."""
+
+    windows: int = Field(description="windows pooled, this one included")
+    start: datetime = Field(description="start of the oldest pooled window (UTC)")
+    n: int = Field(description="labelled predictions pooled")
+    n_pos: int = Field(description="positives pooled")
+    verdict: Literal[
+        "model_got_worse", "class_ratio_moved", "both", "stable", "not_enough_data"
+    ] = Field(
+        description="`class_ratio_moved` when the pooled and the reference class ratios' 95% "
+        "Wilson intervals are disjoint; `model_got_worse` when the likelihood part's 95% "
+        "interval lies below 0; `both`; `stable` when the likelihood interval exists and "
+        "neither holds; `not_enough_data` without a likelihood interval and a visible ratio move"
+    )
+    metric: Literal["precision", "f1", "average_precision"] = Field(
+        description="the metric whose change is split"
+    )
+    prior_part: Metric = Field(description="the part of the change due to the class ratio")
+    prior_interval: Interval
+    likelihood_part: Metric = Field(description="the part due to the model (P(score | class))")
+    likelihood_interval: Interval
+    positive_class_ratio: float | None = Field(
+        description="positive class ratio of the pooled windows"
+    )
+    positive_class_ratio_interval: tuple[float, float] | None = Field(
+        description="its 95% Wilson interval, null when nothing is labelled"
+    )
+    reference_positive_class_ratio_interval: tuple[float, float] | None = Field(
+        description="95% Wilson interval of the reference's class ratio, null without one"
+    )
+
+
 class WindowRecord(_Closed):
     """The result of one window and segment, as computed by the scheduler."""
 
@@ -305,6 +342,10 @@ class WindowRecord(_Closed):
     )
     segments_overflow: SegmentsOverflow | None = Field(
         description="untracked segments of the window, on segment `*` only (else null)"
+    )
+    decision: Decision | None = Field(
+        default=None,
+        description="the pooled decision; absent from records computed before it existed",
     )
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import httpx
 
     from app.simulation.sender import SendTotals
-    from app.simulation.stream import WindowData, WindowPlan
+    from app.simulation.stream import ScoreMap, WindowData, WindowPlan
 
 TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
 THRESHOLD: Final = 0.5
@@ -31,6 +31,10 @@ The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the o
   stable      pi = 0.05, ROC AUC 0.90: the model's fixed reference period
   prior       pi = 0.008 with P(score | y) unchanged: a pure prior shift
   likelihood  pi = 0.05, ROC AUC 0.80: the classes overlap more, a pure likelihood drift
+--prior P is the rare-positive preset: the stable and likelihood phases at pi = P, the prior
+phase moved by the same factor (x0.16); use it with more predictions per window, e.g.
+--prior 0.005 --per-window 4000 gives about 20 positives a window, too few for a window's own
+AP interval: each window's pooled decision (docs/metrics.md) then decides.
 The model is created with score_kind probability, threshold 0.5, grace 0s and the stable
 period as its fixed reference (under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse);
 the token needs the admin scope. The output ends with a verdict per phase: whether the class
@@ -75,6 +79,16 @@ def _phases(text: str) -> list[str]:
     return names
 
 
+def _prior(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value <= 0.2:
+        raise argparse.ArgumentTypeError(f"must be in (0, 0.2]: {text!r}")
+    return value
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `calmon simulate`."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -116,6 +130,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="LIST",
         help="comma-separated phases in time order (default stable,prior,likelihood)",
+    )
+    parser.add_argument(
+        "--prior",
+        type=_prior,
+        default=None,
+        metavar="P",
+        help="positive class ratio of the stable and likelihood phases (default 0.05; e.g."
+        " 0.005: the rare-positive preset, decided by pooled decisions)",
     )
     parser.add_argument("--seed", type=int, help="random seed (default: a fresh one, printed)")
     parser.add_argument(
@@ -220,13 +242,14 @@ def run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from app.simulation.sender import SendError
-    from app.simulation.stream import DEFAULT_PHASES, PHASES, plan_windows
+    from app.simulation.stream import DEFAULT_PHASES, STABLE_PRIOR, phases_for, plan_windows
 
     seed: int = args.seed if args.seed is not None else secrets.randbelow(2**31)
     if args.phases is None:
         args.phases = list(DEFAULT_PHASES)
+    phases = phases_for(STABLE_PRIOR if getattr(args, "prior", None) is None else args.prior)
     plans = plan_windows(
-        phases=[PHASES[name] for name in args.phases],
+        phases=[phases[name] for name in args.phases],
         window=args.window,
         windows_per_phase=args.windows_per_phase,
         per_window=args.per_window,
@@ -259,7 +282,9 @@ def _simulate(
     from app.simulation.sender import make_client
 
     _announce(args=args, plans=plans, seed=seed)
-    stream = _Stream(plans=plans, seed=seed, label_delay=args.label_delay)
+    stream = _Stream(
+        plans=plans, seed=seed, label_delay=args.label_delay, score_map=_score_map(plans)
+    )
     token = args.token or os.environ.get(TOKEN_ENV) or None
     with make_client(args.url, token=token) as client:
         args.model = _create_model(client, args=args, plans=plans)
@@ -286,14 +311,29 @@ def _announce(*, args: argparse.Namespace, plans: list[WindowPlan], seed: int) -
     )
 
 
+def _score_map(plans: Sequence[WindowPlan]) -> ScoreMap:
+    """The stream's score map: the posterior of its stable phase (of :data:`PHASES`' when the
+    plans have none)."""
+    from app.simulation.stream import PHASES, REFERENCE_PHASE, ScoreMap
+
+    stable = next(
+        (plan.phase for plan in plans if plan.phase.name == REFERENCE_PHASE),
+        PHASES[REFERENCE_PHASE],
+    )
+    return ScoreMap.posterior_of(stable)
+
+
 class _Stream:
     """The windows of ``plans`` generated one at a time as they are sent, remembering the
     positives drawn for each and the windows whose labels are held back (``label_delay``)."""
 
-    def __init__(self, *, plans: list[WindowPlan], seed: int, label_delay: float) -> None:
+    def __init__(
+        self, *, plans: list[WindowPlan], seed: int, label_delay: float, score_map: ScoreMap
+    ) -> None:
         self.plans = plans
         self.seed = seed
         self.label_delay = label_delay
+        self.score_map = score_map
         self.positives: list[int] = []
         self.delayed: list[WindowData] = []
 
@@ -308,7 +348,7 @@ class _Stream:
         from app.simulation.stream import generate_window
 
         for plan in self.plans:
-            data = generate_window(plan, seed=self.seed)
+            data = generate_window(plan, seed=self.seed, score_map=self.score_map)
             self.positives.append(data.n_pos)
             if not self.labelled(data):
                 self.delayed.append(data)
@@ -388,8 +428,9 @@ def _write_truth(
     import orjson
 
     from app.simulation.population import truth_document
-    from app.simulation.stream import SCORE_MAP
+    from app.simulation.stream import REFERENCE_PHASE
 
+    reference = next((p.phase for p in plans if p.phase.name == REFERENCE_PHASE), None)
     document = truth_document(
         plans=plans,
         positives=stream.positives,
@@ -397,7 +438,8 @@ def _write_truth(
         window=args.window,
         seed=seed,
         threshold=THRESHOLD,
-        score_map=SCORE_MAP,
+        score_map=stream.score_map,
+        reference=reference,
     )
     if truth is not None:
         truth.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
@@ -458,7 +500,7 @@ def _free_name(client: httpx.Client, model: str) -> str:
 def _show(plans: list[WindowPlan], records: Any, truth: dict[str, Any] | None) -> None:
     """Print the table of the windows, then after a blank line the verdict of each phase
     (with ``truth``) or that there is none (when not every window was computed)."""
-    from app.simulation.report import format_summary, format_verdicts
+    from app.simulation.report import format_decisions, format_summary, format_verdicts
 
     print(format_summary(plans, records))
     print()
@@ -466,6 +508,7 @@ def _show(plans: list[WindowPlan], records: Any, truth: dict[str, Any] | None) -
         print("no verdict: not every window holds this run's predictions")
     else:
         print("\n".join(format_verdicts(plans, records, truth)))
+        print("\n".join(format_decisions(plans, records)))
 
 
 def _wait_and_show(

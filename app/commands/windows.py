@@ -38,6 +38,7 @@ LEGEND: Final = "\n".join(
         " the reference)",
         "- undefined: one class only, no reference yet, or no calibrated value or split for the"
         " metric",
+        "pooled: windows/positives the decision pools; decision: its AP likelihood part; verdict",
     )
 )
 
@@ -47,11 +48,14 @@ predictions without a label yet; ratio: the positive
 class ratio n_pos / n; regular: the metric at the window's own ratio; calibrated: the metric
 calibrated at the reference's ratio (what it would be had the ratio not moved); prior part and
 likelihood part: the change of the metric since the reference, split into what the class ratio
-moving explains and what the model getting better (> 0) or worse (< 0) explains. Until at
-least half of a window's predictions are labelled, the last column gives the class ratio
-estimated from the scores alone with its 95% interval and what it says: the class ratio moved
-(the scores fit a class-ratio change), the scores changed in a way a class-ratio change does not
-explain (the label-shift check rejects: labels needed), no change, or not enough data.
+moving explains and what the model getting better (> 0) or worse (< 0) explains; pooled,
+decision, verdict: the window's pooled decision (docs/metrics.md, "Decisions at few
+positives"): the windows pooled back until they hold enough positives, the likelihood part of
+their average precision change, and the one verdict (the web view and the alerts read it too).
+Until at least half of a window's predictions are labelled, the last column gives the class
+ratio estimated from the scores alone with its 95% interval and what it says: the class ratio
+moved (the scores fit a class-ratio change), the scores changed in a way a class-ratio change
+does not explain (the label-shift check rejects: labels needed), no change, or not enough data.
 
 Windows are computed by the scheduler at its tick after they end (plus the model's grace);
 the table shows what is stored. Exit status: 0, 1 when the server cannot be reached or fails,
@@ -220,6 +224,20 @@ def _estimate(record: Mapping[str, Any]) -> str:
     )
 
 
+def _decision_cells(record: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(pooled windows/positives, decision's likelihood part with its mark, verdict) of a
+    record; ``-`` for a record computed before decisions existed."""
+    decision = record.get("decision")
+    if not isinstance(decision, Mapping):
+        return "-", "-", "-"
+    pooled = f"{decision.get('windows')}/{decision.get('n_pos')}"
+    parts = {
+        "likelihood": decision.get("likelihood_part"),
+        "likelihood_interval": decision.get("likelihood_interval"),
+    }
+    return pooled, _part(parts, "likelihood"), str(decision.get("verdict"))
+
+
 def format_table(
     records: Iterable[Mapping[str, Any]], *, model: str, segment: str, metric: str
 ) -> str:
@@ -243,6 +261,7 @@ def format_table(
                 _value(calibrated.get(metric)),
                 _part(parts, "prior"),
                 _part(parts, "likelihood"),
+                *_decision_cells(record),
                 _estimate(record),
             )
         )
@@ -265,6 +284,9 @@ def format_table(
         "calibrated",
         "prior part",
         "likelihood part",
+        "pooled",
+        "decision",
+        "verdict",
         "estimated ratio [95%] before labels",
     )
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]

@@ -98,6 +98,8 @@ class Model(Base):
     reference_end: Mapped[datetime | None]
     grace_seconds: Mapped[int] = mapped_column(Integer)
     max_segments: Mapped[int] = mapped_column(Integer)
+    #: the pooled decision's setting ({"min_positives", "max_span_seconds"}), None: defaults
+    decision: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -116,6 +116,33 @@ _ESTIMATED_RATIO: Final = (
         " way a class-ratio change does not explain)",
     ),
 )
+#: the pooled decision's series (docs/metrics.md, "Decisions at few positives"); its parts and
+#: their bounds by ``component`` (INTERVAL_COMPONENTS)
+_DECISION_PARTS: Final = (
+    (
+        "calmon_decision_change",
+        "Prior or likelihood part of the pooled decision's change of its metric (average "
+        "precision) from the reference",
+    ),
+    ("calmon_decision_change_lower", "Lower end of the 95% interval of calmon_decision_change"),
+    ("calmon_decision_change_upper", "Upper end of the 95% interval of calmon_decision_change"),
+)
+_DECISION_FAMILIES: Final = (
+    ("calmon_decision_windows", "Windows the latest window's decision pools, itself included"),
+    ("calmon_decision_predictions", "Labelled predictions the latest decision pools"),
+    ("calmon_decision_positives", "Positives the latest decision pools"),
+    ("calmon_decision_positive_class_ratio", "Positive class ratio of the pooled windows"),
+    (
+        "calmon_decision_positive_class_ratio_lower",
+        "Lower end of the 95% Wilson interval of the pooled positive class ratio",
+    ),
+    (
+        "calmon_decision_positive_class_ratio_upper",
+        "Upper end of the 95% Wilson interval of the pooled positive class ratio",
+    ),
+)
+#: series of one window's decision
+DECISION_SERIES: Final = len(_DECISION_PARTS) * len(INTERVAL_COMPONENTS) + len(_DECISION_FAMILIES)
 _PI0_HELP: Final = (
     "; pi0: observed = regular, reference = calibrated at the reference prior, "
     "or a configured prior"
@@ -210,7 +237,7 @@ def window_series_bound(*, pi0: int, probability: bool) -> int:
     count += len(_ESTIMATED_RATIO) + sum(
         1 + pi0 if metric in ESTIMATED_CALIBRATED else 1 for metric in ESTIMATED_REGULAR
     )
-    return count + len(_WINDOW_FAMILIES)
+    return count + len(_WINDOW_FAMILIES) + DECISION_SERIES
 
 
 def current_windows(windows: Iterable[DatedT]) -> list[DatedT]:
@@ -497,6 +524,8 @@ def _declare(builder: _Builder) -> None:
         )
     for name, documentation in (*_WINDOW_FAMILIES, *_ESTIMATED_RATIO):
         builder.family(name, documentation)
+    for name, documentation in (*_DECISION_PARTS, *_DECISION_FAMILIES):
+        builder.family(name, documentation)
     for metric in ESTIMATED_REGULAR:
         extra = (
             "; pi0: observed = at the estimated ratio, or a configured prior"
@@ -581,6 +610,27 @@ def _add_estimated(builder: _Builder, record: Mapping[str, Any], labels: dict[st
             builder.add(name, {**labels, "pi0": key}, _section(values).get(metric))
 
 
+def _add_decision(builder: _Builder, record: Mapping[str, Any], labels: dict[str, str]) -> None:
+    """The series of the record's pooled decision (none for a record without one)."""
+    decision = _section(record.get("decision"))
+    for component in INTERVAL_COMPONENTS:
+        component_labels = {**labels, "component": component}
+        lower, upper = _interval(decision.get(f"{component}_interval"))
+        builder.add("calmon_decision_change", component_labels, decision.get(f"{component}_part"))
+        builder.add("calmon_decision_change_lower", component_labels, lower)
+        builder.add("calmon_decision_change_upper", component_labels, upper)
+    lower, upper = _interval(decision.get("positive_class_ratio_interval"))
+    for name, value in (
+        ("calmon_decision_windows", decision.get("windows")),
+        ("calmon_decision_predictions", decision.get("n")),
+        ("calmon_decision_positives", decision.get("n_pos")),
+        ("calmon_decision_positive_class_ratio", decision.get("positive_class_ratio")),
+        ("calmon_decision_positive_class_ratio_lower", lower),
+        ("calmon_decision_positive_class_ratio_upper", upper),
+    ):
+        builder.add(name, labels, value)
+
+
 def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
     record = window.record
     lower, upper = _interval(record.get("prior_interval"))
@@ -644,6 +694,7 @@ def build_snapshot(
         _add_metrics(builder, window, labels)
         _add_estimated(builder, window.record, labels)
         _add_window(builder, window, labels)
+        _add_decision(builder, window.record, labels)
         if checked and max_series is not None and builder.series + reserve > max_series:
             builder.rollback(mark)
             stopped.add(window.model)

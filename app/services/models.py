@@ -45,6 +45,10 @@ GRACE_SCHEMA_PATTERN: Final = r"^([0-9]{1,7}[sm]|[0-9]{1,5}h|[0-9]{1,4}d)$"
 MAX_GRACE_SECONDS: Final = 2**31 - 1
 DURATION_UNITS: Final[dict[str, int]] = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 MAX_PI0: Final = 5
+DEFAULT_DECISION_POSITIVES: Final = 100
+MAX_DECISION_POSITIVES: Final = 100_000
+DEFAULT_DECISION_SPAN: Final = "7d"
+MAX_DECISION_SPAN_DAYS: Final = 90
 DEFAULT_TRAILING_WINDOWS: Final = 7
 #: longest fixed reference period, in the model's windows (it is read a window at a time)
 MAX_REFERENCE_WINDOWS: Final = 10_000
@@ -200,6 +204,30 @@ class ReferenceConfig(BaseModel):
         return self
 
 
+class DecisionConfig(BaseModel):
+    """How a window's pooled decision pools (``docs/metrics.md``, "Decisions at few
+    positives"): the trailing windows back until they hold ``min_positives`` positives, over
+    at most ``max_span`` (the window included)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    min_positives: int = Field(
+        default=DEFAULT_DECISION_POSITIVES,
+        ge=1,
+        le=MAX_DECISION_POSITIVES,
+        description="positives the pooled windows should hold (100: the parts of the average "
+        "precision change get intervals from 100 positives)",
+    )
+    max_span: Annotated[
+        str,
+        Field(
+            pattern=DURATION_PATTERN,
+            description=f"how far back the pooled windows reach at most, the window included; "
+            f"at least one window, at most {MAX_DECISION_SPAN_DAYS} days",
+        ),
+    ] = DEFAULT_DECISION_SPAN
+
+
 class ModelConfig(BaseModel):
     """A model's configuration as ``PUT /v1/models/{model}`` takes it (all fields optional)."""
 
@@ -229,6 +257,7 @@ class ModelConfig(BaseModel):
         ),
     ] = "10m"
     max_segments: int = Field(default=20, ge=1, le=1000)
+    decision: DecisionConfig = Field(default_factory=DecisionConfig)
 
 
 MODEL_CONFIG = TypeAdapter(ModelConfig)
@@ -256,6 +285,14 @@ def parse_config(body: bytes, *, now: datetime) -> ModelConfig:
     config = MODEL_CONFIG.validate_json(body, context={"now": now})
     if duration_seconds(config.grace) > MAX_GRACE_SECONDS:
         _invalid("grace", f"at most {MAX_GRACE_SECONDS} seconds", config.grace, "less_than_equal")
+    span = duration_seconds(config.decision.max_span)
+    if not WINDOW_SECONDS[config.window] <= span <= MAX_DECISION_SPAN_DAYS * 86_400:
+        _invalid(
+            "decision",
+            f"max_span is at least one window ({config.window}) and at most "
+            f"{MAX_DECISION_SPAN_DAYS} days",
+            config.decision.model_dump(mode="json"),
+        )
     ref = config.reference
     if ref.kind == "fixed" and ref.start is not None and ref.end is not None:
         windows = (ref.end - ref.start).total_seconds() / WINDOW_SECONDS[config.window]
@@ -285,7 +322,29 @@ def config_of(model: Model) -> ModelConfig:
         reference=reference,
         grace=format_duration(model.grace_seconds),
         max_segments=model.max_segments,
+        decision=decision_of(model.decision),
     )
+
+
+def decision_of(stored: dict[str, Any] | None) -> DecisionConfig:
+    """The decision setting as the API shows it from its stored form (None: the defaults)."""
+    if stored is None:
+        return DecisionConfig()
+    return DecisionConfig(
+        min_positives=int(stored["min_positives"]),
+        max_span=format_duration(int(stored["max_span_seconds"])),
+    )
+
+
+def _decision_column(config: DecisionConfig) -> dict[str, int] | None:
+    """The stored form of the decision setting: None for the defaults (as models created
+    before the setting have), else its positives and span in seconds."""
+    if config == DecisionConfig():
+        return None
+    return {
+        "min_positives": config.min_positives,
+        "max_span_seconds": duration_seconds(config.max_span),
+    }
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -308,6 +367,7 @@ def _columns(config: ModelConfig) -> dict[str, Any]:
         "reference_end": _utc(ref.end),
         "grace_seconds": duration_seconds(config.grace),
         "max_segments": config.max_segments,
+        "decision": _decision_column(config.decision),
     }
 
 

@@ -26,11 +26,12 @@ from app.metrics.label_free import estimate_window
 from app.metrics.prepared import PreparedSet, prepare
 from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
+from app.services.decisions import TrailingPool, trailing_pool, window_decision
 from app.services.planning import Fingerprint, still_due
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import encode_scores, references_for
 from app.services.window_locks import begin_window
-from app.services.window_record import ComputedWindow, segment_record, segment_seed
+from app.services.window_record import ComputedWindow, clean, segment_record, segment_seed
 from app.services.window_rows import ALL, UNTRACKED, WindowRows, load_rows, tracked_segments
 from app.timeline import window_length
 
@@ -47,10 +48,12 @@ def evaluate_segment(
     labels: np.ndarray[Any, np.dtype[np.int8]],
     reference: Reference | None,
     computed_at: datetime,
+    trailing: TrailingPool | None = None,
 ) -> tuple[dict[str, Any], bytes, bytes]:
     """The record of one segment of a window, and its sorted positives and negatives.
 
     ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
+    ``trailing``: the trailing windows its decision pools (None: the window alone).
     """
     labelled = labels >= 0
     prepared = prepare(scores[labelled], labels[labelled], score_kind=model.score_kind)
@@ -94,6 +97,17 @@ def evaluate_segment(
             pi0=[float(p) for p in model.pi0],
             seed=segment_seed(segment, (every,)),
         ),
+    )
+    record["decision"] = clean(
+        window_decision(
+            model=model,
+            start=start,
+            prepared=prepared,
+            split=split,
+            reference=usable,
+            trailing=trailing,
+            seed=seed,
+        )
     )
     return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
 
@@ -361,6 +375,43 @@ class _SegmentOutput:
     negatives: bytes
 
 
+def _segment_groups(rows: WindowRows, segments: dict[int, str]) -> list[tuple[str, int | None]]:
+    """``*`` (position None), then each tracked segment present in the window by position."""
+    groups: list[tuple[str, int | None]] = [(ALL, None)]
+    present = set(np.unique(rows.segments).tolist())
+    groups += [
+        (name, position) for position, name in sorted(segments.items()) if position in present
+    ]
+    return groups
+
+
+def _trailing_pools(
+    session: Session,
+    *,
+    model: Model,
+    start: datetime,
+    rows: WindowRows,
+    segments: dict[int, str],
+    cache: ReferenceCache,
+) -> dict[str, TrailingPool | None]:
+    """What each segment's decision pools besides the window (read with the window's inputs,
+    in its snapshot)."""
+    positive = rows.labels == 1
+    out: dict[str, TrailingPool | None] = {}
+    for name, position in _segment_groups(rows, segments):
+        mask = positive if position is None else positive & (rows.segments == position)
+        out[name] = trailing_pool(
+            session,
+            model=model,
+            segment=name,
+            segments=segments,
+            start=start,
+            window_positives=int(np.count_nonzero(mask)),
+            cache=cache,
+        )
+    return out
+
+
 def _evaluate_segments(
     *,
     model: Model,
@@ -370,16 +421,12 @@ def _evaluate_segments(
     segments: dict[int, str],
     references: dict[str, Reference | None],
     overflow: dict[str, int],
+    trailing: dict[str, TrailingPool | None],
 ) -> list[_SegmentOutput]:
     """Evaluate ``*``, then each tracked segment present in the window by position; the
-    record of ``*`` carries ``overflow``."""
-    groups: list[tuple[str, int | None]] = [(ALL, None)]
-    present = set(np.unique(rows.segments).tolist())
-    groups += [
-        (name, position) for position, name in sorted(segments.items()) if position in present
-    ]
+    record of ``*`` carries ``overflow``; ``trailing``: what each segment's decision pools."""
     outputs = []
-    for name, position in groups:
+    for name, position in _segment_groups(rows, segments):
         if position is None:
             scores, labels = rows.scores, rows.labels
         else:
@@ -395,6 +442,7 @@ def _evaluate_segments(
             labels=labels,
             reference=references.get(name),
             computed_at=computed_at,
+            trailing=trailing.get(name),
         )
         record["segments_overflow"] = overflow if name == ALL else None
         outputs.append(_SegmentOutput(name, computed_at, record, positives, negatives))
@@ -502,6 +550,9 @@ def compute_window(
     band = rows.band
     assert band is not None
     overflow = _overflow(session, model=model, start=start, rows=rows)
+    trailing = _trailing_pools(
+        session, model=model, start=start, rows=rows, segments=segments, cache=cache
+    )
     if session.get_bind().dialect.name == "sqlite":
         # SQLite has one writer at a time: do not hold the write lock while evaluating. What
         # commits meanwhile is a change after the checkpoint, found by the next scan.
@@ -514,7 +565,9 @@ def compute_window(
         segments=segments,
         references=references,
         overflow=overflow,
+        trailing=trailing,
     )
+    del trailing
     predictions = int(rows.scores.size)
     del rows
     _confirm_current(session, model=model, state=state, version=version)

@@ -113,6 +113,7 @@ def truth_document(
     seed: int,
     threshold: float,
     score_map: ScoreMap,
+    reference: Phase | None = None,
 ) -> dict[str, Any]:
     """What ``calmon simulate --truth`` writes: the scenario and, per window, its true values.
 
@@ -123,9 +124,10 @@ def truth_document(
     defines it (:func:`app.metrics.split.shapley_parts` of the window's AP at its own prior
     and at π_ref and the reference's AP at the window's prior and at π_ref; ``total = prior +
     likelihood``). A pure prior shift (same separation) has a likelihood part of exactly 0, a
-    pure likelihood drift (same prior) a prior part of exactly 0.
+    pure likelihood drift (same prior) a prior part of exactly 0. ``reference``: the stable
+    phase when it is not :data:`PHASES`' (``--prior``).
     """
-    reference = PHASES[REFERENCE_PHASE]
+    reference = PHASES[REFERENCE_PHASE] if reference is None else reference
     latent = score_map.latent_threshold(threshold)
     values: dict[str, dict[str, float | None]] = {}
     for plan in plans:

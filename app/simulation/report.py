@@ -368,3 +368,32 @@ def format_verdicts(
             f" (true {_signed(true_part)}): {_conclusion(moved, _model_change(parts))}"
         )
     return lines
+
+
+def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]:
+    """A line per phase after the reference on the windows' pooled decisions (the verdict the
+    web view, ``calmon windows`` and the alerts read, ``docs/metrics.md``): the verdict of its
+    last window, what that decision pooled, and how many windows into the phase a decision
+    first said so. Records without a decision are skipped."""
+    lines: list[str] = []
+    for name in dict.fromkeys(plan.phase.name for plan in plans):
+        if name == REFERENCE_PHASE:
+            continue
+        decisions = [
+            (records.get(plan.start) or {}).get("decision")
+            for plan in plans
+            if plan.phase.name == name
+        ]
+        found = [d for d in decisions if isinstance(d, dict)]
+        if not found:
+            continue
+        last = found[-1]
+        verdict = str(last["verdict"])
+        first = next(i for i, d in enumerate(decisions, 1) if d and d["verdict"] == verdict)
+        lines.append(
+            f"{name}: decision {verdict.replace('_', ' ')} (last window: {last['windows']}"
+            f" windows pooled, {last['n_pos']} positives, likelihood part of AP"
+            f" {_part(last.get('likelihood_part'), last.get('likelihood_interval'))});"
+            f" first said at window {first} of the phase"
+        )
+    return lines

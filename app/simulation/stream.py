@@ -65,6 +65,21 @@ PHASES: Final[dict[str, Phase]] = {
     "prior": Phase("prior", SHIFTED_PRIOR, separation_for_auc(STABLE_AUC)),
     "likelihood": Phase("likelihood", STABLE_PRIOR, separation_for_auc(DRIFTED_AUC)),
 }
+
+
+def phases_for(prior: float) -> dict[str, Phase]:
+    """The phases with the stable (and likelihood) prior ``prior`` in (0, 1) and the prior
+    phase's moved by the same factor as :data:`PHASES`' (``calmon simulate --prior``: the
+    rare-positive preset); ``phases_for(STABLE_PRIOR)`` is :data:`PHASES`."""
+    if prior == STABLE_PRIOR:
+        return dict(PHASES)
+    return {
+        "stable": Phase("stable", prior, PHASES["stable"].separation),
+        "prior": Phase("prior", prior * SHIFTED_PRIOR / STABLE_PRIOR, PHASES["prior"].separation),
+        "likelihood": Phase("likelihood", prior, PHASES["likelihood"].separation),
+    }
+
+
 REFERENCE_PHASE: Final = "stable"
 DEFAULT_PHASES: Final = ("stable", "prior", "likelihood")
 

@@ -30,12 +30,15 @@ from app.ui.charts import (
 from app.ui.verdict import (
     SPLIT_METRIC,
     Bounds,
+    DecisionReading,
     Verdict,
     WindowReading,
     bounds,
     estimate_speaks,
     number,
+    read_decision,
     read_window,
+    record_verdict,
     section,
 )
 
@@ -176,19 +179,25 @@ def _estimated_ratio(record: Mapping[str, Any], reading: WindowReading) -> str:
 
 
 def window_verdict(record: Mapping[str, Any], reading: WindowReading) -> tuple[str, str, str]:
-    """A window's verdict (text, CSS class) and its class ratio text: the measured ones,
-    unless the window's labels do not decide yet and the split has no verdict, where the
-    label-free estimate speaks (:func:`app.ui.verdict.estimate_speaks`)."""
+    """A window's verdict (text, CSS class) and its class ratio text: its pooled decision's
+    (:func:`app.ui.verdict.record_verdict`), unless the window's labels do not decide yet and
+    the decision cannot tell, where the label-free estimate speaks
+    (:func:`app.ui.verdict.estimate_speaks`)."""
     speaks = estimate_speaks(record)
     if speaks is None or not _estimate_speaks_for(record, reading):
-        return reading.verdict.value, VERDICT_CLASS[reading.verdict], _ratio_vs_reference(reading)
+        verdict = record_verdict(record)
+        return verdict.value, VERDICT_CLASS[verdict], _ratio_vs_reference(reading)
     return VERDICT_WORDS[speaks], ESTIMATE_CLASS[speaks], _estimated_ratio(record, reading)
 
 
 def _estimate_speaks_for(record: Mapping[str, Any], reading: WindowReading) -> bool:
     """Whether a window's label-free estimate speaks for it: its labels do not decide yet
-    and the split has no verdict."""
-    return reading.verdict is Verdict.UNKNOWN and estimate_speaks(record) is not None
+    and neither its decision nor its own split has a verdict."""
+    return (
+        record_verdict(record) is Verdict.UNKNOWN
+        and reading.verdict is Verdict.UNKNOWN
+        and estimate_speaks(record) is not None
+    )
 
 
 def _part(value: float | None, interval: Bounds | None) -> str:
@@ -480,6 +489,7 @@ def verdict_table(
             f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
             f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
             f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
+            f"{_decision_cells(record)}"
             f'<td class="text {verdict_class}">{escape(verdict)}</td></tr>'
         )
     return (
@@ -492,16 +502,69 @@ def verdict_table(
         '<th scope="col">class ratio vs reference</th>'
         '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
         '<th scope="col">prior part</th><th scope="col">likelihood part</th>'
-        '<th class="text" scope="col">verdict</th></tr></thead>'
+        '<th scope="col">decision pools</th><th scope="col">decision: likelihood part</th>'
+        '<th class="text" scope="col">verdict (decision)</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
-def _explain(record: Mapping[str, Any], reading: WindowReading) -> str:
-    """One sentence on the verdict of a window, with its numbers."""
+def _pooled(decision: DecisionReading) -> str:
+    """The pooled span of a decision: windows, positives of labelled predictions."""
+    plural = "" if decision.windows == 1 else "s"
+    positives = DASH if decision.n_pos is None else str(decision.n_pos)
+    labelled = DASH if decision.n is None else str(decision.n)
+    return f"{decision.windows} window{plural}: {positives} positives in {labelled}"
+
+
+def _decision_cells(record: Mapping[str, Any]) -> str:
+    """The decision's cells of a row of the verdict table: span and counts, and its
+    likelihood part (dashes for a record without a decision)."""
+    decision = read_decision(record)
+    if decision is None:
+        return f"<td>{DASH}</td><td>{DASH}</td>"
+    return (
+        f"<td>{escape(_pooled(decision))}</td>"
+        f"<td>{_part(decision.likelihood_part, decision.likelihood_interval)}</td>"
+    )
+
+
+def _explain_decision(decision: DecisionReading) -> str:
+    """One sentence on a window's pooled decision, with its numbers."""
+    pooled = (
+        f"Decision over {_pooled(decision)} labelled predictions"
+        + (f" since {decision.start}" if decision.start and decision.windows > 1 else "")
+        + ": "
+    )
+    ratio = (
+        f"class ratio {format_number(decision.ratio, 4)}"
+        f"{interval_text(decision.ratio_interval, 4)}; "
+    )
+    if decision.likelihood_interval is None:
+        return (
+            pooled
+            + ratio
+            + "the likelihood part has no interval yet (under 100 positives pooled within the "
+            "model's decision.max_span, or no reference)."
+        )
+    return (
+        pooled + ratio + "the prior part of the AP change is "
+        f"{_part(decision.prior_part, decision.prior_interval)}, the likelihood part "
+        f"{_part(decision.likelihood_part, decision.likelihood_interval)}."
+    )
+
+
+def _verdict_sentence(record: Mapping[str, Any], reading: WindowReading) -> str:
+    """The explanation beside a window's verdict: the label-free estimate's where it speaks
+    for the window, else its decision's when it has one, else its own reading's."""
     speaks = estimate_speaks(record)
-    if reading.verdict is Verdict.UNKNOWN and speaks is not None:
+    if speaks is not None and _estimate_speaks_for(record, reading):
         return _explain_estimate(record, reading, speaks)
+    decision = read_decision(record)
+    return _explain(reading) if decision is None else _explain_decision(decision)
+
+
+def _explain(reading: WindowReading) -> str:
+    """One sentence on the verdict of a window, with its numbers."""
     if reading.verdict is Verdict.UNKNOWN:
         return (
             "Not enough data: the intervals of the change split need a reference and at least "
@@ -592,11 +655,11 @@ def model_page(
     readings = [read_window(r) for r in records]
     times, half = _times(records)
     chosen = next((r for r in records if r.get("start") == selected), records[-1])
-    latest = readings[-1]
-    latest_verdict, latest_class, _ = window_verdict(records[-1], latest)
+    latest_verdict, latest_class, _ = window_verdict(records[-1], readings[-1])
     summary = (
         f'<h2>Latest window: <span class="{latest_class}">'
-        f"{escape(latest_verdict)}</span></h2><p>{escape(_explain(records[-1], latest))}</p>"
+        f"{escape(latest_verdict)}</span></h2>"
+        f"<p>{escape(_verdict_sentence(records[-1], readings[-1]))}</p>"
     )
     reliability = chosen.get("reliability")
     if isinstance(reliability, list) and reliability:
@@ -627,7 +690,7 @@ def model_page(
         + metric_chart(records, metric, chart_id="metric", times=times, half=half)
         + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
         + f'<p><span class="{chosen_class}">'
-        f"{escape(chosen_verdict)}</span>. {escape(_explain(chosen, chosen_reading))}</p>"
+        f"{escape(chosen_verdict)}</span>. {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
         + diagram
         + "<h2>Verdict per window</h2>"
         + verdict_table(

@@ -13,12 +13,17 @@ The per-window verdict is read from the 95% intervals of the record:
   fewer than 100 positives in the window or the reference for the split's intervals).
 
 Before a window's labels decide (fewer labelled than unlabelled predictions), its label-free
-estimate speaks instead (:func:`estimate_speaks`): its record's ``estimated.verdict``.
+estimate speaks where the decision cannot (:func:`estimate_speaks`): its record's
+``estimated.verdict``.
+
+The verdict shown is the record's pooled ``decision`` (:func:`record_verdict`,
+``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler; the
+window's own reading above stays for records computed before decisions existed.
 
 The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
 (``CalmonCalibratedMetricDrop``, ``CalmonPriorShift``, ``CalmonPriorShiftEstimated``,
-``CalmonScoresChangedUnexplained``, ``CalmonMetricsStale``) on the latest records, so that
-the page and Prometheus agree.
+``CalmonScoresChangedUnexplained``, ``CalmonDecisionMetricDrop``, ``CalmonPriorShiftPooled``,
+``CalmonMetricsStale``) on the latest records, so that the page and Prometheus agree.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from app.catalogue import VERDICT_WORDS, labels_decide
+from app.metrics.decision import BOTH, RATIO, STABLE, UNKNOWN, WORSE, page
 from app.metrics.intervals import wilson_interval
 from app.metrics.label_free import CHECK_LEVEL
 
@@ -132,6 +138,96 @@ def read_window(record: Mapping[str, Any], *, metric: str = SPLIT_METRIC) -> Win
     )
 
 
+#: the verdicts of a record's ``decision`` in words
+DECISION_VERDICTS: Final[dict[str, Verdict]] = {
+    WORSE: Verdict.WORSE,
+    RATIO: Verdict.RATIO,
+    BOTH: Verdict.BOTH,
+    STABLE: Verdict.NEITHER,
+    UNKNOWN: Verdict.UNKNOWN,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionReading:
+    """A window's pooled decision (``decision`` of its record): the verdict, the pooled span
+    and counts, and the parts of the change of its metric with their intervals."""
+
+    verdict: Verdict
+    windows: int
+    start: str | None
+    n: int | None
+    n_pos: int | None
+    metric: str | None
+    ratio: float | None
+    ratio_interval: Bounds | None
+    prior_part: float | None
+    prior_interval: Bounds | None
+    likelihood_part: float | None
+    likelihood_interval: Bounds | None
+
+
+def read_decision(record: Mapping[str, Any]) -> DecisionReading | None:
+    """The pooled decision of a window record, None for a record computed before decisions
+    existed (its verdict is then :func:`read_window`'s)."""
+    decision = record.get("decision")
+    if not isinstance(decision, dict):
+        return None
+    n, n_pos, windows = (number(decision.get(key)) for key in ("n", "n_pos", "windows"))
+    metric = decision.get("metric")
+    return DecisionReading(
+        verdict=DECISION_VERDICTS.get(str(decision.get("verdict")), Verdict.UNKNOWN),
+        windows=1 if windows is None else int(windows),
+        start=str(decision["start"]) if isinstance(decision.get("start"), str) else None,
+        n=None if n is None else int(n),
+        n_pos=None if n_pos is None else int(n_pos),
+        metric=metric if isinstance(metric, str) else None,
+        ratio=number(decision.get("positive_class_ratio")),
+        ratio_interval=bounds(decision.get("positive_class_ratio_interval")),
+        prior_part=number(decision.get("prior_part")),
+        prior_interval=bounds(decision.get("prior_interval")),
+        likelihood_part=number(decision.get("likelihood_part")),
+        likelihood_interval=bounds(decision.get("likelihood_interval")),
+    )
+
+
+def record_verdict(record: Mapping[str, Any]) -> Verdict:
+    """The one verdict of a window: its pooled decision's, else (a record from before
+    decisions) the window's own reading."""
+    decision = read_decision(record)
+    return read_window(record).verdict if decision is None else decision.verdict
+
+
+def decision_drop(record: Mapping[str, Any]) -> bool:
+    """``CalmonDecisionMetricDrop``: the pooled decision pools more than one window (a window
+    alone is :func:`calibrated_drop`'s) and its likelihood part is below 0 at one-sided 99.9%
+    confidence and below 5% of the reference's value of its metric
+    (:func:`app.metrics.decision.page`)."""
+    decision = section(record.get("decision"))
+    metric, windows = decision.get("metric"), number(decision.get("windows"))
+    if not isinstance(metric, str) or windows is None or windows <= 1:
+        return False
+    reference = number(section(section(record.get("reference")).get("regular")).get(metric))
+    return page(dict(decision), reference_value=reference)
+
+
+def pooled_prior_shift(record: Mapping[str, Any]) -> str | None:
+    """``CalmonPriorShiftPooled``: "up" or "down" when the decision pools more than one window
+    and its ratio moved by more than a factor 1.5 with a Wilson interval excluding the
+    reference ratio, else None."""
+    decision = section(record.get("decision"))
+    windows = number(decision.get("windows"))
+    if windows is None or windows <= 1:
+        return None
+    return prior_shift(
+        {
+            "prior": decision.get("positive_class_ratio"),
+            "prior_interval": decision.get("positive_class_ratio_interval"),
+            "reference": record.get("reference"),
+        }
+    )
+
+
 def calibrated_drop(record: Mapping[str, Any]) -> bool:
     """``CalmonCalibratedMetricDrop``: AP calibrated at the reference prior below 95% of the
     reference's AP, and the likelihood part below 0 at one-sided 99% confidence."""
@@ -217,4 +313,14 @@ def alerts(record: Mapping[str, Any]) -> list[str]:
             "scores changed in a way a class-ratio change does not explain: the model or its "
             "inputs changed, labels needed to tell how much"
         )
+    return out + decision_alerts(record)
+
+
+def decision_alerts(record: Mapping[str, Any]) -> list[str]:
+    """The alert states of a latest window's pooled decision, in words (empty when quiet)."""
+    out: list[str] = []
+    if decision_drop(record):
+        out.append("pooled AP drop: the model got worse over the pooled windows")
+    if (direction := pooled_prior_shift(record)) is not None:
+        out.append(f"pooled prior shift: class ratio of the pooled windows went {direction}")
     return out

@@ -58,6 +58,13 @@ def _expected_row(record: dict[str, Any], metric: str) -> list[str]:
             cells.append("-")
         else:
             cells.append(f"{parts[name]:+.3f}{_mark(parts[f'{name}_interval'])}")
+    decision = record["decision"]
+    likelihood = decision["likelihood_part"]
+    cells.append(f"{decision['windows']}/{decision['n_pos']}")
+    cells.append(
+        "-" if likelihood is None else f"{likelihood:+.3f}{_mark(decision['likelihood_interval'])}"
+    )
+    cells.append(decision["verdict"])
     return cells
 
 
@@ -117,9 +124,10 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         rows = [line.split() for line in lines[3:7]]
         assert rows == [_expected_row(record, "average_precision") for record in records[-4:]]
         # the likelihood drift's windows: the model got worse, and the interval says so
-        assert all(row[-1].endswith("*") and row[-1].startswith("-") for row in rows[-2:])
+        assert all(row[-4].endswith("*") and row[-4].startswith("-") for row in rows[-2:])
+        assert all(row[-1] in {"model_got_worse", "both"} for row in rows[-2:])
         assert lines[7].startswith("* ")
-        assert len(lines) == 10
+        assert len(lines) == 11
 
         by_flag = _calmon(
             "windows", "shown", "--url", base, "--metric", "roc_auc", "--token", READER, env=env
@@ -127,7 +135,7 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         assert by_flag.returncode == 0, by_flag.stderr
         auc_rows = [line.split() for line in by_flag.stdout.splitlines()[3:9]]
         assert auc_rows == [_expected_row(record, "roc_auc") for record in records]
-        assert all(row[-3:] == ["-", "-", "-"] for row in auc_rows)
+        assert all(row[-6:-3] == ["-", "-", "-"] for row in auc_rows)
 
         unknown = _calmon("windows", "absent", "--url", base, "--token", READER, env=env)
         assert unknown.returncode == 2

@@ -2,8 +2,8 @@
 period first hold only the label-free estimate of their prior, then, once the late labels
 landed, their measured prior beside the unchanged estimate.
 
-The stream: one window per phase of 40,000 predictions, stable (the reference), then a prior shift from π 0.05
-to 0.008, then a likelihood drift (the positives' scores fall, π back at 0.05). Before the
+The stream: one window per phase of 40,000 predictions, stable (the reference), then a prior
+shift from π 0.05 to 0.008, then a likelihood drift (the positives' scores fall, π back at 0.05). Before the
 labels land, the prior-shift windows are read as a class-ratio change (the label-shift check
 holds) and the likelihood-drift windows are flagged (the check rejects: the scores changed in
 a way a class-ratio change does not explain). That drift moves the positives only, so the

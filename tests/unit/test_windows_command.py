@@ -75,21 +75,22 @@ def test_the_table_shows_values_and_marks_each_part_by_its_interval() -> None:
     )
     assert lines[2].split("  ")[0] == "window start (UTC)"
     rows = [line.split() for line in lines[3:6]]
-    assert rows[0] == [
-        "2026-11-01",
-        "10:00",
-        "2000",
-        "16",
-        "0",
-        "0.0080",
-        "0.176",
-        "-",
-        "-",
-        "-",
-        "-",
-    ]
-    assert rows[1][2:] == ["2000", "16", "0", "0.0080", "0.176", "0.464", "-0.285*", "+0.002", "-"]
-    assert rows[2][-4:] == ["0.228", "+0.001?", "-0.233*", "-"]
+    assert rows[0] == ["2026-11-01", "10:00", "2000", "16", "0", "0.0080", "0.176"] + ["-"] * 7
+    assert (
+        rows[1][2:]
+        == [
+            "2000",
+            "16",
+            "0",
+            "0.0080",
+            "0.176",
+            "0.464",
+            "-0.285*",
+            "+0.002",
+        ]
+        + ["-"] * 4
+    )
+    assert rows[2][-7:-4] == ["0.228", "+0.001?", "-0.233*"]
     assert "\n".join(lines[6:]) == LEGEND
     # numbers are right-aligned under their header; a part's digits align whatever its mark
     header = lines[2]
@@ -110,7 +111,7 @@ def test_a_metric_without_calibration_or_split_shows_dashes() -> None:
     lines = format_table([record], model="m", segment="country=FR", metric="roc_auc").split("\n")
     assert lines[0] == "model m, segment country=FR, roc_auc"
     assert lines[1].endswith("roc_auc 0.900")
-    assert lines[3].split()[5:] == ["0.0080", "0.901", "-", "-", "-", "-"]
+    assert lines[3].split()[5:] == ["0.0080", "0.901"] + ["-"] * 7
 
 
 def test_before_labels_the_estimate_speaks_with_its_interval_and_verdict() -> None:
@@ -167,3 +168,39 @@ def test_the_command_loads_without_numpy() -> None:
     probe = "import sys, app.commands.windows; print('numpy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def _decision(
+    windows: int, n_pos: int, likelihood: float | None, interval: Any, verdict: str
+) -> Any:
+    return {
+        "windows": windows,
+        "start": "2026-11-01T06:00:00Z",
+        "n": 12000,
+        "n_pos": n_pos,
+        "verdict": verdict,
+        "metric": "average_precision",
+        "prior_part": 0.01,
+        "prior_interval": None if interval is None else [-0.02, 0.04],
+        "likelihood_part": likelihood,
+        "likelihood_interval": interval,
+    }
+
+
+def test_the_table_shows_each_windows_pooled_decision_and_its_verdict() -> None:
+    """A window of 16 positives has no AP interval of its own (``?``); its decision pools 6
+    windows to 104 positives and says the model got worse."""
+    worse = _record(
+        "2026-11-01T11:00:00Z",
+        split=_parts(0.001, None, -0.2334, None),
+        calibrated={"average_precision": 0.2276},
+    )
+    worse["decision"] = _decision(6, 104, -0.181, [-0.25, -0.11], "model_got_worse")
+    short = _record("2026-11-01T12:00:00Z", split=None, calibrated=None)
+    short["decision"] = _decision(2, 31, None, None, "not_enough_data")
+    lines = format_table(
+        [worse, short], model="fraud", segment="*", metric="average_precision"
+    ).split("\n")
+    assert lines[2].split()[-3:] == ["pooled", "decision", "verdict"]
+    assert lines[3].split()[-4:] == ["-0.233?", "6/104", "-0.181*", "model_got_worse"]
+    assert lines[4].split()[-3:] == ["2/31", "-", "not_enough_data"]

@@ -45,7 +45,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from app.api.app import create_app
+from app.services.models import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
 from app.settings import Settings
+from app.timeline import WINDOW_SECONDS
 from tests.integration.conftest import _empty_postgres, upgraded
 
 MODEL = "contract"
@@ -124,19 +126,39 @@ def _whole(container: Any, key: str) -> None:
             container[key] = int(value)
 
 
+def _span(body: dict[str, Any]) -> None:
+    """A decision's ``max_span`` moved into [one window of the body's window, 90 days]."""
+    decision = body.get("decision")
+    if not isinstance(decision, dict) or not isinstance(decision.get("max_span"), str):
+        return
+    window = body.get("window")
+    low = WINDOW_SECONDS[window if isinstance(window, str) and window in WINDOW_SECONDS else "1h"]
+    high = MAX_DECISION_SPAN_DAYS * 86_400
+    try:
+        seconds = duration_seconds(decision["max_span"])
+    except ValueError:
+        return
+    if not low <= seconds <= high:
+        decision["max_span"] = format_duration(min(max(seconds, low), high))
+
+
 def respect_unsayable_rules(case: schemathesis.Case[Any]) -> None:
-    """Make the generated data keep two rules that JSON Schema cannot say.
+    """Make the generated data keep three rules that JSON Schema cannot say.
 
     ``start`` comes before ``end`` where both are instants (the window query, a recompute
-    range, a fixed reference): a rule between two fields. The integers of a model's
-    configuration are written without a fraction: pydantic's strict integers refuse ``20.0``,
-    which JSON Schema 2020-12 cannot tell from ``20``.
+    range, a fixed reference): a rule between two fields. A decision's ``max_span`` is at least
+    one of the model's windows (another rule between two fields) and at most 90 days (its
+    digits do not say it). The integers of a model's configuration are written without a
+    fraction: pydantic's strict integers refuse ``20.0``, which JSON Schema 2020-12 cannot tell
+    from ``20``.
     """
     _ordered(case.query)
     if isinstance(case.body, dict):
         _ordered(case.body.get("reference"))
+        _span(case.body)
         _whole(case.body, "max_segments")
         _whole(case.body.get("reference"), "windows")
+        _whole(case.body.get("decision"), "min_positives")
 
 
 def _document() -> dict[str, Any]:

@@ -50,6 +50,7 @@ RECORD_KEYS = {
     "reference",
     "reliability",
     "segments_overflow",
+    "decision",
 }
 PROBABILITY_ONLY = {"brier", "brier_skill", "brier_pos", "brier_neg", "log_loss", "ece", "mce"}
 
@@ -118,10 +119,21 @@ def test_records_have_the_documented_shape_and_values(
         assert record["segments_overflow"] == (
             {"segments": 0, "predictions": 0} if segment is None else None
         )
+        decision = record["decision"]
+        assert decision["n_pos"] >= record["n_pos"]
+        assert decision["verdict"] in {
+            "model_got_worse",
+            "class_ratio_moved",
+            "both",
+            "stable",
+            "not_enough_data",
+        }
         if start == _start(0):
             assert record["split"] is None
             assert record["reference"] is None
             assert record["estimated"] is None
+            assert decision["windows"] == 1
+            assert decision["verdict"] == "not_enough_data"
         else:
             estimated = record["estimated"]
             assert estimated["method"] == "saerens_em_isotonic"

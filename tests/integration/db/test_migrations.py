@@ -23,7 +23,7 @@ from app.db.models import (
     postgresql_metadata,
 )
 from app.db.session import create_db_engine, create_session_factory
-from app.services.models import ModelConfig, put_model
+from app.services.models import ModelConfig, config_of, put_model
 from app.services.planning import scan_model
 from app.settings import Settings
 
@@ -305,3 +305,38 @@ def test_change_record_is_back_filled_and_the_index_comes_back_down(engine: Engi
     indexes = {index["name"] for index in inspect(engine).get_indexes("predictions")}
     assert "ix_predictions_model_id_changed_at" in indexes
     assert "window_changes" not in _tables(engine)
+
+
+def test_models_keep_the_default_decision_across_0007(engine: Engine) -> None:
+    """A model stored before revision 0007 gets ``decision`` null, shown as the defaults;
+    the downgrade drops the column and the model stays."""
+    migrate.upgrade(engine, "0006")
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                'INSERT INTO models (name, score_kind, "window", threshold, pi0,'
+                " reference_kind, reference_windows, grace_seconds, max_segments,"
+                " created_at, updated_at) VALUES ('old', 'score', '1h', 0.5, '[]',"
+                " 'trailing', 7, 600, 20, :now, :now)"
+            ),
+            {"now": now},
+        )
+    migrate.upgrade(engine)
+    with create_session_factory(engine)() as session:
+        model = session.scalars(select(Model).where(Model.name == "old")).one()
+        assert model.decision is None
+        assert config_of(model).decision.model_dump() == {"min_positives": 100, "max_span": "7d"}
+        put_model(
+            session,
+            name="old",
+            config=ModelConfig(score_kind="score", decision={"min_positives": 40}),  # type: ignore[arg-type]
+            now=now,
+            max_models=10,
+        )
+        session.commit()
+        assert model.decision == {"min_positives": 40, "max_span_seconds": 7 * 86_400}
+    migrate.downgrade(engine, "0006")
+    assert "decision" not in {c["name"] for c in inspect(engine).get_columns("models")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM models")).scalar() == 1

@@ -140,8 +140,16 @@ def _families() -> dict[str, Family]:
         "window_start_timestamp_seconds",
         "window_end_timestamp_seconds",
         "window_computed_timestamp_seconds",
+        "decision_windows",
+        "decision_predictions",
+        "decision_positives",
+        "decision_positive_class_ratio",
+        "decision_positive_class_ratio_lower",
+        "decision_positive_class_ratio_upper",
     ):
         families[f"calmon_{name}"] = Family("gauge", WINDOW)
+    for suffix in ("", "_lower", "_upper"):
+        families[f"calmon_decision_change{suffix}"] = Family("gauge", WINDOW | {"component"})
     model = frozenset({"model"})
     none = frozenset[str]()
     families |= {

@@ -20,6 +20,8 @@ REQUIRED_ALERTS = {
     "CalmonPriorShift",
     "CalmonPriorShiftEstimated",
     "CalmonScoresChangedUnexplained",
+    "CalmonDecisionMetricDrop",
+    "CalmonPriorShiftPooled",
     "CalmonMetricsStale",
     "CalmonIngestRejections",
     "CalmonSchedulerDown",
@@ -88,7 +90,16 @@ def test_alerts_present_with_severity_and_short_enough_for() -> None:
     assert rules["CalmonPriorShift"]["labels"]["severity"] == "info"
     assert rules["CalmonPriorShiftEstimated"]["labels"]["severity"] == "info"
     assert rules["CalmonScoresChangedUnexplained"]["labels"]["severity"] == "warning"
-    for name in ("CalmonCalibratedMetricDrop", "CalmonPriorShift", "CalmonPriorShiftEstimated"):
+    assert rules["CalmonDecisionMetricDrop"]["labels"]["severity"] == "critical"
+    assert rules["CalmonPriorShiftPooled"]["labels"]["severity"] == "info"
+    model_alerts = (
+        "CalmonCalibratedMetricDrop",
+        "CalmonPriorShift",
+        "CalmonPriorShiftEstimated",
+        "CalmonDecisionMetricDrop",
+        "CalmonPriorShiftPooled",
+    )
+    for name in model_alerts:
         assert 0 < _seconds(rules[name]["for"]) <= 120, name
     assert _seconds(rules["CalmonIngestRejections"]["for"]) == 15 * 60
     for rule in rules.values():

@@ -114,6 +114,21 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
         },
         "reliability": [],
         "segments_overflow": {"segments": 3, "predictions": 412} if segment == "*" else None,
+        "decision": {
+            "windows": 5,
+            "start": (START - 4 * LENGTH).isoformat(),
+            "n": 100_000,
+            "n_pos": 5_000,
+            "verdict": "model_got_worse",
+            "metric": "average_precision",
+            "prior_part": 0.01,
+            "prior_interval": [-0.01, 0.03],
+            "likelihood_part": -0.08,
+            "likelihood_interval": [-0.12, -0.04],
+            "positive_class_ratio": 0.05,
+            "positive_class_ratio_interval": [0.0487, 0.0514],
+            "reference_positive_class_ratio_interval": [0.0193, 0.0207],
+        },
     }
 
 
@@ -203,6 +218,19 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
         put(name, value, pi0="observed")
         for pi0, values in _section(estimated.get("calibrated")).items():
             put(name, _section(values).get(metric), pi0=pi0)
+    decision = _section(record.get("decision"))
+    for component in sorted(INTERVAL_COMPONENTS):
+        lower, upper = _bounds(decision.get(f"{component}_interval"))
+        put("calmon_decision_change", decision.get(f"{component}_part"), component=component)
+        put("calmon_decision_change_lower", lower, component=component)
+        put("calmon_decision_change_upper", upper, component=component)
+    lower, upper = _bounds(decision.get("positive_class_ratio_interval"))
+    put("calmon_decision_windows", decision.get("windows"))
+    put("calmon_decision_predictions", decision.get("n"))
+    put("calmon_decision_positives", decision.get("n_pos"))
+    put("calmon_decision_positive_class_ratio", decision.get("positive_class_ratio"))
+    put("calmon_decision_positive_class_ratio_lower", lower)
+    put("calmon_decision_positive_class_ratio_upper", upper)
     lower, upper = _bounds(record["prior_interval"])
     put("calmon_positive_class_ratio", record["prior"])
     put("calmon_positive_class_ratio_lower", lower)
@@ -227,8 +255,9 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     each split metric and, where docs/intervals.md gives them, the two bounds of its prior and
     of its likelihood part; the estimated ratio and its bounds, each estimated metric (once per
     pi0 variant: observed and each configured prior, for the prior-dependent ones), the
-    label-shift check's p-value; ratio, its
-    bounds, its reference; predictions, positives, unlabelled, start, end, computed."""
+    label-shift check's p-value; ratio, its bounds, its reference; predictions, positives,
+    unlabelled, start, end, computed; the decision's prior and likelihood parts with their
+    bounds, its pooled windows, predictions, positives, ratio and the ratio's bounds."""
     count = 0
     for metric in CATALOGUE:
         if not probability and metric in PROBABILITY_ONLY:
@@ -240,4 +269,4 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     count += 4 + sum(
         1 + configured_pi0 if metric in ESTIMATED_PRIOR_DEPENDENT else 1 for metric in ESTIMATED
     )
-    return count + 4 + 6
+    return count + 4 + 6 + 2 * 3 + 6

@@ -81,10 +81,11 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 118 + 15 per configured pi0 for a window; one overflow series per model
-    assert per_window_series(configured_pi0=0) == 118
-    assert per_window_series(configured_pi0=2) == 148
-    assert expected == 1 * 119 + 2 * 133 + 1 + 4 * 163 + 1
+    # 130 + 15 per configured pi0 for a window (12 of them the decision's, 1 the label-shift
+    # check's); one overflow series per model
+    assert per_window_series(configured_pi0=0) == 130
+    assert per_window_series(configured_pi0=2) == 160
+    assert expected == 1 * 131 + 2 * 145 + 1 + 4 * 175 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
@@ -118,10 +119,12 @@ def test_undefined_values_are_absent_never_nan() -> None:
     record["reference"] = None
     record["prior"] = None
     record["prior_interval"] = None
+    record["decision"] = None
     series = _series(build_snapshot([window("m", record)]))
     assert all(math.isfinite(value) for value in series.values())
     names = {name for name, _ in series}
     assert not any(name.endswith(("_change", "_change_lower", "_change_upper")) for name in names)
+    assert not any(name.startswith("calmon_decision_") for name in names)
     assert not any(name.endswith("_reference") for name in names)
     assert not names & {
         "calmon_positive_class_ratio",

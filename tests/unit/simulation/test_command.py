@@ -38,6 +38,7 @@ def test_defaults() -> None:
         "windows_per_phase": 4,
         "per_window": 20_000,
         "phases": None,
+        "prior": None,
         "seed": None,
         "token": None,
         "truth": None,
@@ -153,3 +154,18 @@ def test_progress_is_a_bar_on_a_terminal() -> None:
     progress.window(data, SendTotals(new=300, duplicates=0))
     assert out.getvalue().endswith(" 300 new, 0 repeats\n")
     assert "\r\033[Kwindow 1/2 2024-05-01 11:50Z stable" in out.getvalue()
+
+
+def test_the_rare_positive_preset_moves_every_phase_prior_by_the_same_factor() -> None:
+    from app.simulation.stream import STABLE_PRIOR, phases_for
+
+    assert _parse("--prior", "0.005").prior == 0.005
+    phases = phases_for(0.005)
+    assert phases["stable"].prior == phases["likelihood"].prior == 0.005
+    assert phases["prior"].prior == pytest.approx(0.005 * PHASES["prior"].prior / STABLE_PRIOR)
+    for name, phase in phases.items():
+        assert phase.separation == PHASES[name].separation
+    assert phases_for(STABLE_PRIOR) == PHASES
+    for bad in ("0", "0.3", "x"):
+        with pytest.raises(SystemExit):
+            _parse("--prior", bad)

@@ -12,11 +12,15 @@ from app.ui.verdict import (
     Verdict,
     alerts,
     calibrated_drop,
+    decision_drop,
     estimate_speaks,
     estimated_prior_shift,
     is_stale,
+    pooled_prior_shift,
     prior_shift,
+    read_decision,
     read_window,
+    record_verdict,
 )
 
 REFERENCE_N, REFERENCE_POS = 80_000, 4_000  # ratio 0.05
@@ -187,3 +191,76 @@ def test_stale_after_three_window_lengths() -> None:
     hour = timedelta(hours=1)
     assert not is_stale(now - 3 * hour, now=now, length=hour)
     assert is_stale(now - 3 * hour - timedelta(seconds=1), now=now, length=hour)
+
+
+def _with_decision(
+    verdict: str,
+    *,
+    windows: int = 6,
+    likelihood: float = -0.08,
+    interval: list[float] | None = None,
+    ratio: float = 0.05,
+    ratio_interval: list[float] | None = None,
+) -> dict[str, Any]:
+    """A window of 20 positives (no AP interval of its own) with a pooled decision."""
+    out = record(n=400)
+    out["split"]["average_precision"]["likelihood_interval"] = None
+    out["decision"] = {
+        "windows": windows,
+        "start": "2026-11-01T06:00:00Z",
+        "n": 2400,
+        "n_pos": 120,
+        "verdict": verdict,
+        "metric": "average_precision",
+        "prior_part": 0.0,
+        "prior_interval": [-0.02, 0.02],
+        "likelihood_part": likelihood,
+        "likelihood_interval": interval or [-0.10, -0.06],
+        "positive_class_ratio": ratio,
+        "positive_class_ratio_interval": ratio_interval or [0.042, 0.059],
+        "reference_positive_class_ratio_interval": [0.0485, 0.0515],
+    }
+    return out
+
+
+def test_the_verdict_is_the_decisions_and_falls_back_to_the_windows_reading() -> None:
+    assert read_window(_with_decision("model_got_worse")).verdict is Verdict.UNKNOWN
+    assert record_verdict(_with_decision("model_got_worse")) is Verdict.WORSE
+    assert record_verdict(_with_decision("class_ratio_moved")) is Verdict.RATIO
+    assert record_verdict(_with_decision("both")) is Verdict.BOTH
+    assert record_verdict(_with_decision("stable")) is Verdict.NEITHER
+    assert record_verdict(_with_decision("not_enough_data")) is Verdict.UNKNOWN
+    old = record(likelihood_interval=[-0.2, -0.1])
+    assert read_decision(old) is None
+    assert record_verdict(old) is Verdict.WORSE
+    reading = read_decision(_with_decision("model_got_worse"))
+    assert reading is not None
+    assert (reading.windows, reading.n_pos, reading.likelihood_interval) == (
+        6,
+        120,
+        (-0.10, -0.06),
+    )
+
+
+def test_the_decision_alerts_follow_the_rules() -> None:
+    # upper + 0.2883·width = -0.06 + 0.0115 < 0 and -0.08 < -0.05·0.46: pages
+    worse = _with_decision("model_got_worse")
+    assert decision_drop(worse)
+    assert "pooled AP drop: the model got worse over the pooled windows" in alerts(worse)
+    # below 0 at 95% only
+    assert not decision_drop(_with_decision("model_got_worse", interval=[-0.09, -0.01]))
+    # significant but immaterial: -0.02 > -0.05·0.46
+    assert not decision_drop(
+        _with_decision("model_got_worse", likelihood=-0.02, interval=[-0.025, -0.015])
+    )
+    moved = _with_decision("class_ratio_moved", ratio=0.02, ratio_interval=[0.012, 0.03])
+    assert pooled_prior_shift(moved) == "down"
+    assert "pooled prior shift: class ratio of the pooled windows went down" in alerts(moved)
+    alone = _with_decision("class_ratio_moved", windows=1, ratio=0.02, ratio_interval=[0.012, 0.03])
+    assert pooled_prior_shift(alone) is None
+
+
+def test_a_decision_of_one_window_is_left_to_the_windows_own_alert() -> None:
+    alone = _with_decision("model_got_worse", windows=1)
+    assert not decision_drop(alone)
+    assert "pooled AP drop: the model got worse over the pooled windows" not in alerts(alone)

@@ -1,0 +1,282 @@
+"""The study of pooled decisions at few positives (``docs/metrics.md``, "Decisions at few
+positives"): false pages under pure prior shifts, detection delay of likelihood drifts, and
+the coverage of the decision's intervals.
+
+A *model* is a score family (rare positives, not binormal), a fixed reference of
+``REFERENCE_HOURS`` hourly windows at π_ref, then ``WARMUP_HOURS`` windows like the reference
+and, from then on, windows after a change: the prior times a factor (a pure prior shift) or the
+positives' scores drawn partly from the negatives' distribution (a likelihood drift that lowers
+the calibrated AP at π_ref by ``DRIFT_DROP``). Each hour's decision pools the windows back from
+it until they hold ``MIN_POSITIVES`` positives, exactly as the scheduler does, and is computed by
+:func:`app.metrics.decision.decide` (default replicates, as users get it). The page is the
+decision's alert (:func:`app.metrics.decision.pages`). Used by ``test_decision_study.py`` (a
+small run) and by ``bench/decisions.py`` (the table of ``docs/metrics.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from app.arrays import FloatArray
+from app.metrics.decision import DECISION_METRIC, PAGE_Z, decide_all, page
+from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
+from app.metrics.ranking import Ranking, rank_sorted
+from app.metrics.split import PART_INTERVAL_METRICS, shapley_parts
+from tests.unit.metrics.coverage_study import Family, Mixture
+
+REFERENCE_HOURS = 24
+WARMUP_HOURS = 24
+MIN_POSITIVES = 100
+MAX_SPAN_HOURS = 168
+DRIFT_DROP = 0.2
+THRESHOLD = 0.8
+
+RARE_FAMILIES = (
+    Family("rare beta", positives=((1.0, 3.0, 1.5),), negatives=((1.0, 1.0, 4.0),)),
+    Family(
+        "rare mixture",
+        positives=((0.6, 10.0, 1.5), (0.4, 2.0, 3.0)),
+        negatives=((0.97, 1.0, 8.0), (0.03, 3.0, 3.0)),
+    ),
+    Family("rare tied", positives=((1.0, 3.0, 1.2),), negatives=((1.0, 1.0, 4.0),), decimals=2),
+)
+"""Continuous unimodal, bimodal (each class a mixture) and 101-valued scores (ties); population
+AP 0.25, 0.40, 0.35 at π = 0.002 and 0.44, 0.60, 0.54 at π = 0.01."""
+GRID_CELLS = 50_000
+
+
+def _cdf(mixture: Mixture, x: FloatArray) -> FloatArray:
+    out: FloatArray = sum(
+        (w * stats.beta.cdf(x, a, b) for w, a, b in mixture), start=np.zeros_like(x)
+    )
+    return out
+
+
+def _class_shares(family: Family) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(grid values, positives' masses, negatives' masses) over the cells of a grid: the
+    rounding grid of tied scores (exact), else GRID_CELLS equal cells (valued at their upper
+    edge; the limit of the step rule up to O(1/GRID_CELLS))."""
+    if family.decimals is None:
+        edges = np.linspace(0.0, 1.0, GRID_CELLS + 1)
+        values = edges[1:]
+    else:
+        step = 10.0**-family.decimals
+        values = np.round(np.arange(0.0, 1.0 + step / 2, step), family.decimals)
+        edges = np.clip(np.r_[values - step / 2, 1.0 + step / 2], 0.0, 1.0)
+    return values, np.diff(_cdf(family.positives, edges)), np.diff(_cdf(family.negatives, edges))
+
+
+def population_value(family: Family, prior: float, metric: str) -> float:
+    """The population value of ``metric`` (``average_precision``, or ``precision`` / ``f1`` at
+    THRESHOLD) of ``family`` at ``prior``: AP = Σ_k q1_k·P(v_k) with P = π·S1/(π·S1 + (1 - π)·S0)
+    and S the share of a class at or above v_k; precision and F1 from S1, S0 at THRESHOLD."""
+    values, q1, q0 = _class_shares(family)
+    s1, s0 = np.cumsum(q1[::-1])[::-1], np.cumsum(q0[::-1])[::-1]
+    if metric == "average_precision":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision = prior * s1 / (prior * s1 + (1 - prior) * s0)
+        return float(np.sum(np.where(q1 > 0, q1 * precision, 0.0)))
+    at = int(np.searchsorted(values, THRESHOLD - 1e-12))
+    tpr, fpr = float(s1[at]), float(s0[at])
+    precision_at = prior * tpr / (prior * tpr + (1 - prior) * fpr)
+    if metric == "precision":
+        return precision_at
+    return 2 * precision_at * tpr / (precision_at + tpr)
+
+
+def population_ap(family: Family, prior: float) -> float:
+    """The population average precision of ``family`` at ``prior``."""
+    return population_value(family, prior, "average_precision")
+
+
+def _mixed(positives: Mixture, negatives: Mixture, weight: float) -> Mixture:
+    return tuple((w * (1 - weight), a, b) for w, a, b in positives) + tuple(
+        (w * weight, a, b) for w, a, b in negatives
+    )
+
+
+@cache
+def drifted(family: Family, prior: float, drop: float = DRIFT_DROP) -> Family:
+    """``family`` with a share w of its positives scored like its negatives, w chosen by
+    bisection so that the population AP at ``prior`` is (1 - ``drop``) of the family's."""
+    target = (1 - drop) * population_ap(family, prior)
+    lo, hi = 0.0, 1.0
+    for _ in range(20):
+        weight = (lo + hi) / 2
+        candidate = Family(
+            f"{family.name}, drifted",
+            positives=_mixed(family.positives, family.negatives, weight),
+            negatives=family.negatives,
+            decimals=family.decimals,
+        )
+        if population_ap(candidate, prior) > target:
+            lo = weight
+        else:
+            hi = weight
+    return candidate
+
+
+@cache
+def population_parts(
+    window: Family, reference: Family, window_prior: float, ref_prior: float, metric: str
+) -> tuple[float, float]:
+    """The population (prior, likelihood) parts of ``metric``'s change."""
+    values = [
+        population_value(family, prior, metric)
+        for family, prior in (
+            (window, window_prior),
+            (window, ref_prior),
+            (reference, window_prior),
+            (reference, ref_prior),
+        )
+    ]
+    _, prior, likelihood = shapley_parts(*values)
+    return prior, likelihood
+
+
+@dataclass(frozen=True, slots=True)
+class Regime:
+    """A family at π_ref with ``positives`` expected per window; after the warm-up the prior is
+    multiplied by ``factor`` and (``drift``) the positives drift."""
+
+    family: Family
+    ref_prior: float
+    positives: int
+    factor: float = 1.0
+    drift: bool = False
+
+    @property
+    def name(self) -> str:
+        change = f"prior x{self.factor:.3g}" if self.factor != 1.0 else "no prior shift"
+        if self.drift:
+            change = f"AP -{DRIFT_DROP:.0%} likelihood drift"
+        return f"{self.family.name}, π_ref = {self.ref_prior}, {self.positives} pos./h, {change}"
+
+
+@dataclass(slots=True)
+class ModelRun:
+    """Per decision after the change (hour 0 = the first changed window), by metric: the
+    decision; the reference's value of each metric; pooled windows; and, by metric and part,
+    how many published intervals covered the population part where the pooled set lies wholly
+    after the change."""
+
+    reference_values: dict[str, float]
+    decisions: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+    windows: list[int] = field(default_factory=list)
+    covered: dict[str, int] = field(default_factory=dict)
+    published: dict[str, int] = field(default_factory=dict)
+
+    def first_page(self, metric: str = DECISION_METRIC, z: float = PAGE_Z) -> int | None:
+        """Hours from the change to the end of the first window whose decision by ``metric``
+        pages at the one-sided quantile ``z``, None without a page."""
+        for hour, decisions in enumerate(self.decisions):
+            if page(decisions[metric], reference_value=self.reference_values[metric], z=z):
+                return hour + 1
+        return None
+
+
+Pool = tuple[FloatArray, FloatArray]
+
+
+def _sorted_classes(family: Family, rng: np.random.Generator, n: int, prior: float) -> Pool:
+    scores, labels = family.draw(rng, n, prior)
+    return np.sort(scores[labels == 1]), np.sort(scores[labels == 0])
+
+
+def _ranked(pools: list[Pool]) -> tuple[Ranking, SetSums]:
+    pos = np.sort(np.concatenate([p for p, _ in pools]))
+    neg = np.sort(np.concatenate([n for _, n in pools]))
+    return rank_sorted(pos, neg), set_sums(pos, neg, threshold=THRESHOLD, score_kind="score")
+
+
+def run_model(
+    regime: Regime, hours: int, *, seed: list[int], min_positives: int = MIN_POSITIVES
+) -> ModelRun:
+    """One model of ``regime`` over ``hours`` hourly windows after the change, its decisions
+    pooling ``min_positives``."""
+    rng = np.random.default_rng(seed)
+    n = round(regime.positives / regime.ref_prior)
+    ref_pos, ref_neg = _sorted_classes(regime.family, rng, n * REFERENCE_HOURS, regime.ref_prior)
+    reference, ref_sums = _ranked([(ref_pos, ref_neg)])
+    ref_values = evaluate_ranked(
+        reference, ref_sums, threshold=THRESHOLD, pi0=(), score_kind="score"
+    )["regular"]
+    prior = regime.ref_prior * regime.factor
+    family = drifted(regime.family, regime.ref_prior) if regime.drift else regime.family
+    windows = [
+        _sorted_classes(regime.family, rng, n, regime.ref_prior) for _ in range(WARMUP_HOURS)
+    ]
+    windows += [_sorted_classes(family, rng, n, prior) for _ in range(hours)]
+    run = ModelRun(reference_values={m: ref_values[m] for m in PART_INTERVAL_METRICS})
+    for hour in range(WARMUP_HOURS, WARMUP_HOURS + hours):
+        first, positives = hour, windows[hour][0].size
+        while positives < min_positives and first > 0 and hour - first + 1 < MAX_SPAN_HOURS:
+            first -= 1
+            positives += windows[first][0].size
+        pooled, sums = _ranked(windows[first : hour + 1])
+        decisions = decide_all(
+            pooled, sums, reference, ref_sums, threshold=THRESHOLD, score_kind="score", seed=hour
+        )
+        run.decisions.append(decisions)
+        run.windows.append(hour - first + 1)
+        if first < WARMUP_HOURS:
+            continue
+        for metric, decision in decisions.items():
+            truth = population_parts(family, regime.family, prior, regime.ref_prior, metric)
+            for index, part in enumerate(("prior", "likelihood")):
+                interval, key = decision[f"{part}_interval"], f"{metric} {part}"
+                if interval is not None:
+                    run.published[key] = run.published.get(key, 0) + 1
+                    hit = interval[0] <= truth[index] <= interval[1]
+                    run.covered[key] = run.covered.get(key, 0) + hit
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class RegimeResult:
+    """Over the models of a regime, by one metric."""
+
+    models: int
+    paged: int
+    paged_within_24h: int
+    median_first_page: float | None
+    covered: dict[str, int]
+    published: dict[str, int]
+    median_windows: float
+
+    def coverage(self, part: str) -> float:
+        return (
+            self.covered[part] / self.published[part] if self.published.get(part) else float("nan")
+        )
+
+
+def run_regime(
+    regime: Regime, models: int, hours: int, *, seed: int, min_positives: int = MIN_POSITIVES
+) -> list[ModelRun]:
+    """``models`` seeded models of ``regime`` over ``hours`` hours after the change."""
+    return [
+        run_model(regime, hours, seed=[seed, i], min_positives=min_positives) for i in range(models)
+    ]
+
+
+def summarise(
+    runs: list[ModelRun], *, metric: str = DECISION_METRIC, z: float = PAGE_Z
+) -> RegimeResult:
+    """What :class:`RegimeResult` says of ``runs`` by ``metric`` with pages at quantile ``z``."""
+    firsts = [run.first_page(metric, z) for run in runs]
+    found = [f for f in firsts if f is not None]
+    parts = ("prior", "likelihood")
+    return RegimeResult(
+        models=len(runs),
+        paged=len(found),
+        paged_within_24h=sum(f <= 24 for f in found),
+        median_first_page=float(np.median(found)) if found else None,
+        covered={p: sum(r.covered.get(f"{metric} {p}", 0) for r in runs) for p in parts},
+        published={p: sum(r.published.get(f"{metric} {p}", 0) for r in runs) for p in parts},
+        median_windows=float(np.median([w for run in runs for w in run.windows])),
+    )
