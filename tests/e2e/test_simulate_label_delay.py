@@ -3,14 +3,14 @@ period first hold only the label-free estimate of their prior, then, once the la
 landed, their measured prior beside the unchanged estimate.
 
 The stream: one window per phase of 40,000 predictions, stable (the reference), then a prior
-shift from π 0.05 to 0.008, then a likelihood drift (the positives' scores fall, π back at 0.05). Before the
-labels land, the prior-shift windows are read as a class-ratio change (the label-shift check
-holds) and the likelihood-drift windows are flagged (the check rejects: the scores changed in
-a way a class-ratio change does not explain). That drift moves the positives only, so the
-window looks much like fewer positives: at 5,000 predictions per window the check does not see
-it (p about 0.3), at 20,000 it is borderline (p about 0.02), from 40,000 it rejects
-(p about 0.002-0.005; ``docs/metrics.md``). The summary tables the command prints before and
-after the labels are checked against the truth file and the stored window records.
+shift from π 0.05 to 0.008, then a likelihood drift (the positives' scores fall, π back at
+0.05). Before the labels land, the prior-shift window is read as a class-ratio change (the
+label-shift check holds) and the likelihood-drift window is flagged (the check rejects: the
+scores changed in a way a class-ratio change does not explain). That drift moves the positives
+only, so the window looks much like fewer positives: at 5,000 predictions per window the check
+does not see it (p about 0.3), at 20,000 it is borderline (p about 0.02), from 40,000 it
+rejects (p about 0.002-0.005; ``docs/metrics.md``). The summary tables the command prints
+before and after the labels are checked against the truth file and the stored window records.
 """
 
 from __future__ import annotations
