@@ -98,6 +98,8 @@ class Model(Base):
     reference_end: Mapped[datetime | None]
     grace_seconds: Mapped[int] = mapped_column(Integer)
     max_segments: Mapped[int] = mapped_column(Integer)
+    #: what the advised threshold aims at (``app.services.models.Objective``), or None
+    objective: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -200,6 +200,63 @@ class ReferenceConfig(BaseModel):
         return self
 
 
+class Costs(BaseModel):
+    """The cost of one false positive and of one false negative (any unit)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    false_positive: Annotated[float, AfterValidator(_finite)] = Field(ge=0.0)
+    false_negative: Annotated[float, AfterValidator(_finite)] = Field(ge=0.0)
+
+
+def _objective_schema(schema: dict[str, Any]) -> None:
+    """Say that an objective holds exactly one of its keys: one schema per kind."""
+    properties = schema["properties"]
+    schema["oneOf"] = [
+        {
+            "title": title,
+            "type": "object",
+            "additionalProperties": False,
+            "required": [key],
+            "properties": {key: properties[key]},
+        }
+        for title, key in (
+            ("PrecisionObjective", "target_precision"),
+            ("CostObjective", "costs"),
+            ("AlertRateObjective", "alert_rate"),
+        )
+    ]
+
+
+class Objective(BaseModel):
+    """What a model's advised threshold aims at (``docs/acting.md``); exactly one of:
+
+    ``{"target_precision": p}``: the lowest threshold whose expected precision is at least p;
+    ``{"costs": {...}}``: the threshold of least expected cost per prediction;
+    ``{"alert_rate": r}``: the lowest threshold flagging at most a fraction r (an alert budget).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, json_schema_extra=_objective_schema
+    )
+
+    target_precision: float | None = Field(default=None, gt=0.0, le=1.0)
+    costs: Costs | None = None
+    alert_rate: float | None = Field(default=None, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Objective:
+        given = [self.target_precision, self.costs, self.alert_rate]
+        if sum(value is not None for value in given) != 1:
+            raise ValueError("give exactly one of target_precision, costs, alert_rate")
+        return self
+
+    def stored(self) -> dict[str, Any]:
+        """The objective as stored and as the metric engine reads it (its one key)."""
+        out: dict[str, Any] = self.model_dump(exclude_none=True)
+        return out
+
+
 class ModelConfig(BaseModel):
     """A model's configuration as ``PUT /v1/models/{model}`` takes it (all fields optional)."""
 
@@ -225,6 +282,12 @@ class ModelConfig(BaseModel):
         ),
     ] = "10m"
     max_segments: int = Field(default=20, ge=1, le=1000)
+    objective: Objective | None = Field(
+        default=None,
+        description="what the advised threshold of each window aims at: "
+        '`{"target_precision": p}`, `{"costs": {"false_positive": c, "false_negative": c}}` '
+        'or `{"alert_rate": r}`; none: no advice',
+    )
 
 
 MODEL_CONFIG = TypeAdapter(ModelConfig)
@@ -281,6 +344,7 @@ def config_of(model: Model) -> ModelConfig:
         reference=reference,
         grace=format_duration(model.grace_seconds),
         max_segments=model.max_segments,
+        objective=None if model.objective is None else Objective.model_validate(model.objective),
     )
 
 
@@ -304,6 +368,7 @@ def _columns(config: ModelConfig) -> dict[str, Any]:
         "reference_end": _utc(ref.end),
         "grace_seconds": duration_seconds(config.grace),
         "max_segments": config.max_segments,
+        "objective": None if config.objective is None else config.objective.stored(),
     }
 
 
