@@ -1,0 +1,98 @@
+"""Advice in window records, computed by the scheduler: measured at the window's class ratio
+under a prior shift, marked as resting on a broken assumption under a likelihood drift,
+withheld with a reason when the window lacks labels and the label-free check does not hold.
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from app.metrics.advice import advise
+from app.metrics.ranking import rank
+from tests.integration.scheduler.helpers import (
+    Batch,
+    Env,
+    by_window,
+    create_model,
+    iso,
+    make_batch,
+    recent,
+    send,
+    windows,
+)
+
+TARGET = 0.6
+PER_WINDOW = 3000
+
+
+def _start(index: int) -> datetime:
+    """Start of the index-th of five consecutive closed 5-minute windows (0 = oldest)."""
+    return recent(6 - index)
+
+
+def _window(index: int, *, prior: float, shift: float = 1.5, unlabelled: float = 0.0) -> Batch:
+    return make_batch(
+        prefix=f"w{index}",
+        start=_start(index),
+        count=PER_WINDOW,
+        spacing=timedelta(seconds=0.1),
+        seed=100 + index,
+        prior=prior,
+        shift=shift,
+        unlabelled=unlabelled,
+    )
+
+
+def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None:
+    create_model(
+        env.client,
+        "fraud",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+        objective={"target_precision": TARGET},
+    )
+    batches = [
+        _window(0, prior=0.3),
+        _window(1, prior=0.3),
+        _window(2, prior=0.1),
+        _window(3, prior=0.3, shift=0.5),
+        _window(4, prior=0.1, unlabelled=0.5),
+    ]
+    for batch in batches:
+        send(env.client, "fraud", batch)
+    assert env.scheduler().tick().computed == 5
+    stars = by_window(windows(env.client, "fraud"))
+    scores = np.concatenate([b.scores for b in batches[:2]])
+    labels = np.concatenate([b.labels for b in batches[:2]])
+
+    stable, shifted = stars[iso(_start(1))]["advice"], stars[iso(_start(2))]["advice"]
+    for advice, batch in ((stable, batches[1]), (shifted, batches[2])):
+        assert advice["prior_source"] == "measured"
+        assert advice["prior"] == float(batch.labels.mean())
+        assert advice["assumption"]["method"] == "ks_by_class"
+        assert advice["assumption"]["holds"] is True
+        assert advice["reason"] is None
+        assert advice["configured_threshold"] == 0.5
+        expected = advise(
+            rank(scores, labels), prior=advice["prior"], objective={"target_precision": TARGET}
+        )
+        assert expected is not None
+        assert advice["threshold"] == expected.threshold
+        assert advice["expected"]["precision"] >= TARGET
+        assert advice["expected"]["cost"] is None
+        assert advice["expected_intervals"] is None
+    # fewer positives: a higher threshold keeps the precision
+    assert shifted["threshold"] > stable["threshold"]
+
+    drifted = stars[iso(_start(3))]["advice"]
+    assert drifted["prior_source"] == "measured"
+    assert drifted["assumption"]["holds"] is False
+    assert drifted["assumption"]["p_value"] < 1e-6
+
+    unlabelled = stars[iso(_start(4))]["advice"]
+    assert unlabelled["threshold"] is None
+    assert unlabelled["prior_source"] is None
+    assert "label-shift check" in unlabelled["reason"]
