@@ -10,12 +10,21 @@ from the label-free estimate, only where that estimate's label-shift check holds
 
 from __future__ import annotations
 
-from typing import Any, Final
+from datetime import datetime
+from typing import Any, Final, NoReturn
 
-from app.db.models import Model
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db.models import Model, WindowResult
 from app.metrics.advice import advise, class_shift_p_value
 from app.metrics.prepared import PreparedSet
-from app.services.reference_cache import Reference
+from app.metrics.recalibration import calibration_map, too_small
+from app.services.errors import ConflictError, NotFoundError
+from app.services.reference_cache import Reference, ReferenceCache
+from app.services.references import references_for
+from app.services.window_rows import tracked_segments
+from app.timeline import iso, window_length, window_start
 
 #: A window's own prior is used when at least this share of its scored predictions is
 #: labelled, with at least :data:`MIN_CLASS_ROWS` labelled rows of each class.
@@ -116,3 +125,65 @@ def window_advice(
         "cost": advice.cost,
     }
     return out
+
+
+def calibration_of(
+    session: Session, *, model: Model, segment: str, moment: datetime, cache: ReferenceCache
+) -> dict[str, Any]:
+    """The recalibration map of the window of ``model`` holding ``moment``, for ``segment``:
+    the reference's isotonic calibration moved to the window's class ratio (measured, or
+    estimated where the label-shift check holds, as for the advice), from the reference the
+    window was computed with (built again, or taken from ``cache``).
+
+    Raises :class:`NotFoundError` when the window has no stored record for the segment, and
+    :class:`ConflictError` (``calibration_unavailable``) when there is no class ratio to move
+    to, no reference with both classes, or too small a one."""
+    start = window_start(moment, model.window)
+    record = session.scalar(
+        select(WindowResult.record).where(
+            WindowResult.model_id == model.id,
+            WindowResult.starts_at == start,
+            WindowResult.segment == segment,
+        )
+    )
+    if record is None:
+        raise NotFoundError(
+            "window_not_found",
+            f"no computed window of segment {segment!r} starts at {iso(start)}",
+            [{"field": "window"}],
+        )
+    prior, source, reason = window_prior(
+        result=record, unlabelled=int(record["unlabelled"]), estimated=record.get("estimated")
+    )
+    if prior is None or not 0.0 < prior < 1.0:
+        _unavailable(reason or f"the window's class ratio is {prior}")
+    references = references_for(
+        session,
+        model=model,
+        window_start=start,
+        segments=tracked_segments(session, model=model),
+        cache=cache,
+    )
+    reference = references.get(segment)
+    levels = None if reference is None else reference.label_shift
+    if levels is None:
+        _unavailable("the reference has no labelled rows of both classes")
+    small = too_small(levels)
+    if small is not None:
+        _unavailable(small)
+    fitted = calibration_map(levels, prior=prior, score_kind=model.score_kind)
+    return {
+        "model": model.name,
+        "segment": segment,
+        "start": iso(start),
+        "end": iso(start + window_length(model.window)),
+        "prior": prior,
+        "prior_source": source,
+        "reference_prior": levels.prior,
+        "method": fitted.method,
+        "knots": fitted.knots.tolist(),
+    }
+
+
+def _unavailable(reason: str) -> NoReturn:
+    raise ConflictError("calibration_unavailable", f"no calibration map: {reason}")

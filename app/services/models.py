@@ -209,6 +209,13 @@ class Costs(BaseModel):
     false_negative: Annotated[float, AfterValidator(_finite)] = Field(ge=0.0)
 
 
+def _not_null(part: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema without its null variant (``anyOf`` of a type and null)."""
+    kept = [item for item in part.get("anyOf", [part]) if item.get("type") != "null"]
+    rest = {key: value for key, value in part.items() if key not in {"anyOf", "default"}}
+    return {**kept[0], **rest}
+
+
 def _objective_schema(schema: dict[str, Any]) -> None:
     """Say that an objective holds exactly one of its keys: one schema per kind."""
     properties = schema["properties"]
@@ -218,7 +225,7 @@ def _objective_schema(schema: dict[str, Any]) -> None:
             "type": "object",
             "additionalProperties": False,
             "required": [key],
-            "properties": {key: properties[key]},
+            "properties": {key: _not_null(properties[key])},
         }
         for title, key in (
             ("PrecisionObjective", "target_precision"),

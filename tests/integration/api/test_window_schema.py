@@ -208,6 +208,7 @@ def test_every_operation_has_a_summary_a_description_and_a_telling_id(
         "send_predictions",
         "send_labels",
         "read_windows",
+        "read_calibration",
         "recompute_windows",
         "check_liveness",
         "check_readiness",

@@ -10,7 +10,9 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from app.metrics.advice import advise
+from app.metrics.label_free import label_shift_reference
 from app.metrics.ranking import rank
+from app.metrics.recalibration import MAX_KNOTS, calibration_map
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,
@@ -96,3 +98,54 @@ def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None
     assert unlabelled["threshold"] is None
     assert unlabelled["prior_source"] is None
     assert "label-shift check" in unlabelled["reason"]
+
+
+def test_calibration_route_serves_the_map_at_the_window_prior(env: Env) -> None:
+    create_model(
+        env.client,
+        "fraud",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+    )
+    batches = [
+        _window(0, prior=0.3),
+        _window(1, prior=0.3),
+        _window(2, prior=0.1),
+        _window(4, prior=0.1, unlabelled=0.5),
+    ]
+    for batch in batches:
+        send(env.client, "fraud", batch)
+    assert env.scheduler().tick().computed == 4
+    response = env.client.get(
+        "/v1/models/fraud/calibration", params={"window": iso(_start(2) + timedelta(seconds=7))}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["start"], body["segment"], body["method"]) == (iso(_start(2)), "*", "isotonic")
+    assert body["prior"] == float(batches[2].labels.mean())
+    assert body["prior_source"] == "measured"
+    scores = np.concatenate([b.scores for b in batches[:2]])
+    labels = np.concatenate([b.labels for b in batches[:2]])
+    levels = label_shift_reference(rank(scores, labels))
+    assert levels is not None
+    assert body["reference_prior"] == levels.prior
+    expected = calibration_map(levels, prior=body["prior"], score_kind="probability")
+    assert np.array_equal(np.array(body["knots"]), expected.knots)
+    assert 2 <= len(body["knots"]) <= MAX_KNOTS
+    # moved to a lower class ratio: every probability is below the reference's
+    at_reference = calibration_map(levels, prior=levels.prior, score_kind="probability")
+    inner = (expected.knots[:, 1] > 0) & (expected.knots[:, 1] < 1)
+    assert np.all(expected.knots[inner, 1] < at_reference.knots[inner, 1])
+
+    missing = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(3))})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "window_not_found"
+    unlabelled = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(4))})
+    assert unlabelled.status_code == 409
+    assert unlabelled.json()["error"]["code"] == "calibration_unavailable"
+    assert "label-shift check" in unlabelled.json()["error"]["message"]
+    no_window = env.client.get("/v1/models/fraud/calibration")
+    assert no_window.status_code == 422
+    unknown = env.client.get("/v1/models/nope/calibration", params={"window": iso(_start(2))})
+    assert unknown.status_code == 404
