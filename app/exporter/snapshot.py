@@ -111,6 +111,23 @@ _ESTIMATED_RATIO: Final = (
         "Upper end of the 95% interval of the estimated positive class ratio",
     ),
 )
+#: what the advised threshold of a window is expected to give (``calmon_advised_expected``)
+ADVICE_QUANTITIES: Final = ("precision", "recall", "alert_rate", "cost")
+_ADVICE: Final = (
+    (
+        "calmon_advised_threshold",
+        "Threshold advised for the model's objective at the latest window's class ratio",
+    ),
+    (
+        "calmon_advised_expected",
+        "What the advised threshold is expected to give at the window's class ratio if "
+        "P(score | class) is the reference's; quantity: precision, recall, alert_rate, cost",
+    ),
+    (
+        "calmon_advice_assumption_holds",
+        "1 when the label-shift check behind the advice held, 0 when it failed",
+    ),
+)
 _PI0_HELP: Final = (
     "; pi0: observed = regular, reference = calibrated at the reference prior, "
     "or a configured prior"
@@ -205,6 +222,7 @@ def window_series_bound(*, pi0: int, probability: bool) -> int:
     count += len(_ESTIMATED_RATIO) + sum(
         1 + pi0 if metric in ESTIMATED_CALIBRATED else 1 for metric in ESTIMATED_REGULAR
     )
+    count += len(ADVICE_QUANTITIES) + len(_ADVICE) - 1
     return count + len(_WINDOW_FAMILIES)
 
 
@@ -490,7 +508,7 @@ def _declare(builder: _Builder) -> None:
             f"{name}_upper",
             f"Upper end of the 95% interval of the prior or likelihood part of {name}",
         )
-    for name, documentation in (*_WINDOW_FAMILIES, *_ESTIMATED_RATIO):
+    for name, documentation in (*_WINDOW_FAMILIES, *_ESTIMATED_RATIO, *_ADVICE):
         builder.family(name, documentation)
     for metric in ESTIMATED_REGULAR:
         extra = (
@@ -571,6 +589,20 @@ def _add_estimated(builder: _Builder, record: Mapping[str, Any], labels: dict[st
             builder.add(name, {**labels, "pi0": key}, _section(values).get(metric))
 
 
+def _add_advice(builder: _Builder, record: Mapping[str, Any], labels: dict[str, str]) -> None:
+    advice = _section(record.get("advice"))
+    builder.add("calmon_advised_threshold", labels, advice.get("threshold"))
+    expected = _section(advice.get("expected"))
+    for quantity in ADVICE_QUANTITIES:
+        builder.add(
+            "calmon_advised_expected", {**labels, "quantity": quantity}, expected.get(quantity)
+        )
+    holds = _section(advice.get("assumption")).get("holds")
+    builder.add(
+        "calmon_advice_assumption_holds", labels, None if holds is None else float(holds is True)
+    )
+
+
 def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
     record = window.record
     lower, upper = _interval(record.get("prior_interval"))
@@ -633,6 +665,7 @@ def build_snapshot(
         labels = {"model": window.model, "segment": window.segment}
         _add_metrics(builder, window, labels)
         _add_estimated(builder, window.record, labels)
+        _add_advice(builder, window.record, labels)
         _add_window(builder, window, labels)
         if checked and max_series is not None and builder.series + reserve > max_series:
             builder.rollback(mark)

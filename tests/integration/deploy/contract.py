@@ -141,6 +141,9 @@ def _families() -> dict[str, Family]:
         "window_computed_timestamp_seconds",
     ):
         families[f"calmon_{name}"] = Family("gauge", WINDOW)
+    families["calmon_advised_threshold"] = Family("gauge", WINDOW)
+    families["calmon_advised_expected"] = Family("gauge", WINDOW | {"quantity"})
+    families["calmon_advice_assumption_holds"] = Family("gauge", WINDOW)
     model = frozenset({"model"})
     none = frozenset[str]()
     families |= {

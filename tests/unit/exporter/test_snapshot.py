@@ -81,10 +81,10 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 117 + 15 per configured pi0 for a window; one overflow series per model
-    assert per_window_series(configured_pi0=0) == 117
-    assert per_window_series(configured_pi0=2) == 147
-    assert expected == 1 * 118 + 2 * 132 + 1 + 4 * 162 + 1
+    # 123 + 15 per configured pi0 for a window; one overflow series per model
+    assert per_window_series(configured_pi0=0) == 123
+    assert per_window_series(configured_pi0=2) == 153
+    assert expected == 1 * 124 + 2 * 138 + 1 + 4 * 168 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
@@ -244,3 +244,24 @@ def test_estimated_series_follow_the_estimate_and_vanish_without_it() -> None:
     record["estimated"] = None
     names = {name for name, _ in _series(build_snapshot([window("m", record)]))}
     assert not any(name.startswith("calmon_estimated_") for name in names)
+
+
+def test_advice_series_follow_the_advice_and_vanish_without_it() -> None:
+    record = make_record()
+    series = _series(build_snapshot([window("m", record)]))
+    advice = record["advice"]
+    assert series[key("calmon_advised_threshold", model="m", segment="*")] == 0.71
+    for quantity in ("precision", "recall", "alert_rate", "cost"):
+        assert (
+            series[key("calmon_advised_expected", model="m", segment="*", quantity=quantity)]
+            == advice["expected"][quantity]
+        )
+    assert series[key("calmon_advice_assumption_holds", model="m", segment="*")] == 1.0
+    advice["assumption"]["holds"] = False
+    advice["expected"]["cost"] = None
+    series = _series(build_snapshot([window("m", record)]))
+    assert series[key("calmon_advice_assumption_holds", model="m", segment="*")] == 0.0
+    assert key("calmon_advised_expected", model="m", segment="*", quantity="cost") not in series
+    record["advice"] = None
+    names = {name for name, _ in _series(build_snapshot([window("m", record)]))}
+    assert not any(name.startswith(("calmon_advised_", "calmon_advice_")) for name in names)
