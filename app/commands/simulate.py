@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
 THRESHOLD: Final = 0.5
+#: the simulated model's objective: each window's advice is the threshold keeping this
+#: precision at its class ratio (docs/acting.md)
+OBJECTIVE: Final = {"target_precision": 0.5}
 
 EPILOG = """\
 The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
@@ -29,8 +32,9 @@ The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the o
   stable      pi = 0.05, ROC AUC 0.90: the model's fixed reference period
   prior       pi = 0.008 with P(score | y) unchanged: a pure prior shift
   likelihood  pi = 0.05, ROC AUC 0.80: the classes overlap more, a pure likelihood drift
-The model is created with score_kind probability, threshold 0.5, grace 0s and the stable
-period as its fixed reference (under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse);
+The model is created with score_kind probability, threshold 0.5, grace 0s, the stable
+period as its fixed reference and the objective "precision at least 0.5" (threshold advice,
+docs/acting.md), under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse;
 the token needs the admin scope. The output ends with a verdict per phase: whether the class
 ratio moved and whether the model got worse, beside the true values.
 """
@@ -193,7 +197,8 @@ class _Progress:
 
 def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
     """The configuration the simulated model is created with: the stable period as its fixed
-    reference; grace 0 (late labels, with --label-delay, have their windows recomputed)."""
+    reference; grace 0 (late labels, with --label-delay, have their windows recomputed); an
+    objective, so that every window carries threshold advice."""
     from app.simulation.stream import REFERENCE_PHASE, phase_bounds
 
     bounds = phase_bounds(plans, REFERENCE_PHASE)
@@ -208,6 +213,7 @@ def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
             "end": iso(bounds[1]),
         },
         "grace": "0s",
+        "objective": dict(OBJECTIVE),
     }
 
 

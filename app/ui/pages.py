@@ -411,6 +411,11 @@ def _objective_text(objective: Mapping[str, Any]) -> str:
     )
 
 
+def _p_value(value: float | None) -> str:
+    """A p-value in two significant digits (``2e-42``), or a dash."""
+    return DASH if value is None else f"{value:.2g}"
+
+
 def advice_section(record: Mapping[str, Any], *, name: str, segment: str) -> str:
     """The advice of a window (``docs/acting.md``): the advised threshold beside the
     configured one, what it is expected to give, and whether its assumption held; or why
@@ -449,7 +454,7 @@ def advice_section(record: Mapping[str, Any], *, name: str, segment: str) -> str
     if assumption.get("holds") is False:
         check = (
             '<p class="alert">The label-shift check failed (p = '
-            f"{format_number(number(assumption.get('p_value')), 4)}): P(score | class) is no "
+            f"{_p_value(number(assumption.get('p_value')))}): P(score | class) is no "
             "longer the reference's, so these expectations rest on a broken assumption. Look "
             "at the likelihood part of the change before acting on them.</p>"
         )

@@ -221,7 +221,9 @@ def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
     assert "broken assumption" not in shown
     assert "/v1/models/m/calibration?window=2024-05-01T10%3A00%3A00Z&amp;segment=%2A" in shown
     advice["assumption"] = {"holds": False, "p_value": 1e-9, "method": "ks_by_class"}
-    assert "broken assumption" in advice_section({"advice": advice}, name="m", segment="*")
+    broken = advice_section({"advice": advice}, name="m", segment="*")
+    assert "broken assumption" in broken
+    assert "(p = 1e-09)" in broken
     withheld = {**advice, "threshold": None, "expected": None, "reason": "too few labels <x>"}
     shown = advice_section({"advice": withheld}, name="m", segment="*")
     assert "No advice: too few labels &lt;x&gt;." in shown
