@@ -208,6 +208,20 @@ class EstimatedCalibrated(_Closed):
     average_precision: Metric = Field(description="estimated calibrated average precision")
 
 
+class LabelShiftCheck(_Closed):
+    """The label-shift check of the window (`docs/metrics.md`, The label-shift check): does
+    the window's score distribution fit the reference's class mixture at some ratio?"""
+
+    p_value: float | None = Field(
+        description="p-value of the check; null under 200 scored predictions"
+    )
+    holds: bool | None = Field(
+        description="the check does not reject at level 0.01 (the estimate's assumption "
+        "holds as far as scores can tell); null where the p-value is"
+    )
+    method: Literal["cvm_mixture_bootstrap"] = Field(description="how it was tested")
+
+
 class Estimated(_Closed):
     """The label-free estimate of the window (`docs/metrics.md`, Label-free estimates): from
     every scored prediction, labelled or not, assuming P(score | class) is the reference's."""
@@ -221,6 +235,20 @@ class Estimated(_Closed):
     regular: EstimatedRegular = Field(description="metrics at the estimated class ratio")
     calibrated: dict[str, EstimatedCalibrated] = Field(
         description='at each configured π0, keyed by its decimal text (`"0.01"`)'
+    )
+    label_shift: LabelShiftCheck | None = Field(
+        default=None,
+        description="the check of the estimate's assumption; absent in windows computed "
+        "before it existed",
+    )
+    verdict: (
+        Literal["class_ratio_moved", "scores_changed", "no_change", "not_enough_data"] | None
+    ) = Field(
+        default=None,
+        description="what the estimate says: the class ratio moved beyond the reference's "
+        "times or divided by 1.5 with the check holding; the scores changed in a way a "
+        "class-ratio change does not explain (labels needed); no change; or not enough data "
+        "(under 200 scored predictions)",
     )
 
 

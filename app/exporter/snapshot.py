@@ -110,6 +110,11 @@ _ESTIMATED_RATIO: Final = (
         "calmon_estimated_positive_class_ratio_upper",
         "Upper end of the 95% interval of the estimated positive class ratio",
     ),
+    (
+        "calmon_estimated_label_shift_p_value",
+        "p-value of the label-shift check of the estimate (below 0.01: the scores changed in a"
+        " way a class-ratio change does not explain)",
+    ),
 )
 #: what the advised threshold of a window is expected to give (``calmon_advised_expected``)
 ADVICE_QUANTITIES: Final = ("precision", "recall", "alert_rate", "cost")
@@ -577,6 +582,11 @@ def _add_estimated(builder: _Builder, record: Mapping[str, Any], labels: dict[st
     )
     builder.add("calmon_estimated_positive_class_ratio_lower", labels, lower)
     builder.add("calmon_estimated_positive_class_ratio_upper", labels, upper)
+    builder.add(
+        "calmon_estimated_label_shift_p_value",
+        labels,
+        _section(estimated.get("label_shift")).get("p_value"),
+    )
     regular = _section(estimated.get("regular"))
     calibrated = _section(estimated.get("calibrated"))
     for metric in ESTIMATED_REGULAR:

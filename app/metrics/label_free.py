@@ -33,6 +33,27 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
    π (the levels are fitted on the same reference), and percentiles then covered 0.82 at
    π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/metrics.md``).
 
+5. Where the score equation has no interior root, π̂ is exactly 0 (or 1) and the bootstrap's
+   replicates pile up there: the interval is then also bounded by the profile likelihood of
+   π on the level counts (the reference's shares fixed), one-sided at the boundary, so it is
+   never of zero width. Each end is the wider of the two.
+
+The label-shift check (:func:`label_shift_check`) tests the assumption itself from the
+window's unlabelled scores: under label shift the window's score distribution is the
+reference's class mixture π·F_1 + (1 - π)·F_0. The reference's groups are merged into
+:data:`CHECK_BINS_PER_CLASS` quantile bins of each class (a bin ends wherever either class's
+cumulative share crosses a multiple of 1/Q, ties kept together); π is fitted on the bins by
+maximum likelihood and the statistic is a Cramér-von Mises distance between the window's
+cumulative bin counts and the fitted mixture's, weighted by the mixture's bin shares. Its
+null law is a parametric bootstrap that redraws the reference's classes (multinomial over the
+bins at their observed shares, class totals fixed) and the window from the fitted mixture,
+refitting π each time: the reference's own sampling noise is part of the null. p-value
+(1 + #{T* ≥ T}) / (B + 1), B = :data:`CHECK_REPLICATES`; the assumption "holds" when
+p ≥ :data:`CHECK_LEVEL`. What it cannot see: a change inside a class whose window mixture is
+still (nearly) a mixture of the reference's classes at another π, e.g. positives whose
+scores fall toward the negatives' when positives are rare, is indistinguishable from fewer
+positives by scores alone; only labels tell them apart.
+
 Estimated metrics at π̂ are those of the expected confusion counts: each window row counts
 p' as a positive and 1 - p' as a negative at its own score, so at threshold τ
 TP = Σ_{s ≥ τ} p', FP = Σ_{s ≥ τ} (1 - p'), n_pos = Σ p', and the curves have one block per
@@ -66,6 +87,20 @@ BISECTIONS = 60
 PSEUDOCOUNT = 0.5
 #: Bootstrap replicates of the interval of π̂.
 REPLICATES = 400
+#: Method of the label-shift check named in window records.
+CHECK_METHOD = "cvm_mixture_bootstrap"
+#: Quantile bins per class of the check (up to 2Q bins in all).
+CHECK_BINS_PER_CLASS = 16
+#: Bootstrap replicates of the check's null law.
+CHECK_REPLICATES = 400
+#: Level of the check: the assumption holds when its p-value is at least this.
+CHECK_LEVEL = 0.01
+#: Fewest scored predictions a window needs for the check and for a verdict of its estimate.
+MIN_ESTIMATE_ROWS = 200
+#: An estimated ratio beyond the reference's ratio times or divided by this "moved".
+ESTIMATE_SHIFT_FACTOR = 1.5
+#: π̂ at most this far from 0 (or 1) is that bound: bisection stops 2^-61 from it.
+BOUNDARY = 2.0**-50
 #: Estimated metrics, regular and calibrated at each π0.
 ESTIMATED_REGULAR = ("precision", "recall", "f1", "roc_auc", "average_precision")
 ESTIMATED_CALIBRATED = ("precision", "f1", "average_precision")
@@ -80,12 +115,18 @@ class LabelShiftReference:
             indexed by ``searchsorted(ascending, s, "left") + searchsorted(.., "right")``.
         ascending: (K,) the reference's distinct positive scores, ascending.
         pos, neg: (J,) reference positives and negatives of each level.
+        group_bin: (2K + 2,) the check's bin of each elementary group, indexed as
+            ``group_level``.
+        bin_pos, bin_neg: (L,) reference positives and negatives of each of the check's bins.
     """
 
     group_level: IntArray
     ascending: FloatArray
     pos: FloatArray
     neg: FloatArray
+    group_bin: IntArray
+    bin_pos: FloatArray
+    bin_neg: FloatArray
 
     @property
     def prior(self) -> float:
@@ -110,32 +151,55 @@ class LabelShiftReference:
         """(J + 1,) where each level begins in an ascending array (n,), then n: the values of
         level j are ``sorted_values[bounds[j]:bounds[j + 1]]``, as :meth:`levels` assigns them.
 
-        O(J log n) instead of the O(n log K) of :meth:`levels`: a level starting at group
-        2m + 1 (the rows at t_m) begins at the first value ≥ t_m, one starting at group 2m
-        (the rows strictly between t_{m-1} and t_m) at the first value > t_{m-1}.
+        O(J log n) instead of the O(n log K) of :meth:`levels`.
         """
-        start_groups = np.flatnonzero(np.diff(self.group_level)) + 1
-        odd = (start_groups % 2).astype(bool)
-        bounds = np.empty(start_groups.size + 2, dtype=np.int64)
-        bounds[0], bounds[-1] = 0, sorted_values.size
-        inner = bounds[1:-1]
-        inner[odd] = np.searchsorted(
-            sorted_values, self.ascending[start_groups[odd] // 2], side="left"
-        )
-        inner[~odd] = np.searchsorted(
-            sorted_values, self.ascending[start_groups[~odd] // 2 - 1], side="right"
-        )
-        return bounds
+        return group_bounds(self.group_level, self.ascending, sorted_values)
+
+    def bin_bounds(self, sorted_values: FloatArray) -> IntArray:
+        """(L + 1,) where each of the check's bins begins in an ascending array, then n."""
+        return group_bounds(self.group_bin, self.ascending, sorted_values)
+
+
+def group_bounds(
+    group_index: IntArray, ascending: FloatArray, sorted_values: FloatArray
+) -> IntArray:
+    """(I + 1,) where each index of a nondecreasing group → index map ``group_index``
+    (2K + 2,) begins in ``sorted_values`` (n,, ascending), then n. An index starting at group
+    2m + 1 (the rows at t_m = ``ascending[m]``) begins at the first value ≥ t_m, one starting
+    at group 2m (the rows strictly between t_{m-1} and t_m) at the first value > t_{m-1}."""
+    start_groups = np.flatnonzero(np.diff(group_index)) + 1
+    odd = (start_groups % 2).astype(bool)
+    bounds = np.empty(start_groups.size + 2, dtype=np.int64)
+    bounds[0], bounds[-1] = 0, sorted_values.size
+    inner = bounds[1:-1]
+    inner[odd] = np.searchsorted(sorted_values, ascending[start_groups[odd] // 2], side="left")
+    inner[~odd] = np.searchsorted(
+        sorted_values, ascending[start_groups[~odd] // 2 - 1], side="right"
+    )
+    return bounds
 
 
 @dataclass(frozen=True, slots=True)
 class PriorEstimate:
-    """π̂ of one window with its 95% bootstrap interval and the rows used."""
+    """π̂ of one window with its 95% interval and the rows used."""
 
     ratio: float
     lower: float
     upper: float
     n: int
+
+
+@dataclass(frozen=True, slots=True)
+class LabelShiftCheck:
+    """The label-shift check of one window: its p-value, and whether the assumption holds
+    (p ≥ :data:`CHECK_LEVEL`); both None for windows under :data:`MIN_ESTIMATE_ROWS`."""
+
+    p_value: float | None
+    holds: bool | None
+
+    def as_record(self) -> dict[str, Any]:
+        """The ``label_shift`` object of a window record's ``estimated``."""
+        return {"p_value": self.p_value, "holds": self.holds, "method": CHECK_METHOD}
 
 
 def pav(values: FloatArray, weights: FloatArray) -> IntArray:
@@ -192,12 +256,32 @@ def label_shift_reference(ranking: Ranking) -> LabelShiftReference | None:
     group_level = kept_level[last_kept]
     # index 2k+1 is never produced for finite scores; pad so indexing is always in range
     group_level = np.append(group_level, group_level[-1])
+    group_bin = check_bins(pos, neg, CHECK_BINS_PER_CLASS)
+    bins = int(group_bin[-1]) + 1
     return LabelShiftReference(
         group_level=group_level.astype(np.int64),
         ascending=ranking.thresholds[::-1].copy(),
         pos=np.bincount(kept_level, weights=pos[kept], minlength=levels).astype(np.float64),
         neg=np.bincount(kept_level, weights=neg[kept], minlength=levels).astype(np.float64),
+        group_bin=np.append(group_bin, group_bin[-1]),
+        bin_pos=np.bincount(group_bin, weights=pos, minlength=bins).astype(np.float64),
+        bin_neg=np.bincount(group_bin, weights=neg, minlength=bins).astype(np.float64),
     )
+
+
+def check_bins(pos: FloatArray, neg: FloatArray, per_class: int) -> IntArray:
+    """(G,) the check's bin of each of G ordered groups with ``pos`` and ``neg`` rows (G,),
+    both classes present: a new bin starts wherever the share of either class below the group
+    crosses a multiple of 1/``per_class``. A group without rows joins the next group's bin (the
+    previous one's when last), so every bin holds reference rows; bin indices are 0, 1, …"""
+    below_pos = (np.cumsum(pos) - pos) / pos.sum()
+    below_neg = (np.cumsum(neg) - neg) / neg.sum()
+    tag = np.floor(per_class * below_pos + 1e-9) + np.floor(per_class * below_neg + 1e-9)
+    filled = np.flatnonzero(pos + neg > 0)
+    nearest = np.minimum(np.searchsorted(filled, np.arange(tag.size)), filled.size - 1)
+    _, bins = np.unique(tag[filled[nearest]], return_inverse=True)
+    out: IntArray = bins.astype(np.int64)
+    return out
 
 
 def class_shares(pos: FloatArray, neg: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -242,6 +326,9 @@ def solve_prior(counts: FloatArray, pos: FloatArray, neg: FloatArray) -> FloatAr
         lo = np.where(up, mid, lo)
         hi = np.where(up, hi, mid)
     estimate: FloatArray = 0.5 * (lo + hi)
+    estimate = np.where(
+        estimate < BOUNDARY, 0.0, np.where(estimate > 1.0 - BOUNDARY, 1.0, estimate)
+    )
     valid = (m.sum(axis=-1) > 0) & (pos.sum(axis=-1) > 0) & (neg.sum(axis=-1) > 0)
     return np.where(valid, estimate, np.nan)
 
@@ -286,9 +373,112 @@ def prior_from_counts(
     spread = float(np.std(draws, ddof=1)) if draws.size > 1 else float("nan")
     half = float(NormalDist().inv_cdf(0.5 + level / 2.0)) * spread
     lower, upper = max(ratio - half, 0.0), min(ratio + half, 1.0)
-    return PriorEstimate(
-        ratio=ratio, lower=float(min(lower, ratio)), upper=float(max(upper, ratio)), n=n
+    if not np.isfinite(ratio):
+        return PriorEstimate(ratio=ratio, lower=lower, upper=upper, n=n)
+    profile_lower, profile_upper = profile_bounds(
+        counts, reference.pos, reference.neg, ratio, level=level
     )
+    return PriorEstimate(
+        ratio=ratio,
+        lower=float(min(lower, profile_lower, ratio)),
+        upper=float(max(upper, profile_upper, ratio)),
+        n=n,
+    )
+
+
+def profile_bounds(
+    counts: FloatArray, pos: FloatArray, neg: FloatArray, ratio: float, *, level: float
+) -> tuple[float, float]:
+    """The profile-likelihood interval of π at ``level`` on the level ``counts`` (J,), the
+    reference's shares (``pos``, ``neg`` (J,)) held fixed: the π whose log-likelihood
+    Σ_j m_j log(π a_j + (1 - π) b_j) is within χ²_1(level)/2 of its maximum at ``ratio``;
+    one-sided (χ²_1(2·level - 1)) when ``ratio`` is 0 or 1, where the bound is the only end.
+    By bisection on each side (the log-likelihood is concave)."""
+    a, b = class_shares(pos, neg)
+    informative = (a + b) > 0
+    m, a, b = counts[informative], a[informative], b[informative]
+
+    def loglik(prior: FloatArray) -> FloatArray:
+        with np.errstate(divide="ignore"):
+            mixed = np.log(prior[:, None] * a + (1.0 - prior[:, None]) * b)
+        out: FloatArray = np.where(m > 0, m * mixed, 0.0).sum(axis=1)
+        return out
+
+    boundary = ratio <= 0.0 or ratio >= 1.0
+    z = NormalDist().inv_cdf(level if boundary else 0.5 + level / 2.0)
+    floor = float(loglik(np.array([ratio]))[0]) - z * z / 2.0
+    lo = np.array([0.0, ratio])
+    hi = np.array([ratio, 1.0])
+    # bisect each side for the crossing of ``floor``: below ratio rising, above it falling
+    for _ in range(BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        inside = loglik(mid) >= floor
+        lo = np.where(inside ^ np.array([True, False]), mid, lo)
+        hi = np.where(inside ^ np.array([True, False]), hi, mid)
+    lower = 0.0 if float(loglik(np.array([0.0]))[0]) >= floor else float(hi[0])
+    upper = 1.0 if float(loglik(np.array([1.0]))[0]) >= floor else float(lo[1])
+    return lower, upper
+
+
+def label_shift_check(
+    reference: LabelShiftReference,
+    bin_counts: FloatArray,
+    *,
+    replicates: int = CHECK_REPLICATES,
+    seed: int | None = None,
+) -> LabelShiftCheck:
+    """The label-shift check of a window from its rows per check bin ``bin_counts`` (L,)
+    (module docstring). Cost: O(B·L·60) for B replicates, independent of the window's size."""
+    n = int(bin_counts.sum())
+    if n < MIN_ESTIMATE_ROWS:
+        return LabelShiftCheck(p_value=None, holds=None)
+    pos, neg = reference.bin_pos, reference.bin_neg
+    prior = solve_prior(bin_counts, pos, neg)
+    observed = mixture_distance(bin_counts, prior, pos, neg)
+    rng = np.random.default_rng(seed)
+    n_pos, n_neg = int(pos.sum()), int(neg.sum())
+    pos_share, neg_share = pos / n_pos, neg / n_neg
+    mixed = float(prior) * pos_share + (1.0 - float(prior)) * neg_share
+    drawn_pos = rng.multinomial(n_pos, pos_share, size=replicates).astype(np.float64)
+    drawn_neg = rng.multinomial(n_neg, neg_share, size=replicates).astype(np.float64)
+    drawn = rng.multinomial(n, mixed / mixed.sum(), size=replicates).astype(np.float64)
+    null = mixture_distance(drawn, solve_prior(drawn, drawn_pos, drawn_neg), drawn_pos, drawn_neg)
+    p_value = float((1 + np.count_nonzero(null >= observed)) / (replicates + 1))
+    return LabelShiftCheck(p_value=p_value, holds=p_value >= CHECK_LEVEL)
+
+
+def mixture_distance(
+    counts: FloatArray, prior: FloatArray, pos: FloatArray, neg: FloatArray
+) -> FloatArray:
+    """Cramér-von Mises distance of window ``counts`` (..., L) from the reference mixture at
+    ``prior`` (...,): Σ_l w_l (M_l - E_l)² / n, M and E the observed and expected cumulative
+    counts and w_l the mixture's share of bin l; reference counts ``pos``, ``neg`` (..., L)."""
+    a, b = class_shares(pos, neg)
+    n = counts.sum(axis=-1, keepdims=True)
+    share = prior[..., None] * a + (1.0 - prior[..., None]) * b
+    gap = np.cumsum(counts, axis=-1) - n * np.cumsum(share, axis=-1)
+    out: FloatArray = (share * gap * gap).sum(axis=-1) / n[..., 0]
+    return out
+
+
+def estimate_verdict(
+    estimate: PriorEstimate, check: LabelShiftCheck, reference_prior: float
+) -> str:
+    """What the label-free estimate says of a window, in one word (``docs/metrics.md``):
+    ``not_enough_data`` under :data:`MIN_ESTIMATE_ROWS` rows; ``scores_changed`` where the
+    label-shift check rejects (the scores changed in a way a class-ratio change does not
+    explain); ``class_ratio_moved`` where it holds and π̂'s interval lies wholly beyond the
+    reference's ratio times or divided by :data:`ESTIMATE_SHIFT_FACTOR`; else ``no_change``."""
+    if check.holds is None:
+        return "not_enough_data"
+    if not check.holds:
+        return "scores_changed"
+    if (
+        estimate.lower > ESTIMATE_SHIFT_FACTOR * reference_prior
+        or estimate.upper < reference_prior / ESTIMATE_SHIFT_FACTOR
+    ):
+        return "class_ratio_moved"
+    return "no_change"
 
 
 def adjusted_probabilities(reference: LabelShiftReference, prior: float) -> FloatArray:
@@ -359,6 +549,23 @@ def metrics_of_runs(
     }
 
 
+def assess_window(
+    reference: LabelShiftReference, sorted_scores: FloatArray, *, seed: int | None = None
+) -> tuple[PriorEstimate, LabelShiftCheck] | None:
+    """π̂ of a window's scores (n,, ascending) with its interval, and the label-shift check
+    of the same scores; None for an empty window."""
+    counts = np.diff(reference.level_bounds(sorted_scores)).astype(np.float64)
+    estimate = prior_from_counts(reference, counts, seed=seed)
+    if estimate is None or not np.isfinite(estimate.ratio):
+        return None
+    check = label_shift_check(
+        reference,
+        np.diff(reference.bin_bounds(sorted_scores)).astype(np.float64),
+        seed=None if seed is None else seed + 1,
+    )
+    return estimate, check
+
+
 def estimate_window(
     reference: LabelShiftReference | None,
     sorted_scores: FloatArray,
@@ -373,16 +580,17 @@ def estimate_window(
     them with ``np.sort(..., kind="stable")`` costs little).
 
     ``{"positive_class_ratio", "positive_class_ratio_interval": [lo, hi], "method", "n",
-    "regular": {...}, "calibrated": {repr(π0): {...}}}``; metric values NaN where undefined.
-    The metrics have no interval (see ``docs/metrics.md``).
+    "regular": {...}, "calibrated": {repr(π0): {...}}, "label_shift": {"p_value", "holds",
+    "method"}, "verdict"}`` (:func:`label_shift_check`, :func:`estimate_verdict`); metric
+    values NaN where undefined. The metrics have no interval (see ``docs/metrics.md``).
     """
     if reference is None:
         return None
-    # p' is a function of the score: everything per distinct score
-    counts = np.diff(reference.level_bounds(sorted_scores)).astype(np.float64)
-    estimate = prior_from_counts(reference, counts, seed=seed)
-    if estimate is None or not np.isfinite(estimate.ratio):
+    found = assess_window(reference, sorted_scores, seed=seed)
+    if found is None:
         return None
+    estimate, check = found
+    # p' is a function of the score: everything per distinct score
     runs = distinct_runs(sorted_scores)
     assert runs is not None
     ascending, run_sizes = runs
@@ -396,6 +604,8 @@ def estimate_window(
         "method": METHOD,
         "n": estimate.n,
         **metrics,
+        "label_shift": check.as_record(),
+        "verdict": estimate_verdict(estimate, check, reference.prior),
     }
 
 

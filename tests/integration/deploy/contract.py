@@ -129,6 +129,7 @@ def _families() -> dict[str, Family]:
         "estimated_positive_class_ratio",
         "estimated_positive_class_ratio_lower",
         "estimated_positive_class_ratio_upper",
+        "estimated_label_shift_p_value",
         "positive_class_ratio",
         "positive_class_ratio_lower",
         "positive_class_ratio_upper",

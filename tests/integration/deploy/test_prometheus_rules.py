@@ -19,6 +19,7 @@ REQUIRED_ALERTS = {
     "CalmonCalibratedMetricDrop",
     "CalmonPriorShift",
     "CalmonPriorShiftEstimated",
+    "CalmonScoresChangedUnexplained",
     "CalmonMetricsStale",
     "CalmonIngestRejections",
     "CalmonSchedulerDown",
@@ -86,6 +87,7 @@ def test_alerts_present_with_severity_and_short_enough_for() -> None:
     assert rules["CalmonCalibratedMetricDrop"]["labels"]["severity"] == "critical"
     assert rules["CalmonPriorShift"]["labels"]["severity"] == "info"
     assert rules["CalmonPriorShiftEstimated"]["labels"]["severity"] == "info"
+    assert rules["CalmonScoresChangedUnexplained"]["labels"]["severity"] == "warning"
     for name in ("CalmonCalibratedMetricDrop", "CalmonPriorShift", "CalmonPriorShiftEstimated"):
         assert 0 < _seconds(rules[name]["for"]) <= 120, name
     assert _seconds(rules["CalmonIngestRejections"]["for"]) == 15 * 60

@@ -109,6 +109,8 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "calibrated": {
                 repr(float(p)): _metrics(tuple(sorted(ESTIMATED_PRIOR_DEPENDENT))) for p in pi0
             },
+            "label_shift": {"p_value": 0.42, "holds": True, "method": "cvm_mixture_bootstrap"},
+            "verdict": "class_ratio_moved",
         },
         "reliability": [],
         "segments_overflow": {"segments": 3, "predictions": 412} if segment == "*" else None,
@@ -199,6 +201,10 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
     put("calmon_estimated_positive_class_ratio", estimated.get("positive_class_ratio"))
     put("calmon_estimated_positive_class_ratio_lower", lower)
     put("calmon_estimated_positive_class_ratio_upper", upper)
+    put(
+        "calmon_estimated_label_shift_p_value",
+        _section(estimated.get("label_shift")).get("p_value"),
+    )
     for metric in ESTIMATED:
         name = f"calmon_estimated_{metric}"
         value = _section(estimated.get("regular")).get(metric)
@@ -241,9 +247,10 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     bounds where docs/intervals.md gives one, its reference value; the three components of
     each split metric and, where docs/intervals.md gives them, the two bounds of its prior and
     of its likelihood part; the estimated ratio and its bounds, each estimated metric (once per
-    pi0 variant: observed and each configured prior, for the prior-dependent ones); ratio, its
-    bounds, its reference; predictions, positives, unlabelled, start, end, computed; the
-    advised threshold, its four expected values and its assumption check."""
+    pi0 variant: observed and each configured prior, for the prior-dependent ones), the
+    label-shift check's p-value; ratio, its bounds, its reference; predictions, positives,
+    unlabelled, start, end, computed; the advised threshold, its four expected values and its
+    assumption check."""
     count = 0
     for metric in CATALOGUE:
         if not probability and metric in PROBABILITY_ONLY:
@@ -252,7 +259,7 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
         bounds = 0 if metric in NO_INTERVAL else 2
         count += variants * (1 + bounds) + 1
     count += len(SPLIT) * len(COMPONENTS) + len(SPLIT_INTERVAL) * 2 * len(INTERVAL_COMPONENTS)
-    count += 3 + sum(
+    count += 4 + sum(
         1 + configured_pi0 if metric in ESTIMATED_PRIOR_DEPENDENT else 1 for metric in ESTIMATED
     )
     return count + 4 + 6 + 1 + len(ADVICE_QUANTITIES) + 1

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.exporter.collector import WindowCollector
 from app.exporter.snapshot import build_snapshot
-from tests.unit.exporter.records import make_record, window
+from tests.unit.exporter.records import make_record, per_window_series, window
 
 
 def _scrape(collector: WindowCollector) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -70,7 +70,7 @@ def test_scrape_of_20_models_by_21_segments_is_fast() -> None:
     started = time.perf_counter()
     body = generate_latest(registry)
     scraped = time.perf_counter() - started
-    assert collector.snapshot.series == 20 * 21 * 153 + 20
+    assert collector.snapshot.series == 20 * 21 * per_window_series(configured_pi0=2) + 20
     assert body.count(b"\ncalmon_") == collector.snapshot.series
     # generous bounds for a loaded 2-core machine; typical values are several times lower
     assert built < 5.0, built

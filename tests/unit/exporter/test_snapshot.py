@@ -81,10 +81,10 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 123 + 15 per configured pi0 for a window; one overflow series per model
-    assert per_window_series(configured_pi0=0) == 123
-    assert per_window_series(configured_pi0=2) == 153
-    assert expected == 1 * 124 + 2 * 138 + 1 + 4 * 168 + 1
+    # 124 + 15 per configured pi0 for a window; one overflow series per model
+    assert per_window_series(configured_pi0=0) == 124
+    assert per_window_series(configured_pi0=2) == 154
+    assert expected == 1 * 125 + 2 * 139 + 1 + 4 * 169 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)

@@ -1,0 +1,270 @@
+"""The label-shift check and π̂'s interval under pure label shift and under its violations.
+
+    PYTHONPATH=. .venv/bin/python bench/label_shift.py [--windows 20] [--rows 20000 5000 2000]
+
+Held-out score families (none was used to build the estimator, which was tuned on binormal
+scores): a gradient-boosted tree (scikit-learn's HistGradientBoosting, scores rounded to 3
+decimals: ties), a logistic regression, both trained on a 20-feature problem at prior 0.1, and
+a direct two-beta family (positives Beta(5, 2), negatives Beta(2, 5)). The reference holds
+50,000 labelled rows at prior 0.1; each window is drawn at a prior in :data:`PRIORS` under one
+:data:`SCENARIOS`:
+
+- ``label_shift``: P(score | y) unchanged, the assumption holds;
+- ``positives_fall``: a change inside the positive class that lowers its scores (one feature
+  of the positives shifted by -1 SD; Beta(5, 2) -> Beta(4, 2.5));
+- ``negatives_rise``: a change inside the negative class that raises its false-positive rate
+  (one feature of the negatives shifted by +1 SD; Beta(2, 5) -> Beta(3, 4));
+- ``feature_noise``: noise on every feature (SD 0.8; beta family: scores pulled halfway to
+  0.5), a weaker model;
+- ``logit_shift``: every score's logit raised by 1 (ranking and ROC AUC unchanged);
+- ``power``: every score s replaced by s^0.5 (a monotone distortion).
+
+Each family is studied with ``--references`` independent references (the check's false
+rejections are correlated across windows that share one reference). Per cell (family,
+scenario, prior, rows), over every reference's windows: the share of windows where the check
+rejects, where π̂'s 95% interval holds the window's measured ratio, and where either happens.
+The window's measured ratio (its labels' share of positives) is the truth. Prints a Markdown
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from app.arrays import FloatArray
+from app.metrics.label_free import LabelShiftReference, assess_window, label_shift_reference
+from app.metrics.ranking import rank
+
+PRIORS: Final = (0.005, 0.02, 0.1, 0.4)
+SCENARIOS: Final = (
+    "label_shift",
+    "positives_fall",
+    "negatives_rise",
+    "feature_noise",
+    "logit_shift",
+    "power",
+)
+FAMILIES: Final = ("tree", "logistic", "beta")
+REFERENCE_ROWS: Final = 50_000
+REFERENCE_PRIOR: Final = 0.1
+FEATURES: Final = 20
+#: the positives' mean: six informative features
+SEPARATION: Final = np.r_[np.full(6, 0.55), np.zeros(FEATURES - 6)]
+
+Labels = npt.NDArray[np.bool_]
+Scorer = Callable[[np.random.Generator, int, float, str], tuple[FloatArray, Labels]]
+
+
+def _features(
+    rng: np.random.Generator, n: int, prior: float, scenario: str
+) -> tuple[FloatArray, Labels]:
+    y = rng.random(n) < prior
+    x = rng.standard_normal((n, FEATURES))
+    x[y] += SEPARATION
+    if scenario == "positives_fall":
+        x[y, 0] -= 1.0
+    elif scenario == "negatives_rise":
+        x[~y, 0] += 1.0
+    elif scenario == "feature_noise":
+        x += 0.8 * rng.standard_normal(x.shape)
+    return x, y
+
+
+def _distort(scores: FloatArray, scenario: str) -> FloatArray:
+    if scenario == "logit_shift":
+        clipped = np.clip(scores, 1e-9, 1.0 - 1e-9)
+        out: FloatArray = 1.0 / (1.0 + np.exp(-(np.log(clipped / (1.0 - clipped)) + 1.0)))
+        return out
+    if scenario == "power":
+        return np.sqrt(scores)
+    return scores
+
+
+def family(name: str, *, seed: int = 0) -> Scorer:
+    """The scorer of a family: (rng, rows, prior, scenario) -> scores (n,), labels (n,)."""
+    if name == "beta":
+
+        def beta(
+            rng: np.random.Generator, n: int, prior: float, scenario: str
+        ) -> tuple[FloatArray, Labels]:
+            y = rng.random(n) < prior
+            pos_shape = (4.0, 2.5) if scenario == "positives_fall" else (5.0, 2.0)
+            neg_shape = (3.0, 4.0) if scenario == "negatives_rise" else (2.0, 5.0)
+            s = np.where(y, rng.beta(*pos_shape, n), rng.beta(*neg_shape, n))
+            if scenario == "feature_noise":
+                s = 0.5 * s + 0.25
+            return _distort(s, scenario), y
+
+        return beta
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = _features(np.random.default_rng(seed), 30_000, REFERENCE_PRIOR, "label_shift")
+    model: Any = (
+        HistGradientBoostingClassifier(max_iter=60, max_leaf_nodes=8, random_state=seed)
+        if name == "tree"
+        else LogisticRegression(max_iter=1000)
+    )
+    model.fit(x, y)
+
+    def fitted(
+        rng: np.random.Generator, n: int, prior: float, scenario: str
+    ) -> tuple[FloatArray, Labels]:
+        features, labels = _features(rng, n, prior, scenario)
+        s = np.asarray(model.predict_proba(features)[:, 1], dtype=np.float64)
+        if name == "tree":
+            s = np.round(s, 3)
+        return _distort(s, scenario), labels
+
+    return fitted
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One (family, scenario, prior, rows) cell: window counts."""
+
+    family: str
+    scenario: str
+    prior: float
+    rows: int
+    windows: int
+    rejected: int
+    covered: int
+    either: int
+    ratio_mean: float
+
+    @property
+    def rejection_rate(self) -> float:
+        return self.rejected / self.windows
+
+    @property
+    def safe_rate(self) -> float:
+        """Share of windows flagged or with an interval holding the measured ratio."""
+        return self.either / self.windows
+
+
+def reference_of(scorer: Scorer, rng: np.random.Generator) -> LabelShiftReference:
+    """A labelled reference of :data:`REFERENCE_ROWS` rows at :data:`REFERENCE_PRIOR`."""
+    scores, labels = scorer(rng, REFERENCE_ROWS, REFERENCE_PRIOR, "label_shift")
+    built = label_shift_reference(rank(scores, labels))
+    assert built is not None
+    return built
+
+
+def run_cell(
+    name: str,
+    scorer: Scorer,
+    reference: LabelShiftReference,
+    *,
+    scenario: str,
+    prior: float,
+    rows: int,
+    windows: int,
+    rng: np.random.Generator,
+) -> Cell:
+    """Draw ``windows`` windows of one cell and assess each as a window record would."""
+    rejected = covered = either = 0
+    ratios: list[float] = []
+    for _ in range(windows):
+        scores, labels = scorer(rng, rows, prior, scenario)
+        found = assess_window(reference, np.sort(scores), seed=int(rng.integers(2**31)))
+        assert found is not None
+        estimate, check = found
+        truth = float(labels.mean())
+        flagged = check.holds is False
+        holds_truth = estimate.lower <= truth <= estimate.upper
+        rejected += flagged
+        covered += holds_truth
+        either += flagged or holds_truth
+        ratios.append(estimate.ratio)
+    return Cell(
+        name, scenario, prior, rows, windows, rejected, covered, either, float(np.mean(ratios))
+    )
+
+
+def study(
+    *,
+    families: tuple[str, ...],
+    rows: tuple[int, ...],
+    windows: int,
+    references: int,
+    scenarios: tuple[str, ...] = SCENARIOS,
+    seed: int = 0,
+) -> Iterator[Cell]:
+    """Every cell of the study, family by family, each pooled over ``references``
+    references with ``windows`` windows each."""
+    for name in families:
+        scorer = family(name, seed=seed)
+        rng = np.random.default_rng(seed + 1)
+        built = [reference_of(scorer, rng) for _ in range(references)]
+        for size in rows:
+            for scenario in scenarios:
+                for prior in PRIORS:
+                    cells = [
+                        run_cell(
+                            name,
+                            scorer,
+                            reference,
+                            scenario=scenario,
+                            prior=prior,
+                            rows=size,
+                            windows=windows,
+                            rng=rng,
+                        )
+                        for reference in built
+                    ]
+                    yield pooled(cells)
+
+
+def pooled(cells: list[Cell]) -> Cell:
+    """One cell from the same cell under several references."""
+    first = cells[0]
+    return Cell(
+        first.family,
+        first.scenario,
+        first.prior,
+        first.rows,
+        sum(c.windows for c in cells),
+        sum(c.rejected for c in cells),
+        sum(c.covered for c in cells),
+        sum(c.either for c in cells),
+        float(np.mean([c.ratio_mean for c in cells])),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--windows", type=int, default=10, help="windows per reference")
+    parser.add_argument("--references", type=int, default=4, help="references per family")
+    parser.add_argument("--rows", type=int, nargs="+", default=[20_000, 5_000, 2_000])
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    args = parser.parse_args(argv)
+    print("| family | rows | scenario | prior | rejects | interval holds | either | mean π̂ |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    began = time.perf_counter()
+    for cell in study(
+        families=tuple(args.families),
+        rows=tuple(args.rows),
+        windows=args.windows,
+        references=args.references,
+    ):
+        print(
+            f"| {cell.family} | {cell.rows} | {cell.scenario} | {cell.prior} |"
+            f" {cell.rejection_rate:.2f} | {cell.covered / cell.windows:.2f} |"
+            f" {cell.safe_rate:.2f} | {cell.ratio_mean:.4f} |",
+            flush=True,
+        )
+    print(f"({time.perf_counter() - began:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
