@@ -1,7 +1,7 @@
 """Advice in window records, computed by the scheduler: measured at the window's class ratio
-under a prior shift, marked as resting on a broken assumption under a likelihood drift,
-withheld with a reason when the window lacks labels and the label-free check does not hold.
-SQLite and PostgreSQL."""
+under a prior shift, marked as resting on a broken assumption under a likelihood drift; without
+labels, at the label-free estimate where its label-shift check holds, withheld with a reason
+where it does not. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ PER_WINDOW = 3000
 
 
 def _start(index: int) -> datetime:
-    """Start of the index-th of five consecutive closed 5-minute windows (0 = oldest)."""
-    return recent(6 - index)
+    """Start of the index-th of six consecutive closed 5-minute windows (0 = oldest)."""
+    return recent(7 - index)
 
 
 def _window(index: int, *, prior: float, shift: float = 1.5, unlabelled: float = 0.0) -> Batch:
@@ -62,10 +62,11 @@ def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None
         _window(2, prior=0.1),
         _window(3, prior=0.3, shift=0.5),
         _window(4, prior=0.1, unlabelled=0.5),
+        _window(5, prior=0.3, shift=3.5, unlabelled=0.5),
     ]
     for batch in batches:
         send(env.client, "fraud", batch)
-    assert env.scheduler().tick().computed == 5
+    assert env.scheduler().tick().computed == 6
     stars = by_window(windows(env.client, "fraud"))
     scores = np.concatenate([b.scores for b in batches[:2]])
     labels = np.concatenate([b.labels for b in batches[:2]])
@@ -94,10 +95,22 @@ def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None
     assert drifted["assumption"]["holds"] is False
     assert drifted["assumption"]["p_value"] < 1e-6
 
-    unlabelled = stars[iso(_start(4))]["advice"]
-    assert unlabelled["threshold"] is None
-    assert unlabelled["prior_source"] is None
-    assert "label-shift check" in unlabelled["reason"]
+    # half the labels missing: the label-free estimate, its label-shift check holding
+    record = stars[iso(_start(4))]
+    estimated = record["advice"]
+    assert record["estimated"]["label_shift"]["holds"] is True
+    assert estimated["prior_source"] == "estimated"
+    assert estimated["prior"] == record["estimated"]["positive_class_ratio"]
+    assert estimated["assumption"] == {**record["estimated"]["label_shift"], "holds": True}
+    assert estimated["threshold"] > stable["threshold"]
+    assert estimated["expected"]["precision"] >= TARGET
+    # half the labels missing and the positives' scores moved: the check fails, no advice
+    record = stars[iso(_start(5))]
+    withheld = record["advice"]
+    assert record["estimated"]["label_shift"]["holds"] is False
+    assert withheld["threshold"] is None
+    assert withheld["prior_source"] is None
+    assert "label-shift check does not hold" in withheld["reason"]
 
 
 def test_calibration_route_serves_the_map_at_the_window_prior(env: Env) -> None:
@@ -113,10 +126,11 @@ def test_calibration_route_serves_the_map_at_the_window_prior(env: Env) -> None:
         _window(1, prior=0.3),
         _window(2, prior=0.1),
         _window(4, prior=0.1, unlabelled=0.5),
+        _window(5, prior=0.3, shift=3.5, unlabelled=0.5),
     ]
     for batch in batches:
         send(env.client, "fraud", batch)
-    assert env.scheduler().tick().computed == 4
+    assert env.scheduler().tick().computed == 5
     response = env.client.get(
         "/v1/models/fraud/calibration", params={"window": iso(_start(2) + timedelta(seconds=7))}
     )
@@ -141,7 +155,10 @@ def test_calibration_route_serves_the_map_at_the_window_prior(env: Env) -> None:
     missing = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(3))})
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "window_not_found"
-    unlabelled = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(4))})
+    estimated = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(4))})
+    assert estimated.status_code == 200, estimated.text
+    assert estimated.json()["prior_source"] == "estimated"
+    unlabelled = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(5))})
     assert unlabelled.status_code == 409
     assert unlabelled.json()["error"]["code"] == "calibration_unavailable"
     assert "label-shift check" in unlabelled.json()["error"]["message"]
