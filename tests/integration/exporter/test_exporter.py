@@ -131,6 +131,10 @@ def quiet_client(make_client: ClientFactory) -> TestClient:
     return client
 
 
+#: series of a window's advice (docs/acting.md): threshold, four expected values, check
+ADVICE = 6
+
+
 def test_metrics_are_the_latest_window_of_each_model_and_segment(
     env: Env, quiet_client: TestClient
 ) -> None:
@@ -156,15 +160,19 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     # segments, ads (a score model) 1 prior and segment * only
     # AP calibrated at fraud's π0 = 0.01 has no interval (its prior is below MIN_AP_PRIOR,
     # docs/intervals.md): two bounds fewer in each of fraud's three windows; the parts of AP's
-    # change have none either (fewer than MIN_AP_PART_POSITIVES): four fewer in every window
+    # change have none either (fewer than MIN_AP_PART_POSITIVES): four fewer in every window;
+    # neither model has an objective: no advice series (ADVICE fewer in every window); the
+    # label-shift check needs 200 scored rows: no p-value for segments a and b (100 each)
     count = (
-        3 * (per_window_series(configured_pi0=2) - 2 - 4)
+        3 * (per_window_series(configured_pi0=2) - 2 - 4 - ADVICE)
+        - 2
         + 1
         + per_window_series(configured_pi0=1, probability=False)
         - 4
+        - ADVICE
         + 1
     )
-    assert count == 3 * 141 + 1 + 104 + 1
+    assert count == 3 * 142 - 2 + 1 + 105 + 1
     for record in _latest(env.client, "fraud").values():
         assert record["intervals"]["calibrated"]["0.01"]["average_precision"] is None
     for model in ("fraud", "ads"):
