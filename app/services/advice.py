@@ -52,7 +52,13 @@ def window_prior(
         return None, None, f"{labels}, and there is no label-free estimate"
     check = estimated.get("label_shift")
     if not isinstance(check, dict) or check.get("holds") is not True:
-        state = "has no label-shift check" if not isinstance(check, dict) else "does not hold"
+        state = (
+            "has no label-shift check"
+            if not isinstance(check, dict)
+            else "could not be run"
+            if check.get("holds") is None
+            else "does not hold"
+        )
         return None, None, f"{labels}, and the label-free estimate's label-shift check {state}"
     ratio = estimated.get("positive_class_ratio")
     if ratio is None:
