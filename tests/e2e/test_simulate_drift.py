@@ -255,8 +255,12 @@ def _check_advice(
             continue
         assert advice["assumption"]["holds"] is True, advice
         assert advice["threshold"] > advice["configured_threshold"]
+        # the first request builds the fixed reference from the predictions (the API's
+        # reference cache is cold) beside a scheduler still computing: allow it time
         response = httpx.get(
-            f"{base}/v1/models/{model}/calibration", params={"window": record["start"]}
+            f"{base}/v1/models/{model}/calibration",
+            params={"window": record["start"]},
+            timeout=120.0,
         )
         assert response.status_code == 200, response.text
         body = response.json()
@@ -269,7 +273,7 @@ def _check_advice(
         raw = evaluate(scores, labels, threshold=0.5, score_kind="probability")
         assert ece["regular"]["ece"] <= ECE_BOUND, ece["regular"]["ece"]
         assert raw["regular"]["ece"] > 3 * ECE_BOUND
-    page = httpx.get(f"{base}/ui/models/{model}")
+    page = httpx.get(f"{base}/ui/models/{model}", timeout=60.0)
     assert page.status_code == 200
     assert "Threshold advice" in page.text
     assert "Advised threshold: <strong>" in page.text
