@@ -29,9 +29,12 @@ from app.db.session import ReplicaSessions, create_db_engine, create_session_fac
 from app.exporter.refresh import WindowExporter
 from app.exporter.replica import ReplicaLagCollector
 from app.log import configure_logging
+from app.services.reference_cache import ReferenceCache
 from app.settings import Settings, get_settings
 
 LifespanHook = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+#: references the API keeps built for the calibration maps it serves
+API_REFERENCE_ENTRIES = 16
 
 DESCRIPTION = (
     "Production monitoring of binary classifiers with prior-calibrated metrics. "
@@ -112,6 +115,7 @@ def create_app(
         else None
     )
     app.state.login_limiter = ui.login_limiter(settings)
+    app.state.reference_cache = ReferenceCache(entries=API_REFERENCE_ENTRIES)
     install_error_handlers(app)
     install_openapi(app)
     routers = (models.router, ingest.router, windows.router, health.router)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from app.db.models import Model
+from app.metrics.recalibration import MAX_KNOTS
 from app.services.models import DURATION_PATTERN, ModelConfig, config_of
 
 
@@ -94,3 +96,27 @@ class Status(BaseModel):
     status: str
     database: str | None = None
     revision: str | None = None
+
+
+class CalibrationOut(BaseModel):
+    """A window's recalibration map (`docs/acting.md`): the reference's isotonic calibration
+    moved to the window's class ratio, as a monotone piecewise-linear map. Apply it with one
+    interpolation, clamped at both ends:
+    `numpy.interp(scores, [k[0] for k in knots], [k[1] for k in knots])`."""
+
+    model: str = Field(description="the model")
+    segment: str = Field(description="the segment, `*` for every prediction")
+    start: datetime = Field(description="first instant of the window (UTC)")
+    end: datetime = Field(description="end of the window, excluded (UTC)")
+    prior: float = Field(description="the class ratio the map is moved to")
+    prior_source: Literal["measured", "estimated"] = Field(
+        description="`measured` from the window's labels, `estimated` without them (where the "
+        "label-shift check holds)"
+    )
+    reference_prior: float = Field(description="the class ratio of the reference it is fit on")
+    method: Literal["isotonic"] = Field(description="how the map was fit on the reference")
+    knots: list[tuple[float, float]] = Field(
+        max_length=MAX_KNOTS,
+        description="`[score, probability]` pairs, scores strictly increasing, probabilities "
+        f"nondecreasing; at most {MAX_KNOTS}",
+    )

@@ -18,6 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.services.models import Objective
+
 Metric = Annotated[float | None, Field(description="the value, null where undefined")]
 Interval = Annotated[
     tuple[float, float] | None,
@@ -250,6 +252,44 @@ class Estimated(_Closed):
     )
 
 
+class AdviceExpected(_Closed):
+    """What the advised threshold is expected to give at the window's class ratio, if
+    P(score | class) is the reference's."""
+
+    precision: float | None = Field(description="expected precision")
+    recall: float | None = Field(description="expected recall")
+    alert_rate: float | None = Field(description="expected fraction of predictions flagged")
+    cost: float | None = Field(
+        description="expected cost per prediction; null unless the objective is `costs`"
+    )
+
+
+class AdviceAssumption(_Closed):
+    """Whether label shift (the window's P(score | class) is the reference's) was checked and
+    held: from the window's labels (`ks_by_class`), or the label-free check of `estimated`."""
+
+    holds: bool | None = Field(description="false: the advice rests on a broken assumption")
+    p_value: float | None = Field(description="p-value of the check")
+    method: str | None = Field(description="how it was checked")
+
+
+class Advice(_Closed):
+    """The advised threshold for the model's objective at the window's class ratio
+    (`docs/acting.md`); `threshold` is null with a `reason` when there is none."""
+
+    objective: Objective = Field(description="the model's objective when computed")
+    configured_threshold: float = Field(description="the model's configured threshold")
+    prior: float | None = Field(description="the class ratio the advice is computed at")
+    prior_source: Literal["measured", "estimated"] | None = Field(
+        description="`measured` from the window's labels, `estimated` without them"
+    )
+    threshold: float | None = Field(description="the advised threshold (predict s >= it)")
+    expected: AdviceExpected | None = Field(description="what it is expected to give")
+    expected_intervals: None = Field(description="always null: no interval is published")
+    assumption: AdviceAssumption | None = Field(description="the label-shift check")
+    reason: str | None = Field(description="why there is no advice, else null")
+
+
 class ReliabilityBin(_Closed):
     """One bin of the reliability diagram (10 equal-width bins on [0, 1], right-closed)."""
 
@@ -339,6 +379,10 @@ class WindowRecord(_Closed):
     )
     reliability: list[ReliabilityBin] | None = Field(
         default=None, description="reliability diagram" + _PROBABILITY
+    )
+    advice: Advice | None = Field(
+        default=None,
+        description="the advised threshold for the model's objective; null without one",
     )
     segments_overflow: SegmentsOverflow | None = Field(
         description="untracked segments of the window, on segment `*` only (else null)"

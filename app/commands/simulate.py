@@ -24,6 +24,9 @@ TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a toke
 THRESHOLD: Final = 0.5
 #: seconds to wait for the windows: a loaded 2-core machine took up to 130 s (docs/simulate.md)
 DEFAULT_WAIT: Final = 300.0
+#: the simulated model's objective: each window's advice is the threshold keeping this
+#: precision at its class ratio (docs/acting.md)
+OBJECTIVE: Final = {"target_precision": 0.5}
 
 EPILOG = """\
 The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
@@ -35,8 +38,9 @@ The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the o
 phase moved by the same factor (x0.16); use it with more predictions per window, e.g.
 --prior 0.005 --per-window 4000 gives about 20 positives a window, too few for a window's own
 AP interval: each window's pooled decision (docs/metrics.md) then decides.
-The model is created with score_kind probability, threshold 0.5, grace 0s and the stable
-period as its fixed reference (under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse);
+The model is created with score_kind probability, threshold 0.5, grace 0s, the stable
+period as its fixed reference and the objective "precision at least 0.5" (threshold advice,
+docs/acting.md), under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse;
 the token needs the admin scope. The output ends with a verdict per phase: whether the class
 ratio moved and whether the model got worse, beside the true values.
 """
@@ -218,7 +222,8 @@ class _Progress:
 
 def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
     """The configuration the simulated model is created with: the stable period as its fixed
-    reference; grace 0 (late labels, with --label-delay, have their windows recomputed)."""
+    reference; grace 0 (late labels, with --label-delay, have their windows recomputed); an
+    objective, so that every window carries threshold advice."""
     from app.simulation.stream import REFERENCE_PHASE, phase_bounds
 
     bounds = phase_bounds(plans, REFERENCE_PHASE)
@@ -233,6 +238,7 @@ def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
             "end": iso(bounds[1]),
         },
         "grace": "0s",
+        "objective": dict(OBJECTIVE),
     }
 
 

@@ -31,6 +31,13 @@ PAGE: Final = 1000
 EXCLUDES_ZERO: Final = "*"
 HOLDS_ZERO: Final = " "
 NO_INTERVAL: Final = "?"
+#: after an advised threshold: the label-shift check behind it failed
+BROKEN_ASSUMPTION: Final = "!"
+ADVICE_LEGEND: Final = (
+    "threshold, advised: the configured threshold and the one advised for the model's objective"
+    f" at the window's class ratio (docs/acting.md); {BROKEN_ASSUMPTION} its label-shift check"
+    " failed, - no advice"
+)
 LEGEND: Final = "\n".join(
     (
         f"{EXCLUDES_ZERO} the part's 95% interval excludes 0: a real change",
@@ -238,6 +245,15 @@ def _decision_cells(record: Mapping[str, Any]) -> tuple[str, str, str]:
     return pooled, _part(parts, "likelihood"), str(decision.get("verdict"))
 
 
+def _advised(advice: Mapping[str, Any]) -> str:
+    """The advised threshold of a record, marked when its assumption check failed."""
+    threshold = advice.get("threshold")
+    if threshold is None:
+        return "-"
+    broken = (advice.get("assumption") or {}).get("holds") is False
+    return f"{threshold:.4f}" + (BROKEN_ASSUMPTION if broken else " ")
+
+
 def format_table(
     records: Iterable[Mapping[str, Any]], *, model: str, segment: str, metric: str
 ) -> str:
@@ -245,7 +261,8 @@ def format_table(
     title (and the reference), the header, a line per window and the legend."""
     rows: list[tuple[str, ...]] = []
     reference: Mapping[str, Any] | None = None
-    for record in records:
+    records_list = list(records)
+    for record in records_list:
         start = datetime.fromisoformat(record["start"]).astimezone(UTC)
         calibrated = (record.get("calibrated") or {}).get("reference") or {}
         parts = (record.get("split") or {}).get(metric) or {}
@@ -274,7 +291,7 @@ def format_table(
         )
     if not rows:
         return f"{title}\nno computed window yet (windows are computed at the scheduler's tick)"
-    header = (
+    header: tuple[str, ...] = (
         "window start (UTC)",
         "n",
         "n_pos",
@@ -289,6 +306,14 @@ def format_table(
         "verdict",
         "estimated ratio [95%] before labels",
     )
+    advices = [record.get("advice") for record in records_list]
+    advised = any(advices)
+    if advised:
+        header += ("threshold", "advised")
+        rows = [
+            (*row, _value((advice or {}).get("configured_threshold"), 4), _advised(advice or {}))
+            for row, advice in zip(rows, advices, strict=True)
+        ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [title]
     for row in [header, *rows]:
@@ -299,4 +324,6 @@ def format_table(
         ]
         lines.append("  ".join(cells).rstrip())
     lines.append(LEGEND)
+    if advised:
+        lines.append(ADVICE_LEGEND)
     return "\n".join(lines)

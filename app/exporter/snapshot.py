@@ -143,6 +143,23 @@ _DECISION_FAMILIES: Final = (
 )
 #: series of one window's decision
 DECISION_SERIES: Final = len(_DECISION_PARTS) * len(INTERVAL_COMPONENTS) + len(_DECISION_FAMILIES)
+#: what the advised threshold of a window is expected to give (``calmon_advised_expected``)
+ADVICE_QUANTITIES: Final = ("precision", "recall", "alert_rate", "cost")
+_ADVICE: Final = (
+    (
+        "calmon_advised_threshold",
+        "Threshold advised for the model's objective at the latest window's class ratio",
+    ),
+    (
+        "calmon_advised_expected",
+        "What the advised threshold is expected to give at the window's class ratio if "
+        "P(score | class) is the reference's; quantity: precision, recall, alert_rate, cost",
+    ),
+    (
+        "calmon_advice_assumption_holds",
+        "1 when the label-shift check behind the advice held, 0 when it failed",
+    ),
+)
 _PI0_HELP: Final = (
     "; pi0: observed = regular, reference = calibrated at the reference prior, "
     "or a configured prior"
@@ -237,6 +254,7 @@ def window_series_bound(*, pi0: int, probability: bool) -> int:
     count += len(_ESTIMATED_RATIO) + sum(
         1 + pi0 if metric in ESTIMATED_CALIBRATED else 1 for metric in ESTIMATED_REGULAR
     )
+    count += len(ADVICE_QUANTITIES) + len(_ADVICE) - 1
     return count + len(_WINDOW_FAMILIES) + DECISION_SERIES
 
 
@@ -522,7 +540,7 @@ def _declare(builder: _Builder) -> None:
             f"{name}_upper",
             f"Upper end of the 95% interval of the prior or likelihood part of {name}",
         )
-    for name, documentation in (*_WINDOW_FAMILIES, *_ESTIMATED_RATIO):
+    for name, documentation in (*_WINDOW_FAMILIES, *_ESTIMATED_RATIO, *_ADVICE):
         builder.family(name, documentation)
     for name, documentation in (*_DECISION_PARTS, *_DECISION_FAMILIES):
         builder.family(name, documentation)
@@ -631,6 +649,20 @@ def _add_decision(builder: _Builder, record: Mapping[str, Any], labels: dict[str
         builder.add(name, labels, value)
 
 
+def _add_advice(builder: _Builder, record: Mapping[str, Any], labels: dict[str, str]) -> None:
+    advice = _section(record.get("advice"))
+    builder.add("calmon_advised_threshold", labels, advice.get("threshold"))
+    expected = _section(advice.get("expected"))
+    for quantity in ADVICE_QUANTITIES:
+        builder.add(
+            "calmon_advised_expected", {**labels, "quantity": quantity}, expected.get(quantity)
+        )
+    holds = _section(advice.get("assumption")).get("holds")
+    builder.add(
+        "calmon_advice_assumption_holds", labels, None if holds is None else float(holds is True)
+    )
+
+
 def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
     record = window.record
     lower, upper = _interval(record.get("prior_interval"))
@@ -693,6 +725,7 @@ def build_snapshot(
         labels = {"model": window.model, "segment": window.segment}
         _add_metrics(builder, window, labels)
         _add_estimated(builder, window.record, labels)
+        _add_advice(builder, window.record, labels)
         _add_window(builder, window, labels)
         _add_decision(builder, window.record, labels)
         if checked and max_series is not None and builder.series + reserve > max_series:

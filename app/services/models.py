@@ -228,6 +228,70 @@ class DecisionConfig(BaseModel):
     ] = DEFAULT_DECISION_SPAN
 
 
+class Costs(BaseModel):
+    """The cost of one false positive and of one false negative (any unit)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    false_positive: Annotated[float, AfterValidator(_finite)] = Field(ge=0.0)
+    false_negative: Annotated[float, AfterValidator(_finite)] = Field(ge=0.0)
+
+
+def _not_null(part: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema without its null variant (``anyOf`` of a type and null)."""
+    kept = [item for item in part.get("anyOf", [part]) if item.get("type") != "null"]
+    rest = {key: value for key, value in part.items() if key not in {"anyOf", "default"}}
+    return {**kept[0], **rest}
+
+
+def _objective_schema(schema: dict[str, Any]) -> None:
+    """Say that an objective holds exactly one of its keys: one schema per kind."""
+    properties = schema["properties"]
+    schema["oneOf"] = [
+        {
+            "title": title,
+            "type": "object",
+            "additionalProperties": False,
+            "required": [key],
+            "properties": {key: _not_null(properties[key])},
+        }
+        for title, key in (
+            ("PrecisionObjective", "target_precision"),
+            ("CostObjective", "costs"),
+            ("AlertRateObjective", "alert_rate"),
+        )
+    ]
+
+
+class Objective(BaseModel):
+    """What a model's advised threshold aims at (``docs/acting.md``); exactly one of:
+
+    ``{"target_precision": p}``: the lowest threshold whose expected precision is at least p;
+    ``{"costs": {...}}``: the threshold of least expected cost per prediction;
+    ``{"alert_rate": r}``: the lowest threshold flagging at most a fraction r (an alert budget).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, json_schema_extra=_objective_schema
+    )
+
+    target_precision: float | None = Field(default=None, gt=0.0, le=1.0)
+    costs: Costs | None = None
+    alert_rate: float | None = Field(default=None, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Objective:
+        given = [self.target_precision, self.costs, self.alert_rate]
+        if sum(value is not None for value in given) != 1:
+            raise ValueError("give exactly one of target_precision, costs, alert_rate")
+        return self
+
+    def stored(self) -> dict[str, Any]:
+        """The objective as stored and as the metric engine reads it (its one key)."""
+        out: dict[str, Any] = self.model_dump(exclude_none=True)
+        return out
+
+
 class ModelConfig(BaseModel):
     """A model's configuration as ``PUT /v1/models/{model}`` takes it (all fields optional)."""
 
@@ -258,6 +322,12 @@ class ModelConfig(BaseModel):
     ] = "10m"
     max_segments: int = Field(default=20, ge=1, le=1000)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
+    objective: Objective | None = Field(
+        default=None,
+        description="what the advised threshold of each window aims at: "
+        '`{"target_precision": p}`, `{"costs": {"false_positive": c, "false_negative": c}}` '
+        'or `{"alert_rate": r}`; none: no advice',
+    )
 
 
 MODEL_CONFIG = TypeAdapter(ModelConfig)
@@ -323,6 +393,7 @@ def config_of(model: Model) -> ModelConfig:
         grace=format_duration(model.grace_seconds),
         max_segments=model.max_segments,
         decision=decision_of(model.decision),
+        objective=None if model.objective is None else Objective.model_validate(model.objective),
     )
 
 
@@ -368,6 +439,7 @@ def _columns(config: ModelConfig) -> dict[str, Any]:
         "grace_seconds": duration_seconds(config.grace),
         "max_segments": config.max_segments,
         "decision": _decision_column(config.decision),
+        "objective": None if config.objective is None else config.objective.stored(),
     }
 
 

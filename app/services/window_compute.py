@@ -26,6 +26,7 @@ from app.metrics.label_free import estimate_window
 from app.metrics.prepared import PreparedSet, prepare
 from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
+from app.services.advice import window_advice
 from app.services.decisions import TrailingPool, trailing_pool, window_decision
 from app.services.planning import Fingerprint, still_due
 from app.services.reference_cache import Reference, ReferenceCache
@@ -77,6 +78,14 @@ def evaluate_segment(
         if usable is None
         else _split(model=model, prepared=prepared, window=result, reference=usable, seed=seed)
     )
+    unlabelled = int(labels.size - np.count_nonzero(labelled))
+    estimated = estimate_window(
+        reference.label_shift if reference is not None else None,
+        every,
+        threshold=model.threshold,
+        pi0=[float(p) for p in model.pi0],
+        seed=segment_seed(segment, (every,)),
+    )
     record = segment_record(
         model=model,
         segment=segment,
@@ -87,15 +96,17 @@ def evaluate_segment(
         intervals=intervals,
         reference_key=reference_key,
         prior_interval=wilson_interval(result["n_pos"], result["n"]),
-        unlabelled=int(labels.size - np.count_nonzero(labelled)),
+        unlabelled=unlabelled,
         split=split,
         reference=reference,
-        estimated=estimate_window(
-            reference.label_shift if reference is not None else None,
-            every,
-            threshold=model.threshold,
-            pi0=[float(p) for p in model.pi0],
-            seed=segment_seed(segment, (every,)),
+        estimated=estimated,
+        advice=window_advice(
+            model=model,
+            prepared=prepared,
+            result=result,
+            unlabelled=unlabelled,
+            reference=usable,
+            estimated=estimated,
         ),
     )
     record["decision"] = clean(

@@ -94,6 +94,7 @@ def segment_record(
     split: dict[str, Any] | None,
     reference: Reference | None,
     estimated: dict[str, Any] | None,
+    advice: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON-safe record of one segment of a window from its evaluation (``result``,
     ``intervals``: calibrated values keyed by repr(π0), the reference prior's under
@@ -117,6 +118,7 @@ def segment_record(
         "split": split,
         "reference": reference.summary() if reference is not None else None,
         "estimated": estimated,
+        "advice": advice,
     }
     if "reliability" in result:
         record["reliability"] = result["reliability"]

@@ -563,6 +563,84 @@ def _verdict_sentence(record: Mapping[str, Any], reading: WindowReading) -> str:
     return _explain(reading) if decision is None else _explain_decision(decision)
 
 
+def _objective_text(objective: Mapping[str, Any]) -> str:
+    """A model's objective in words."""
+    if "target_precision" in objective:
+        return f"precision at least {format_number(number(objective['target_precision']))}"
+    if "alert_rate" in objective:
+        return f"flag at most {format_number(number(objective['alert_rate']), 4)} of predictions"
+    costs = section(objective.get("costs"))
+    return (
+        f"least expected cost (false positive {format_number(number(costs.get('false_positive')))}"
+        f", false negative {format_number(number(costs.get('false_negative')))})"
+    )
+
+
+def _p_value(value: float | None) -> str:
+    """A p-value in two significant digits (``2e-42``), or a dash."""
+    return DASH if value is None else f"{value:.2g}"
+
+
+def advice_section(record: Mapping[str, Any], *, name: str, segment: str) -> str:
+    """The advice of a window (``docs/acting.md``): the advised threshold beside the
+    configured one, what it is expected to give, and whether its assumption held; or why
+    there is none. Empty when the model has no objective."""
+    advice = section(record.get("advice"))
+    if not advice:
+        return ""
+    configured = format_number(number(advice.get("configured_threshold")), 4)
+    objective = escape(_objective_text(section(advice.get("objective"))))
+    head = (
+        f"<h2>Threshold advice</h2><p>Objective: {objective}."
+        f" Configured threshold: <strong>{configured}</strong>.</p>"
+    )
+    threshold = number(advice.get("threshold"))
+    if threshold is None:
+        reason = str(advice.get("reason") or "no threshold meets the objective")
+        return head + f'<p class="muted" id="advice">No advice: {escape(reason)}.</p>'
+    expected = section(advice.get("expected"))
+    rows = "".join(
+        f'<tr><td class="text">{label}</td>'
+        f"<td>{format_number(number(expected.get(key)), 4)}</td></tr>"
+        for key, label in (
+            ("precision", "precision"),
+            ("recall", "recall"),
+            ("alert_rate", "alert rate"),
+            ("cost", "cost per prediction"),
+        )
+        if number(expected.get(key)) is not None
+    )
+    source = (
+        "measured from its labels"
+        if advice.get("prior_source") == "measured"
+        else ("estimated without labels")
+    )
+    assumption = section(advice.get("assumption"))
+    if assumption.get("holds") is False:
+        check = (
+            '<p class="alert">The label-shift check failed (p = '
+            f"{_p_value(number(assumption.get('p_value')))}): P(score | class) is no "
+            "longer the reference's, so these expectations rest on a broken assumption. Look "
+            "at the likelihood part of the change before acting on them.</p>"
+        )
+    else:
+        check = (
+            '<p class="muted">Assumes P(score | class) is the reference\'s (label shift); the '
+            "check held.</p>"
+        )
+    query = urlencode({"window": str(record.get("start", "")), "segment": segment})
+    return (
+        head
+        + f'<p id="advice">Advised threshold: <strong>{format_number(threshold, 4)}</strong> at '
+        f"the window's class ratio {format_number(number(advice.get('prior')), 4)} "
+        f"({source}).</p>"
+        + f'<table><caption class="muted">Expected at the advised threshold</caption>{rows}</table>'
+        + check
+        + '<p class="muted">Recalibrated probabilities for this ratio: <code>GET '
+        f"{escape(f'/v1/models/{name}/calibration?{query}')}</code> (docs/acting.md).</p>"
+    )
+
+
 def _explain(reading: WindowReading) -> str:
     """One sentence on the verdict of a window, with its numbers."""
     if reading.verdict is Verdict.UNKNOWN:
@@ -691,6 +769,7 @@ def model_page(
         + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
         + f'<p><span class="{chosen_class}">'
         f"{escape(chosen_verdict)}</span>. {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
+        + advice_section(chosen, name=name, segment=segment)
         + diagram
         + "<h2>Verdict per window</h2>"
         + verdict_table(

@@ -48,8 +48,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
+from app.metrics.evaluation import evaluate
+from app.simulation.stream import PHASES, WindowPlan, generate_window
 from tests.e2e.stack import API, MIGRATE, SCHEDULER, SERVE, LocalStack
 from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
 
@@ -214,6 +217,69 @@ def _check_summary(
         )
 
 
+ECE_BOUND = 0.01
+"""ECE of the prior-shift windows' scores through their recalibration map (docs/acting.md)."""
+
+
+def _scores(truth: dict[str, Any], index: int) -> tuple[Any, Any]:
+    """The scores and labels the simulation sent for its ``index``-th window (regenerated:
+    a window is a pure function of the seed and its plan)."""
+    row = truth["windows"][index]
+    plan = WindowPlan(
+        index=index,
+        phase=PHASES[row["phase"]],
+        start=datetime.fromisoformat(row["start"]),
+        end=datetime.fromisoformat(row["end"]),
+        size=row["n"],
+    )
+    data = generate_window(plan, seed=truth["seed"])
+    assert data.n_pos == row["n_pos"]
+    return data.scores, data.labels
+
+
+def _check_advice(
+    base: str, model: str, records: list[dict[str, Any]], truth: dict[str, Any]
+) -> None:
+    """Prior-shift windows: advice at their measured ratio with the label-shift check held,
+    and a recalibration map that brings their ECE under the bound (raw scores: over 3 times
+    it); likelihood-drift windows: advice marked as resting on a broken assumption. The web
+    view shows the advice."""
+    for index, (record, row) in enumerate(zip(records, truth["windows"], strict=True)):
+        advice = record["advice"]
+        assert advice["objective"] == {"target_precision": 0.5}
+        if row["phase"] == "stable":
+            continue
+        assert advice["prior_source"] == "measured"
+        assert advice["threshold"] is not None
+        if row["phase"] == "likelihood":
+            assert advice["assumption"]["holds"] is False, advice
+            continue
+        assert advice["assumption"]["holds"] is True, advice
+        assert advice["threshold"] > advice["configured_threshold"]
+        # the first request builds the fixed reference from the predictions (the API's
+        # reference cache is cold) beside a scheduler still computing: allow it time
+        response = httpx.get(
+            f"{base}/v1/models/{model}/calibration",
+            params={"window": record["start"]},
+            timeout=120.0,
+        )
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["prior"] == record["prior"]
+        knots = np.array(body["knots"])
+        assert len(knots) <= 200
+        scores, labels = _scores(truth, index)
+        recalibrated = np.interp(scores, knots[:, 0], knots[:, 1])
+        ece = evaluate(recalibrated, labels, threshold=0.5, score_kind="probability")
+        raw = evaluate(scores, labels, threshold=0.5, score_kind="probability")
+        assert ece["regular"]["ece"] <= ECE_BOUND, ece["regular"]["ece"]
+        assert raw["regular"]["ece"] > 3 * ECE_BOUND
+    page = httpx.get(f"{base}/ui/models/{model}", timeout=60.0)
+    assert page.status_code == 200
+    assert "Threshold advice" in page.text
+    assert "Advised threshold: <strong>" in page.text
+
+
 def test_prior_shift_and_likelihood_drift_on_sqlite(tmp_path: Path) -> None:
     stack = LocalStack.create(
         tmp_path,
@@ -228,6 +294,7 @@ def test_prior_shift_and_likelihood_drift_on_sqlite(tmp_path: Path) -> None:
         truth = json.loads(truth_file.read_text())
         records = _records(base, "drift")
         by_phase = _check_stream(records, truth)
+        _check_advice(base, "drift", records, truth)
     assert truth["model"] == "drift"
     assert truth["seed"] == 20240501
     _check_summary(out, ["stable", "prior", "likelihood"], records, truth)

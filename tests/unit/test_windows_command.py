@@ -204,3 +204,35 @@ def test_the_table_shows_each_windows_pooled_decision_and_its_verdict() -> None:
     assert lines[2].split()[-8:-5] == ["pooled", "decision", "verdict"]
     assert lines[3].split()[-5:] == ["-0.233?", "6/104", "-0.181*", "model_got_worse", "-"]
     assert lines[4].split()[-4:] == ["2/31", "-", "not_enough_data", "-"]
+
+
+def test_advice_columns_show_the_configured_and_the_advised_threshold() -> None:
+    advice = {
+        "configured_threshold": 0.5,
+        "threshold": 0.91234,
+        "assumption": {"holds": True, "p_value": 0.4, "method": "ks_by_class"},
+    }
+    records = [
+        {**_record("2026-11-01T10:00:00Z", split=None, calibrated=None), "advice": advice},
+        {
+            **_record("2026-11-01T11:00:00Z", split=None, calibrated=None),
+            "advice": {**advice, "assumption": {"holds": False, "p_value": 0.0, "method": "ks"}},
+        },
+        {
+            **_record("2026-11-01T12:00:00Z", split=None, calibrated=None),
+            "advice": {**advice, "threshold": None},
+        },
+    ]
+    lines = format_table(records, model="m", segment="*", metric="average_precision").splitlines()
+    assert lines[2].split()[-2:] == ["threshold", "advised"]
+    assert lines[3].split()[-2:] == ["0.5000", "0.9123"]
+    assert lines[4].split()[-2:] == ["0.5000", "0.9123!"]
+    assert lines[5].split()[-2:] == ["0.5000", "-"]
+    assert "label-shift check failed" in lines[-1]
+    plain = format_table(
+        [_record("2026-11-01T10:00:00Z", split=None, calibrated=None)],
+        model="m",
+        segment="*",
+        metric="average_precision",
+    )
+    assert "advised" not in plain

@@ -1,4 +1,5 @@
-"""Window routes: ``GET /v1/models/{model}/windows`` and ``POST …/recompute``.
+"""Window routes: ``GET /v1/models/{model}/windows``, ``GET …/calibration`` and
+``POST …/recompute``.
 
 Records are served as stored (``docs/scheduler.md``, "The record"), paged. Recompute only marks
 windows and answers 202: the scheduler computes them at its next tick. Instants are ISO 8601
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Final, Literal
 
 import orjson
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
 from app.api.deps import (
@@ -24,11 +25,13 @@ from app.api.deps import (
     existing_model,
 )
 from app.api.errors import field_error
-from app.api.openapi import MODEL_ERRORS
+from app.api.openapi import MODEL_ERRORS, error_responses
+from app.api.schemas import CalibrationOut
 from app.api.transactions import in_transaction
 from app.api.window_schemas import WindowPage
 from app.db.models import Model
 from app.names import SEGMENT_OR_ALL_PATTERN
+from app.services.advice import calibration_of
 from app.services.ingest_schemas import EARLIEST_TIMESTAMP, Instant
 from app.services.window_results import (
     MAX_PAGE,
@@ -139,6 +142,50 @@ def read_windows(
     )
     body = {"windows": page.records, "next_cursor": page.next_cursor}
     return Response(orjson.dumps(body), media_type="application/json")
+
+
+@router.get(
+    "/{model}/calibration",
+    summary="Read a window's recalibration map",
+    dependencies=[ReadScope],
+    response_model=CalibrationOut,
+    responses={
+        **MODEL_ERRORS,
+        **error_responses(
+            409,
+            descriptions={
+                409: "`calibration_unavailable`: the window has no class ratio to move to "
+                "(too few labels and no label-free estimate whose label-shift check holds) "
+                "or its reference is too small or lacks a class; the message says which"
+            },
+        ),
+    },
+)
+def read_calibration(
+    model: ModelName,
+    session: ReadSessionDep,
+    request: Request,
+    window: Annotated[
+        Instant,
+        Query(description="an instant of the window (with an offset), e.g. its start"),
+    ],
+    segment: Annotated[
+        str,
+        Query(pattern=SEGMENT_OR_ALL_PATTERN, description="one segment (`*` = all rows)"),
+    ] = "*",
+) -> CalibrationOut:
+    """The recalibration map of a computed window: the reference's isotonic calibration
+    moved to the window's class ratio (`docs/acting.md`), at most 200 knots. 404
+    `window_not_found` when the window has no record for the segment."""
+    stored = existing_model(session, model)
+    body = calibration_of(
+        session,
+        model=stored,
+        segment=segment,
+        moment=window,
+        cache=request.app.state.reference_cache,
+    )
+    return CalibrationOut.model_validate(body)
 
 
 @router.post(

@@ -60,6 +60,25 @@ def test_put_full_configuration_round_trips(client: TestClient) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "objective",
+    [
+        {"target_precision": 0.8},
+        {"costs": {"false_positive": 1.0, "false_negative": 25.0}},
+        {"alert_rate": 0.02},
+    ],
+)
+def test_objective_round_trips_and_is_replaced_whole(
+    client: TestClient, objective: dict[str, Any]
+) -> None:
+    response = client.put("/v1/models/m1", json={"objective": objective})
+    assert response.status_code == 201, response.text
+    assert response.json()["objective"] == objective
+    assert client.get("/v1/models/m1").json()["objective"] == objective
+    cleared = client.put("/v1/models/m1", json={})
+    assert "objective" not in cleared.json()
+
+
 def test_put_is_idempotent(client: TestClient) -> None:
     first = client.put("/v1/models/m1", json=FULL)
     second = client.put("/v1/models/m1", json=FULL)
@@ -145,6 +164,17 @@ def test_unknown_model_is_404(client: TestClient) -> None:
             "reference.start",
         ),
         ({"colour": "blue"}, "colour"),
+        ({"objective": {}}, "objective"),
+        ({"objective": {"target_precision": 0.5, "alert_rate": 0.1}}, "objective"),
+        ({"objective": {"target_precision": 0.0}}, "objective.target_precision"),
+        ({"objective": {"target_precision": 1.5}}, "objective.target_precision"),
+        ({"objective": {"alert_rate": "0.1"}}, "objective.alert_rate"),
+        ({"objective": {"costs": {"false_positive": 1.0}}}, "objective.costs.false_negative"),
+        (
+            {"objective": {"costs": {"false_positive": -1.0, "false_negative": 1.0}}},
+            "objective.costs.false_positive",
+        ),
+        ({"objective": {"recall": 0.5}}, "objective.recall"),
     ],
 )
 def test_invalid_configuration_is_422_naming_the_field(

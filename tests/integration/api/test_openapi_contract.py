@@ -278,6 +278,7 @@ SCOPES = {
     ("post", "/v1/models/{model}/predictions"): "write",
     ("post", "/v1/models/{model}/labels"): "write",
     ("get", "/v1/models/{model}/windows"): "read",
+    ("get", "/v1/models/{model}/calibration"): "read",
     ("post", "/v1/models/{model}/recompute"): "admin",
 }
 

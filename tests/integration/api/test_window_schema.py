@@ -52,8 +52,15 @@ def _computed_pages(client: TestClient, scheduler: WindowScheduler) -> dict[str,
     """Raw window pages of three models: probability with π0 and segments, score, and
     probability without π0 whose windows all lack labels of one class."""
     configs: dict[str, dict[str, Any]] = {
-        "prob": {"pi0": [0.01, 0.5], "reference": {"kind": "trailing", "windows": 2}},
-        "score": {"score_kind": "score"},
+        "prob": {
+            "pi0": [0.01, 0.5],
+            "reference": {"kind": "trailing", "windows": 2},
+            "objective": {"target_precision": 0.5},
+        },
+        "score": {
+            "score_kind": "score",
+            "objective": {"costs": {"false_positive": 1.0, "false_negative": 5.0}},
+        },
         "bare": {},
     }
     for name, config in configs.items():
@@ -108,6 +115,12 @@ def test_computed_records_validate_against_the_published_schema(
     assert all("reliability" not in r and "brier" not in r["regular"] for r in scored)
     bare = [record for page in pages["bare"] for record in page["windows"]]
     assert all(r["n_pos"] == 0 and r["regular"]["roc_auc"] is None for r in bare)
+    # advice: a threshold, or none with a reason (no reference yet, too few labels and a
+    # label-free check that does not hold); none without an objective
+    assert all(r["advice"]["objective"] == {"target_precision": 0.5} for r in prob)
+    assert all((r["advice"]["threshold"] is None) == bool(r["advice"]["reason"]) for r in prob)
+    assert any(r["advice"]["reason"] for r in prob)
+    assert all(r["advice"] is None for r in bare)
 
 
 def test_the_schema_refuses_records_that_break_it(
@@ -125,6 +138,8 @@ def test_the_schema_refuses_records_that_break_it(
         "missing part": lambda r: r["split"]["average_precision"].pop("likelihood"),
         "bad π0 entry": lambda r: r["calibrated"].update({"0.2": {"precision": 0.5}}),
         "unknown method": lambda r: r["estimated"].update(method="guess"),
+        "unknown prior source": lambda r: r["advice"].update(prior_source="guessed"),
+        "two objectives": lambda r: r["advice"]["objective"].update(alert_rate=0.1),
         "count as float": lambda r: r.update(n=1.5),
     }
     for name, breaking in breakages.items():
@@ -155,6 +170,9 @@ def test_every_record_field_is_typed_and_described(client: TestClient) -> None:
         "EstimatedCalibrated",
         "ReliabilityBin",
         "SegmentsOverflow",
+        "Advice",
+        "AdviceExpected",
+        "AdviceAssumption",
     ]
     for name in record_parts:
         schema = schemas[name]
@@ -191,6 +209,7 @@ def test_every_operation_has_a_summary_a_description_and_a_telling_id(
         "send_predictions",
         "send_labels",
         "read_windows",
+        "read_calibration",
         "recompute_windows",
         "check_liveness",
         "check_readiness",

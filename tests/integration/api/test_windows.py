@@ -33,6 +33,7 @@ FIVE_MINUTES = timedelta(minutes=5)
 READ = "read-token-0123456789"
 ADMIN = "admin-token-0123456789"
 RECORD_KEYS = {
+    "advice",
     "estimated",
     "start",
     "end",

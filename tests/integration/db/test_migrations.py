@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect, select, text
+from sqlalchemy import Engine, insert, inspect, select, text
+from sqlalchemy.orm import Session
 
 from app.db import migrate
 from app.db.models import (
@@ -23,7 +24,7 @@ from app.db.models import (
     postgresql_metadata,
 )
 from app.db.session import create_db_engine, create_session_factory
-from app.services.models import ModelConfig, config_of, put_model
+from app.services.models import ModelConfig, _columns, config_of, put_model
 from app.services.planning import scan_model
 from app.settings import Settings
 
@@ -226,6 +227,20 @@ def test_partitioning_moves_existing_rows_and_back(postgres_database: str) -> No
         engine.dispose()
 
 
+def _model_at_0003(session: Session, *, name: str, window: str, now: datetime) -> int:
+    """A model's row written with the columns revision 0003 has (the ORM's ``Model`` has
+    columns of later revisions, which a select of it would read)."""
+    columns = _columns(ModelConfig(window=window))
+    del columns["objective"], columns["decision"]
+    model_id: int | None = session.scalar(
+        insert(Model)
+        .values(name=name, created_at=now, updated_at=now, **columns)
+        .returning(Model.id)
+    )
+    assert model_id is not None
+    return model_id
+
+
 def test_change_record_is_back_filled_and_the_index_comes_back_down(engine: Engine) -> None:
     """0003 -> 0004 records, per model, the windows changed since its last scan minus the
     default margin (every window of a model never scanned); a scan after it finds the change
@@ -236,18 +251,14 @@ def test_change_record_is_back_filled_and_the_index_comes_back_down(engine: Engi
     minute = timedelta(minutes=1)
     sessions = create_session_factory(engine)
     with sessions() as session:
-        hourly, _ = put_model(
-            session, name="hourly", config=ModelConfig(window="1h"), now=day, max_models=10
-        )
-        daily, _ = put_model(
-            session, name="daily", config=ModelConfig(window="1d"), now=day, max_models=10
-        )
+        hourly_id = _model_at_0003(session, name="hourly", window="1h", now=day)
+        daily_id = _model_at_0003(session, name="daily", window="1d", now=day)
         stored = [
-            (hourly.id, "a", day + 10 * minute, scanned - 10 * minute),
-            (hourly.id, "b", day + 140 * minute, scanned - 2 * minute),
-            (hourly.id, "c", day + 150 * minute, scanned - 20 * minute),
-            (daily.id, "d", day + 60 * minute, scanned - 30 * minute),
-            (daily.id, "e", day + 300 * minute, scanned - 40 * minute),
+            (hourly_id, "a", day + 10 * minute, scanned - 10 * minute),
+            (hourly_id, "b", day + 140 * minute, scanned - 2 * minute),
+            (hourly_id, "c", day + 150 * minute, scanned - 20 * minute),
+            (daily_id, "d", day + 60 * minute, scanned - 30 * minute),
+            (daily_id, "e", day + 300 * minute, scanned - 40 * minute),
         ]
         for model_id, client_id, ts, changed in stored:
             session.add(
@@ -263,10 +274,10 @@ def test_change_record_is_back_filled_and_the_index_comes_back_down(engine: Engi
                     changed_at=changed,
                 )
             )
-        session.add(ModelScan(model_id=hourly.id, scanned_at=scanned))
+        session.add(ModelScan(model_id=hourly_id, scanned_at=scanned))
         for hour in (0, 2):
             state = WindowState.first_seen(
-                model_id=hourly.id,
+                model_id=hourly_id,
                 starts_at=day + timedelta(hours=hour),
                 ends_at=day + timedelta(hours=hour + 1),
                 version=1,
@@ -275,7 +286,6 @@ def test_change_record_is_back_filled_and_the_index_comes_back_down(engine: Engi
             state.computed_version = 1
             session.add(state)
         session.commit()
-        hourly_id, daily_id = hourly.id, daily.id
     migrate.upgrade(engine)
     with sessions() as session:
         records = session.execute(

@@ -150,6 +150,9 @@ def _families() -> dict[str, Family]:
         families[f"calmon_{name}"] = Family("gauge", WINDOW)
     for suffix in ("", "_lower", "_upper"):
         families[f"calmon_decision_change{suffix}"] = Family("gauge", WINDOW | {"component"})
+    families["calmon_advised_threshold"] = Family("gauge", WINDOW)
+    families["calmon_advised_expected"] = Family("gauge", WINDOW | {"quantity"})
+    families["calmon_advice_assumption_holds"] = Family("gauge", WINDOW)
     model = frozenset({"model"})
     none = frozenset[str]()
     families |= {

@@ -12,7 +12,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.exporter.snapshot import LatestWindow
+from app.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,
@@ -129,6 +129,17 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "positive_class_ratio_interval": [0.0487, 0.0514],
             "reference_positive_class_ratio_interval": [0.0193, 0.0207],
         },
+        "advice": {
+            "objective": {"costs": {"false_positive": 1.0, "false_negative": 20.0}},
+            "configured_threshold": 0.5,
+            "prior": 0.05,
+            "prior_source": "measured",
+            "threshold": 0.71,
+            "expected": {name: _value() for name in ADVICE_QUANTITIES},
+            "expected_intervals": None,
+            "assumption": {"holds": True, "p_value": 0.4, "method": "ks_by_class"},
+            "reason": None,
+        },
     }
 
 
@@ -231,6 +242,16 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
     put("calmon_decision_positive_class_ratio", decision.get("positive_class_ratio"))
     put("calmon_decision_positive_class_ratio_lower", lower)
     put("calmon_decision_positive_class_ratio_upper", upper)
+    advice = _section(record.get("advice"))
+    put("calmon_advised_threshold", advice.get("threshold"))
+    for quantity in ADVICE_QUANTITIES:
+        put(
+            "calmon_advised_expected",
+            _section(advice.get("expected")).get(quantity),
+            quantity=quantity,
+        )
+    holds = _section(advice.get("assumption")).get("holds")
+    put("calmon_advice_assumption_holds", None if holds is None else float(holds))
     lower, upper = _bounds(record["prior_interval"])
     put("calmon_positive_class_ratio", record["prior"])
     put("calmon_positive_class_ratio_lower", lower)
@@ -257,7 +278,8 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     pi0 variant: observed and each configured prior, for the prior-dependent ones), the
     label-shift check's p-value; ratio, its bounds, its reference; predictions, positives,
     unlabelled, start, end, computed; the decision's prior and likelihood parts with their
-    bounds, its pooled windows, predictions, positives, ratio and the ratio's bounds."""
+    bounds, its pooled windows, predictions, positives, ratio and the ratio's bounds; the
+    advised threshold, its four expected values and its assumption check."""
     count = 0
     for metric in CATALOGUE:
         if not probability and metric in PROBABILITY_ONLY:
@@ -269,4 +291,4 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     count += 4 + sum(
         1 + configured_pi0 if metric in ESTIMATED_PRIOR_DEPENDENT else 1 for metric in ESTIMATED
     )
-    return count + 4 + 6 + 2 * 3 + 6
+    return count + 4 + 6 + 2 * 3 + 6 + 1 + len(ADVICE_QUANTITIES) + 1

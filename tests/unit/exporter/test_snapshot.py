@@ -81,11 +81,11 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 130 + 15 per configured pi0 for a window (12 of them the decision's, 1 the label-shift
-    # check's); one overflow series per model
-    assert per_window_series(configured_pi0=0) == 130
-    assert per_window_series(configured_pi0=2) == 160
-    assert expected == 1 * 131 + 2 * 145 + 1 + 4 * 175 + 1
+    # 142 + 15 per configured pi0 for a window (12 of them the decision's, 6 the advice's, 1
+    # the label-shift check's); one overflow series per model
+    assert per_window_series(configured_pi0=0) == 142
+    assert per_window_series(configured_pi0=2) == 172
+    assert expected == 1 * 143 + 2 * 157 + 1 + 4 * 187 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
@@ -247,3 +247,24 @@ def test_estimated_series_follow_the_estimate_and_vanish_without_it() -> None:
     record["estimated"] = None
     names = {name for name, _ in _series(build_snapshot([window("m", record)]))}
     assert not any(name.startswith("calmon_estimated_") for name in names)
+
+
+def test_advice_series_follow_the_advice_and_vanish_without_it() -> None:
+    record = make_record()
+    series = _series(build_snapshot([window("m", record)]))
+    advice = record["advice"]
+    assert series[key("calmon_advised_threshold", model="m", segment="*")] == 0.71
+    for quantity in ("precision", "recall", "alert_rate", "cost"):
+        assert (
+            series[key("calmon_advised_expected", model="m", segment="*", quantity=quantity)]
+            == advice["expected"][quantity]
+        )
+    assert series[key("calmon_advice_assumption_holds", model="m", segment="*")] == 1.0
+    advice["assumption"]["holds"] = False
+    advice["expected"]["cost"] = None
+    series = _series(build_snapshot([window("m", record)]))
+    assert series[key("calmon_advice_assumption_holds", model="m", segment="*")] == 0.0
+    assert key("calmon_advised_expected", model="m", segment="*", quantity="cost") not in series
+    record["advice"] = None
+    names = {name for name, _ in _series(build_snapshot([window("m", record)]))}
+    assert not any(name.startswith(("calmon_advised_", "calmon_advice_")) for name in names)

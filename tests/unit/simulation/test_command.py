@@ -108,6 +108,7 @@ def test_model_config_makes_the_stable_period_the_reference() -> None:
             "end": "2024-05-01T10:00:00Z",
         },
         "grace": "0s",
+        "objective": {"target_precision": 0.5},
     }
 
 

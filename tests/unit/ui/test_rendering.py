@@ -25,7 +25,7 @@ from app.ui.charts import (
     time_chart,
     time_labels,
 )
-from app.ui.pages import ModelSummary, index_page, login_page, model_page
+from app.ui.pages import ModelSummary, advice_section, index_page, login_page, model_page
 from tests.unit.ui.test_verdict import record
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -310,3 +310,34 @@ def test_a_lone_interval_is_a_narrow_box_around_its_point() -> None:
     (band,) = paths(svg, "band s0")
     xs = [x for x, _ in points(band)]
     assert max(xs) - min(xs) == pytest.approx(2 * LONE_HALF, abs=0.1)
+
+
+def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
+    advice = {
+        "objective": {"target_precision": 0.8},
+        "configured_threshold": 0.5,
+        "prior": 0.01,
+        "prior_source": "measured",
+        "threshold": 0.9123,
+        "expected": {"precision": 0.81, "recall": 0.4, "alert_rate": 0.005, "cost": None},
+        "expected_intervals": None,
+        "assumption": {"holds": True, "p_value": 0.3, "method": "ks_by_class"},
+        "reason": None,
+    }
+    shown = advice_section(
+        {"start": "2024-05-01T10:00:00Z", "advice": advice}, name="m", segment="*"
+    )
+    assert "Advised threshold: <strong>0.9123</strong>" in shown
+    assert "Configured threshold: <strong>0.5000</strong>" in shown
+    assert "precision at least 0.800" in shown
+    assert "cost per prediction" not in shown
+    assert "broken assumption" not in shown
+    assert "/v1/models/m/calibration?window=2024-05-01T10%3A00%3A00Z&amp;segment=%2A" in shown
+    advice["assumption"] = {"holds": False, "p_value": 1e-9, "method": "ks_by_class"}
+    broken = advice_section({"advice": advice}, name="m", segment="*")
+    assert "broken assumption" in broken
+    assert "(p = 1e-09)" in broken
+    withheld = {**advice, "threshold": None, "expected": None, "reason": "too few labels <x>"}
+    shown = advice_section({"advice": withheld}, name="m", segment="*")
+    assert "No advice: too few labels &lt;x&gt;." in shown
+    assert advice_section({"advice": None}, name="m", segment="*") == ""

@@ -1,0 +1,168 @@
+"""Advice in window records, computed by the scheduler: measured at the window's class ratio
+under a prior shift, marked as resting on a broken assumption under a likelihood drift; without
+labels, at the label-free estimate where its label-shift check holds, withheld with a reason
+where it does not. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from app.metrics.advice import advise
+from app.metrics.label_free import label_shift_reference
+from app.metrics.ranking import rank
+from app.metrics.recalibration import MAX_KNOTS, calibration_map
+from tests.integration.scheduler.helpers import (
+    Batch,
+    Env,
+    by_window,
+    create_model,
+    iso,
+    make_batch,
+    recent,
+    send,
+    windows,
+)
+
+TARGET = 0.6
+PER_WINDOW = 3000
+
+
+def _start(index: int) -> datetime:
+    """Start of the index-th of six consecutive closed 5-minute windows (0 = oldest)."""
+    return recent(7 - index)
+
+
+def _window(index: int, *, prior: float, shift: float = 1.5, unlabelled: float = 0.0) -> Batch:
+    return make_batch(
+        prefix=f"w{index}",
+        start=_start(index),
+        count=PER_WINDOW,
+        spacing=timedelta(seconds=0.1),
+        seed=100 + index,
+        prior=prior,
+        shift=shift,
+        unlabelled=unlabelled,
+    )
+
+
+def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None:
+    create_model(
+        env.client,
+        "fraud",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+        objective={"target_precision": TARGET},
+    )
+    batches = [
+        _window(0, prior=0.3),
+        _window(1, prior=0.3),
+        _window(2, prior=0.1),
+        _window(3, prior=0.3, shift=0.5),
+        _window(4, prior=0.1, unlabelled=0.5),
+        _window(5, prior=0.3, shift=3.5, unlabelled=0.5),
+    ]
+    for batch in batches:
+        send(env.client, "fraud", batch)
+    assert env.scheduler().tick().computed == 6
+    stars = by_window(windows(env.client, "fraud"))
+    scores = np.concatenate([b.scores for b in batches[:2]])
+    labels = np.concatenate([b.labels for b in batches[:2]])
+
+    stable, shifted = stars[iso(_start(1))]["advice"], stars[iso(_start(2))]["advice"]
+    for advice, batch in ((stable, batches[1]), (shifted, batches[2])):
+        assert advice["prior_source"] == "measured"
+        assert advice["prior"] == float(batch.labels.mean())
+        assert advice["assumption"]["method"] == "ks_by_class"
+        assert advice["assumption"]["holds"] is True
+        assert advice["reason"] is None
+        assert advice["configured_threshold"] == 0.5
+        expected = advise(
+            rank(scores, labels), prior=advice["prior"], objective={"target_precision": TARGET}
+        )
+        assert expected is not None
+        assert advice["threshold"] == expected.threshold
+        assert advice["expected"]["precision"] >= TARGET
+        assert advice["expected"]["cost"] is None
+        assert advice["expected_intervals"] is None
+    # fewer positives: a higher threshold keeps the precision
+    assert shifted["threshold"] > stable["threshold"]
+
+    drifted = stars[iso(_start(3))]["advice"]
+    assert drifted["prior_source"] == "measured"
+    assert drifted["assumption"]["holds"] is False
+    assert drifted["assumption"]["p_value"] < 1e-6
+
+    # half the labels missing: the label-free estimate, its label-shift check holding
+    record = stars[iso(_start(4))]
+    estimated = record["advice"]
+    assert record["estimated"]["label_shift"]["holds"] is True
+    assert estimated["prior_source"] == "estimated"
+    assert estimated["prior"] == record["estimated"]["positive_class_ratio"]
+    assert estimated["assumption"] == {**record["estimated"]["label_shift"], "holds": True}
+    assert estimated["threshold"] > stable["threshold"]
+    assert estimated["expected"]["precision"] >= TARGET
+    # half the labels missing and the positives' scores moved: the check fails, no advice
+    record = stars[iso(_start(5))]
+    withheld = record["advice"]
+    assert record["estimated"]["label_shift"]["holds"] is False
+    assert withheld["threshold"] is None
+    assert withheld["prior_source"] is None
+    assert "label-shift check does not hold" in withheld["reason"]
+
+
+def test_calibration_route_serves_the_map_at_the_window_prior(env: Env) -> None:
+    create_model(
+        env.client,
+        "fraud",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+    )
+    batches = [
+        _window(0, prior=0.3),
+        _window(1, prior=0.3),
+        _window(2, prior=0.1),
+        _window(4, prior=0.1, unlabelled=0.5),
+        _window(5, prior=0.3, shift=3.5, unlabelled=0.5),
+    ]
+    for batch in batches:
+        send(env.client, "fraud", batch)
+    assert env.scheduler().tick().computed == 5
+    response = env.client.get(
+        "/v1/models/fraud/calibration", params={"window": iso(_start(2) + timedelta(seconds=7))}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["start"], body["segment"], body["method"]) == (iso(_start(2)), "*", "isotonic")
+    assert body["prior"] == float(batches[2].labels.mean())
+    assert body["prior_source"] == "measured"
+    scores = np.concatenate([b.scores for b in batches[:2]])
+    labels = np.concatenate([b.labels for b in batches[:2]])
+    levels = label_shift_reference(rank(scores, labels))
+    assert levels is not None
+    assert body["reference_prior"] == levels.prior
+    expected = calibration_map(levels, prior=body["prior"], score_kind="probability")
+    assert np.array_equal(np.array(body["knots"]), expected.knots)
+    assert 2 <= len(body["knots"]) <= MAX_KNOTS
+    # moved to a lower class ratio: every probability is below the reference's
+    at_reference = calibration_map(levels, prior=levels.prior, score_kind="probability")
+    inner = (expected.knots[:, 1] > 0) & (expected.knots[:, 1] < 1)
+    assert np.all(expected.knots[inner, 1] < at_reference.knots[inner, 1])
+
+    missing = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(3))})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "window_not_found"
+    estimated = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(4))})
+    assert estimated.status_code == 200, estimated.text
+    assert estimated.json()["prior_source"] == "estimated"
+    unlabelled = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(5))})
+    assert unlabelled.status_code == 409
+    assert unlabelled.json()["error"]["code"] == "calibration_unavailable"
+    assert "label-shift check" in unlabelled.json()["error"]["message"]
+    no_window = env.client.get("/v1/models/fraud/calibration")
+    assert no_window.status_code == 422
+    unknown = env.client.get("/v1/models/nope/calibration", params={"window": iso(_start(2))})
+    assert unknown.status_code == 404

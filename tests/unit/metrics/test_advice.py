@@ -1,0 +1,253 @@
+"""Threshold advice and the recalibration map (:mod:`app.metrics.advice`,
+:mod:`app.metrics.recalibration`) under pure prior shifts and under a likelihood drift.
+
+Score families the methods were not tuned on: a binormal posterior (calibrated at the
+reference's prior), two beta distributions (miscalibrated at every prior) and a real-valued
+score with unequal class variances, rounded so that ties occur. Each case draws a reference
+at π_ref = 0.1, then two windows of the same phase at π = π_ref x m: the advice is computed
+from the first (its measured prior, or its label-free estimate) and judged on the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from app.arrays import FloatArray, Int8Array
+from app.metrics.advice import (
+    advise,
+    class_shift_p_value,
+    expected_curves,
+    kolmogorov_p_value,
+)
+from app.metrics.evaluation import evaluate
+from app.metrics.label_free import LabelShiftReference, assess_window, label_shift_reference
+from app.metrics.ranking import Ranking, rank
+from app.metrics.recalibration import MAX_KNOTS, calibration_map, too_small
+
+PI_REF = 0.1
+MULTIPLIERS = (1 / 5, 1 / 3, 1 / 2, 2, 3, 5)
+ROWS = 200_000
+COSTS = {"false_positive": 1.0, "false_negative": 10.0}
+TARGET = 0.6
+
+
+def _sigmoid(x: FloatArray) -> FloatArray:
+    out: FloatArray = 1.0 / (1.0 + np.exp(-x))
+    return out
+
+
+Family = Callable[[np.random.Generator, Int8Array], FloatArray]
+
+FAMILIES: dict[str, tuple[Family, str, float]] = {
+    "binormal": (
+        lambda rng, y: _sigmoid(1.8 * (rng.normal(size=y.size) + 1.8 * y) - 1.62 - np.log(9.0)),
+        "probability",
+        0.5,
+    ),
+    "beta": (
+        lambda rng, y: np.where(
+            y == 1, rng.beta(4.0, 2.0, size=y.size), rng.beta(2.0, 5.0, size=y.size)
+        ),
+        "probability",
+        0.5,
+    ),
+    "score": (
+        lambda rng, y: np.where(
+            y == 1, rng.normal(2.0, 1.5, size=y.size), rng.normal(0.0, 1.0, y.size)
+        ).round(3),
+        "score",
+        1.0,
+    ),
+}
+
+
+def draw(rng: np.random.Generator, family: str, n: int, pi: float) -> tuple[FloatArray, Int8Array]:
+    labels = (rng.random(n) < pi).astype(np.int8)
+    return FAMILIES[family][0](rng, labels), labels
+
+
+def fitted(scores: FloatArray, labels: Int8Array) -> tuple[Ranking, LabelShiftReference]:
+    ranking = rank(scores, labels)
+    levels = label_shift_reference(ranking)
+    assert levels is not None
+    return ranking, levels
+
+
+def precision_at(scores: FloatArray, labels: Int8Array, threshold: float) -> float:
+    return float(labels[scores >= threshold].mean())
+
+
+def cost_at(scores: FloatArray, labels: Int8Array, threshold: float) -> float:
+    flagged = scores >= threshold
+    fp = np.count_nonzero(flagged & (labels == 0))
+    fn = np.count_nonzero(~flagged & (labels == 1))
+    return float((COSTS["false_positive"] * fp + COSTS["false_negative"] * fn) / labels.size)
+
+
+def oracle_cost(scores: FloatArray, labels: Int8Array) -> float:
+    """The least cost over every threshold of the window itself (its labels known)."""
+    order = np.argsort(-scores, kind="stable")
+    ranked = labels[order]
+    fp = np.cumsum(1 - ranked)
+    fn = ranked.sum() - np.cumsum(ranked)
+    cut = np.append(np.flatnonzero(np.diff(scores[order])), scores.size - 1)
+    total = COSTS["false_positive"] * fp[cut] + COSTS["false_negative"] * fn[cut]
+    nothing = COSTS["false_negative"] * ranked.sum()
+    return float(min(total.min(), nothing) / labels.size)
+
+
+def ece(scores: FloatArray, labels: Int8Array) -> float:
+    value = evaluate(scores, labels, threshold=0.5, score_kind="probability")["regular"]["ece"]
+    return float(value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["measured", "estimated"])
+def test_advice_holds_on_the_next_window_under_pure_prior_shifts(source: str) -> None:
+    rng = np.random.default_rng(24 if source == "measured" else 25)
+    precision_hits, precision_cases, fixed_misses, advised_misses = 0, 0, [], []
+    checked: list[bool] = []
+    cost_gaps, eces, raw_eces = [], [], []
+    for family, (_, kind, fixed) in FAMILIES.items():
+        ranking, levels = fitted(*draw(rng, family, ROWS, PI_REF))
+        for multiplier in MULTIPLIERS:
+            pi = PI_REF * multiplier
+            for _ in range(2):
+                scores, labels = draw(rng, family, ROWS, pi)
+                if source == "measured":
+                    prior = float(labels.mean())
+                else:
+                    found = assess_window(levels, np.sort(scores), seed=1)
+                    assert found is not None
+                    estimate, check = found
+                    checked.append(check.holds is True)
+                    if check.holds is not True:
+                        continue
+                    prior = estimate.ratio
+                following, next_labels = draw(rng, family, ROWS, pi)
+                by_precision = advise(ranking, prior=prior, objective={"target_precision": TARGET})
+                by_cost = advise(ranking, prior=prior, objective={"costs": COSTS})
+                assert by_precision is not None
+                assert by_cost is not None
+                if next_labels.sum() >= 200:
+                    precision_cases += 1
+                    reached = precision_at(following, next_labels, by_precision.threshold)
+                    precision_hits += abs(reached - TARGET) <= 0.03
+                    advised_misses.append(abs(reached - TARGET))
+                    fixed_misses.append(abs(precision_at(following, next_labels, fixed) - TARGET))
+                    best = oracle_cost(following, next_labels)
+                    cost_gaps.append(cost_at(following, next_labels, by_cost.threshold) / best - 1)
+                if kind == "probability":
+                    recalibrated = calibration_map(levels, prior=prior, score_kind=kind)
+                    eces.append(ece(recalibrated.apply(following), next_labels))
+                    raw_eces.append(ece(following, next_labels))
+    # without labels, advice only where the label-shift check holds: under a pure prior
+    # shift, in nearly every window
+    assert precision_cases == len(FAMILIES) * len(MULTIPLIERS) * 2 - checked.count(False)
+    assert checked.count(False) <= 2
+    assert precision_hits >= 0.9 * precision_cases
+    assert max(cost_gaps) <= 0.05
+    # the configured threshold misses the target by far more than the advised one
+    assert np.mean(fixed_misses) > 10 * np.mean(advised_misses)
+    assert max(eces) <= 0.01
+    assert min(raw_eces) >= 0.025
+    # x3 and x5 on the binormal posterior (calibrated at π_ref): raw ECE ≥ 0.05
+    if source == "measured":
+        assert min(raw_eces[8:12]) >= 0.05
+
+
+def test_expected_values_follow_the_reference_at_the_prior() -> None:
+    scores = np.array([0.9, 0.8, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2])
+    labels = np.array([1, 1, 0, 0, 1, 0, 0, 0], dtype=np.int8)
+    ranking = rank(scores, labels)
+    curves = expected_curves(ranking, 0.5)
+    # thresholds 0.9, 0.8, 0.6: TPR 1/3, 2/3, 1; FPR 0, 1/5, 2/5
+    np.testing.assert_allclose(curves["recall"], [1 / 3, 2 / 3, 1.0])
+    np.testing.assert_allclose(curves["fpr"], [0.0, 0.2, 0.4])
+    np.testing.assert_allclose(curves["precision"], [1.0, (2 / 3) / (2 / 3 + 0.2), 1 / 1.4])
+    advice = advise(ranking, prior=0.5, objective={"target_precision": 0.75})
+    assert advice is not None
+    assert advice.threshold == 0.8
+    budget = advise(ranking, prior=0.5, objective={"alert_rate": 0.5})
+    assert budget is not None
+    assert budget.threshold == 0.8
+    assert budget.alert_rate == pytest.approx(0.5 * (2 / 3) + 0.5 * 0.2)
+    cheap = advise(
+        ranking, prior=0.5, objective={"costs": {"false_positive": 1.0, "false_negative": 1.0}}
+    )
+    # costs 1/3, 0.1 + 1/6, 0.2 at the three thresholds
+    assert cheap is not None
+    assert cheap.threshold == 0.6
+    assert cheap.cost == pytest.approx(0.2)
+    assert advise(ranking, prior=0.5, objective={"alert_rate": 0.1}) is None
+    assert advise(ranking, prior=0.01, objective={"alert_rate": 0.003}) is None
+    assert np.isnan(advice.cost)
+
+
+def test_alert_rate_advice_flags_the_budget_on_the_next_window() -> None:
+    rng = np.random.default_rng(7)
+    ranking, _ = fitted(*draw(rng, "binormal", ROWS, PI_REF))
+    _, labels = draw(rng, "binormal", ROWS, PI_REF * 3)
+    advice = advise(ranking, prior=float(labels.mean()), objective={"alert_rate": 0.05})
+    assert advice is not None
+    following, _ = draw(rng, "binormal", ROWS, PI_REF * 3)
+    assert float(np.mean(following >= advice.threshold)) == pytest.approx(0.05, abs=0.003)
+    assert float(np.mean(following >= 0.5)) > 0.1
+
+
+def test_likelihood_drift_breaks_the_assumption_check() -> None:
+    rng = np.random.default_rng(11)
+    ranking, _ = fitted(*draw(rng, "binormal", ROWS, PI_REF))
+    labels = (rng.random(50_000) < PI_REF).astype(np.int8)
+    # the positives' latent mean falls from 1.8 to 1.2: P(score | y = 1) changed
+    drifted = _sigmoid(1.8 * (rng.normal(size=labels.size) + 1.2 * labels) - 1.62 - np.log(9.0))
+    p_drift = class_shift_p_value(
+        ranking, np.sort(drifted[labels == 1]), np.sort(drifted[labels == 0])
+    )
+    assert p_drift < 1e-6
+    scores, same = draw(rng, "binormal", 50_000, PI_REF * 3)
+    p_prior = class_shift_p_value(ranking, np.sort(scores[same == 1]), np.sort(scores[same == 0]))
+    assert p_prior > 0.01
+
+
+def test_kolmogorov_p_value_matches_known_values() -> None:
+    # Q(1.36) ≈ 0.0494 and Q(1.63) ≈ 0.0098 (the 5% and 1% critical values)
+    assert kolmogorov_p_value(1.36 / np.sqrt(50.0), 100, 100) == pytest.approx(0.0494, abs=5e-4)
+    assert kolmogorov_p_value(1.63 / np.sqrt(50.0), 100, 100) == pytest.approx(0.0098, abs=3e-4)
+    assert kolmogorov_p_value(0.0, 10, 10) == 1.0
+
+
+def test_map_is_monotone_bounded_and_matches_the_prior_correction() -> None:
+    rng = np.random.default_rng(5)
+    _, levels = fitted(*draw(rng, "beta", ROWS, PI_REF))
+    at_ref = calibration_map(levels, prior=levels.prior, score_kind="probability")
+    moved = calibration_map(levels, prior=0.3, score_kind="probability")
+    for recalibration in (at_ref, moved):
+        knots = recalibration.knots
+        assert 2 <= knots.shape[0] <= MAX_KNOTS
+        assert np.all(np.diff(knots[:, 0]) > 0)
+        assert np.all(np.diff(knots[:, 1]) >= 0)
+        assert knots[0, 0] == 0.0
+        assert knots[-1, 0] == 1.0
+    np.testing.assert_array_equal(at_ref.knots[:, 0], moved.knots[:, 0])
+    inner = (at_ref.knots[:, 1] > 0) & (at_ref.knots[:, 1] < 1)
+    assert np.count_nonzero(inner) >= at_ref.knots.shape[0] - 4
+    odds_ref = at_ref.knots[inner, 1] / (1 - at_ref.knots[inner, 1])
+    odds = moved.knots[inner, 1] / (1 - moved.knots[inner, 1])
+    scale = 0.3 * (1 - levels.prior) / (levels.prior * (1 - 0.3))
+    np.testing.assert_allclose(odds, odds_ref * scale, rtol=1e-9)
+    small = calibration_map(levels, prior=0.3, score_kind="probability", max_knots=20)
+    assert small.knots.shape[0] <= 20
+
+
+def test_a_small_reference_gets_no_map() -> None:
+    rng = np.random.default_rng(2)
+    _, levels = fitted(*draw(rng, "beta", 500, PI_REF))
+    reason = too_small(levels)
+    assert reason is not None
+    assert "1000" in reason
+    _, large = fitted(*draw(rng, "beta", 5_000, PI_REF))
+    assert too_small(large) is None
