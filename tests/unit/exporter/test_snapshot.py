@@ -81,11 +81,11 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 142 + 15 per configured pi0 for a window (12 of them the decision's, 6 the advice's, 1
+    # 136 + 15 per configured pi0 for a window (12 of them the decision's, 6 the advice's, 1
     # the label-shift check's); one overflow series per model
-    assert per_window_series(configured_pi0=0) == 142
-    assert per_window_series(configured_pi0=2) == 172
-    assert expected == 1 * 143 + 2 * 157 + 1 + 4 * 187 + 1
+    assert per_window_series(configured_pi0=0) == 136
+    assert per_window_series(configured_pi0=2) == 166
+    assert expected == 1 * 137 + 2 * 151 + 1 + 4 * 181 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
