@@ -171,7 +171,6 @@ def _families() -> dict[str, Family]:
         "calmon_windows_pending": Family("gauge", none, SCHEDULER),
         "calmon_windows_computed": Family("counter", none, SCHEDULER),
         "calmon_scheduler_leader": Family("gauge", none, SCHEDULER),
-        "calmon_database_replica_lag_seconds": Family("gauge", none),
         "calmon_build_info": Family("gauge", frozenset({"version"}), API | SCHEDULER),
     }
     return families
