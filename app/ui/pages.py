@@ -180,9 +180,8 @@ def _estimated_ratio(record: Mapping[str, Any], reading: WindowReading) -> str:
 
 def window_verdict(record: Mapping[str, Any], reading: WindowReading) -> tuple[str, str, str]:
     """A window's verdict (text, CSS class) and its class ratio text: its pooled decision's
-    (:func:`app.ui.verdict.record_verdict`), unless the window's labels do not decide yet and
-    the decision cannot tell, where the label-free estimate speaks
-    (:func:`app.ui.verdict.estimate_speaks`)."""
+    (:func:`app.ui.verdict.record_verdict`), unless the window's own labels do not decide yet,
+    where the label-free estimate speaks (:func:`app.ui.verdict.estimate_speaks`)."""
     speaks = estimate_speaks(record)
     if speaks is None or not _estimate_speaks_for(record, reading):
         verdict = record_verdict(record)
@@ -191,13 +190,10 @@ def window_verdict(record: Mapping[str, Any], reading: WindowReading) -> tuple[s
 
 
 def _estimate_speaks_for(record: Mapping[str, Any], reading: WindowReading) -> bool:
-    """Whether a window's label-free estimate speaks for it: its labels do not decide yet
-    and neither its decision nor its own split has a verdict."""
-    return (
-        record_verdict(record) is Verdict.UNKNOWN
-        and reading.verdict is Verdict.UNKNOWN
-        and estimate_speaks(record) is not None
-    )
+    """Whether a window's label-free estimate speaks for it: its own labels do not decide yet
+    (a pooled decision then describes the windows before it, not this one)."""
+    del reading
+    return estimate_speaks(record) is not None
 
 
 def _part(value: float | None, interval: Bounds | None) -> str:
