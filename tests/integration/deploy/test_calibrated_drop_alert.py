@@ -26,6 +26,7 @@ import yaml
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, build_snapshot
 from app.metrics.evaluation import evaluate_ranked, set_sums
+from app.metrics.label_free import label_shift_reference
 from app.metrics.prepared import prepare
 from app.services.reference_cache import Reference
 from app.services.window_compute import evaluate_segment
@@ -76,6 +77,7 @@ def _reference(scores: np.ndarray[Any, Any], labels: np.ndarray[Any, Any]) -> Re
         ranking=prepared.ranking,
         sums=sums,
         evaluation=evaluation,
+        label_shift=label_shift_reference(prepared.ranking),
     )
 
 

@@ -14,7 +14,7 @@ rules and counts the firing alerts through ``ALERTS``.
 from __future__ import annotations
 
 import subprocess
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,15 @@ import pytest
 import yaml
 
 from app.db.models import Model
-from app.exporter.snapshot import LatestWindow, build_snapshot
-from app.metrics.evaluation import evaluate_ranked, set_sums
-from app.metrics.label_free import label_shift_reference
-from app.metrics.prepared import prepare
-from app.services.reference_cache import Reference
+from app.exporter.snapshot import LatestWindow
 from app.services.window_compute import evaluate_segment
 from tests.integration.deploy.promql import selectors
+from tests.integration.deploy.test_calibrated_drop_alert import (
+    THRESHOLD,
+    WINDOW_START,
+    _input_series,
+    _reference,
+)
 from tests.integration.deploy.test_prometheus_rules import RULES, _rules
 
 pytestmark = pytest.mark.slow
@@ -40,9 +42,6 @@ SIZE = 20_000
 REFERENCE_PRIOR = 0.05
 SHIFT_MODELS = 40
 DRIFT_MODELS = 20
-THRESHOLD = 0.5
-REFERENCE_START = datetime(2024, 1, 1, tzinfo=UTC)
-WINDOW_START = datetime(2024, 2, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 Scores = np.ndarray[Any, np.dtype[np.float64]]
@@ -59,26 +58,6 @@ def _draw(
     labels = (rng.random(size) < prior).astype(np.int8)
     scores = np.where(labels == 1, rng.beta(*positives, size), rng.beta(*negatives, size))
     return np.round(scores, 3).astype(np.float64), labels
-
-
-def _reference(scores: Scores, labels: Labels) -> Reference:
-    prepared = prepare(scores, labels, score_kind="probability")
-    sums = set_sums(
-        prepared.pos_sorted, prepared.neg_sorted, threshold=THRESHOLD, score_kind="probability"
-    )
-    evaluation = evaluate_ranked(
-        prepared.ranking, sums, threshold=THRESHOLD, pi0=(), score_kind="probability"
-    )
-    return Reference(
-        kind="fixed",
-        start=REFERENCE_START,
-        end=REFERENCE_START + HOUR,
-        windows=None,
-        ranking=prepared.ranking,
-        sums=sums,
-        evaluation=evaluation,
-        label_shift=label_shift_reference(prepared.ranking),
-    )
 
 
 def _latest_window(
@@ -118,18 +97,6 @@ def _latest_window(
         computed_at=WINDOW_START + HOUR,
         record=record,
     )
-
-
-def _input_series(windows: list[LatestWindow], names: set[str]) -> list[dict[str, str]]:
-    series = []
-    for family in build_snapshot(windows).families:
-        if family.name not in names:
-            continue
-        for sample in family.samples:
-            labels = {**sample.labels, "job": "calmon-api", "instance": "api:8000"}
-            text = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
-            series.append({"series": f"{family.name}{{{text}}}", "values": f"{sample.value!r}x20"})
-    return series
 
 
 def _count_check(alert: str, models: str, comparison: str) -> dict[str, Any]:
