@@ -49,6 +49,7 @@ def _expected_row(record: dict[str, Any], metric: str) -> list[str]:
         record["start"][11:16],
         str(record["n"]),
         str(record["n_pos"]),
+        str(record["unlabelled"]),
         f"{record['prior']:.4f}",
         f"{record['regular'][metric]:.3f}",
         "-" if calibrated is None else f"{calibrated:.3f}",
@@ -65,6 +66,13 @@ def _expected_row(record: dict[str, Any], metric: str) -> list[str]:
         "-" if likelihood is None else f"{likelihood:+.3f}{_mark(decision['likelihood_interval'])}"
     )
     cells.append(decision["verdict"])
+    cells.append("-")  # the label-free estimate speaks only before most labels land
+    advice = record.get("advice")
+    if advice is not None:
+        advised = advice["threshold"]
+        broken = (advice.get("assumption") or {}).get("holds") is False
+        cells.append(f"{advice['configured_threshold']:.4f}")
+        cells.append("-" if advised is None else f"{advised:.4f}" + ("!" if broken else ""))
     return cells
 
 
@@ -124,10 +132,10 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         rows = [line.split() for line in lines[3:7]]
         assert rows == [_expected_row(record, "average_precision") for record in records[-4:]]
         # the likelihood drift's windows: the model got worse, and the interval says so
-        assert all(row[-4].endswith("*") and row[-4].startswith("-") for row in rows[-2:])
-        assert all(row[-1] in {"model_got_worse", "both"} for row in rows[-2:])
+        assert all(row[-7].endswith("*") and row[-7].startswith("-") for row in rows[-2:])
+        assert all(row[-4] in {"model_got_worse", "both"} for row in rows[-2:])
         assert lines[7].startswith("* ")
-        assert len(lines) == 11
+        assert len(lines) == 12  # the legend names the advice column's mark too
 
         by_flag = _calmon(
             "windows", "shown", "--url", base, "--metric", "roc_auc", "--token", READER, env=env
@@ -135,7 +143,7 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         assert by_flag.returncode == 0, by_flag.stderr
         auc_rows = [line.split() for line in by_flag.stdout.splitlines()[3:9]]
         assert auc_rows == [_expected_row(record, "roc_auc") for record in records]
-        assert all(row[-6:-3] == ["-", "-", "-"] for row in auc_rows)
+        assert all(row[-9:-6] == ["-", "-", "-"] for row in auc_rows)
 
         unknown = _calmon("windows", "absent", "--url", base, "--token", READER, env=env)
         assert unknown.returncode == 2
