@@ -51,6 +51,13 @@ NOT_RUN = {
     "python3.11 -m venv ../nannyml-env": (
         "installs NannyML from the network, outside calmon's environment"
     ),
+    ".venv/bin/pip install ./client": (
+        "builds the client package with the network's setuptools; scripts/test installs it"
+        " (editable) and tests/unit/client/test_package.py checks what it declares"
+    ),
+    "from calmon_client import Monitor": (
+        "tests/integration/client/test_readme_example.py runs it against a real calmon api"
+    ),
 }
 
 
