@@ -183,17 +183,10 @@ def window_verdict(record: Mapping[str, Any], reading: WindowReading) -> tuple[s
     (:func:`app.ui.verdict.record_verdict`), unless the window's own labels do not decide yet,
     where the label-free estimate speaks (:func:`app.ui.verdict.estimate_speaks`)."""
     speaks = estimate_speaks(record)
-    if speaks is None or not _estimate_speaks_for(record, reading):
+    if speaks is None:
         verdict = record_verdict(record)
         return verdict.value, VERDICT_CLASS[verdict], _ratio_vs_reference(reading)
     return VERDICT_WORDS[speaks], ESTIMATE_CLASS[speaks], _estimated_ratio(record, reading)
-
-
-def _estimate_speaks_for(record: Mapping[str, Any], reading: WindowReading) -> bool:
-    """Whether a window's label-free estimate speaks for it: its own labels do not decide yet
-    (a pooled decision then describes the windows before it, not this one)."""
-    del reading
-    return estimate_speaks(record) is not None
 
 
 def _part(value: float | None, interval: Bounds | None) -> str:
@@ -259,7 +252,7 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
             reading = read_window(record)
             ratio = (
                 escape(_estimated_ratio(record, reading))
-                if _estimate_speaks_for(record, reading)
+                if estimate_speaks(record) is not None
                 else _stacked(format_number(reading.ratio, 4), _versus(reading))
             )
             cells = (
@@ -553,7 +546,7 @@ def _verdict_sentence(record: Mapping[str, Any], reading: WindowReading) -> str:
     """The explanation beside a window's verdict: the label-free estimate's where it speaks
     for the window, else its decision's when it has one, else its own reading's."""
     speaks = estimate_speaks(record)
-    if speaks is not None and _estimate_speaks_for(record, reading):
+    if speaks is not None:
         return _explain_estimate(record, reading, speaks)
     decision = read_decision(record)
     return _explain(reading) if decision is None else _explain_decision(decision)

@@ -125,6 +125,19 @@ def _input_series(windows: list[LatestWindow], names: set[str]) -> list[dict[str
     return series
 
 
+def run_rule_tests(promtool: str, path: Path, tests: dict[str, Any]) -> None:
+    """Write promtool's unit-test file ``tests`` to ``path`` and assert that it passes."""
+    path.write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
+    result = subprocess.run(
+        [promtool, "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def _count_check(prefix: str, comparison: str) -> dict[str, Any]:
     firing = f'ALERTS{{alertname="{ALERT}",alertstate="firing",model=~"{prefix}-.*"}}'
     return {
@@ -165,13 +178,4 @@ def test_drop_alert_ignores_prior_shifts_and_fires_on_likelihood_drops(
             }
         ],
     }
-    path = tmp_path / "drop_test.yml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
-    result = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_rule_tests(promtool, tmp_path / "drop_test.yml", tests)

@@ -16,13 +16,11 @@ per model: a week of hourly decisions is the study's (``docs/metrics.md``).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow
@@ -36,6 +34,7 @@ from tests.integration.deploy.test_calibrated_drop_alert import (
     WINDOW_START,
     _input_series,
     _reference,
+    run_rule_tests,
 )
 from tests.integration.deploy.test_prometheus_rules import RULES, _rules
 
@@ -139,13 +138,4 @@ def test_decision_alert_ignores_prior_shifts_and_fires_on_likelihood_drops(
             }
         ],
     }
-    path = tmp_path / "decision_test.yml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
-    result = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_rule_tests(promtool, tmp_path / "decision_test.yml", tests)

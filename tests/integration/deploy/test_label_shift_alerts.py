@@ -13,14 +13,12 @@ rules and counts the firing alerts through ``ALERTS``.
 
 from __future__ import annotations
 
-import subprocess
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow
@@ -31,6 +29,7 @@ from tests.integration.deploy.test_calibrated_drop_alert import (
     WINDOW_START,
     _input_series,
     _reference,
+    run_rule_tests,
 )
 from tests.integration.deploy.test_prometheus_rules import RULES, _rules
 
@@ -163,13 +162,4 @@ def test_scores_changed_fires_on_drift_and_the_estimated_shift_only_where_it_hol
             }
         ],
     }
-    path = tmp_path / "label_shift_test.yml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
-    result = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_rule_tests(promtool, tmp_path / "label_shift_test.yml", tests)
