@@ -1,13 +1,14 @@
 """The study of pooled decisions at few positives (a script, not a test): the table of
 ``docs/metrics.md`` ("Decisions at few positives").
 
-    .venv/bin/python -m bench.decisions [--models 12] [--save runs.pickle]
+    .venv/bin/python -m bench.decisions [--models 40] [--save runs.pickle]
 
 Runs the regimes of ``tests/unit/metrics/decision_study.py`` (pure prior shifts times 1/3 and 3
 over a week of hourly windows; likelihood drifts lowering the calibrated AP by 20% over the
-36 hours after they start) and prints, per regime and decision metric (AP, precision, F1 at
-the threshold) and page level, the share of models paged, paged within 24 hours, the median
-hours to the first page, and the coverage of the decision's intervals of both parts.
+day after they start, against a reference of two days and, at 20 positives an hour, of one)
+and prints, per regime and page level (the z of the positives' shift test), the share of
+models paged, paged within 24 hours, the median hours to the first page, and the coverage of
+the decision's intervals of both parts of the AP change.
 ``--load`` re-summarises a saved run at other page levels without computing it again.
 """
 
@@ -16,8 +17,8 @@ from __future__ import annotations
 import argparse
 import pickle
 import time
+from statistics import NormalDist
 
-from app.metrics.split import PART_INTERVAL_METRICS
 from tests.unit.metrics.decision_study import (
     RARE_FAMILIES,
     ModelRun,
@@ -27,8 +28,8 @@ from tests.unit.metrics.decision_study import (
 )
 
 WEEK = 168
-DRIFT_HOURS = 36
-LEVELS = (2.326, 2.576, 3.09, 3.29)
+DRIFT_HOURS = 24
+LEVELS = (3.09, 3.29, 3.5, 3.72)
 
 
 def regimes() -> list[tuple[Regime, int]]:
@@ -41,32 +42,33 @@ def regimes() -> list[tuple[Regime, int]]:
         for prior in (0.002, 0.01):
             for positives in (10, 20, 60):
                 out.append((Regime(family, prior, positives, drift=True), DRIFT_HOURS))
+            day = Regime(family, prior, 20, drift=True, reference_hours=24)
+            out.append((day, DRIFT_HOURS))
     return out
 
 
 def _print(results: list[tuple[Regime, list[ModelRun]]]) -> None:
     print(
-        "| regime | metric | z | paged | paged ≤ 24 h | median h to page | cov. prior "
+        "| regime | z | paged | paged ≤ 24 h | median h to page | cov. prior "
         "| cov. likelihood | median windows |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for regime, runs in results:
-        for metric in PART_INTERVAL_METRICS:
-            for z in LEVELS:
-                r = summarise(runs, metric=metric, z=z)
-                median = "—" if r.median_first_page is None else f"{r.median_first_page:.0f}"
-                print(
-                    f"| {regime.name} | {metric} | {z} | {r.paged / r.models:.3f} | "
-                    f"{r.paged_within_24h / r.models:.3f} | {median} | "
-                    f"{r.coverage('prior'):.3f} | {r.coverage('likelihood'):.3f} | "
-                    f"{r.median_windows:.0f} |",
-                    flush=True,
-                )
+        for z in LEVELS:
+            r = summarise(runs, p=1.0 - NormalDist().cdf(z))
+            median = "—" if r.median_first_page is None else f"{r.median_first_page:.0f}"
+            print(
+                f"| {regime.name} | {z} | {r.paged / r.models:.3f} | "
+                f"{r.paged_within_24h / r.models:.3f} | {median} | "
+                f"{r.coverage('prior'):.3f} | {r.coverage('likelihood'):.3f} | "
+                f"{r.median_windows:.0f} |",
+                flush=True,
+            )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=int, default=12)
+    parser.add_argument("--models", type=int, default=40)
     parser.add_argument("--save", default=None, help="pickle the runs to this file")
     parser.add_argument("--load", default=None, help="summarise runs pickled by --save")
     args = parser.parse_args()

@@ -309,6 +309,18 @@ class SegmentsOverflow(_Closed):
     predictions: int = Field(description="predictions in them")
 
 
+class PositivesShift(_Closed):
+    """Whether the pooled positives score lower than the reference's positives: the test the
+    page `CalmonDecisionMetricDrop` reads (`docs/metrics.md`, "Decisions at few positives")."""
+
+    method: Literal["mann_whitney"] = Field(
+        description="one-sided Mann-Whitney test of the two sets' positive scores, ties "
+        "corrected, normal approximation"
+    )
+    z: float = Field(description="its z, above 0 when the pooled positives score lower")
+    p_value: float = Field(description="its one-sided p-value")
+
+
 class Decision(_Closed):
     """The pooled decision of the window (`docs/metrics.md`, "Decisions at few positives"): the
     window and the trailing windows before it, pooled back until they hold the model's
@@ -343,6 +355,11 @@ class Decision(_Closed):
     )
     reference_positive_class_ratio_interval: tuple[float, float] | None = Field(
         description="95% Wilson interval of the reference's class ratio, null without one"
+    )
+    positives_shift: PositivesShift | None = Field(
+        default=None,
+        description="the page's test; null without a reference with positives or without "
+        "pooled positives, absent in windows computed before it existed",
     )
 
 

@@ -37,7 +37,8 @@ The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the o
 --prior P is the rare-positive preset: the stable and likelihood phases at pi = P, the prior
 phase moved by the same factor (x0.16); use it with more predictions per window, e.g.
 --prior 0.005 --per-window 4000 gives about 20 positives a window, too few for a window's own
-AP interval: each window's pooled decision (docs/metrics.md) then decides.
+AP interval: each window's pooled decision (docs/metrics.md) then decides; the preset's
+model pools 100 positives per decision (the default is 400, too many for a short stream).
 The model is created with score_kind probability, threshold 0.5, grace 0s, the stable
 period as its fixed reference and the objective "precision at least 0.5" (threshold advice,
 docs/acting.md), under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse;
@@ -220,10 +221,18 @@ class _Progress:
         self.stream.flush()
 
 
-def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
+#: the rare-positive preset's decision setting: a demonstration's stream is short, so its
+#: decisions pool 100 positives (where the AP parts get intervals), not the default 400
+RARE_DECISION: Final = {"min_positives": 100, "max_span": "7d"}
+
+
+def _model_config(
+    plans: Sequence[WindowPlan], window: str, *, rare: bool = False
+) -> dict[str, Any]:
     """The configuration the simulated model is created with: the stable period as its fixed
     reference; grace 0 (late labels, with --label-delay, have their windows recomputed); an
-    objective, so that every window carries threshold advice."""
+    objective, so that every window carries threshold advice; with ``rare`` (``--prior``),
+    RARE_DECISION."""
     from app.simulation.stream import REFERENCE_PHASE, phase_bounds
 
     bounds = phase_bounds(plans, REFERENCE_PHASE)
@@ -239,6 +248,7 @@ def _model_config(plans: Sequence[WindowPlan], window: str) -> dict[str, Any]:
         },
         "grace": "0s",
         "objective": dict(OBJECTIVE),
+        **({"decision": dict(RARE_DECISION)} if rare else {}),
     }
 
 
@@ -380,7 +390,9 @@ def _create_model(
                 f" {args.model})",
                 file=err,
             )
-    body = orjson.dumps(_model_config(plans, args.window))
+    body = orjson.dumps(
+        _model_config(plans, args.window, rare=getattr(args, "prior", None) is not None)
+    )
     status, _ = request_json(client, "PUT", f"/v1/models/{model}", body=body)
     if status == 200:
         print(

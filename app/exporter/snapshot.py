@@ -140,6 +140,11 @@ _DECISION_FAMILIES: Final = (
         "calmon_decision_positive_class_ratio_upper",
         "Upper end of the 95% Wilson interval of the pooled positive class ratio",
     ),
+    (
+        "calmon_decision_positives_shift_p_value",
+        "One-sided p-value of the test that the pooled positives score lower than the "
+        "reference's (the page's test, docs/metrics.md)",
+    ),
 )
 #: series of one window's decision
 DECISION_SERIES: Final = len(_DECISION_PARTS) * len(INTERVAL_COMPONENTS) + len(_DECISION_FAMILIES)
@@ -645,6 +650,10 @@ def _add_decision(builder: _Builder, record: Mapping[str, Any], labels: dict[str
         ("calmon_decision_positive_class_ratio", decision.get("positive_class_ratio")),
         ("calmon_decision_positive_class_ratio_lower", lower),
         ("calmon_decision_positive_class_ratio_upper", upper),
+        (
+            "calmon_decision_positives_shift_p_value",
+            _section(decision.get("positives_shift")).get("p_value"),
+        ),
     ):
         builder.add(name, labels, value)
 

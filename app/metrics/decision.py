@@ -12,12 +12,20 @@ splits the pooled set's change from the reference exactly as a window's
 - the model got worse when the likelihood part's 95% interval lies below 0;
 - stable when both intervals exist and neither says so; not enough data when the likelihood
   interval is absent and the ratio did not visibly move.
+
+The page (:func:`page`, ``CalmonDecisionMetricDrop``) asks a sharper question at a stricter level:
+did the positives' scores fall relative to the reference's positives
+(:func:`positives_shift`)? Under a pure class-ratio change the scores of each class keep their
+distribution, so this rank test keeps its level at any ratio, with ties and at 20 positives,
+which the bootstrap interval of the AP part does not promise in its far tail.
 """
 
 from __future__ import annotations
 
 from statistics import NormalDist
 from typing import Any, Final
+
+import numpy as np
 
 from app.metrics.evaluation import SetSums, evaluate_ranked
 from app.metrics.intervals import Interval, wilson_interval
@@ -54,6 +62,40 @@ def verdict_of(
     return WORSE if worse else STABLE
 
 
+def positives_shift(pooled: Ranking, reference: Ranking) -> dict[str, Any] | None:
+    """Whether the pooled set's positives score lower than the reference's: the one-sided
+    Mann-Whitney test of the two sets' positive scores, from their positive blocks.
+
+    U counts the pairs (pooled positive, reference positive) where the pooled one scores
+    higher, a tie counting 1/2; under no change of the positives' score distribution
+    E[U] = n1·n2/2 and Var U = n1·n2/12·(N + 1 - Σ(t³ - t)/(N(N - 1))) over the tie groups t of
+    the N = n1 + n2 positives. ``z`` = (E[U] - U - 1/2)/sd (continuity-corrected, > 0 when the
+    pooled positives score lower), ``p_value`` its upper normal tail. A pure change of the
+    class ratio leaves it valid (each class keeps its score distribution); a drift of the
+    negatives alone is not its to see. None when either set has no positive or every
+    positive score is tied.
+    """
+    n1, n2 = pooled.n_pos, reference.n_pos
+    if n1 == 0 or n2 == 0:
+        return None
+    ascending, counts = reference.thresholds[::-1], reference.pos[::-1]
+    below = np.concatenate(([0], np.cumsum(counts)))
+    lower = below[np.searchsorted(ascending, pooled.thresholds, side="left")]
+    upto = below[np.searchsorted(ascending, pooled.thresholds, side="right")]
+    u = float(np.sum(pooled.pos * (lower + 0.5 * (upto - lower))))
+    values = np.concatenate((pooled.thresholds, reference.thresholds))
+    weights = np.concatenate((pooled.pos, reference.pos)).astype(np.float64)
+    _, groups = np.unique(values, return_inverse=True)
+    ties = np.bincount(groups, weights=weights)
+    total = n1 + n2
+    tie_term = float(np.sum(ties**3 - ties)) / (total * (total - 1))
+    variance = n1 * n2 / 12.0 * (total + 1 - tie_term)
+    if variance <= 0.0:
+        return None
+    z = (n1 * n2 / 2.0 - u - 0.5) / float(np.sqrt(variance))
+    return {"method": "mann_whitney", "z": z, "p_value": 1.0 - NormalDist().cdf(z)}
+
+
 def decision_from_split(
     *,
     n: int,
@@ -61,14 +103,16 @@ def decision_from_split(
     reference_n: int,
     reference_n_pos: int,
     parts: dict[str, Any] | None,
+    shift: dict[str, Any] | None = None,
     metric: str = DECISION_METRIC,
     level: float = 0.95,
 ) -> dict[str, Any]:
     """The decision of a pooled set with ``n`` labelled predictions and ``n_pos`` positives
     against a reference of ``reference_n`` and ``reference_n_pos``, given the split of
     ``metric`` (``{"prior", "likelihood", "prior_interval", "likelihood_interval"}``, or None
-    without a reference or a split; ``reference_n`` 0 without a labelled reference). Without
-    ``windows`` and ``start`` (the caller's)."""
+    without a reference or a split; ``reference_n`` 0 without a labelled reference) and the
+    :func:`positives_shift` test (None without one). Without ``windows`` and ``start`` (the
+    caller's)."""
     parts = parts or {}
     ratio_interval = wilson_interval(n_pos, n, level)
     reference_interval = wilson_interval(reference_n_pos, reference_n, level)
@@ -89,6 +133,7 @@ def decision_from_split(
         "positive_class_ratio": n_pos / n if n else None,
         "positive_class_ratio_interval": ratio_interval,
         "reference_positive_class_ratio_interval": reference_interval,
+        "positives_shift": shift,
     }
 
 
@@ -102,11 +147,12 @@ def pooled_split(
     score_kind: str,
     level: float = 0.95,
     seed: int | None = None,
+    intervals: bool = True,
 ) -> dict[str, dict[str, Any]] | None:
     """The split of every prior-dependent metric's change from the reference to the pooled set
-    (:func:`~app.metrics.split.drift_split`), with the intervals of both parts, from the two
-    rankings and sums (neither set's rows); None when either set lacks a class (nothing can be
-    calibrated)."""
+    (:func:`~app.metrics.split.drift_split`), with the intervals of both parts (None without
+    ``intervals``: the parts alone, no bootstrap), from the two rankings and sums (neither
+    set's rows); None when either set lacks a class (nothing can be calibrated)."""
     sizes = (pooled.n_pos, pooled.n_neg, reference.n_pos, reference.n_neg)
     if min(sizes) == 0:
         return None
@@ -119,6 +165,10 @@ def pooled_split(
         reference, reference_sums, threshold=threshold, pi0=(pooled_prior,), score_kind=score_kind
     )
     split = drift_split(window, ref)
+    if not intervals:
+        for parts in split.values():
+            parts["prior_interval"] = parts["likelihood_interval"] = None
+        return split
     bounds = split_intervals_ranked(
         pooled,
         cut_with_fp(pooled, threshold, pooled_sums.fp),
@@ -143,14 +193,17 @@ def decide_all(
     score_kind: str,
     level: float = 0.95,
     seed: int | None = None,
+    intervals: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """The decision of a pooled set against a reference (None: no reference) by each metric
     of PART_INTERVAL_METRICS (one bootstrap for all), each without ``windows`` and ``start``:
-    counts, verdict, the parts of the metric's change and their intervals, and the class
-    ratios' Wilson intervals."""
-    split = None
+    counts, verdict, the parts of the metric's change and their intervals (None without
+    ``intervals``, which skips the bootstrap), the class ratios' Wilson intervals and the
+    positives' shift test."""
+    split = shift = None
     ref_n = ref_pos = 0
     if reference is not None and reference_sums is not None:
+        shift = positives_shift(pooled, reference)
         ref_n, ref_pos = reference.n_pos + reference.n_neg, reference.n_pos
         split = pooled_split(
             pooled,
@@ -161,6 +214,7 @@ def decide_all(
             score_kind=score_kind,
             level=level,
             seed=seed,
+            intervals=intervals,
         )
     return {
         metric: decision_from_split(
@@ -169,6 +223,7 @@ def decide_all(
             reference_n=ref_n,
             reference_n_pos=ref_pos,
             parts=None if split is None else split[metric],
+            shift=shift,
             metric=metric,
             level=level,
         )
@@ -201,29 +256,22 @@ def decide(
     )[metric]
 
 
-#: the page's one-sided confidence that the likelihood part is below 0, as a normal quantile
-#: (99.9%): chosen from the study of ``docs/metrics.md`` so that pure prior shifts page at most
-#: 2.5% of models in a week of hourly decisions
-PAGE_Z: Final = 3.09
+#: the page's level: the positives' shift test (:func:`positives_shift`) below this p-value
+#: (z > 3.5), chosen from the study of ``docs/metrics.md`` so that pure prior shifts page at
+#: most 2.5% of models in a week of hourly decisions (each hour's decision re-reads most of
+#: the last one's windows, and every one is compared with the same reference)
+PAGE_P: Final = 1.0 - NormalDist().cdf(3.5)
 #: the page's materiality: the likelihood part below this fraction of the reference value
 PAGE_MATERIAL: Final = 0.05
 
 
-def width_factor(z: float, level: float = 0.95) -> float:
-    """k such that upper + k·(upper - lower) is the one-sided bound at the normal quantile
-    ``z`` of a normal interval at ``level`` (center ± z_level·sd): (z / z_level - 1) / 2."""
-    z_level = NormalDist().inv_cdf(0.5 + level / 2)
-    return (z / z_level - 1.0) / 2.0
-
-
-def page(decision: dict[str, Any], *, reference_value: float | None, z: float = PAGE_Z) -> bool:
-    """Whether the decision pages (``CalmonDecisionMetricDrop``): the likelihood part of its
-    metric's change is below 0 at one-sided confidence ``z`` and below -PAGE_MATERIAL times
-    the reference's value of the metric."""
-    interval = decision.get("likelihood_interval")
+def page(decision: dict[str, Any], *, reference_value: float | None, p: float = PAGE_P) -> bool:
+    """Whether the decision pages (``CalmonDecisionMetricDrop``): its positives score lower
+    than the reference's at the level ``p`` (:func:`positives_shift`), and the likelihood part
+    of its metric's change is below -PAGE_MATERIAL times the reference's value of the metric
+    (the fall matters to the metric, not only to the test)."""
+    shift = decision.get("positives_shift")
     likelihood = decision.get("likelihood_part")
-    if interval is None or likelihood is None or reference_value is None:
+    if shift is None or likelihood is None or reference_value is None:
         return False
-    lower, upper = interval
-    significant = upper + width_factor(z) * (upper - lower) < 0.0
-    return bool(significant and likelihood < -PAGE_MATERIAL * reference_value)
+    return bool(shift["p_value"] < p and likelihood < -PAGE_MATERIAL * reference_value)

@@ -21,16 +21,22 @@ from sqlalchemy.orm import Session
 
 from app.arrays import FloatArray
 from app.db.models import Model, WindowResult, WindowScores, WindowState
-from app.metrics.decision import DECISION_METRIC, decide, decision_from_split
+from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
 from app.metrics.prepared import PreparedSet
+from app.services.models import (
+    DEFAULT_DECISION_POSITIVES,
+    DEFAULT_DECISION_SPAN,
+    duration_seconds,
+)
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import Pool, decode_scores, references_for
 from app.services.window_rows import ALL, load_rows
 from app.timeline import iso, window_length
 
-#: the decision's defaults: positives to pool, and how far back at most
-DEFAULT_MIN_POSITIVES: Final = 100
-DEFAULT_MAX_SPAN: Final = timedelta(days=7)
+#: the decision's defaults (:class:`app.services.models.DecisionConfig`): positives to pool,
+#: and how far back at most
+DEFAULT_MIN_POSITIVES: Final = DEFAULT_DECISION_POSITIVES
+DEFAULT_MAX_SPAN: Final = timedelta(seconds=duration_seconds(DEFAULT_DECISION_SPAN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +223,7 @@ def window_decision(
             reference_n=0 if usable is None else usable.n,
             reference_n_pos=0 if usable is None else usable.ranking.n_pos,
             parts=None if split is None else split.get(DECISION_METRIC),
+            shift=None if usable is None else positives_shift(prepared.ranking, usable.ranking),
         )
         return {"windows": 1, "start": iso(start), **decision}
     pool_reference = trailing.reference if model.reference_kind == "trailing" else reference

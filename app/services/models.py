@@ -45,7 +45,7 @@ GRACE_SCHEMA_PATTERN: Final = r"^([0-9]{1,7}[sm]|[0-9]{1,5}h|[0-9]{1,4}d)$"
 MAX_GRACE_SECONDS: Final = 2**31 - 1
 DURATION_UNITS: Final[dict[str, int]] = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 MAX_PI0: Final = 5
-DEFAULT_DECISION_POSITIVES: Final = 100
+DEFAULT_DECISION_POSITIVES: Final = 400
 MAX_DECISION_POSITIVES: Final = 100_000
 DEFAULT_DECISION_SPAN: Final = "7d"
 MAX_DECISION_SPAN_DAYS: Final = 90
@@ -215,8 +215,9 @@ class DecisionConfig(BaseModel):
         default=DEFAULT_DECISION_POSITIVES,
         ge=1,
         le=MAX_DECISION_POSITIVES,
-        description="positives the pooled windows should hold (100: the parts of the average "
-        "precision change get intervals from 100 positives)",
+        description="positives the pooled windows should hold (400: where the page at few "
+        "positives finds a 20% fall of AP within a day at 20 positives an hour, and the "
+        "parts of the AP change get intervals from 100 positives)",
     )
     max_span: Annotated[
         str,

@@ -200,9 +200,9 @@ def record_verdict(record: Mapping[str, Any]) -> Verdict:
 
 def decision_drop(record: Mapping[str, Any]) -> bool:
     """``CalmonDecisionMetricDrop``: the pooled decision pools more than one window (a window
-    alone is :func:`calibrated_drop`'s) and its likelihood part is below 0 at one-sided 99.9%
-    confidence and below 5% of the reference's value of its metric
-    (:func:`app.metrics.decision.page`)."""
+    alone is :func:`calibrated_drop`'s), its positives score lower than the reference's
+    (p < 0.000233) and its likelihood part is below 5% of the reference's value of its
+    metric (:func:`app.metrics.decision.page`)."""
     decision = section(record.get("decision"))
     metric, windows = decision.get("metric"), number(decision.get("windows"))
     if not isinstance(metric, str) or windows is None or windows <= 1:

@@ -3,7 +3,8 @@
 About 20 positives per window (4,000 predictions at π = 0.005): no window alone has an
 interval for the parts of its average precision change (under 100 positives), so before
 pooled decisions every verdict read "not enough data". Here each window's decision pools the
-windows back to 100 positives (the default ``decision`` setting), so the likelihood drift
+windows back to 100 positives (the preset's ``decision`` setting; the default, 400, would
+need a longer stream), so the likelihood drift
 (ROC AUC 0.90 -> 0.80) is decided "model got worse" by the API's record, the web view's
 verdict and the command's own summary, within the documented delay: by the time the pooled
 windows are the drift's (100 / 20 = 5 windows, ``docs/metrics.md``, "Decisions at few

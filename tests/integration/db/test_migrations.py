@@ -336,7 +336,7 @@ def test_models_keep_the_default_decision_across_0007(engine: Engine) -> None:
     with create_session_factory(engine)() as session:
         model = session.scalars(select(Model).where(Model.name == "old")).one()
         assert model.decision is None
-        assert config_of(model).decision.model_dump() == {"min_positives": 100, "max_span": "7d"}
+        assert config_of(model).decision.model_dump() == {"min_positives": 400, "max_span": "7d"}
         put_model(
             session,
             name="old",

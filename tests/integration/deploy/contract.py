@@ -146,6 +146,7 @@ def _families() -> dict[str, Family]:
         "decision_positive_class_ratio",
         "decision_positive_class_ratio_lower",
         "decision_positive_class_ratio_upper",
+        "decision_positives_shift_p_value",
     ):
         families[f"calmon_{name}"] = Family("gauge", WINDOW)
     for suffix in ("", "_lower", "_upper"):

@@ -90,7 +90,7 @@ def test_alerts_present_with_severity_and_short_enough_for() -> None:
     assert rules["CalmonPriorShift"]["labels"]["severity"] == "info"
     assert rules["CalmonPriorShiftEstimated"]["labels"]["severity"] == "info"
     assert rules["CalmonScoresChangedUnexplained"]["labels"]["severity"] == "warning"
-    assert rules["CalmonDecisionMetricDrop"]["labels"]["severity"] == "warning"
+    assert rules["CalmonDecisionMetricDrop"]["labels"]["severity"] == "critical"
     assert rules["CalmonPriorShiftPooled"]["labels"]["severity"] == "info"
     model_alerts = (
         "CalmonCalibratedMetricDrop",

@@ -163,9 +163,10 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     # change have none either (fewer than MIN_AP_PART_POSITIVES): four fewer in every window;
     # neither model has an objective: no advice series (ADVICE fewer in every window); the
     # label-shift check needs 200 scored rows: no p-value for segments a and b (100 each)
-    # the pooled decision's 12 series of each of the 4 windows count as their records define
+    # the pooled decision's 13 series of each of the 4 windows count as their records define
     # them: always its pooled windows, predictions, positives and ratio with its bounds; its
-    # parts and their bounds where it has a reference and 100 positives (none here)
+    # parts and their bounds where it has a reference and 100 positives (none here); the
+    # positives' shift p-value where both sets have positives
     defined = sum(1 for name, _ in expected if name.startswith("calmon_decision_"))
     count = (
         3 * (per_window_series(configured_pi0=2) - 2 - 4 - ADVICE)
@@ -175,7 +176,7 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
         - 4
         - ADVICE
         + 1
-        - 4 * 12
+        - 4 * 13
         + defined
     )
     assert 4 * 6 <= defined < 4 * 12

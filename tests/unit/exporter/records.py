@@ -128,6 +128,7 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "positive_class_ratio": 0.05,
             "positive_class_ratio_interval": [0.0487, 0.0514],
             "reference_positive_class_ratio_interval": [0.0193, 0.0207],
+            "positives_shift": {"method": "mann_whitney", "z": 1.2, "p_value": 0.115},
         },
         "advice": {
             "objective": {"costs": {"false_positive": 1.0, "false_negative": 20.0}},
@@ -242,6 +243,10 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
     put("calmon_decision_positive_class_ratio", decision.get("positive_class_ratio"))
     put("calmon_decision_positive_class_ratio_lower", lower)
     put("calmon_decision_positive_class_ratio_upper", upper)
+    put(
+        "calmon_decision_positives_shift_p_value",
+        _section(decision.get("positives_shift")).get("p_value"),
+    )
     advice = _section(record.get("advice"))
     put("calmon_advised_threshold", advice.get("threshold"))
     for quantity in ADVICE_QUANTITIES:
@@ -278,8 +283,9 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     pi0 variant: observed and each configured prior, for the prior-dependent ones), the
     label-shift check's p-value; ratio, its bounds, its reference; predictions, positives,
     unlabelled, start, end, computed; the decision's prior and likelihood parts with their
-    bounds, its pooled windows, predictions, positives, ratio and the ratio's bounds; the
-    advised threshold, its four expected values and its assumption check."""
+    bounds, its pooled windows, predictions, positives, ratio, the ratio's bounds and the
+    positives' shift p-value; the advised threshold, its four expected values and its
+    assumption check."""
     count = 0
     for metric in CATALOGUE:
         if not probability and metric in PROBABILITY_ONLY:
@@ -291,4 +297,4 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     count += 4 + sum(
         1 + configured_pi0 if metric in ESTIMATED_PRIOR_DEPENDENT else 1 for metric in ESTIMATED
     )
-    return count + 4 + 6 + 2 * 3 + 6 + 1 + len(ADVICE_QUANTITIES) + 1
+    return count + 4 + 6 + 2 * 3 + 7 + 1 + len(ADVICE_QUANTITIES) + 1

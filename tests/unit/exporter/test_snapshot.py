@@ -81,11 +81,11 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 136 + 15 per configured pi0 for a window (12 of them the decision's, 6 the advice's, 1
+    # 137 + 15 per configured pi0 for a window (13 of them the decision's, 6 the advice's, 1
     # the label-shift check's); one overflow series per model
-    assert per_window_series(configured_pi0=0) == 136
-    assert per_window_series(configured_pi0=2) == 166
-    assert expected == 1 * 137 + 2 * 151 + 1 + 4 * 181 + 1
+    assert per_window_series(configured_pi0=0) == 137
+    assert per_window_series(configured_pi0=2) == 167
+    assert expected == 1 * 138 + 2 * 152 + 1 + 4 * 182 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)

@@ -3,14 +3,18 @@ positives"): false pages under pure prior shifts, detection delay of likelihood 
 the coverage of the decision's intervals.
 
 A *model* is a score family (rare positives, not binormal), a fixed reference of
-``REFERENCE_HOURS`` hourly windows at π_ref, then ``WARMUP_HOURS`` windows like the reference
-and, from then on, windows after a change: the prior times a factor (a pure prior shift) or the
-positives' scores drawn partly from the negatives' distribution (a likelihood drift that lowers
-the calibrated AP at π_ref by ``DRIFT_DROP``). Each hour's decision pools the windows back from
-it until they hold ``MIN_POSITIVES`` positives, exactly as the scheduler does, and is computed by
-:func:`app.metrics.decision.decide` (default replicates, as users get it). The page is the
-decision's alert (:func:`app.metrics.decision.pages`). Used by ``test_decision_study.py`` (a
-small run) and by ``bench/decisions.py`` (the table of ``docs/metrics.md``).
+``reference_hours`` hourly windows at π_ref (two days unless the regime says one), then
+``WARMUP_HOURS`` windows like the reference and, from then on, windows after a change: the prior
+times a factor (a pure prior shift) or the positives' scores drawn partly from the negatives'
+distribution (a likelihood drift that lowers the calibrated AP at π_ref by ``DRIFT_DROP``). Each
+hour's decision pools the windows back from it until they hold ``MIN_POSITIVES`` positives (the
+default setting), exactly as the scheduler does, and is computed by
+:func:`app.metrics.decision.decide_all`. The page is the decision's alert
+(:func:`app.metrics.decision.page`); it needs no interval, so the hourly decisions skip the
+bootstrap, and every ``COVERAGE_EVERY``-th hour's decision is computed in full (default
+replicates, as users get it) for the coverage of its intervals. Used by
+``test_decision_study.py`` (a small run) and by ``bench/decisions.py`` (the table of
+``docs/metrics.md``).
 """
 
 from __future__ import annotations
@@ -23,15 +27,17 @@ import numpy as np
 from scipy import stats
 
 from app.arrays import FloatArray
-from app.metrics.decision import DECISION_METRIC, PAGE_Z, decide_all, page
+from app.metrics.decision import DECISION_METRIC, PAGE_P, decide_all, page
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.ranking import Ranking, rank_sorted
 from app.metrics.split import PART_INTERVAL_METRICS, shapley_parts
+from app.services.models import DEFAULT_DECISION_POSITIVES
 from tests.unit.metrics.coverage_study import Family, Mixture
 
-REFERENCE_HOURS = 24
+REFERENCE_HOURS = 48
 WARMUP_HOURS = 24
-MIN_POSITIVES = 100
+MIN_POSITIVES = DEFAULT_DECISION_POSITIVES
+COVERAGE_EVERY = 6
 MAX_SPAN_HOURS = 168
 DRIFT_DROP = 0.2
 THRESHOLD = 0.8
@@ -149,13 +155,18 @@ class Regime:
     positives: int
     factor: float = 1.0
     drift: bool = False
+    reference_hours: int = REFERENCE_HOURS
 
     @property
     def name(self) -> str:
         change = f"prior x{self.factor:.3g}" if self.factor != 1.0 else "no prior shift"
         if self.drift:
             change = f"AP -{DRIFT_DROP:.0%} likelihood drift"
-        return f"{self.family.name}, π_ref = {self.ref_prior}, {self.positives} pos./h, {change}"
+        days = self.reference_hours / 24
+        return (
+            f"{self.family.name}, π_ref = {self.ref_prior}, reference {days:g} d, "
+            f"{self.positives} pos./h, {change}"
+        )
 
 
 @dataclass(slots=True)
@@ -171,11 +182,11 @@ class ModelRun:
     covered: dict[str, int] = field(default_factory=dict)
     published: dict[str, int] = field(default_factory=dict)
 
-    def first_page(self, metric: str = DECISION_METRIC, z: float = PAGE_Z) -> int | None:
+    def first_page(self, metric: str = DECISION_METRIC, p: float = PAGE_P) -> int | None:
         """Hours from the change to the end of the first window whose decision by ``metric``
-        pages at the one-sided quantile ``z``, None without a page."""
+        pages at the level ``p``, None without a page."""
         for hour, decisions in enumerate(self.decisions):
-            if page(decisions[metric], reference_value=self.reference_values[metric], z=z):
+            if page(decisions[metric], reference_value=self.reference_values[metric], p=p):
                 return hour + 1
         return None
 
@@ -201,7 +212,9 @@ def run_model(
     pooling ``min_positives``."""
     rng = np.random.default_rng(seed)
     n = round(regime.positives / regime.ref_prior)
-    ref_pos, ref_neg = _sorted_classes(regime.family, rng, n * REFERENCE_HOURS, regime.ref_prior)
+    ref_pos, ref_neg = _sorted_classes(
+        regime.family, rng, n * regime.reference_hours, regime.ref_prior
+    )
     reference, ref_sums = _ranked([(ref_pos, ref_neg)])
     ref_values = evaluate_ranked(
         reference, ref_sums, threshold=THRESHOLD, pi0=(), score_kind="score"
@@ -219,12 +232,20 @@ def run_model(
             first -= 1
             positives += windows[first][0].size
         pooled, sums = _ranked(windows[first : hour + 1])
+        full = (hour - WARMUP_HOURS) % COVERAGE_EVERY == COVERAGE_EVERY - 1
         decisions = decide_all(
-            pooled, sums, reference, ref_sums, threshold=THRESHOLD, score_kind="score", seed=hour
+            pooled,
+            sums,
+            reference,
+            ref_sums,
+            threshold=THRESHOLD,
+            score_kind="score",
+            seed=hour,
+            intervals=full,
         )
         run.decisions.append(decisions)
         run.windows.append(hour - first + 1)
-        if first < WARMUP_HOURS:
+        if first < WARMUP_HOURS or not full:
             continue
         for metric, decision in decisions.items():
             truth = population_parts(family, regime.family, prior, regime.ref_prior, metric)
@@ -265,10 +286,10 @@ def run_regime(
 
 
 def summarise(
-    runs: list[ModelRun], *, metric: str = DECISION_METRIC, z: float = PAGE_Z
+    runs: list[ModelRun], *, metric: str = DECISION_METRIC, p: float = PAGE_P
 ) -> RegimeResult:
-    """What :class:`RegimeResult` says of ``runs`` by ``metric`` with pages at quantile ``z``."""
-    firsts = [run.first_page(metric, z) for run in runs]
+    """What :class:`RegimeResult` says of ``runs`` by ``metric`` with pages at level ``p``."""
+    firsts = [run.first_page(metric, p) for run in runs]
     found = [f for f in firsts if f is not None]
     parts = ("prior", "likelihood")
     return RegimeResult(

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scipy import stats
+
 from app.metrics.decision import (
     BOTH,
     PAGE_MATERIAL,
-    PAGE_Z,
+    PAGE_P,
     RATIO,
     STABLE,
     UNKNOWN,
@@ -21,8 +23,8 @@ from app.metrics.decision import (
     decide_all,
     decision_from_split,
     page,
+    positives_shift,
     verdict_of,
-    width_factor,
 )
 from app.metrics.evaluation import SetSums, set_sums
 from app.metrics.ranking import Ranking, rank_sorted
@@ -138,27 +140,74 @@ def test_without_a_reference_nothing_is_decided() -> None:
     assert decision["positive_class_ratio"] == 0.04
 
 
-def test_the_page_needs_a_one_sided_bound_below_0_and_a_material_part() -> None:
-    assert width_factor(2.326) == pytest.approx(0.0935, abs=2e-4)
-    k = width_factor(PAGE_Z)
-    base = {"likelihood_part": -0.08}
-    # upper + k·width just below / above 0
-    width = 0.04
-    below = {**base, "likelihood_interval": [-0.001 - k * width - width, -0.001 - k * width]}
-    above = {**base, "likelihood_interval": [0.001 - k * width - width, 0.001 - k * width]}
-    assert page(below, reference_value=0.4)
-    assert not page(above, reference_value=0.4)
-    assert not page(below, reference_value=0.08 / PAGE_MATERIAL + 0.01)
-    assert not page({**below, "likelihood_interval": None}, reference_value=0.4)
-    assert not page(below, reference_value=None)
+def test_the_page_needs_a_significant_shift_and_a_material_part() -> None:
+    shifted = {"likelihood_part": -0.08, "positives_shift": {"p_value": PAGE_P * 0.99}}
+    assert page(shifted, reference_value=0.4)
+    assert not page(
+        {**shifted, "positives_shift": {"p_value": PAGE_P * 1.01}}, reference_value=0.4
+    )
+    assert not page(shifted, reference_value=0.08 / PAGE_MATERIAL + 0.01)
+    assert not page({**shifted, "positives_shift": None}, reference_value=0.4)
+    assert not page({**shifted, "likelihood_part": None}, reference_value=0.4)
+    assert not page(shifted, reference_value=None)
+    assert PAGE_P == pytest.approx(stats.norm.sf(3.5))
+
+
+@pytest.mark.parametrize("decimals", [None, 2, 1])
+def test_the_positives_shift_is_the_mann_whitney_test_of_the_positive_scores(
+    decimals: int | None,
+) -> None:
+    """The same z and p-value as scipy's tie-corrected, continuity-corrected Mann-Whitney test
+    of the two sets' positives, with and without heavy ties; the negatives do not enter."""
+    rng = np.random.default_rng(5)
+    sets = []
+    for a, n_pos, n_neg in ((2.0, 60, 3000), (2.6, 400, 500)):
+        pos, neg = rng.beta(a, 1.0, n_pos), rng.beta(1.0, 3.0, n_neg)
+        if decimals is not None:
+            pos, neg = np.round(pos, decimals), np.round(neg, decimals)
+        sets.append((np.sort(pos), np.sort(neg)))
+    (pos, neg), (ref_pos, ref_neg) = sets
+    got = positives_shift(rank_sorted(pos, neg), rank_sorted(ref_pos, ref_neg))
+    expected = stats.mannwhitneyu(pos, ref_pos, alternative="less", method="asymptotic")
+    assert got is not None
+    assert got["method"] == "mann_whitney"
+    assert got["p_value"] == pytest.approx(expected.pvalue, rel=1e-9)
+    assert got["z"] == pytest.approx(stats.norm.isf(expected.pvalue), rel=1e-6)
+    other = positives_shift(rank_sorted(pos, ref_neg), rank_sorted(ref_pos, neg))
+    assert other == got
+
+
+def test_the_positives_shift_keeps_its_level_under_a_prior_shift() -> None:
+    """Sets at a third of the reference's ratio and the same P(score | class) (a pure prior
+    shift, 20 positives each, tied scores): p-values below 0.05 in about 5% of them."""
+    rng = np.random.default_rng(6)
+    reference = _set(rng, 100_000, 0.005, 3.0)[0]
+    p_values = []
+    for _ in range(400):
+        labels = rng.random(12_000) < 0.005 / 3
+        scores = np.round(np.where(labels, rng.beta(3.0, 1.5, 12_000), rng.random(12_000)), 2)
+        pos, neg = np.sort(scores[labels]), np.sort(scores[~labels])
+        shift = positives_shift(rank_sorted(pos, neg), reference)
+        if shift is not None:
+            p_values.append(shift["p_value"])
+    assert len(p_values) > 390
+    assert 0.02 <= np.mean(np.array(p_values) < 0.05) <= 0.08
+
+
+def test_no_positives_no_shift() -> None:
+    rng = np.random.default_rng(7)
+    reference = _set(rng, 10_000, 0.05, 3.0)[0]
+    empty = rank_sorted(np.array([]), np.sort(rng.random(100)))
+    assert positives_shift(empty, reference) is None
+    assert positives_shift(reference, empty) is None
 
 
 def test_the_alert_rule_uses_the_pages_level() -> None:
     rule = RULES.read_text(encoding="utf-8")
     block = rule[rule.index("alert: CalmonDecisionMetricDrop") :]
     block = block[: block.index("- alert:")]
-    factors = set(re.findall(r"\+ (0\.\d+) \* \(", block))
-    assert factors == {f"{width_factor(PAGE_Z):.4f}"}
+    [level] = re.findall(r"calmon_decision_positives_shift_p_value\) < ([0-9.]+)\)", block)
+    assert float(level) == pytest.approx(PAGE_P, rel=2e-3)
     assert (
         f"-{PAGE_MATERIAL} * max by (model, segment) (calmon_average_precision_reference)" in block
     )

@@ -201,6 +201,7 @@ def _with_decision(
     interval: list[float] | None = None,
     ratio: float = 0.05,
     ratio_interval: list[float] | None = None,
+    shift_p: float = 1e-5,
 ) -> dict[str, Any]:
     """A window of 20 positives (no AP interval of its own) with a pooled decision."""
     out = record(n=400)
@@ -219,6 +220,7 @@ def _with_decision(
         "positive_class_ratio": ratio,
         "positive_class_ratio_interval": ratio_interval or [0.042, 0.059],
         "reference_positive_class_ratio_interval": [0.0485, 0.0515],
+        "positives_shift": {"method": "mann_whitney", "z": 4.3, "p_value": shift_p},
     }
     return out
 
@@ -243,12 +245,12 @@ def test_the_verdict_is_the_decisions_and_falls_back_to_the_windows_reading() ->
 
 
 def test_the_decision_alerts_follow_the_rules() -> None:
-    # upper + 0.2883·width = -0.06 + 0.0115 < 0 and -0.08 < -0.05·0.46: pages
+    # p = 1e-5 < 0.000233 and -0.08 < -0.05·0.46: pages
     worse = _with_decision("model_got_worse")
     assert decision_drop(worse)
     assert "pooled AP drop: the model got worse over the pooled windows" in alerts(worse)
-    # below 0 at 95% only
-    assert not decision_drop(_with_decision("model_got_worse", interval=[-0.09, -0.01]))
+    # the positives' shift at p = 0.001 only
+    assert not decision_drop(_with_decision("model_got_worse", shift_p=0.001))
     # significant but immaterial: -0.02 > -0.05·0.46
     assert not decision_drop(
         _with_decision("model_got_worse", likelihood=-0.02, interval=[-0.025, -0.015])
