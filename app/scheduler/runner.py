@@ -252,6 +252,7 @@ class WindowScheduler:
                     margin=self.margin,
                     pause_before_commit=self.settings.scheduler_pause_before_commit,
                     only_due=True,
+                    clock=self.clock,
                 )
                 session.commit()
         except Exception as exc:
@@ -287,7 +288,7 @@ class WindowScheduler:
             )
             return Outcome.SKIPPED
         instruments.WINDOW_COMPUTE_DURATION.observe(seconds)
-        instruments.LAST_COMPUTE_SUCCESS.set(time.time())
+        instruments.LAST_COMPUTE_SUCCESS.set(self.clock.now().timestamp())
         instruments.WINDOWS_COMPUTED.inc()
         if result.overflow_added:
             instruments.SEGMENTS_OVERFLOW.labels(model.name).inc(result.overflow_added)

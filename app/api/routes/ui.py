@@ -37,6 +37,7 @@ from app.api.deps import (
     ReadSessionDep,
     SessionDep,
     bearer_credential,
+    get_clock,
     granted_scopes,
     matched_token,
 )
@@ -117,7 +118,7 @@ def has_read_access(request: Request, session: Session) -> bool:
     scopes = session_scopes(
         session,
         session_id=session_id,
-        now=datetime.now(UTC),
+        now=get_clock(request).now(),
         token_keys=_read_token_keys(tokens),
     )
     return "read" in scopes
@@ -169,7 +170,7 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
     """Every model with its latest window and alert-worthy state."""
     if (denied := _login_required(request, session)) is not None:
         return denied
-    now = datetime.now(UTC)
+    now = get_clock(request).now()
     latest = _latest_by_model(session)
     summaries = []
     for model in list_models(session):
@@ -247,7 +248,7 @@ def ui_model(
         metrics=list(REGULAR_METRICS),
         records=records,
         selected=window,
-        model_alerts=_model_alerts(stored, latest, datetime.now(UTC)),
+        model_alerts=_model_alerts(stored, latest, get_clock(request).now()),
         logout=bool(request.app.state.tokens),
     )
     return _html(page)
@@ -346,7 +347,7 @@ def _login(request: Request, session: Session, body: bytes) -> Response:
         session,
         token_key=token_key(tokens[position][0]),
         scopes=SESSION_SCOPES,
-        now=datetime.now(UTC),
+        now=get_clock(request).now(),
         lifetime=timedelta(seconds=settings.ui_session_ttl),
     )
     session.commit()

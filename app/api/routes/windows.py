@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from app.api.deps import (
     AdminScope,
+    ClockDep,
     ModelName,
     ReadScope,
     ReadSessionDep,
@@ -198,6 +199,7 @@ def read_calibration(
 def recompute_windows(
     model: ModelName,
     session: SessionDep,
+    clock: ClockDep,
     start: Annotated[
         Instant,
         Query(description="first instant of the range (with an offset; before `end`)"),
@@ -215,7 +217,7 @@ def recompute_windows(
     predictions: they are marked pending at once (202) and computed at the scheduler's next
     tick, even within their grace period."""
     _check_range(start, end)
-    now = datetime.now(UTC)
+    now = clock.now()
     start, end = max(start, EARLIEST_TIMESTAMP), min(end, now)
 
     def work() -> tuple[Model, list[datetime]]:
