@@ -42,6 +42,7 @@ from app.scheduler import instruments
 from app.scheduler.claims import Outcome, fair_order
 from app.scheduler.lock import LeaderLock, leader_lock
 from app.services.planning import (
+    MAX_DUE_WINDOWS,
     DueWindow,
     due_windows,
     record_failure,
@@ -205,7 +206,13 @@ class WindowScheduler:
                         extra={"model": model.name},
                     )
         with self.read_session_factory() as session:
-            return due_windows(session, model=model, now=now, expired_before=expired_before)
+            return due_windows(
+                session,
+                model=model,
+                now=now,
+                expired_before=expired_before,
+                limit=MAX_DUE_WINDOWS,
+            )
 
     def _scan(
         self, session: Session, *, model: Model, now: datetime, expired_before: datetime | None
