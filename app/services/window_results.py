@@ -87,6 +87,21 @@ def list_window_results(
     return Page(records=records, next_cursor=next_cursor)
 
 
+def last_window_records(
+    session: Session, *, model: Model, segment: str, last: int, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The stored records of ``segment`` of ``model``'s latest ``last`` windows (those ending
+    after ``since`` when given), oldest first: one query, newest first and limited to
+    ``last`` rows, however long the segment's history."""
+    query = select(WindowResult.record).where(
+        WindowResult.model_id == model.id, WindowResult.segment == segment
+    )
+    if since is not None:
+        query = query.where(WindowResult.ends_at > since)
+    records = session.scalars(query.order_by(WindowResult.starts_at.desc()).limit(last)).all()
+    return list(reversed(records))
+
+
 def windows_in_range(model: Model, start: datetime, end: datetime) -> list[datetime]:
     """Starts of the model's windows that overlap ``[start, end)``."""
     length = window_length(model.window)

@@ -20,7 +20,7 @@ latest windows as the exporter reads them (:func:`load_latest_windows`).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -54,7 +54,7 @@ from app.services.web_sessions import (
     start_web_session,
     token_key,
 )
-from app.services.window_results import MAX_PAGE, list_window_results
+from app.services.window_results import last_window_records
 from app.settings import Settings
 from app.timeline import window_length
 from app.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
@@ -188,30 +188,6 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
     return _html(index_page(summaries, logout=bool(request.app.state.tokens)))
 
 
-def _window_records(
-    session: Session, *, model: Model, segment: str, since: datetime | None
-) -> list[dict[str, Any]]:
-    """The stored records of ``segment`` ending after ``since``, oldest first, read a page of
-    :data:`MAX_PAGE` at a time as the window API pages them."""
-    records: list[dict[str, Any]] = []
-    after = None
-    while True:
-        page = list_window_results(
-            session,
-            model=model,
-            start=since,
-            end=None,
-            segment=segment,
-            after=after,
-            limit=MAX_PAGE,
-        )
-        records.extend(page.records)
-        if page.next_cursor is None:
-            return records
-        last: Mapping[str, Any] = page.records[-1]
-        after = (datetime.fromisoformat(str(last["start"])), str(last["segment"]))
-
-
 @router.get("/ui/models/{model}", response_class=HTMLResponse)
 def ui_model(
     request: Request,
@@ -238,7 +214,7 @@ def ui_model(
     newest = next((w.start for w in latest if w.segment == segment), None)
     length = window_length(stored.window)
     since = None if newest is None else newest - (last - 1) * length
-    records = _window_records(session, model=stored, segment=segment, since=since)[-last:]
+    records = last_window_records(session, model=stored, segment=segment, last=last, since=since)
     page = model_page(
         name=stored.name,
         window=stored.window,
