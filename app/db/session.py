@@ -237,8 +237,11 @@ def _probe_once(
         gate = gate_ref()
         if answered and gate is not None:
             gate._reopen()
-    except Exception:  # noqa: S110
-        pass
+    except (psycopg.Error, DisconnectionError, OSError) as exc:
+        # the database is still down: the next attempt follows in PROBE_INTERVAL
+        logger.debug("database probe failed", extra={"error": type(exc).__name__})
+    except Exception:
+        logger.exception("database probe failed unexpectedly")
     finally:
         in_flight.release()
 
