@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Hashable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import parse_qs, urlsplit
@@ -158,8 +158,6 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
         out.extend(f"{text}{where}" for text in alerts(window.record))
     if latest:
         computed = max(w.computed_at for w in latest)
-        if computed.tzinfo is None:
-            computed = computed.replace(tzinfo=UTC)
         if is_stale(computed, now=now, length=window_length(model.window)):
             out.append(f"stale: no window computed since {computed.isoformat()}")
     return out
