@@ -25,6 +25,7 @@ from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
 from app.api.ratelimit import RateLimiter
 from app.api.routes import health, ingest, models, ui, windows
+from app.clock import SYSTEM_CLOCK, Clock
 from app.db.session import ReplicaSessions, create_db_engine, create_session_factory
 from app.exporter.refresh import WindowExporter
 from app.exporter.replica import ReplicaLagCollector
@@ -58,9 +59,13 @@ def freeze_startup_objects() -> None:
 
 
 def create_app(
-    settings: Settings | None = None, *, lifespan_hooks: Sequence[LifespanHook] | None = None
+    settings: Settings | None = None,
+    *,
+    lifespan_hooks: Sequence[LifespanHook] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> FastAPI:
-    """Build the API for ``settings`` (default: from the environment)."""
+    """Build the API for ``settings`` (default: from the environment); its routes read the
+    current instant from ``clock``."""
     settings = settings or get_settings()
     if lifespan_hooks is None:
         lifespan_hooks = [WindowExporter().lifespan(refresh_every=settings.scheduler_interval)]
@@ -100,6 +105,7 @@ def create_app(
         generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
+    app.state.clock = clock
     app.state.engine = engine
     app.state.session_factory = create_session_factory(engine)
     app.state.read_session_factory = (

@@ -27,6 +27,7 @@ from app.api.errors import ApiError
 from app.api.middleware import remember_body
 from app.api.openapi import BEARER
 from app.api.ratelimit import RateLimiter
+from app.clock import Clock
 from app.db.models import Model
 from app.db.session import session_deadline
 from app.names import MODEL_NAME_PATTERN
@@ -59,6 +60,12 @@ def get_app_settings(request: Request) -> Settings:
     return settings
 
 
+def get_clock(request: Request) -> Clock:
+    """The clock the application was built with: where routes read the current instant."""
+    clock: Clock = request.app.state.clock
+    return clock
+
+
 def _session(request: Request, factory: sessionmaker[Session]) -> Iterator[Session]:
     settings: Settings = request.app.state.settings
     deadline = settings.db_statement_timeout + REQUEST_DEADLINE_MARGIN
@@ -83,6 +90,7 @@ def get_read_session(request: Request) -> Iterator[Session]:
 
 
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+ClockDep = Annotated[Clock, Depends(get_clock)]
 SessionDep = Annotated[Session, Depends(get_session)]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="model name")]

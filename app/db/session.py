@@ -237,8 +237,11 @@ def _probe_once(
         gate = gate_ref()
         if answered and gate is not None:
             gate._reopen()
-    except Exception:  # noqa: S110
-        pass
+    except (psycopg.Error, DisconnectionError, OSError) as exc:
+        # the database is still down: the next attempt follows in PROBE_INTERVAL
+        logger.debug("database probe failed", extra={"error": type(exc).__name__})
+    except Exception:
+        logger.exception("database probe failed unexpectedly")
     finally:
         in_flight.release()
 
@@ -255,9 +258,10 @@ class Watchdog:
         self._counter = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def arm(self, seconds: float, callback: Callable[[], None]) -> _Alarm:
-        """Run ``callback`` in ``seconds`` unless the returned alarm is cancelled."""
-        alarm = _Alarm(callback)
+    def arm(self, seconds: float, callback: Callable[[], None], *, name: str = "") -> _Alarm:
+        """Run ``callback`` in ``seconds`` unless the returned alarm is cancelled; ``name``
+        (default: the callback's) names it in the log when it raises."""
+        alarm = _Alarm(callback, name or getattr(callback, "__qualname__", repr(callback)))
         with self._condition:
             heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._counter), alarm))
             if self._thread is None or not self._thread.is_alive():
@@ -275,15 +279,20 @@ class Watchdog:
                     self._condition.wait(wait)
                 _, _, alarm = heapq.heappop(self._heap)
             if not alarm.cancelled:
-                with contextlib.suppress(Exception):
+                try:
                     alarm.callback()
+                except Exception:
+                    # logged by the alarm's name, not its callback's arguments (connections);
+                    # the thread goes on with the next alarm
+                    logger.exception("watchdog callback failed", extra={"job": alarm.name})
 
 
 class _Alarm:
-    __slots__ = ("callback", "cancelled")
+    __slots__ = ("callback", "cancelled", "name")
 
-    def __init__(self, callback: Callable[[], None]) -> None:
+    def __init__(self, callback: Callable[[], None], name: str) -> None:
         self.callback = callback
+        self.name = name
         self.cancelled = False
 
     def cancel(self) -> None:
@@ -311,7 +320,7 @@ def _ping_with_deadline(dbapi_connection: Any) -> bool:
         fired.set()
         cut_connection(dbapi_connection)
 
-    alarm = WATCHDOG.arm(PING_TIMEOUT, cut)
+    alarm = WATCHDOG.arm(PING_TIMEOUT, cut, name="ping deadline")
     autocommit = dbapi_connection.autocommit
     try:
         dbapi_connection.autocommit = True
@@ -395,7 +404,7 @@ def session_deadline(session: Session, seconds: float) -> Iterator[None]:
             cut_connection(dbapi_connection)
 
     event.listen(session, "after_begin", remember)
-    alarm = WATCHDOG.arm(seconds, expire)
+    alarm = WATCHDOG.arm(seconds, expire, name="session deadline")
     try:
         yield
     finally:

@@ -19,6 +19,8 @@ SERIALIZATION_FAILURE: Final = "40001"
 DEADLOCK_DETECTED: Final = "40P01"
 #: a lock wait outlasted ``lock_timeout``
 LOCK_NOT_AVAILABLE: Final = "55P03"
+#: a statement ran past ``statement_timeout`` (or was cancelled)
+QUERY_CANCELED: Final = "57014"
 #: a row would break a unique index
 UNIQUE_VIOLATION: Final = "23505"
 #: a row would break a check constraint (a partition's bounds among them)
@@ -46,6 +48,11 @@ def aborted_for_concurrency(exc: BaseException) -> bool:
 def is_lock_timeout(exc: BaseException) -> bool:
     """Whether ``exc`` is a lock wait that outlasted ``lock_timeout``."""
     return sqlstate(exc) == LOCK_NOT_AVAILABLE
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` is a statement cancelled by ``statement_timeout`` (or a cancel request)."""
+    return sqlstate(exc) == QUERY_CANCELED
 
 
 def is_sqlite_busy(exc: BaseException) -> bool:

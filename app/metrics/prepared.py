@@ -1,7 +1,12 @@
-"""The prepared evaluation set: options and arrays validated once, each class sorted once.
+"""The prepared evaluation set, and the checks of the evaluation options.
 
-Every metric of :mod:`app.metrics.evaluation` and every interval of :mod:`app.metrics.bootstrap`
-and :mod:`app.metrics.intervals` starts from a :class:`PreparedSet` (``docs/metrics.md``).
+:func:`prepare` validates scores and labels once and sorts each class once, giving a
+:class:`PreparedSet` with its ranking (:mod:`app.metrics.ranking`); the metrics of
+:mod:`app.metrics.evaluation`, the intervals of :mod:`app.metrics.intervals`, the threshold
+cuts of :mod:`app.metrics.resampling`, the drift split of :mod:`app.metrics.split` and the
+service's window computation start from it. :func:`check_options` and :func:`check_pi0`
+validate the options of :func:`app.metrics.evaluate` (π0 wherever it is given: the API's
+model configuration, the CLI). See ``docs/metrics.md``.
 """
 
 from __future__ import annotations

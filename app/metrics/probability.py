@@ -147,18 +147,6 @@ def probability_sums(
     )
 
 
-def probability_metrics(
-    pos_sorted: FloatArray, neg_sorted: FloatArray, *, ece_table: BinTable
-) -> dict[str, float | None]:
-    """brier, brier_skill, brier_pos, brier_neg, log_loss, ece, mce of ``docs/metrics.md``.
-
-    ``pos_sorted``, ``neg_sorted``: each class's scores in [0, 1], ascending. ``ece_table``:
-    the :data:`ECE_BINS` equal-width :func:`bin_table` of the same set. See
-    :func:`metrics_from_sums` for the definitions.
-    """
-    return metrics_from_sums(probability_sums(pos_sorted, neg_sorted, ece_table=ece_table))
-
-
 def metrics_from_sums(sums: ProbabilitySums) -> dict[str, float | None]:
     """The probability metrics of the set ``sums`` describes.
 

@@ -1,12 +1,16 @@
-"""The leader lock: of all scheduler processes sharing a database, only its holder scans for
-changes and expires old data.
+"""The leader lock: of all scheduler processes sharing a database, its holder alone scans
+models for changes (refreshing the windows of a changed fixed reference) and expires old data;
+on SQLite it is also the only process that computes windows (on PostgreSQL every process
+computes, claiming each window: :mod:`app.scheduler.claims`).
 
 PostgreSQL: a lease in the one-row table ``scheduler_leader``, taken and renewed in short
-transactions through the engine's pool (:class:`LeaseLeaderLock`), so that it needs no session
-of its own: it survives a transaction-pooling PgBouncer, and a failover of the database is
-followed through the engine like every other query. SQLite: an exclusive ``flock`` on
-``<database>.scheduler.lock``; an in-memory database always leads. See ``docs/scheduler.md``
-("The leader lock").
+transactions through the engine's pool, the renewals on a timer of the holder's own
+(:class:`LeaseLeaderLock`), so that it needs no session of its own: it survives a
+transaction-pooling PgBouncer, and a failover of the database is followed through the engine
+like every other query. SQLite: an exclusive ``flock`` on ``<database>.scheduler.lock``
+(:class:`FileLeaderLock`); an in-memory database always leads (:class:`SoleLeader`).
+:func:`leader_lock` picks the one that fits the engine. See ``docs/scheduler.md`` ("The
+leader lock").
 """
 
 from __future__ import annotations

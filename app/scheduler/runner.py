@@ -42,6 +42,7 @@ from app.scheduler import instruments
 from app.scheduler.claims import Outcome, fair_order
 from app.scheduler.lock import LeaderLock, leader_lock
 from app.services.planning import (
+    MAX_DUE_WINDOWS,
     DueWindow,
     due_windows,
     record_failure,
@@ -205,7 +206,13 @@ class WindowScheduler:
                         extra={"model": model.name},
                     )
         with self.read_session_factory() as session:
-            return due_windows(session, model=model, now=now, expired_before=expired_before)
+            return due_windows(
+                session,
+                model=model,
+                now=now,
+                expired_before=expired_before,
+                limit=MAX_DUE_WINDOWS,
+            )
 
     def _scan(
         self, session: Session, *, model: Model, now: datetime, expired_before: datetime | None
@@ -252,6 +259,7 @@ class WindowScheduler:
                     margin=self.margin,
                     pause_before_commit=self.settings.scheduler_pause_before_commit,
                     only_due=True,
+                    clock=self.clock,
                 )
                 session.commit()
         except Exception as exc:
@@ -287,7 +295,7 @@ class WindowScheduler:
             )
             return Outcome.SKIPPED
         instruments.WINDOW_COMPUTE_DURATION.observe(seconds)
-        instruments.LAST_COMPUTE_SUCCESS.set(time.time())
+        instruments.LAST_COMPUTE_SUCCESS.set(self.clock.now().timestamp())
         instruments.WINDOWS_COMPUTED.inc()
         if result.overflow_added:
             instruments.SEGMENTS_OVERFLOW.labels(model.name).inc(result.overflow_added)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     BigInteger,
     Integer,
     and_,
+    case,
     cast,
     extract,
     func,
@@ -49,6 +50,9 @@ EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
 #: how far back a change of a fixed reference refreshes computed windows, in window lengths
 FIXED_REFRESH_WINDOWS: Final = 168
+#: the most due windows of one model a plan lists (:func:`due_windows`); the scheduler plans
+#: again after each pass over its plan, so a longer back-fill goes on with the next ones
+MAX_DUE_WINDOWS: Final = 1000
 
 
 def microseconds(moment: datetime) -> int:
@@ -329,17 +333,37 @@ def _due(model: Model, now: datetime, expired_before: datetime | None = None) ->
 
 
 def due_windows(
-    session: Session, *, model: Model, now: datetime, expired_before: datetime | None = None
+    session: Session,
+    *,
+    model: Model,
+    now: datetime,
+    expired_before: datetime | None = None,
+    limit: int = MAX_DUE_WINDOWS,
 ) -> list[DueWindow]:
     """Pending windows of ``model`` that ended ``grace`` ago (or ended, when a recompute was
     requested), not waiting for a retry, oldest first (so trailing references exist); none
-    that ended at or before ``expired_before`` (the retention cutoff: retention removes it)."""
-    rows = session.execute(
-        select(WindowState.starts_at, WindowState.ends_at)
-        .where(_due(model, now, expired_before))
-        .order_by(WindowState.starts_at)
-    ).all()
-    return [DueWindow(start=start, end=end) for start, end in rows]
+    that ended at or before ``expired_before`` (the retention cutoff: retention removes it).
+
+    At most ``limit``: the first in the order the scheduler tries them
+    (:func:`app.scheduler.claims.fair_order`), so a bounded plan is the head of the whole one:
+    under a trailing reference the oldest, under a fixed reference the windows of the
+    reference period, then the newest. The others are listed by a later plan, once these
+    are computed."""
+    query = select(WindowState.starts_at, WindowState.ends_at).where(
+        _due(model, now, expired_before)
+    )
+    if model.reference_kind == "fixed":
+        assert model.reference_start is not None
+        assert model.reference_end is not None
+        in_period = and_(
+            WindowState.ends_at > model.reference_start,
+            WindowState.starts_at < model.reference_end,
+        )
+        query = query.order_by(case((in_period, 0), else_=1), WindowState.starts_at.desc())
+    else:
+        query = query.order_by(WindowState.starts_at)
+    rows = session.execute(query.limit(limit)).all()
+    return sorted((DueWindow(start=start, end=end) for start, end in rows), key=lambda w: w.start)
 
 
 def still_due(session: Session, *, model: Model, state: WindowState, now: datetime) -> bool:

@@ -40,7 +40,12 @@ from app.db.partitions import (
     partition_name,
 )
 from app.db.session import transaction_pooled
-from app.db.sqlstate import is_lock_timeout
+from app.db.sqlstate import (
+    aborted_for_concurrency,
+    is_lock_timeout,
+    is_statement_timeout,
+    sqlstate,
+)
 from app.services.window_locks import lock_model_for_scan
 from app.timeline import window_length
 
@@ -177,6 +182,24 @@ def _attempts(deadline: float) -> Iterator[None]:
         pause = min(2 * pause, DETACH_MAX_PAUSE)
 
 
+def _detach_contended(exc: OperationalError, *, day: date, step: str) -> None:
+    """Return when ``exc`` is contention a later attempt may get past (a lock or statement
+    timeout, a concurrency abort), logged at debug; log any other operational error (the
+    server went away, ran out of something) as a warning and raise it: retention stops and
+    the scheduler reports the run as failed."""
+    if is_lock_timeout(exc) or is_statement_timeout(exc) or aborted_for_concurrency(exc):
+        logger.debug(
+            "partition detach contended; tried again",
+            extra={"partition": partition_name(day), "step": step, "sqlstate": sqlstate(exc)},
+        )
+        return
+    logger.warning(
+        "partition detach failed",
+        extra={"partition": partition_name(day), "step": step, "sqlstate": sqlstate(exc)},
+    )
+    raise exc
+
+
 def _set_detach_timeouts(session: Session, *, local: bool) -> None:
     session.execute(
         text(
@@ -207,8 +230,8 @@ def _detach_concurrently(session_factory: sessionmaker[Session], *, day: date) -
                     pg_sql.Identifier(partition_name(day))
                 ),
             )
-        except OperationalError:
-            pass
+        except OperationalError as exc:
+            _detach_contended(exc, day=day, step="concurrently")
         finally:
             if bounded:
                 session.execute(text("RESET lock_timeout"))
@@ -263,7 +286,8 @@ def _finish_detach(session_factory: sessionmaker[Session], *, day: date, deadlin
                             pg_sql.Identifier(name), pg_sql.Identifier(EXPIRED_PREFIX + name)
                         ),
                     )
-            except OperationalError:
+            except OperationalError as exc:
+                _detach_contended(exc, day=day, step="finalize")
                 continue
             session.commit()
             return True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import numpy as np
@@ -19,6 +19,7 @@ from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.arrays import FloatArray
+from app.clock import SYSTEM_CLOCK, Clock
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.evaluation import evaluate_prepared, evaluate_ranked
 from app.metrics.intervals import bootstrap_intervals, wilson_interval
@@ -433,9 +434,11 @@ def _evaluate_segments(
     references: dict[str, Reference | None],
     overflow: dict[str, int],
     trailing: dict[str, TrailingPool | None],
+    clock: Clock,
 ) -> list[_SegmentOutput]:
     """Evaluate ``*``, then each tracked segment present in the window by position; the
-    record of ``*`` carries ``overflow``; ``trailing``: what each segment's decision pools."""
+    record of ``*`` carries ``overflow``; ``trailing``: what each segment's decision pools;
+    each segment's ``computed_at`` is read from ``clock`` as its evaluation begins."""
     outputs = []
     for name, position in _segment_groups(rows, segments):
         if position is None:
@@ -443,7 +446,7 @@ def _evaluate_segments(
         else:
             mask = rows.segments == position
             scores, labels = rows.scores[mask], rows.labels[mask]
-        computed_at = datetime.now(UTC)
+        computed_at = clock.now()
         record, positives, negatives = evaluate_segment(
             model=model,
             segment=name,
@@ -530,6 +533,7 @@ def compute_window(
     margin: timedelta,
     pause_before_commit: float = 0.0,
     only_due: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ComputedWindow | None:
     """Compute every segment of the window of ``model`` that starts at ``start`` and store the
     results; the session's transaction must not have begun, and the caller commits the
@@ -540,7 +544,8 @@ def compute_window(
     :class:`WindowChangedError` (storing nothing) when the model's configuration or the
     window's version changed while it was computed: what is stored was always computed with
     the configuration current at commit.
-    ``pause_before_commit`` (a testing hook) sleeps after everything is written.
+    ``pause_before_commit`` (a testing hook) sleeps after everything is written. Each
+    record's ``computed_at`` is read from ``clock`` when its segment is evaluated.
 
     ``only_due`` (the scheduler's claims): return None, computing nothing, unless the window
     is still due in the transaction's snapshot (another scheduler may have computed it since
@@ -577,6 +582,7 @@ def compute_window(
         references=references,
         overflow=overflow,
         trailing=trailing,
+        clock=clock,
     )
     del trailing
     predictions = int(rows.scores.size)

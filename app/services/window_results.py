@@ -19,8 +19,14 @@ from app.db.models import Model, Prediction, WindowResult, WindowState
 from app.services.planning import EPOCH, request_windows, window_epoch_seconds
 from app.timeline import window_length, window_start
 
+#: the most windows a recompute request may cover (:func:`request_recompute`)
 MAX_RECOMPUTE_WINDOWS: Final = 10_000
 MAX_PAGE: Final = 1000
+
+
+class TooManyWindowsError(ValueError):
+    """A recompute range holds more than :data:`MAX_RECOMPUTE_WINDOWS` windows of its model;
+    nothing was marked. The message says so, for people."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,28 @@ def list_window_results(
     return Page(records=records, next_cursor=next_cursor)
 
 
+def last_window_records(
+    session: Session, *, model: Model, segment: str, last: int, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The stored records of ``segment`` of ``model``'s latest ``last`` windows (those ending
+    after ``since`` when given), oldest first: one query, newest first and limited to
+    ``last`` rows, however long the segment's history."""
+    query = select(WindowResult.record).where(
+        WindowResult.model_id == model.id, WindowResult.segment == segment
+    )
+    if since is not None:
+        query = query.where(WindowResult.ends_at > since)
+    records = session.scalars(query.order_by(WindowResult.starts_at.desc()).limit(last)).all()
+    return list(reversed(records))
+
+
+def window_count(window: str, start: datetime, end: datetime) -> int:
+    """How many windows of kind ``window`` overlap ``[start, end)``, counted without listing
+    them."""
+    first = window_start(start, window)
+    return max(0, -((first - end) // window_length(window)))
+
+
 def windows_in_range(model: Model, start: datetime, end: datetime) -> list[datetime]:
     """Starts of the model's windows that overlap ``[start, end)``."""
     length = window_length(model.window)
@@ -108,7 +136,14 @@ def request_recompute(
     Set-based, whatever the number of windows in the range: one grouped query finds the
     windows that hold predictions, one the windows already known, one insert adds the others
     (a window the scheduler or a concurrent request adds meanwhile is left as it is) and one
-    update marks them all."""
+    update marks them all.
+
+    Raises :class:`TooManyWindowsError`, marking nothing, when ``[start, end)`` overlaps more
+    than :data:`MAX_RECOMPUTE_WINDOWS` windows of the model."""
+    if window_count(model.window, start, end) > MAX_RECOMPUTE_WINDOWS:
+        raise TooManyWindowsError(
+            f"the range holds more than {MAX_RECOMPUTE_WINDOWS} windows; split it"
+        )
     length = window_length(model.window)
     starts = [s for s in windows_in_range(model, start, end) if s + length <= now]
     if not starts:

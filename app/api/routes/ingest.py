@@ -12,12 +12,11 @@ for a concurrent transaction.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from fastapi import APIRouter
 
 from app import instruments
 from app.api.deps import (
+    ClockDep,
     JsonBody,
     ModelName,
     SessionDep,
@@ -62,10 +61,10 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
     },
 )
 def send_predictions(
-    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep
+    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep, clock: ClockDep
 ) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
-    now = datetime.now(UTC)
+    now = clock.now()
 
     def work() -> PredictionsResult:
         stored = existing_model(session, model, share_lock=True)
@@ -92,11 +91,11 @@ def send_predictions(
     responses=WRITE_ERRORS,
 )
 def send_labels(
-    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep
+    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep, clock: ClockDep
 ) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction, and
     labels of predictions older than the retention period are ignored."""
-    now = datetime.now(UTC)
+    now = clock.now()
     earliest = earliest_timestamp(now, settings.retention_days)
 
     def work() -> LabelsResult:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from functools import partial
 
 from fastapi import APIRouter, Response
 
 from app.api.deps import (
     AdminScope,
+    ClockDep,
     JsonBody,
     ModelName,
     ReadScope,
@@ -60,11 +60,12 @@ def create_or_replace_model(
     body: JsonBody,
     session: SessionDep,
     settings: SettingsDep,
+    clock: ClockDep,
     response: Response,
 ) -> ModelOut:
     """Create the model (201) or replace its configuration (200); fields left out take their
     defaults, so the same body twice gives the same state."""
-    now = datetime.now(UTC)
+    now = clock.now()
     config = parse_json(partial(parse_config, now=now), body)
     stored, created = in_transaction(
         session,

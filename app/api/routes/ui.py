@@ -20,8 +20,8 @@ latest windows as the exporter reads them (:func:`load_latest_windows`).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Hashable, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Hashable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import parse_qs, urlsplit
@@ -37,6 +37,7 @@ from app.api.deps import (
     ReadSessionDep,
     SessionDep,
     bearer_credential,
+    get_clock,
     granted_scopes,
     matched_token,
 )
@@ -53,7 +54,7 @@ from app.services.web_sessions import (
     start_web_session,
     token_key,
 )
-from app.services.window_results import MAX_PAGE, list_window_results
+from app.services.window_results import last_window_records
 from app.settings import Settings
 from app.timeline import window_length
 from app.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
@@ -117,7 +118,7 @@ def has_read_access(request: Request, session: Session) -> bool:
     scopes = session_scopes(
         session,
         session_id=session_id,
-        now=datetime.now(UTC),
+        now=get_clock(request).now(),
         token_keys=_read_token_keys(tokens),
     )
     return "read" in scopes
@@ -157,8 +158,6 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
         out.extend(f"{text}{where}" for text in alerts(window.record))
     if latest:
         computed = max(w.computed_at for w in latest)
-        if computed.tzinfo is None:
-            computed = computed.replace(tzinfo=UTC)
         if is_stale(computed, now=now, length=window_length(model.window)):
             out.append(f"stale: no window computed since {computed.isoformat()}")
     return out
@@ -169,7 +168,7 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
     """Every model with its latest window and alert-worthy state."""
     if (denied := _login_required(request, session)) is not None:
         return denied
-    now = datetime.now(UTC)
+    now = get_clock(request).now()
     latest = _latest_by_model(session)
     summaries = []
     for model in list_models(session):
@@ -185,30 +184,6 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
             )
         )
     return _html(index_page(summaries, logout=bool(request.app.state.tokens)))
-
-
-def _window_records(
-    session: Session, *, model: Model, segment: str, since: datetime | None
-) -> list[dict[str, Any]]:
-    """The stored records of ``segment`` ending after ``since``, oldest first, read a page of
-    :data:`MAX_PAGE` at a time as the window API pages them."""
-    records: list[dict[str, Any]] = []
-    after = None
-    while True:
-        page = list_window_results(
-            session,
-            model=model,
-            start=since,
-            end=None,
-            segment=segment,
-            after=after,
-            limit=MAX_PAGE,
-        )
-        records.extend(page.records)
-        if page.next_cursor is None:
-            return records
-        last: Mapping[str, Any] = page.records[-1]
-        after = (datetime.fromisoformat(str(last["start"])), str(last["segment"]))
 
 
 @router.get("/ui/models/{model}", response_class=HTMLResponse)
@@ -237,7 +212,7 @@ def ui_model(
     newest = next((w.start for w in latest if w.segment == segment), None)
     length = window_length(stored.window)
     since = None if newest is None else newest - (last - 1) * length
-    records = _window_records(session, model=stored, segment=segment, since=since)[-last:]
+    records = last_window_records(session, model=stored, segment=segment, last=last, since=since)
     page = model_page(
         name=stored.name,
         window=stored.window,
@@ -247,7 +222,7 @@ def ui_model(
         metrics=list(REGULAR_METRICS),
         records=records,
         selected=window,
-        model_alerts=_model_alerts(stored, latest, datetime.now(UTC)),
+        model_alerts=_model_alerts(stored, latest, get_clock(request).now()),
         logout=bool(request.app.state.tokens),
     )
     return _html(page)
@@ -346,7 +321,7 @@ def _login(request: Request, session: Session, body: bytes) -> Response:
         session,
         token_key=token_key(tokens[position][0]),
         scopes=SESSION_SCOPES,
-        now=datetime.now(UTC),
+        now=get_clock(request).now(),
         lifetime=timedelta(seconds=settings.ui_session_ttl),
     )
     session.commit()

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from app.api.deps import (
     AdminScope,
+    ClockDep,
     ModelName,
     ReadScope,
     ReadSessionDep,
@@ -36,11 +37,12 @@ from app.services.ingest_schemas import EARLIEST_TIMESTAMP, Instant
 from app.services.window_results import (
     MAX_PAGE,
     MAX_RECOMPUTE_WINDOWS,
+    TooManyWindowsError,
     decode_cursor,
     list_window_results,
     request_recompute,
 )
-from app.timeline import iso, window_length, window_start
+from app.timeline import iso, window_length
 
 router = APIRouter(prefix="/v1/models", tags=["windows"])
 
@@ -75,13 +77,6 @@ def _check_range(start: datetime | None, end: datetime | None) -> None:
 def _within_utc(moment: datetime | None) -> datetime | None:
     """``moment``, or the first or last instant representable in UTC when it lies beyond."""
     return None if moment is None else min(max(moment, _FIRST_UTC), _LAST_UTC)
-
-
-def _window_count(window: str, start: datetime, end: datetime) -> int:
-    """How many windows of kind ``window`` overlap ``[start, end)``, counted without listing
-    them."""
-    first = window_start(start, window)
-    return max(0, -((first - end) // window_length(window)))
 
 
 @router.get(
@@ -198,6 +193,7 @@ def read_calibration(
 def recompute_windows(
     model: ModelName,
     session: SessionDep,
+    clock: ClockDep,
     start: Annotated[
         Instant,
         Query(description="first instant of the range (with an offset; before `end`)"),
@@ -215,16 +211,16 @@ def recompute_windows(
     predictions: they are marked pending at once (202) and computed at the scheduler's next
     tick, even within their grace period."""
     _check_range(start, end)
-    now = datetime.now(UTC)
+    now = clock.now()
     start, end = max(start, EARLIEST_TIMESTAMP), min(end, now)
 
     def work() -> tuple[Model, list[datetime]]:
         stored = existing_model(session, model)
-        if _window_count(stored.window, start, end) > MAX_RECOMPUTE_WINDOWS:
-            raise field_error(
-                "end", f"the range holds more than {MAX_RECOMPUTE_WINDOWS} windows; split it"
-            )
-        return stored, request_recompute(session, model=stored, start=start, end=end, now=now)
+        try:
+            starts = request_recompute(session, model=stored, start=start, end=end, now=now)
+        except TooManyWindowsError as exc:
+            raise field_error("end", str(exc)) from None
+        return stored, starts
 
     stored, starts = in_transaction(session, work)
     length = window_length(stored.window)

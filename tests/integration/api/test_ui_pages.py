@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from app.api.routes.ui import COOKIE
 from app.scheduler.runner import WindowScheduler
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     create_model,
+    iso,
     make_batch,
     recent,
     send,
@@ -169,3 +172,46 @@ def test_the_cookie_is_secure_over_https(make_client: ClientFactory) -> None:
     )
     assert response.status_code == 303
     assert "; secure" in response.headers["set-cookie"].lower()
+
+
+def test_a_quiet_segment_reads_only_its_last_windows(
+    client: TestClient, scheduler: WindowScheduler
+) -> None:
+    create_model(client, "fraud", window="5m", grace="0s")
+    for ago in (12, 11, 10):
+        batch = make_batch(
+            prefix=f"q{ago}",
+            start=recent(ago),
+            count=40,
+            spacing=timedelta(seconds=5),
+            seed=ago,
+            segments=["quiet"],
+        )
+        send(client, "fraud", batch)
+    recent_batch = make_batch(
+        prefix="now", start=recent(2), count=40, spacing=timedelta(seconds=5), seed=2
+    )
+    send(client, "fraud", recent_batch)
+    assert scheduler.tick().computed == 4
+    # the segment's latest window is too old for it to be exported: the page has no start
+    # to bound its history by
+    assert '<option value="quiet">' not in client.get("/ui/models/fraud").text
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    reads: list[list[Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any) -> None:
+        values = list(parameters.values() if isinstance(parameters, dict) else parameters)
+        if "window_results" in statement and "quiet" in values:
+            reads.append(values)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        page = client.get("/ui/models/fraud", params={"segment": "quiet", "last": 2})
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert page.status_code == 200
+    assert _verdict_rows(page.text) == [iso(recent(10)), iso(recent(11))]
+    # one read of the segment's records, limited to the two it shows
+    [values] = reads
+    assert 2 in values
+    assert all(not isinstance(value, int) or value <= 2 for value in values)

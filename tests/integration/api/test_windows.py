@@ -15,6 +15,8 @@ from app.metrics import REGULAR_METRICS, evaluate
 from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.split import SPLIT_METRICS
 from app.scheduler.runner import WindowScheduler
+from app.services.models import get_model
+from app.services.window_results import request_recompute
 from tests.integration.api.helpers import error_of
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
@@ -434,3 +436,22 @@ def test_windows_need_read_and_recompute_needs_admin(make_client: ClientFactory)
     assert error_of(denied)["code"] == "forbidden"
     allowed = secured.post("/v1/models/fraud/recompute", params=params, headers=admin)
     assert allowed.status_code == 202
+
+
+def test_the_recompute_service_bounds_every_caller(client: TestClient) -> None:
+    """The cap holds for any caller of the service, not only the route: nothing is marked."""
+    create_model(client, "fraud", window="5m")
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    item = {"id": "a", "timestamp": start.isoformat(), "score": 0.5}
+    assert client.post("/v1/models/fraud/predictions", json={"predictions": [item]}).is_success
+    factory = client.app.state.session_factory  # type: ignore[attr-defined]
+    now = start + 20_000 * FIVE_MINUTES
+    with factory() as session:
+        model = get_model(session, name="fraud")
+        assert model is not None
+        with pytest.raises(ValueError, match="more than 10000 windows; split it"):
+            request_recompute(
+                session, model=model, start=start, end=start + 10_001 * FIVE_MINUTES, now=now
+            )
+        end = start + 10_000 * FIVE_MINUTES
+        assert request_recompute(session, model=model, start=start, end=end, now=now) == [start]

@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import Connection, Engine, event, func, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import migrate
@@ -28,6 +30,7 @@ from app.db.partitions import (
     partition_name,
 )
 from app.db.session import create_db_engine, create_session_factory
+from app.services import retention
 from app.services.errors import ConflictError
 from app.services.ingest import ingest_labels, ingest_predictions
 from app.services.ingest_schemas import PredictionRow
@@ -685,3 +688,62 @@ def test_windows_computed_back_to_back_do_not_put_the_detach_off(
             second.rollback()
             second.close()
         worker.join(timeout=60)
+
+
+def _failing_detach(monkeypatch: pytest.MonkeyPatch, error: type[psycopg.Error]) -> list[str]:
+    """Make every ``DETACH`` statement of retention fail with ``error``; the statements tried."""
+    real = retention._driver_execute
+    tried: list[str] = []
+
+    def execute(session: Session, statement: Any, params: Any = None) -> int:
+        text_ = repr(statement)
+        if "DETACH" in text_:
+            tried.append(text_)
+            raise OperationalError("ALTER TABLE … DETACH", None, error("failed"))
+        return real(session, statement, params)
+
+    monkeypatch.setattr(retention, "_driver_execute", execute)
+    return tried
+
+
+def test_a_detach_waiting_for_a_lock_is_left_to_the_next_run(
+    engine: Engine,
+    sessions: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = _model(sessions)
+    old = date(2026, 1, 4)
+    _fill_day(engine, model.id, old, 10)
+    tried = _failing_detach(monkeypatch, psycopg.errors.LockNotAvailable)
+    with caplog.at_level(logging.DEBUG, logger="app.services.retention"):
+        assert detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=0.3) == []
+    assert len(tried) > 1  # tried again within the run
+    contended = [
+        r for r in caplog.records if r.getMessage() == "partition detach contended; tried again"
+    ]
+    assert contended
+    assert all(r.levelno == logging.DEBUG for r in contended)
+    assert _state(engine, old) is DayState.ATTACHED
+
+
+def test_a_detach_failing_otherwise_stops_retention_loudly(
+    engine: Engine,
+    sessions: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = _model(sessions)
+    old = date(2026, 1, 4)
+    _fill_day(engine, model.id, old, 10)
+    tried = _failing_detach(monkeypatch, psycopg.errors.AdminShutdown)
+    with (
+        caplog.at_level(logging.DEBUG, logger="app.services.retention"),
+        pytest.raises(OperationalError),
+    ):
+        run_retention(sessions, now=NOW, retention_days=30)
+    assert len(tried) == 1  # not tried again: an outage is no lock to wait for
+    [failed] = [r for r in caplog.records if r.getMessage() == "partition detach failed"]
+    assert failed.levelno == logging.WARNING
+    assert failed.__dict__["partition"] == partition_name(old)
+    assert failed.__dict__["sqlstate"] == "57P01"

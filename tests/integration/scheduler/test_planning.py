@@ -4,6 +4,7 @@ no double computation inside the scan overlap, failure isolation. SQLite and Pos
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,10 +12,11 @@ from sqlalchemy import update
 
 from app.db.models import Model, Prediction
 from app.metrics import evaluate
-from app.scheduler import instruments
+from app.scheduler import instruments, runner
 from app.scheduler.runner import TickReport
 from app.services.changes import record_changes
 from app.services.planning import (
+    DueWindow,
     ScanResult,
     due_windows,
     fingerprint,
@@ -395,3 +397,72 @@ def test_first_fingerprints_of_many_windows_equal_each_window_s_own(env: Env) ->
     assert grouped == single
     assert grouped[recent(12)].count == 0
     assert all(grouped[recent(k)].count > 0 for k in (9, 8, 7, 4, 3))
+
+
+def _due_starts(env: Env, name: str, limit: int) -> list[datetime]:
+    """The starts of the due windows of model ``name`` a plan lists now, at most ``limit``."""
+    with env.session_factory() as session:
+        model = session.get(Model, env.model_id(name))
+        assert model is not None
+        return [
+            w.start for w in due_windows(session, model=model, now=datetime.now(UTC), limit=limit)
+        ]
+
+
+def test_a_plan_lists_at_most_its_bound_the_head_of_the_scheduler_order(env: Env) -> None:
+    settle()
+    period = {"kind": "fixed", "start": iso(_recent_start(6)), "end": iso(_recent_start(5))}
+    create_model(env.client, "trailing", window="5m", grace="0s")
+    create_model(env.client, "fixed", window="5m", grace="0s", reference=period)
+    for name in ("trailing", "fixed"):
+        for ago in range(6, 1, -1):
+            batch = make_batch(
+                prefix=f"{name}-{ago}",
+                start=_recent_start(ago),
+                count=20,
+                spacing=timedelta(seconds=10),
+                seed=ago,
+            )
+            send(env.client, name, batch)
+        _scan(env, env.model_id(name))
+    every = [_recent_start(ago) for ago in range(6, 1, -1)]
+    assert _due_starts(env, "trailing", 100) == every
+    assert _due_starts(env, "fixed", 100) == every
+    # trailing: the oldest; fixed: the reference period's window, then the newest
+    assert _due_starts(env, "trailing", 2) == every[:2]
+    assert _due_starts(env, "fixed", 2) == [every[0], every[-1]]
+    assert _due_starts(env, "fixed", 3) == [every[0], every[-2], every[-1]]
+
+
+def test_windows_beyond_a_plan_bound_are_computed_by_the_next_plans(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settle()
+    create_model(env.client, "fraud", window="5m", grace="0s")
+    for ago in range(6, 1, -1):
+        batch = make_batch(
+            prefix=f"w{ago}",
+            start=_recent_start(ago),
+            count=20,
+            spacing=timedelta(seconds=10),
+            seed=ago,
+        )
+        send(env.client, "fraud", batch)
+    monkeypatch.setattr("app.scheduler.runner.MAX_DUE_WINDOWS", 2)
+    listed: list[list[datetime]] = []
+    real = due_windows
+
+    def recording(*args: Any, **kwargs: Any) -> list[DueWindow]:
+        found = real(*args, **kwargs)
+        listed.append([w.start for w in found])
+        return found
+
+    monkeypatch.setattr(runner, "due_windows", recording)
+    report = env.scheduler().tick()
+    assert report.computed == 5
+    assert max(len(starts) for starts in listed) == 2
+    every = [_recent_start(ago) for ago in range(6, 1, -1)]
+    # each plan lists the oldest windows left, so a trailing reference's windows come first
+    assert [starts for starts in listed if starts] == [every[0:2], every[2:4], every[4:5]]
+    assert list(by_window(windows(env.client, "fraud"))) == [iso(start) for start in every]
+    assert env.scheduler().tick().computed == 0
