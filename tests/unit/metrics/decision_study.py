@@ -206,10 +206,15 @@ def _ranked(pools: list[Pool]) -> tuple[Ranking, SetSums]:
 
 
 def run_model(
-    regime: Regime, hours: int, *, seed: list[int], min_positives: int = MIN_POSITIVES
+    regime: Regime,
+    hours: int,
+    *,
+    seed: list[int],
+    min_positives: int = MIN_POSITIVES,
+    coverage_every: int = COVERAGE_EVERY,
 ) -> ModelRun:
     """One model of ``regime`` over ``hours`` hourly windows after the change, its decisions
-    pooling ``min_positives``."""
+    pooling ``min_positives``, every ``coverage_every``-th with its intervals."""
     rng = np.random.default_rng(seed)
     n = round(regime.positives / regime.ref_prior)
     ref_pos, ref_neg = _sorted_classes(
@@ -232,7 +237,7 @@ def run_model(
             first -= 1
             positives += windows[first][0].size
         pooled, sums = _ranked(windows[first : hour + 1])
-        full = (hour - WARMUP_HOURS) % COVERAGE_EVERY == COVERAGE_EVERY - 1
+        full = (hour - WARMUP_HOURS) % coverage_every == coverage_every - 1
         decisions = decide_all(
             pooled,
             sums,
@@ -277,11 +282,24 @@ class RegimeResult:
 
 
 def run_regime(
-    regime: Regime, models: int, hours: int, *, seed: int, min_positives: int = MIN_POSITIVES
+    regime: Regime,
+    models: int,
+    hours: int,
+    *,
+    seed: int,
+    min_positives: int = MIN_POSITIVES,
+    coverage_every: int = COVERAGE_EVERY,
 ) -> list[ModelRun]:
     """``models`` seeded models of ``regime`` over ``hours`` hours after the change."""
     return [
-        run_model(regime, hours, seed=[seed, i], min_positives=min_positives) for i in range(models)
+        run_model(
+            regime,
+            hours,
+            seed=[seed, i],
+            min_positives=min_positives,
+            coverage_every=coverage_every,
+        )
+        for i in range(models)
     ]
 
 

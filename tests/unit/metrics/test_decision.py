@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from scipy import stats
 
 from app.metrics.decision import (
@@ -143,14 +142,12 @@ def test_without_a_reference_nothing_is_decided() -> None:
 def test_the_page_needs_a_significant_shift_and_a_material_part() -> None:
     shifted = {"likelihood_part": -0.08, "positives_shift": {"p_value": PAGE_P * 0.99}}
     assert page(shifted, reference_value=0.4)
-    assert not page(
-        {**shifted, "positives_shift": {"p_value": PAGE_P * 1.01}}, reference_value=0.4
-    )
+    assert not page({**shifted, "positives_shift": {"p_value": PAGE_P * 1.01}}, reference_value=0.4)
     assert not page(shifted, reference_value=0.08 / PAGE_MATERIAL + 0.01)
     assert not page({**shifted, "positives_shift": None}, reference_value=0.4)
     assert not page({**shifted, "likelihood_part": None}, reference_value=0.4)
     assert not page(shifted, reference_value=None)
-    assert PAGE_P == pytest.approx(stats.norm.sf(3.5))
+    assert stats.norm.sf(3.5) == pytest.approx(PAGE_P)
 
 
 @pytest.mark.parametrize("decimals", [None, 2, 1])
@@ -181,13 +178,16 @@ def test_the_positives_shift_keeps_its_level_under_a_prior_shift() -> None:
     """Sets at a third of the reference's ratio and the same P(score | class) (a pure prior
     shift, 20 positives each, tied scores): p-values below 0.05 in about 5% of them."""
     rng = np.random.default_rng(6)
-    reference = _set(rng, 100_000, 0.005, 3.0)[0]
+
+    def tied(n: int, prior: float) -> Ranking:
+        labels = rng.random(n) < prior
+        scores = np.round(np.where(labels, rng.beta(3.0, 1.5, n), rng.random(n)), 2)
+        return rank_sorted(np.sort(scores[labels]), np.sort(scores[~labels]))
+
+    reference = tied(100_000, 0.005)
     p_values = []
     for _ in range(400):
-        labels = rng.random(12_000) < 0.005 / 3
-        scores = np.round(np.where(labels, rng.beta(3.0, 1.5, 12_000), rng.random(12_000)), 2)
-        pos, neg = np.sort(scores[labels]), np.sort(scores[~labels])
-        shift = positives_shift(rank_sorted(pos, neg), reference)
+        shift = positives_shift(tied(12_000, 0.005 / 3), reference)
         if shift is not None:
             p_values.append(shift["p_value"])
     assert len(p_values) > 390
