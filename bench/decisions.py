@@ -32,12 +32,16 @@ DRIFT_HOURS = 24
 LEVELS = (3.09, 3.29, 3.5, 3.72)
 
 
-def regimes() -> list[tuple[Regime, int]]:
-    """(regime, hours after the change) of the study."""
+def regimes(kind: str = "all") -> list[tuple[Regime, int]]:
+    """(regime, hours after the change) of the study: ``kind`` "shift" (the pure prior
+    shifts), "drift" (the likelihood drifts) or "all"."""
     out: list[tuple[Regime, int]] = []
-    for family in RARE_FAMILIES:
-        for factor in (1 / 3, 3.0):
-            out.append((Regime(family, 0.005, 20, factor=factor), WEEK))
+    if kind in ("all", "shift"):
+        for family in RARE_FAMILIES:
+            for factor in (1 / 3, 3.0):
+                out.append((Regime(family, 0.005, 20, factor=factor), WEEK))
+    if kind not in ("all", "drift"):
+        return out
     for family in RARE_FAMILIES:
         for prior in (0.002, 0.01):
             for positives in (10, 20, 60):
@@ -71,6 +75,7 @@ def main() -> int:
     parser.add_argument("--models", type=int, default=40)
     parser.add_argument("--save", default=None, help="pickle the runs to this file")
     parser.add_argument("--load", default=None, help="summarise runs pickled by --save")
+    parser.add_argument("--kind", choices=("all", "shift", "drift"), default="all")
     args = parser.parse_args()
     started = time.perf_counter()
     results: list[tuple[Regime, list[ModelRun]]]
@@ -79,7 +84,7 @@ def main() -> int:
             results = pickle.load(handle)
     else:
         results = []
-        for index, (regime, hours) in enumerate(regimes()):
+        for index, (regime, hours) in enumerate(regimes(args.kind)):
             runs = run_regime(regime, args.models, hours, seed=20261126 + index)
             results.append((regime, runs))
             print(f"{regime.name}: {time.perf_counter() - started:.0f} s", flush=True)
