@@ -511,7 +511,7 @@ def test_mean_intervals_of_a_constant_class_are_none(constant: str) -> None:
     rng = np.random.default_rng(4)
     pos = np.full(30, 0.8) if constant != "negatives" else rng.uniform(0.4, 1.0, 30)
     neg = np.full(70, 0.3) if constant != "positives" else rng.uniform(0.0, 0.6, 70)
-    scores = np.r_[pos, neg]
+    scores = np.concatenate([pos, neg])
     labels = np.r_[np.ones(30), np.zeros(70)].astype(np.int8)
     out = mean_intervals(*classes(scores, labels), score_kind="probability")
     assert out["ks_abc"] is None
@@ -520,7 +520,7 @@ def test_mean_intervals_of_a_constant_class_are_none(constant: str) -> None:
     for name in ("brier_pos", "brier_neg", "brier", "log_loss"):
         interval = out[name]
         assert interval is None or interval[1] > interval[0], name
-    tied: FloatArray = np.round(scores, 1)  # the sums over runs of tied scores
+    tied = np.round(scores, 1)  # the sums over runs of tied scores
     out = mean_intervals(*classes(tied, labels), score_kind="probability")
     assert out["ks_abc"] is None
     assert (out["brier_pos"] is None) == (constant != "negatives")
