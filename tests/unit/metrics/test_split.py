@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from app.arrays import FloatArray, IntArray
 from app.metrics import SPLIT_METRICS, drift_split, evaluate, split_from_arrays
+from app.metrics import split as split_module
+from app.metrics.intervals import t_quantile
 from app.metrics.ranking import rank
 from app.metrics.resampling import (
     cut_at,
@@ -20,8 +22,6 @@ from app.metrics.resampling import (
     draw_replicates,
     evaluate_replicates,
 )
-from app.metrics import split as split_module
-from app.metrics.intervals import t_quantile
 from app.metrics.split import (
     MIN_AP_PART_POSITIVES,
     PART_INTERVAL_METRICS,
@@ -332,7 +332,8 @@ def test_precision_and_f1_parts_use_t_at_rare_priors(
     for name in ("precision", "f1"):
         for part in ("prior_interval", "likelihood_interval"):
             wide, narrow = with_t[name][part], with_z[name][part]
-            assert wide is not None and narrow is not None
+            assert wide is not None
+            assert narrow is not None
             assert wide[1] - wide[0] == pytest.approx(ratio * (narrow[1] - narrow[0]), rel=1e-9)
             assert (wide[0] + wide[1]) / 2 == pytest.approx((narrow[0] + narrow[1]) / 2, abs=1e-12)
 
