@@ -338,13 +338,9 @@ def split_intervals_ranked(
         window = draw_replicates(window_ranking, window_cut, size=size, rng=rng)
         ref = draw_replicates(ref_ranking, ref_cut, size=size, rng=rng)
         parts = _parts(window_ranking, window, ref_ranking, ref)
-        # AP's parts are published only past the gate, so their replicates are too: the
-        # spread of the pairs that would publish (see ap_parts_published).
-        passed = np.minimum(window.n_pos, ref.n_pos) >= MIN_AP_PART_POSITIVES
         for name, (priors, likelihoods) in collected.items():
-            keep = passed if name == "average_precision" else slice(None)
-            priors.append(parts[name][0][keep])
-            likelihoods.append(parts[name][1][keep])
+            priors.append(parts[name][0])
+            likelihoods.append(parts[name][1])
 
     out: PartIntervals = {name: {"prior": None, "likelihood": None} for name in SPLIT_METRICS}
     for name, (priors, likelihoods) in collected.items():

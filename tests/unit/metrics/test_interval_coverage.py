@@ -40,6 +40,8 @@ from app.metrics.split import (
 from tests.unit.metrics.coverage_study import (
     DRIFTED,
     FAMILIES,
+    HELD_OUT,
+    MEAN_METRICS,
     REGIMES,
     SPLIT_PAIRS,
     SPLIT_PARTS,
@@ -203,18 +205,23 @@ interval over-covers (0.973); conservative, not misleading (``docs/intervals.md`
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", [*FAMILIES, *DRIFTED.values()], ids=lambda family: family.name)
+@pytest.mark.parametrize(
+    "family", [*FAMILIES, *DRIFTED.values(), *HELD_OUT], ids=lambda family: family.name
+)
 def test_study_population_values_match_a_large_set(family: Family) -> None:
     """The population values agree with the point values of one set of 10^6 rows, to within
-    a few of that set's standard errors; the grid sums of the rounded family are exact."""
+    a few of that set's standard errors; the grid sums of the rounded family are exact. The
+    means too (MEAN_METRICS, the scores read as probabilities)."""
     prior = 0.2
     truth = study_population_values(family, prior)
     scores, labels = family.draw(np.random.default_rng(7), 1_000_000, prior)
-    point = evaluate(scores, labels, threshold=STUDY_THRESHOLD, pi0=[STUDY_PI0])
+    point = evaluate(
+        scores, labels, threshold=STUDY_THRESHOLD, pi0=[STUDY_PI0], score_kind="probability"
+    )
     values = dict(point["regular"]) | {"prior": point["prior"]}
     for name, value in point["calibrated"][repr(STUDY_PI0)].items():
         values[f"{name}@{STUDY_PI0}"] = value
-    for name in STUDY_METRICS:
+    for name in (*STUDY_METRICS, *MEAN_METRICS):
         assert values[name] == pytest.approx(truth[name], abs=0.004), name
 
 
