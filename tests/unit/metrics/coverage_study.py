@@ -361,6 +361,15 @@ def mean_coverage(
     return tally.coverage(sets)
 
 
+MEAN_REGIMES: tuple[tuple[Family, int], ...] = tuple(
+    (family, positives) for family in (*FAMILIES, *HELD_OUT) for positives in (20, 60)
+)
+"""(family, expected positives) of the means' study, at π = 0.2: the study families and the
+held-out ones."""
+MEAN_SETS = 2000
+"""Sets per regime of the means' study (no bootstrap, so 2,000 take a few seconds)."""
+
+
 REGIMES: tuple[tuple[Family, float, int], ...] = (
     *((family, 0.2, positives) for family in FAMILIES for positives in (20, 60, 200)),
     *((FAMILIES[0], 0.01, positives) for positives in (20, 60, 200)),

@@ -42,6 +42,8 @@ from tests.unit.metrics.coverage_study import (
     FAMILIES,
     HELD_OUT,
     MEAN_METRICS,
+    MEAN_REGIMES,
+    MEAN_SETS,
     REGIMES,
     SPLIT_PAIRS,
     SPLIT_PARTS,
@@ -50,6 +52,7 @@ from tests.unit.metrics.coverage_study import (
     SPLIT_WINDOW_PRIOR,
     Family,
     coverage,
+    mean_coverage,
     population_parts,
     split_coverage,
 )
@@ -388,3 +391,30 @@ def test_mean_intervals_cover_the_population_values() -> None:
     print(f"\ncoverage of the normal-approximation intervals over {sets} sets: {coverage}")
     for name, value in coverage.items():
         assert 0.90 <= value <= 0.99, (name, value)
+
+
+LOG_LOSS_BAND = (0.92, 0.97)
+"""Log loss on the unequal-variance binormal at 20 positives covers 0.925: its terms are
+unbounded and heavy-tailed (``docs/intervals.md``, known weak spots)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("family", "positives"),
+    MEAN_REGIMES,
+    ids=[f"{family.name}-pos{positives}" for family, positives in MEAN_REGIMES],
+)
+def test_mean_intervals_cover_on_the_study_families(family: Family, positives: int) -> None:
+    """The means' intervals (Student's t on the logit or log scale, Welch's for ks_abc) cover
+    in 93-97% of MEAN_SETS sets at π = 0.2 with 20 and 60 expected positives, on the study
+    families and the held-out ones (the normal interval gave brier_pos 0.901-0.925 at 20), and
+    publish in at least 99% of them."""
+    seed = [20261127, MEAN_REGIMES.index((family, positives))]
+    result = mean_coverage(family, 0.2, positives, MEAN_SETS, seed=seed)
+    print(f"\n{family.name}, {positives} positives, {MEAN_SETS} sets:")
+    for name in MEAN_METRICS:
+        print(f"  {name:10s} coverage {result.rate(name):.3f}  published {result.published[name]}")
+    for name in MEAN_METRICS:
+        assert result.published[name] >= 0.99 * MEAN_SETS, name
+        low, high = LOG_LOSS_BAND if name == "log_loss" else BAND
+        assert low <= result.rate(name) <= high, (name, result.rate(name))
