@@ -54,7 +54,7 @@ CALIBRATED_INTERVAL_METRICS = ("precision", "f1", "average_precision", "best_f1"
 """The metrics :func:`bootstrap_intervals` reports an interval (or None) for, a subset of
 :data:`app.metrics.evaluation.REGULAR_METRICS` / ``CALIBRATED_METRICS``."""
 MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
-"""Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
+"""Student's t intervals of means, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
 
 COUNT_REGULAR = ("precision", "recall", "fpr", "f1")
 COUNT_CALIBRATED = ("precision", "f1")
@@ -541,7 +541,7 @@ def bootstrap_intervals(
     replicate uses its own prior, as the point value does; :func:`replicate_interval` with
     min(n_pos, n_neg) events);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
-    under "regular" (normal approximation, see :func:`mean_intervals`). None also when the
+    under "regular" (Student's t, see :func:`mean_intervals`). None also when the
     point value is undefined or too few replicates are defined. The same ``seed`` gives the
     same intervals.
     """
