@@ -388,7 +388,7 @@ def test_mean_intervals_cover_the_population_values() -> None:
         for name, value in truth.items():
             hits[name] += covered(out[name], value)
     coverage = {name: count / sets for name, count in hits.items()}
-    print(f"\ncoverage of the normal-approximation intervals over {sets} sets: {coverage}")
+    print(f"\ncoverage of the intervals of the means over {sets} sets: {coverage}")
     for name, value in coverage.items():
         assert 0.90 <= value <= 0.99, (name, value)
 
