@@ -11,8 +11,11 @@ Both parts of a drift split (:func:`app.metrics.split.split_from_arrays`) on the
 (SPLIT_REGIMES: a pure prior shift and a likelihood drift per family, window π = 0.2 and
 reference π = 0.1, 20, 60 and 200 expected positives in each set).
 
-Both parts of a drift split (:func:`app.metrics.split.split_intervals`), and the
-normal-approximation intervals of the means, also on a binormal model: negatives N(0, 1), positives
+The intervals of the means (:func:`app.metrics.intervals.mean_intervals`) on the study
+families and the held-out ones (MEAN_REGIMES).
+
+Both parts of a drift split (:func:`app.metrics.split.split_intervals`), and the intervals of
+the means, also on a binormal model: negatives N(0, 1), positives
 N(µ, 1); each of the n = 20,000 rows is positive with probability π = 0.01; decision threshold
 1.5; the reference at µ = 1.5. Population values come from numerical integration along the
 population curve.
