@@ -62,8 +62,9 @@ RARE_PRIOR = 0.05
 Student's t quantile at :func:`ap_part_df` degrees of freedom (:func:`part_df`): there
 precision at τ is nearly proportional to the prior, P ≈ π·TPR/((1 - π)·FPR), so a part is a
 product of noisy factors (the prior difference, a TPR resting on the few positives) whose
-skew the normal quantile misses, one-sidedly (at π = 0.002 and 20 positives per set the
-normal intervals covered 0.924-0.938, ``docs/intervals.md``). At larger priors precision
+skew the normal quantile misses, mostly on one side (window π = 0.002, reference π = 0.01,
+20 positives per set: the prior parts covered 0.904-0.954 on six score families with the
+normal quantile, 0.928-0.964 with t; ``docs/intervals.md``). At larger priors precision
 saturates and the normal quantile covers (t there over-covers, up to 0.977)."""
 #: The split metrics computed at the decision threshold (the others come from the curves).
 _AT_THRESHOLD = ("precision", "f1")
