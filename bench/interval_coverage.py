@@ -2,13 +2,15 @@
 
     .venv/bin/python -m bench.interval_coverage [--sets 1500]
     .venv/bin/python -m bench.interval_coverage --split [--sets 1500]
+    .venv/bin/python -m bench.interval_coverage --means [--sets 2000]
 
 Runs the regimes of the coverage study (``tests/unit/metrics/coverage_study.py``, the same
 seeds as ``test_interval_coverage.py``) and prints, per regime (a row), the share of sets whose
 published 95% interval covers the population value, as a Markdown table (``—`` where the
 metric publishes no interval in that regime), then the mean widths. With ``--split``, the
 same for the prior and likelihood parts of the drift split (SPLIT_REGIMES, ``--sets`` pairs
-per regime, by default SPLIT_PAIRS as in the test).
+per regime, by default SPLIT_PAIRS as in the test). With ``--means``, the same for the means'
+intervals (MEAN_REGIMES, the study families and the held-out ones at π = 0.2).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import argparse
 import time
 
 from tests.unit.metrics.coverage_study import (
+    MEAN_METRICS,
+    MEAN_REGIMES,
+    MEAN_SETS,
     METRICS,
     REGIMES,
     SPLIT_PAIRS,
@@ -26,6 +31,7 @@ from tests.unit.metrics.coverage_study import (
     SPLIT_WINDOW_PRIOR,
     Coverage,
     coverage,
+    mean_coverage,
     population_parts,
     split_coverage,
 )
@@ -47,9 +53,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", type=int, default=None)
     parser.add_argument("--split", action="store_true", help="the drift split's parts")
+    parser.add_argument("--means", action="store_true", help="the means (Brier, ks_abc, ...)")
     args = parser.parse_args()
     started = time.perf_counter()
     results: list[tuple[str, Coverage]] = []
+    if args.means:
+        sets = MEAN_SETS if args.sets is None else args.sets
+        for index, (family, positives) in enumerate(MEAN_REGIMES):
+            result = mean_coverage(family, 0.2, positives, sets, seed=[20261127, index])
+            results.append((f"{family.name}, π = 0.2, {positives} pos.", result))
+        _print_table(results, MEAN_METRICS)
+        print(f"\n{sets} sets per regime, {time.perf_counter() - started:.0f} s")
+        return 0
     if args.split:
         for index, (window, reference, positives) in enumerate(SPLIT_REGIMES):
             pairs = SPLIT_PAIRS[positives] if args.sets is None else args.sets

@@ -5,8 +5,8 @@
 - ROC AUC and average precision: bias-corrected normal intervals from Poisson-bootstrap
   replicates (:mod:`app.metrics.resampling`) on the logit scale (:func:`replicate_interval`);
   AP only at priors where it covers (:func:`ap_interval_published`).
-- best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): normal
-  approximation (:func:`mean_intervals`).
+- best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): Student's t
+  intervals on a logit, log or identity scale (:func:`mean_intervals`).
 
 :func:`bootstrap_intervals` puts them together for a prepared set.
 """
@@ -54,7 +54,7 @@ CALIBRATED_INTERVAL_METRICS = ("precision", "f1", "average_precision", "best_f1"
 """The metrics :func:`bootstrap_intervals` reports an interval (or None) for, a subset of
 :data:`app.metrics.evaluation.REGULAR_METRICS` / ``CALIBRATED_METRICS``."""
 MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
-"""Normal-approximation intervals, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
+"""Student's t intervals of means, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
 
 COUNT_REGULAR = ("precision", "recall", "fpr", "f1")
 COUNT_CALIBRATED = ("precision", "f1")
@@ -62,7 +62,7 @@ COUNT_CALIBRATED = ("precision", "f1")
 BOOTSTRAP_REGULAR = ("roc_auc", "average_precision")
 BOOTSTRAP_CALIBRATED = ("average_precision",)
 """Curve metrics with bootstrap intervals."""
-MIN_AP_PRIOR = 0.04
+MIN_AP_PRIOR = 0.1
 MAX_AP_ODDS_RATIO = 2.0
 """Average precision at a prior p (the set's own prior π̂ for the regular AP, π0 for a
 calibrated one) gets an interval only when p ≥ MIN_AP_PRIOR and the odds of π̂ are at most
@@ -70,8 +70,8 @@ MAX_AP_ODDS_RATIO times those of p (each negative then weighs r = odds(π̂)/odd
 P_c = TP/(TP + r·FP)). At small p the AP weighs the top of the ranking, where few negatives
 sit, ever more heavily, and weighing each negative r > 1 times does the same: the bootstrap
 interval undercovers, 0.875-0.93 at p = 0.01 with 20-200 positives, 0.905-0.96 at p = 0.02,
-0.91-0.955 at p = 0.05, 0.925-0.96 at p ≥ 0.1; at r ≈ 2.1-2.25 0.90-0.95
-(``docs/intervals.md``)."""
+0.89-0.955 at p = 0.05 (calibrated at π0 = 0.05 on tied or three-level scores 0.887-0.92),
+0.925-0.96 at p ≥ 0.1; at r ≈ 2.1-2.25 0.90-0.95 (``docs/intervals.md``)."""
 
 
 def ap_interval_published(p: float, prior: float) -> bool:
@@ -356,15 +356,38 @@ def _check(level: float, replicates: int | None) -> None:
         raise ValueError(f"replicates must be ≥ 2, got {replicates}")
 
 
-def _normal_interval(total: float, squares: float, m: int, z: float) -> Interval:
-    """mean ± z·sd/√m of m values given their sum and sum of squares (the terms here are
-    bounded or logs, far from cancellation); None below two values."""
-    if m < 2:
+MIN_MEAN_TERMS = 10
+"""A mean (MEAN_METRICS, ``ks_abc``) gets an interval only when each class it averages over has
+at least this many rows: below it the spread of a handful of skewed terms says too little
+(``docs/intervals.md``, "Means")."""
+
+
+def _mean_interval(total: float, squares: float, m: int, level: float, scale: str) -> Interval:
+    """The interval of the mean of m terms given their sum and sum of squares: on the scale
+    g (``"logit"`` for means in [0, 1], ``"log"`` for positive ones), g(mean) ±
+    t·sd/(√m·g'(mean)) with Student's t quantile at m - 1 degrees of freedom, mapped back
+    (the terms here are bounded or logs, far from cancellation). None below MIN_MEAN_TERMS
+    terms, when the terms do not vary (no variance estimate is not zero variance: a class
+    of constant scores says nothing about the spread of its population), and when the mean
+    sits on the bound of its scale."""
+    if m < MIN_MEAN_TERMS:
         return None
     mean = total / m
-    variance = max(0.0, (squares - total * mean) / (m - 1))
-    half = z * math.sqrt(variance / m)
-    return [mean - half, mean + half]
+    variance = (squares - total * mean) / (m - 1)
+    if not variance > 1e-12 * max(1.0, mean * mean):
+        return None
+    z = t_quantile(NormalDist().inv_cdf(0.5 + level / 2), m - 1)
+    se = math.sqrt(variance / m)
+    if scale == "logit":
+        if not 0.0 < mean < 1.0:
+            return None
+        centre, half = math.log(mean) - math.log1p(-mean), z * se / (mean * (1.0 - mean))
+        lo, hi = (float(v) for v in _expit(np.array([centre - half, centre + half])))
+        return [lo, hi]
+    if not mean > 0.0:
+        return None
+    centre, half = math.log(mean), z * se / mean
+    return [math.exp(centre - half), math.exp(centre + half)]
 
 
 Weighted = tuple[FloatArray, IntArray | None]
@@ -409,28 +432,26 @@ def mean_intervals(
     score_kind: str,
     level: float = 0.95,
 ) -> dict[str, Interval]:
-    """Normal-approximation intervals for the metrics that are means of per-row terms, given
-    each class's scores ascending (``PreparedSet.pos_sorted``, ``neg_sorted``).
+    """Intervals for the metrics that are means of per-row terms, given each class's scores
+    ascending (``PreparedSet.pos_sorted``, ``neg_sorted``).
 
     ``ks_abc`` = mean(s | y=1) - mean(s | y=0): the two means are independent, so its
-    standard error is √(var₁/n_pos + var₀/n_neg). For ``score_kind="probability"`` also
-    ``brier`` (terms (s-y)²), ``brier_pos`` ((s-1)² over positives), ``brier_neg`` (s² over
-    negatives) and ``log_loss`` (-y log s - (1-y) log(1-s), s clipped to [1e-15, 1 - 1e-15]),
-    each clipped to its range ([0, 1] for Brier scores, [0, ∞) for log loss), and
-    ``brier_skill`` by the delta method (:func:`_brier_skill_interval`). None when a needed
-    class has fewer than two rows. O(n), or O(distinct scores) for heavily tied sets.
+    standard error is √(var₁/n_pos + var₀/n_neg), with Student's t at the Welch degrees of
+    freedom (:func:`_difference_interval`). For ``score_kind="probability"`` also ``brier``
+    (terms (s-y)²), ``brier_pos`` ((s-1)² over positives), ``brier_neg`` (s² over negatives),
+    each on the logit scale, and ``log_loss`` (-y log s - (1-y) log(1-s), s clipped to
+    [1e-15, 1 - 1e-15]) on the log scale, with Student's t at m - 1 degrees of freedom
+    (:func:`_mean_interval`; the terms are skewed, squares of small gaps, and at a few dozen
+    rows a symmetric interval misses on the high side), and ``brier_skill`` by the delta
+    method (:func:`_brier_skill_interval`). None when a needed class has fewer than
+    MIN_MEAN_TERMS rows or its terms do not vary (a class of constant scores). O(n), or
+    O(distinct scores) for heavily tied sets.
     """
     _check(level, None)
     z = NormalDist().inv_cdf(0.5 + level / 2)
     pos, neg = pos_sorted, neg_sorted
     pos_w, neg_w = _weighted(pos), _weighted(neg)
-    out: dict[str, Interval] = {"ks_abc": None}
-    if pos.size >= 2 and neg.size >= 2:
-        (pos_mean, pos_var) = _mean_var(pos_w, pos.size)
-        (neg_mean, neg_var) = _mean_var(neg_w, neg.size)
-        diff = pos_mean - neg_mean
-        half = z * math.sqrt(pos_var / pos.size + neg_var / neg.size)
-        out["ks_abc"] = [diff - half, diff + half]
+    out: dict[str, Interval] = {"ks_abc": _difference_interval(pos_w, pos.size, neg_w, neg.size, z)}
     if score_kind != "probability":
         return out
     brier_pos = _term_sums(pos_w, lambda v: np.square(1.0 - v))
@@ -439,19 +460,35 @@ def mean_intervals(
     loss_neg = _term_sums(neg_w, lambda v: -np.log1p(-_clip(v)))
     n = pos.size + neg.size
     terms = {
-        "brier": (brier_pos[0] + brier_neg[0], brier_pos[1] + brier_neg[1], n),
-        "brier_pos": (*brier_pos, pos.size),
-        "brier_neg": (*brier_neg, neg.size),
-        "log_loss": (loss_pos[0] + loss_neg[0], loss_pos[1] + loss_neg[1], n),
+        "brier": (brier_pos[0] + brier_neg[0], brier_pos[1] + brier_neg[1], n, "logit"),
+        "brier_pos": (*brier_pos, pos.size, "logit"),
+        "brier_neg": (*brier_neg, neg.size, "logit"),
+        "log_loss": (loss_pos[0] + loss_neg[0], loss_pos[1] + loss_neg[1], n, "log"),
     }
-    for name, (total, squares, m) in terms.items():
-        interval = _normal_interval(total, squares, m, z)
-        if interval is not None:
-            upper = math.inf if name == "log_loss" else 1.0
-            interval = [max(interval[0], 0.0), min(interval[1], upper)]
-        out[name] = interval
+    for name, (total, squares, m, scale) in terms.items():
+        out[name] = _mean_interval(total, squares, m, level, scale)
     out["brier_skill"] = _brier_skill_interval(pos.size, neg.size, brier_pos, brier_neg, z)
     return out
+
+
+def _difference_interval(
+    pos: Weighted, n_pos: int, neg: Weighted, n_neg: int, z: float
+) -> Interval:
+    """``ks_abc`` = mean(s | y=1) - mean(s | y=0) ± t·√(var₁/n_pos + var₀/n_neg), Student's t
+    at the Welch-Satterthwaite degrees of freedom. None unless each class has at least
+    MIN_MEAN_TERMS rows and its scores vary (a class of constant scores gives no estimate of
+    its spread, not a spread of 0)."""
+    if min(n_pos, n_neg) < MIN_MEAN_TERMS:
+        return None
+    (pos_mean, pos_var), (neg_mean, neg_var) = _mean_var(pos, n_pos), _mean_var(neg, n_neg)
+    for mean, variance in ((pos_mean, pos_var), (neg_mean, neg_var)):
+        if not variance > (1e-9 * max(1.0, abs(mean))) ** 2:  # constant up to rounding
+            return None
+    s1, s0 = pos_var / n_pos, neg_var / n_neg
+    df = (s1 + s0) ** 2 / (s1 * s1 / (n_pos - 1) + s0 * s0 / (n_neg - 1))
+    diff = pos_mean - neg_mean
+    half = t_quantile(z, df) * math.sqrt(s1 + s0)
+    return [diff - half, diff + half]
 
 
 def _brier_skill_interval(
@@ -504,7 +541,7 @@ def bootstrap_intervals(
     replicate uses its own prior, as the point value does; :func:`replicate_interval` with
     min(n_pos, n_neg) events);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
-    under "regular" (normal approximation, see :func:`mean_intervals`). None also when the
+    under "regular" (Student's t, see :func:`mean_intervals`). None also when the
     point value is undefined or too few replicates are defined. The same ``seed`` gives the
     same intervals.
     """

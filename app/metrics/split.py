@@ -57,6 +57,15 @@ MIN_AP_PART_POSITIVES = 100
 (:func:`ap_parts_published`): with fewer, their bootstrap intervals undercover on non-binormal
 scores (down to 0.926 at 20 and 0.922 at 60 positives per set), with 100-200 they cover
 0.930-0.966 (``docs/intervals.md``, "Parts of the drift split")."""
+RARE_PRIOR = 0.05
+"""Below this prior (of the window or the reference) the parts of precision and F1 also get
+Student's t quantile at :func:`ap_part_df` degrees of freedom (:func:`part_df`): there
+precision at τ is nearly proportional to the prior, P ≈ π·TPR/((1 - π)·FPR), so a part is a
+product of noisy factors (the prior difference, a TPR resting on the few positives) whose
+skew the normal quantile misses, mostly on one side (window π = 0.002, reference π = 0.01,
+20 positives per set: the prior parts covered 0.904-0.954 on six score families with the
+normal quantile, 0.928-0.964 with t; ``docs/intervals.md``). At larger priors precision
+saturates and the normal quantile covers (t there over-covers, up to 0.977)."""
 #: The split metrics computed at the decision threshold (the others come from the curves).
 _AT_THRESHOLD = ("precision", "f1")
 
@@ -267,8 +276,9 @@ def split_intervals(
     computes both parts with :func:`shapley_parts`, the window calibrated at the prior of
     reference replicate b and the reference at the prior of window replicate b. Intervals from
     the B values of each part on the identity scale
-    (:func:`~app.metrics.intervals.replicate_interval`), for average precision with Student's
-    t quantile at :func:`ap_part_df` degrees of freedom; None for the metrics outside
+    (:func:`~app.metrics.intervals.replicate_interval`), for average precision, and for
+    precision and F1 when either prior is below RARE_PRIOR, with Student's t quantile at
+    :func:`ap_part_df` degrees of freedom (:func:`part_df`); None for the metrics outside
     :data:`PART_INTERVAL_METRICS`, for AP when either set has fewer than
     MIN_AP_PART_POSITIVES positives, and None when the point part is
     undefined (either prior 0 or 1, a metric undefined) or fewer than 90% of the pairs define
@@ -333,11 +343,10 @@ def split_intervals_ranked(
             priors.append(parts[name][0])
             likelihoods.append(parts[name][1])
 
-    ap_df = ap_part_df(window_ranking.n_pos, ref_ranking.n_pos)
     out: PartIntervals = {name: {"prior": None, "likelihood": None} for name in SPLIT_METRICS}
     for name, (priors, likelihoods) in collected.items():
         point_prior, point_likelihood = (float(v[0]) for v in point[name])
-        df = ap_df if name == "average_precision" else None
+        df = part_df(name, window_ranking, ref_ranking)
         out[name] = {
             "prior": _interval(priors, point_prior, level, df),
             "likelihood": _interval(likelihoods, point_likelihood, level, df),
@@ -350,6 +359,19 @@ def ap_parts_published(window_n_pos: int, ref_n_pos: int) -> bool:
     return min(window_n_pos, ref_n_pos) >= MIN_AP_PART_POSITIVES
 
 
+def part_df(name: str, window_ranking: Ranking, ref_ranking: Ranking) -> float | None:
+    """Degrees of freedom of the t quantile of ``name``'s part intervals (None: the normal
+    quantile): :func:`ap_part_df` for average precision, and for precision and F1 when either
+    set's prior is below RARE_PRIOR."""
+    df = ap_part_df(window_ranking.n_pos, ref_ranking.n_pos)
+    if name == "average_precision":
+        return df
+    priors = (_prior(window_ranking), _prior(ref_ranking))
+    if any(prior is not None and prior < RARE_PRIOR for prior in priors):
+        return df
+    return None
+
+
 def ap_part_df(window_n_pos: int, ref_n_pos: int) -> float:
     """Degrees of freedom of the t quantile of AP's part intervals: n_pos - 1 of the set with
     fewer positives.
@@ -357,7 +379,8 @@ def ap_part_df(window_n_pos: int, ref_n_pos: int) -> float:
     AP is a mean over the positives of the precision at each one's rank, so the spread of its
     parts rests on about as many terms as the smaller set has positives, and the bootstrap
     understates it a little (by 3-6% at 20 positives per set). From MIN_AP_PART_POSITIVES up
-    this widens the interval by about 1% or less. Precision and F1 keep the normal quantile.
+    this widens the interval by about 1% or less. Precision and F1 use it below RARE_PRIOR
+    (:func:`part_df`).
     """
     return float(min(window_n_pos, ref_n_pos) - 1)
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import integrate, stats
+from scipy import integrate, special, stats
 
 from app.arrays import FloatArray
-from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
+from app.metrics.intervals import Interval, bootstrap_intervals, mean_intervals, wilson_interval
 from app.metrics.prepared import prepare
 from app.metrics.split import (
     PART_INTERVAL_METRICS,
@@ -54,12 +54,17 @@ Mixture = tuple[tuple[float, float, float], ...]
 
 @dataclass(frozen=True, slots=True)
 class Family:
-    """Scores of positives and negatives; ``decimals`` rounds them (None: continuous)."""
+    """Scores of positives and negatives; ``decimals`` rounds them (None: continuous),
+    ``levels`` snaps them to the nearest of a few values (a tree model's leaves, a coarse
+    score); ``binormal`` = (µ₁, σ₁, µ₀, σ₀) draws them instead as expit of a normal latent
+    score, N(µ₁, σ₁²) for positives and N(µ₀, σ₀²) for negatives (the mixtures unused)."""
 
     name: str
     positives: Mixture
     negatives: Mixture
     decimals: int | None = None
+    levels: tuple[float, ...] | None = None
+    binormal: tuple[float, float, float, float] | None = None
 
     def draw(
         self, rng: np.random.Generator, n: int, prior: float
@@ -68,6 +73,10 @@ class Family:
         scores = np.empty(n)
         for label, mixture in ((1, self.positives), (0, self.negatives)):
             rows = np.flatnonzero(labels == label)
+            if self.binormal is not None:
+                mu, sd = self.binormal[2 - 2 * label : 4 - 2 * label]
+                scores[rows] = special.expit(rng.normal(mu, sd, size=rows.size))
+                continue
             weights = np.array([w for w, _, _ in mixture])
             component = rng.choice(len(mixture), size=rows.size, p=weights)
             a = np.array([c[1] for c in mixture])[component]
@@ -75,7 +84,64 @@ class Family:
             scores[rows] = rng.beta(a, b)
         if self.decimals is not None:
             scores = np.round(scores, self.decimals)
+        if self.levels is not None:
+            levels = np.asarray(self.levels)
+            scores = levels[np.searchsorted(_midpoints(levels), scores)]
         return scores, labels
+
+    def cdf(self, label: int) -> Callable[[float], float]:
+        """The distribution function of the unrounded scores of class ``label``."""
+        if self.binormal is not None:
+            mu, sd = self.binormal[2 - 2 * label : 4 - 2 * label]
+            return lambda x: float(stats.norm.cdf((special.logit(x) - mu) / sd))
+        return _cdf(self.positives if label else self.negatives)
+
+    def pdf(self, label: int) -> Callable[[float], float]:
+        """The density of the unrounded scores of class ``label``."""
+        if self.binormal is not None:
+            mu, sd = self.binormal[2 - 2 * label : 4 - 2 * label]
+
+            def density(x: float) -> float:
+                if not 0.0 < x < 1.0:
+                    return 0.0
+                return float(stats.norm.pdf((special.logit(x) - mu) / sd) / (sd * x * (1 - x)))
+
+            return density
+        return _pdf(self.positives if label else self.negatives)
+
+    def grid(self) -> FloatArray | None:
+        """The values the scores take when rounded or snapped, ascending (None: continuous)."""
+        if self.levels is not None:
+            return np.asarray(self.levels, dtype=np.float64)
+        if self.decimals is not None:
+            step = 10.0**-self.decimals
+            return np.round(np.arange(0.0, 1.0 + step / 2, step), self.decimals)
+        return None
+
+    def masses(self, label: int) -> FloatArray:
+        """The probability of each grid value for class ``label`` (rounded or snapped)."""
+        grid = self.grid()
+        assert grid is not None
+        cdf = self.cdf(label)
+        edges = np.r_[0.0, _midpoints(grid), 1.0]
+        return np.diff([cdf(float(e)) if 0.0 < e < 1.0 else float(e) for e in edges])
+
+    def expect(self, label: int, term: Callable[[FloatArray], FloatArray]) -> float:
+        """E[term(s) | y = label] over the family's scores (as drawn: rounded or snapped)."""
+        grid = self.grid()
+        if grid is not None:
+            return float(np.dot(self.masses(label), term(grid)))
+        pdf = self.pdf(label)
+
+        def integrand(s: float) -> float:
+            return float(term(np.array([s]))[0]) * pdf(s)
+
+        return float(integrate.quad(integrand, 0, 1, limit=200, epsabs=1e-11)[0])
+
+
+def _midpoints(levels: FloatArray) -> FloatArray:
+    out: FloatArray = (levels[1:] + levels[:-1]) / 2
+    return out
 
 
 def _cdf(mixture: Mixture) -> Callable[[float], float]:
@@ -86,7 +152,7 @@ def _pdf(mixture: Mixture) -> Callable[[float], float]:
     return lambda x: float(sum(w * stats.beta.pdf(x, a, b) for w, a, b in mixture))
 
 
-def _at_threshold(tpr: float, fpr: float, prior: float) -> dict[str, float]:
+def _at_threshold(tpr: float, fpr: float, prior: float, pi0: float = 0.5) -> dict[str, float]:
     def precision(p: float) -> float:
         return p * tpr / (p * tpr + (1 - p) * fpr)
 
@@ -96,56 +162,75 @@ def _at_threshold(tpr: float, fpr: float, prior: float) -> dict[str, float]:
     values = {"prior": prior, "recall": tpr, "fpr": fpr}
     values["precision"] = precision(prior)
     values["f1"] = f1(values["precision"])
-    values[f"precision{SUFFIX}"] = precision(PI0)
+    values[f"precision{SUFFIX}"] = precision(pi0)
     values[f"f1{SUFFIX}"] = f1(values[f"precision{SUFFIX}"])
     return values
 
 
-def population_values(family: Family, prior: float) -> dict[str, float]:
-    """The population value of every name in METRICS for ``family`` at ``prior``.
+def population_values(family: Family, prior: float, pi0: float = PI0) -> dict[str, float]:
+    """The population value of every name in METRICS and MEAN_METRICS for ``family`` at
+    ``prior`` (the names ending in SUFFIX calibrated at ``pi0``, by default PI0).
 
     Continuous scores, with densities f1, f0, survival functions S1, S0 and prior p (``prior``,
-    or PI0 for the calibrated values): roc_auc = ∫ F0 f1 ds; average_precision = ∫ P_p(s) f1(s) ds
-    with P_p = p·S1/(p·S1 + (1 - p)·S0), the limit of the step rule; TPR = S1(τ), FPR = S0(τ).
-    Rounded scores, with masses q1_k, q0_k at the grid values v_k: S1, S0 count the scores
-    ≥ v_k (a tie enters whole), roc_auc = Σ q1_k·(F0(< v_k) + q0_k/2) (ties count ½) and
-    average_precision = Σ q1_k·P_p(v_k).
+    or ``pi0`` for the calibrated values): roc_auc = ∫ F0 f1 ds; average_precision =
+    ∫ P_p(s) f1(s) ds with P_p = p·S1/(p·S1 + (1 - p)·S0), the limit of the step rule;
+    TPR = S1(τ), FPR = S0(τ). Rounded or snapped scores, with masses q1_k, q0_k at the grid
+    values v_k: S1, S0 count the scores ≥ v_k (a tie enters whole), roc_auc =
+    Σ q1_k·(F0(< v_k) + q0_k/2) (ties count ½) and average_precision = Σ q1_k·P_p(v_k). The
+    means (MEAN_METRICS) are expectations of their per-row terms (:meth:`Family.expect`).
     """
-    f1_pdf, f0_cdf = _pdf(family.positives), _cdf(family.negatives)
-    f1_cdf = _cdf(family.positives)
-    if family.decimals is None:
+    values = _mean_values(family, prior)
+    grid = family.grid()
+    if grid is None:
+        f1_pdf, f0_cdf, f1_cdf = family.pdf(1), family.cdf(0), family.cdf(1)
         tpr, fpr = 1 - f1_cdf(THRESHOLD), 1 - f0_cdf(THRESHOLD)
-        values = _at_threshold(tpr, fpr, prior)
+        values |= _at_threshold(tpr, fpr, prior, pi0)
 
         def auc_integrand(s: float) -> float:
             return f0_cdf(s) * f1_pdf(s)
 
         values["roc_auc"] = float(integrate.quad(auc_integrand, 0, 1, limit=200)[0])
-        for p, suffix in ((prior, ""), (PI0, SUFFIX)):
+        for p, suffix in ((prior, ""), (pi0, SUFFIX)):
 
             def ap_integrand(s: float, p: float = p) -> float:
                 s1, s0 = 1 - f1_cdf(s), 1 - f0_cdf(s)
-                return p * s1 / (p * s1 + (1 - p) * s0) * f1_pdf(s)
+                return p * s1 / (p * s1 + (1 - p) * s0) * f1_pdf(s) if s1 + s0 > 0 else 0.0
 
             ap = integrate.quad(ap_integrand, 0, 1, limit=200, epsabs=1e-11)[0]
             values[f"average_precision{suffix}"] = float(ap)
         return values
-    step = 10.0**-family.decimals
-    grid = np.round(np.arange(0.0, 1.0 + step / 2, step), family.decimals)
-    edges = np.clip(np.r_[grid - step / 2, 1.0 + step / 2], 0.0, 1.0)
-    q1 = np.diff([f1_cdf(e) for e in edges])
-    q0 = np.diff([f0_cdf(e) for e in edges])
+    q1, q0 = family.masses(1), family.masses(0)
     s1 = np.cumsum(q1[::-1])[::-1]  # P(score ≥ v_k)
     s0 = np.cumsum(q0[::-1])[::-1]
-    at = int(np.searchsorted(grid, THRESHOLD - step / 2))  # first grid value ≥ τ
-    values = _at_threshold(float(s1[at]), float(s0[at]), prior)
+    at = int(np.searchsorted(grid, THRESHOLD - 1e-9))  # first grid value ≥ τ
+    values |= _at_threshold(float(s1[at]), float(s0[at]), prior, pi0)
     below0 = 1.0 - s0
     values["roc_auc"] = float(np.sum(q1 * (below0 + q0 / 2)))
-    for p, suffix in ((prior, ""), (PI0, SUFFIX)):
+    for p, suffix in ((prior, ""), (pi0, SUFFIX)):
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = p * s1 / (p * s1 + (1 - p) * s0)
         values[f"average_precision{suffix}"] = float(np.sum(np.where(q1 > 0, q1 * precision, 0)))
     return values
+
+
+def _mean_values(family: Family, prior: float) -> dict[str, float]:
+    """The population values of MEAN_METRICS."""
+
+    def clipped(v: FloatArray) -> FloatArray:
+        out: FloatArray = np.clip(v, 1e-15, 1 - 1e-15)
+        return out
+
+    brier_pos = family.expect(1, lambda v: np.square(1.0 - v))
+    brier_neg = family.expect(0, np.square)
+    loss_pos = family.expect(1, lambda v: -np.log(clipped(v)))
+    loss_neg = family.expect(0, lambda v: -np.log1p(-clipped(v)))
+    return {
+        "ks_abc": family.expect(1, lambda v: v) - family.expect(0, lambda v: v),
+        "brier": prior * brier_pos + (1 - prior) * brier_neg,
+        "brier_pos": brier_pos,
+        "brier_neg": brier_neg,
+        "log_loss": prior * loss_pos + (1 - prior) * loss_neg,
+    }
 
 
 FAMILIES = (
@@ -160,15 +245,36 @@ FAMILIES = (
 """Two continuous families that are not binormal (one bimodal for each class) and one whose
 scores take 11 values; population ROC AUC about 0.84, 0.87 and 0.78."""
 
+HELD_OUT = (
+    Family(
+        "tree",
+        positives=((1.0, 3.0, 2.0),),
+        negatives=((1.0, 1.5, 4.0),),
+        levels=(0.02, 0.07, 0.15, 0.26, 0.38, 0.5, 0.63, 0.77, 0.9, 0.97),
+    ),
+    Family("binormal, unequal variance", (), (), binormal=(0.8, 1.8, -1.2, 0.8)),
+    Family(
+        "three-level",
+        positives=((1.0, 3.0, 2.0),),
+        negatives=((1.0, 2.0, 3.5),),
+        levels=(0.1, 0.5, 0.9),
+    ),
+)
+"""Families held out from the study's assertions and used to check the fixes of an independent
+audit: a tree model's scores (ten leaf values, ties across the classes, τ = 0.5 a leaf), an
+unequal-variance binormal on the logit scale (positives N(0.8, 1.8²), negatives
+N(-1.2, 0.8²)), and a score with three levels (0.1, 0.5, 0.9)."""
+
 
 def set_intervals(
-    scores: FloatArray, labels: npt.NDArray[np.int8], seed: int
+    scores: FloatArray, labels: npt.NDArray[np.int8], seed: int, pi0: float = PI0
 ) -> dict[str, Interval]:
-    """What a user gets for one set (default replicates), keyed like METRICS."""
+    """What a user gets for one set (default replicates), keyed like METRICS (calibrated at
+    ``pi0``, by default PI0, under the names ending in SUFFIX)."""
     prepared = prepare(scores, labels, score_kind="score")
-    out = bootstrap_intervals(prepared, threshold=THRESHOLD, pi0=[PI0], seed=seed)
+    out = bootstrap_intervals(prepared, threshold=THRESHOLD, pi0=[pi0], seed=seed)
     intervals: dict[str, Interval] = dict(out["regular"])
-    for name, value in out["calibrated"][repr(PI0)].items():
+    for name, value in out["calibrated"][repr(pi0)].items():
         intervals[f"{name}{SUFFIX}"] = value
     intervals["prior"] = wilson_interval(int(labels.sum()), labels.size)
     return intervals
@@ -211,20 +317,57 @@ class _Tally:
 
 
 def coverage(
-    family: Family, prior: float, positives: int, sets: int, *, seed: int | list[int]
+    family: Family,
+    prior: float,
+    positives: int,
+    sets: int,
+    *,
+    seed: int | list[int],
+    pi0: float = PI0,
 ) -> Coverage:
     """Run ``sets`` seeded sets of ``family`` at ``prior`` with ``positives`` expected positives
-    each."""
-    truth = population_values(family, prior)
+    each (the calibrated metrics at ``pi0``, keyed with SUFFIX)."""
+    truth = population_values(family, prior, pi0)
     n = round(positives / prior)
     rng = np.random.default_rng(seed)
     tally = _Tally(METRICS)
     for i in range(sets):
         scores, labels = family.draw(rng, n, prior)
-        intervals = set_intervals(scores, labels, seed=i)
+        intervals = set_intervals(scores, labels, seed=i, pi0=pi0)
         for name in METRICS:
             tally.add(name, intervals[name], truth[name])
     return tally.coverage(sets)
+
+
+MEAN_METRICS = ("ks_abc", "brier", "brier_pos", "brier_neg", "log_loss")
+"""The means with normal-approximation intervals (:func:`~app.metrics.intervals.mean_intervals`,
+scores read as probabilities)."""
+
+
+def mean_coverage(
+    family: Family, prior: float, positives: int, sets: int, *, seed: int | list[int]
+) -> Coverage:
+    """Like :func:`coverage` for MEAN_METRICS (no bootstrap, so cheap)."""
+    truth = population_values(family, prior)
+    n = round(positives / prior)
+    rng = np.random.default_rng(seed)
+    tally = _Tally(MEAN_METRICS)
+    for _ in range(sets):
+        scores, labels = family.draw(rng, n, prior)
+        prepared = prepare(scores, labels, score_kind="probability")
+        out = mean_intervals(prepared.pos_sorted, prepared.neg_sorted, score_kind="probability")
+        for name in MEAN_METRICS:
+            tally.add(name, out[name], truth[name])
+    return tally.coverage(sets)
+
+
+MEAN_REGIMES: tuple[tuple[Family, int], ...] = tuple(
+    (family, positives) for family in (*FAMILIES, *HELD_OUT) for positives in (20, 60)
+)
+"""(family, expected positives) of the means' study, at π = 0.2: the study families and the
+held-out ones."""
+MEAN_SETS = 2000
+"""Sets per regime of the means' study (no bootstrap, so 2,000 take a few seconds)."""
 
 
 REGIMES: tuple[tuple[Family, float, int], ...] = (
@@ -276,23 +419,31 @@ def population_parts(
 
 
 def split_coverage(
-    window_family: Family, ref_family: Family, positives: int, pairs: int, *, seed: list[int]
+    window_family: Family,
+    ref_family: Family,
+    positives: int,
+    pairs: int,
+    *,
+    seed: list[int],
+    priors: tuple[float, float] = (SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR),
 ) -> Coverage:
     """Run ``pairs`` seeded (window, reference) pairs: the window of ``window_family`` at
     SPLIT_WINDOW_PRIOR with ``positives`` expected positives, the reference of ``ref_family`` at
     SPLIT_REF_PRIOR with as many expected positives (so twice the window's rows: a reference of
-    two windows); intervals as users get them (:func:`~app.metrics.split.split_from_arrays`,
-    default replicates). Every metric outside PART_INTERVAL_METRICS must publish no interval,
+    two windows), or at ``priors`` (window, reference) with as many expected positives each;
+    intervals as users get them (:func:`~app.metrics.split.split_from_arrays`, default
+    replicates). Every metric outside PART_INTERVAL_METRICS must publish no interval,
     nor AP where either set has too few positives
     (:func:`~app.metrics.split.ap_parts_published`)."""
-    truth = population_parts(window_family, ref_family, SPLIT_WINDOW_PRIOR, SPLIT_REF_PRIOR)
-    n_window = round(positives / SPLIT_WINDOW_PRIOR)
-    n_ref = round(positives / SPLIT_REF_PRIOR)
+    window_prior, ref_prior = priors
+    truth = population_parts(window_family, ref_family, window_prior, ref_prior)
+    n_window = round(positives / window_prior)
+    n_ref = round(positives / ref_prior)
     rng = np.random.default_rng(seed)
     tally = _Tally(SPLIT_PARTS)
     for i in range(pairs):
-        scores, labels = window_family.draw(rng, n_window, SPLIT_WINDOW_PRIOR)
-        ref_scores, ref_labels = ref_family.draw(rng, n_ref, SPLIT_REF_PRIOR)
+        scores, labels = window_family.draw(rng, n_window, window_prior)
+        ref_scores, ref_labels = ref_family.draw(rng, n_ref, ref_prior)
         split = split_from_arrays(
             scores, labels, ref_scores, ref_labels, threshold=THRESHOLD, intervals=True, seed=i
         )

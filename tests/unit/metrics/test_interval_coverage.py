@@ -11,8 +11,11 @@ Both parts of a drift split (:func:`app.metrics.split.split_from_arrays`) on the
 (SPLIT_REGIMES: a pure prior shift and a likelihood drift per family, window π = 0.2 and
 reference π = 0.1, 20, 60 and 200 expected positives in each set).
 
-Both parts of a drift split (:func:`app.metrics.split.split_intervals`), and the
-normal-approximation intervals of the means, also on a binormal model: negatives N(0, 1), positives
+The intervals of the means (:func:`app.metrics.intervals.mean_intervals`) on the study
+families and the held-out ones (MEAN_REGIMES).
+
+Both parts of a drift split (:func:`app.metrics.split.split_intervals`), and the intervals of
+the means, also on a binormal model: negatives N(0, 1), positives
 N(µ, 1); each of the n = 20,000 rows is positive with probability π = 0.01; decision threshold
 1.5; the reference at µ = 1.5. Population values come from numerical integration along the
 population curve.
@@ -40,6 +43,10 @@ from app.metrics.split import (
 from tests.unit.metrics.coverage_study import (
     DRIFTED,
     FAMILIES,
+    HELD_OUT,
+    MEAN_METRICS,
+    MEAN_REGIMES,
+    MEAN_SETS,
     REGIMES,
     SPLIT_PAIRS,
     SPLIT_PARTS,
@@ -48,6 +55,7 @@ from tests.unit.metrics.coverage_study import (
     SPLIT_WINDOW_PRIOR,
     Family,
     coverage,
+    mean_coverage,
     population_parts,
     split_coverage,
 )
@@ -203,18 +211,23 @@ interval over-covers (0.973); conservative, not misleading (``docs/intervals.md`
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", [*FAMILIES, *DRIFTED.values()], ids=lambda family: family.name)
+@pytest.mark.parametrize(
+    "family", [*FAMILIES, *DRIFTED.values(), *HELD_OUT], ids=lambda family: family.name
+)
 def test_study_population_values_match_a_large_set(family: Family) -> None:
     """The population values agree with the point values of one set of 10^6 rows, to within
-    a few of that set's standard errors; the grid sums of the rounded family are exact."""
+    a few of that set's standard errors; the grid sums of the rounded family are exact. The
+    means too (MEAN_METRICS, the scores read as probabilities)."""
     prior = 0.2
     truth = study_population_values(family, prior)
     scores, labels = family.draw(np.random.default_rng(7), 1_000_000, prior)
-    point = evaluate(scores, labels, threshold=STUDY_THRESHOLD, pi0=[STUDY_PI0])
+    point = evaluate(
+        scores, labels, threshold=STUDY_THRESHOLD, pi0=[STUDY_PI0], score_kind="probability"
+    )
     values = dict(point["regular"]) | {"prior": point["prior"]}
     for name, value in point["calibrated"][repr(STUDY_PI0)].items():
         values[f"{name}@{STUDY_PI0}"] = value
-    for name in STUDY_METRICS:
+    for name in (*STUDY_METRICS, *MEAN_METRICS):
         assert values[name] == pytest.approx(truth[name], abs=0.004), name
 
 
@@ -378,6 +391,33 @@ def test_mean_intervals_cover_the_population_values() -> None:
         for name, value in truth.items():
             hits[name] += covered(out[name], value)
     coverage = {name: count / sets for name, count in hits.items()}
-    print(f"\ncoverage of the normal-approximation intervals over {sets} sets: {coverage}")
+    print(f"\ncoverage of the intervals of the means over {sets} sets: {coverage}")
     for name, value in coverage.items():
         assert 0.90 <= value <= 0.99, (name, value)
+
+
+LOG_LOSS_BAND = (0.92, 0.97)
+"""Log loss on the unequal-variance binormal at 20 positives covers 0.925: its terms are
+unbounded and heavy-tailed (``docs/intervals.md``, known weak spots)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("family", "positives"),
+    MEAN_REGIMES,
+    ids=[f"{family.name}-pos{positives}" for family, positives in MEAN_REGIMES],
+)
+def test_mean_intervals_cover_on_the_study_families(family: Family, positives: int) -> None:
+    """The means' intervals (Student's t on the logit or log scale, Welch's for ks_abc) cover
+    in 93-97% of MEAN_SETS sets at π = 0.2 with 20 and 60 expected positives, on the study
+    families and the held-out ones (the normal interval gave brier_pos 0.901-0.925 at 20), and
+    publish in at least 99% of them."""
+    seed = [20261127, MEAN_REGIMES.index((family, positives))]
+    result = mean_coverage(family, 0.2, positives, MEAN_SETS, seed=seed)
+    print(f"\n{family.name}, {positives} positives, {MEAN_SETS} sets:")
+    for name in MEAN_METRICS:
+        print(f"  {name:10s} coverage {result.rate(name):.3f}  published {result.published[name]}")
+    for name in MEAN_METRICS:
+        assert result.published[name] >= 0.99 * MEAN_SETS, name
+        low, high = LOG_LOSS_BAND if name == "log_loss" else BAND
+        assert low <= result.rate(name) <= high, (name, result.rate(name))

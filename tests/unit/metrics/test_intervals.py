@@ -19,6 +19,8 @@ from app.metrics.intervals import (
     BELOW_ONE,
     CALIBRATED_INTERVAL_METRICS,
     MEAN_METRICS,
+    MIN_AP_PRIOR,
+    MIN_MEAN_TERMS,
     NO_INTERVAL,
     REAL,
     REGULAR_INTERVAL_METRICS,
@@ -428,10 +430,16 @@ def classes(scores: FloatArray, labels: Int8Array) -> tuple[FloatArray, FloatArr
     return prepared.pos_sorted, prepared.neg_sorted
 
 
+def t975(df: float) -> float:
+    return float(stats.t.ppf(0.975, df))
+
+
 @pytest.mark.parametrize("decimals", [None, 2])
 def test_mean_intervals(decimals: int | None) -> None:
-    """mean ± 1.96·sd/√m of each metric's per-row terms, computed row by row here; with
-    heavy ties (2 decimals) the sums over runs of tied scores give the same intervals."""
+    """Each metric's per-row terms, computed row by row here: Brier scores on the logit scale
+    and log loss on the log scale, g(mean) ± t·sd/(√m·g'(mean)) with Student's t at m - 1
+    degrees of freedom; ks_abc with Welch's degrees of freedom; with heavy ties (2 decimals)
+    the sums over runs of tied scores give the same intervals."""
     scores, labels = probabilities(4000, seed=8)
     if decimals is not None:
         scores = np.round(scores, decimals)
@@ -445,11 +453,16 @@ def test_mean_intervals(decimals: int | None) -> None:
         "log_loss": -(y * np.log(clipped) + (1 - y) * np.log(1 - clipped)),
     }
     for name, values in terms.items():
-        half = 1.959963984540054 * values.std(ddof=1) / math.sqrt(values.size)
-        expected = [values.mean() - half, values.mean() + half]
+        mean, m = values.mean(), values.size
+        se = t975(m - 1) * values.std(ddof=1) / math.sqrt(m)
+        if name == "log_loss":
+            expected = [mean * math.exp(-se / mean), mean * math.exp(se / mean)]
+        else:
+            centre, half = math.log(mean / (1 - mean)), se / (mean * (1 - mean))
+            expected = [float(special.expit(centre - half)), float(special.expit(centre + half))]
         interval = out[name]
         assert interval is not None
-        np.testing.assert_allclose(interval, expected, rtol=0, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(interval, expected, rtol=1e-6, atol=1e-12, err_msg=name)
     # brier_skill = 1 - B/(p(1-p)): delta method, from each row's influence on the estimate.
     t, p = terms["brier"], y.mean()
     brier, spread = t.mean(), p * (1 - p)
@@ -460,11 +473,13 @@ def test_mean_intervals(decimals: int | None) -> None:
     assert interval is not None
     np.testing.assert_allclose(interval, [skill - half, skill + half], rtol=0, atol=1e-12)
     pos, neg = scores[y == 1], scores[y == 0]
-    half = 1.959963984540054 * math.sqrt(pos.var(ddof=1) / pos.size + neg.var(ddof=1) / neg.size)
+    s1, s0 = pos.var(ddof=1) / pos.size, neg.var(ddof=1) / neg.size
+    df = (s1 + s0) ** 2 / (s1**2 / (pos.size - 1) + s0**2 / (neg.size - 1))
+    half = t975(df) * math.sqrt(s1 + s0)
     diff = pos.mean() - neg.mean()
     ks_abc = out["ks_abc"]
     assert ks_abc is not None
-    np.testing.assert_allclose(ks_abc, [diff - half, diff + half], atol=1e-12)
+    np.testing.assert_allclose(ks_abc, [diff - half, diff + half], rtol=1e-6, atol=1e-12)
     assert set(out) == {*terms, "ks_abc", "brier_skill"}
     assert mean_intervals(*classes(scores, labels), score_kind="score").keys() == {"ks_abc"}
     wider = mean_intervals(*classes(scores, labels), score_kind="probability", level=0.99)
@@ -473,15 +488,72 @@ def test_mean_intervals(decimals: int | None) -> None:
     assert wider["brier"][1] - wider["brier"][0] > out["brier"][1] - out["brier"][0]
 
 
-def test_mean_intervals_edge_cases() -> None:
-    perfect = np.array([0.0, 0.0, 1.0, 1.0])
-    labels = np.array([0, 0, 1, 1], dtype=np.int8)
-    out = mean_intervals(*classes(perfect, labels), score_kind="probability")
-    assert out["brier"] == [0.0, 0.0]
-    assert out["ks_abc"] == [1.0, 1.0]
-    one_pos = np.array([0, 0, 0, 1], dtype=np.int8)
+def test_mean_intervals_of_few_skewed_terms_reach_higher() -> None:
+    """20 positives scoring high: the (1 - s)² terms are small and right-skewed, so the
+    interval of brier_pos reaches further above the mean than below it (a symmetric normal
+    interval missed high in 9-10% of such sets), and it is wider than mean ± 1.96·se."""
+    rng = np.random.default_rng(3)
+    scores = np.r_[rng.beta(4, 1.5, 20), rng.beta(2, 4, 80)]
+    labels = np.r_[np.ones(20), np.zeros(80)].astype(np.int8)
+    out = mean_intervals(*classes(scores, labels), score_kind="probability")
+    terms = (1 - scores[:20]) ** 2
+    mean, se = terms.mean(), terms.std(ddof=1) / math.sqrt(20)
+    interval = out["brier_pos"]
+    assert interval is not None
+    assert interval[1] - mean > mean - interval[0] > 0
+    assert interval[1] - interval[0] > 2 * 1.959963984540054 * se
+
+
+@pytest.mark.parametrize("constant", ["positives", "negatives", "both"])
+def test_mean_intervals_of_a_constant_class_are_none(constant: str) -> None:
+    """A class whose scores are all equal gives no estimate of its population's spread (not a
+    spread of 0): the means over it get None, not a zero-width interval."""
+    rng = np.random.default_rng(4)
+    pos = np.full(30, 0.8) if constant != "negatives" else rng.uniform(0.4, 1.0, 30)
+    neg = np.full(70, 0.3) if constant != "positives" else rng.uniform(0.0, 0.6, 70)
+    scores = np.concatenate([pos, neg])
+    labels = np.r_[np.ones(30), np.zeros(70)].astype(np.int8)
+    out = mean_intervals(*classes(scores, labels), score_kind="probability")
+    assert out["ks_abc"] is None
+    assert (out["brier_pos"] is None) == (constant != "negatives")
+    assert (out["brier_neg"] is None) == (constant != "positives")
+    for name in ("brier_pos", "brier_neg", "brier", "log_loss"):
+        interval = out[name]
+        assert interval is None or interval[1] > interval[0], name
+    tied = np.round(scores, 1)  # the sums over runs of tied scores
+    out = mean_intervals(*classes(tied, labels), score_kind="probability")
+    assert out["ks_abc"] is None
+    assert (out["brier_pos"] is None) == (constant != "negatives")
+
+
+def test_mean_intervals_need_min_mean_terms_per_class() -> None:
+    """Below MIN_MEAN_TERMS rows in a class the means over it publish none."""
+    rng = np.random.default_rng(5)
+    few = MIN_MEAN_TERMS - 1
+    scores = np.r_[rng.uniform(0.3, 1.0, few), rng.uniform(0.0, 0.7, 200)]
+    labels = np.r_[np.ones(few), np.zeros(200)].astype(np.int8)
+    out = mean_intervals(*classes(scores, labels), score_kind="probability")
+    assert out["brier_pos"] is None
+    assert out["ks_abc"] is None
+    assert out["brier_neg"] is not None
+    assert out["brier"] is not None
+    enough = np.r_[rng.uniform(0.3, 1.0, 1), scores]
     out = mean_intervals(
-        *classes(np.array([0.1, 0.2, 0.3, 0.9]), one_pos), score_kind="probability"
+        *classes(enough, np.r_[1, labels].astype(np.int8)), score_kind="probability"
+    )
+    assert out["brier_pos"] is not None
+    assert out["ks_abc"] is not None
+
+
+def test_mean_intervals_edge_cases() -> None:
+    perfect = np.tile([0.0, 1.0], 10)
+    labels = np.tile([0, 1], 10).astype(np.int8)
+    out = mean_intervals(*classes(perfect, labels), score_kind="probability")
+    assert out["brier"] is None
+    assert out["ks_abc"] is None
+    one_pos = np.r_[np.zeros(12), 1].astype(np.int8)
+    out = mean_intervals(
+        *classes(np.r_[np.linspace(0.1, 0.3, 12), 0.9], one_pos), score_kind="probability"
     )
     assert out["brier_pos"] is None
     assert out["ks_abc"] is None
@@ -721,9 +793,13 @@ def test_perfect_separation_with_five_positives() -> None:
 
 
 def test_ap_interval_rule() -> None:
-    """AP intervals from prior 0.04 up, and only while each negative weighs at most twice
-    (odds of the set's prior at most twice the odds of p)."""
-    assert ap_interval_published(0.05, 0.05)
+    """AP intervals from prior 0.1 up (calibrated at π0 = 0.05 they covered 0.887-0.92 on
+    tied and three-level scores), and only while each negative weighs at most twice (odds of
+    the set's prior at most twice the odds of p)."""
+    assert MIN_AP_PRIOR == 0.1
+    assert ap_interval_published(0.1, 0.1)
+    assert not ap_interval_published(0.05, 0.05)
+    assert not ap_interval_published(0.05, 0.002)
     assert not ap_interval_published(0.03, 0.03)
     assert ap_interval_published(0.5, 0.01)
     assert ap_interval_published(0.1, 0.15)

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from app.arrays import FloatArray, IntArray
 from app.metrics import SPLIT_METRICS, drift_split, evaluate, split_from_arrays
+from app.metrics import split as split_module
+from app.metrics.intervals import t_quantile
 from app.metrics.ranking import rank
 from app.metrics.resampling import (
     cut_at,
@@ -26,6 +28,7 @@ from app.metrics.split import (
     ap_part_df,
     ap_parts_published,
     evaluate_at_prior,
+    part_df,
     shapley_parts,
     split_intervals,
     split_intervals_ranked,
@@ -304,6 +307,35 @@ def test_ap_part_intervals_need_enough_positives_in_both_sets(short: str) -> Non
             for part in ("prior_interval", "likelihood_interval"):
                 expect = published or name != "average_precision"
                 assert (split[name][part] is not None) == expect, (name, part, n_pos)
+
+
+@pytest.mark.parametrize("rare", ["window", "reference"])
+def test_precision_and_f1_parts_use_t_at_rare_priors(
+    rare: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below RARE_PRIOR (in either set) the parts of precision and F1 get Student's t at
+    ap_part_df degrees of freedom: the same replicates, half-widths wider by t/z; at common
+    priors the normal quantile (their intervals there already cover)."""
+    rng = np.random.default_rng(31)
+    rare_set = _binormal(rng, 10_000, 0.002, 2.0)
+    common = _binormal(rng, 200, 0.1, 2.0)
+    window, reference = (rare_set, common) if rare == "window" else (common, rare_set)
+    window_ranking, ref_ranking = rank(*window), rank(*reference)
+    assert part_df("precision", window_ranking, ref_ranking) == 19.0
+    assert part_df("f1", window_ranking, ref_ranking) == 19.0
+    assert part_df("precision", rank(*common), rank(*common)) is None
+    assert part_df("average_precision", rank(*common), rank(*common)) == 19.0
+    with_t = split_from_arrays(*window, *reference, threshold=1.0, intervals=True, seed=5)
+    monkeypatch.setattr(split_module, "RARE_PRIOR", 0.0)
+    with_z = split_from_arrays(*window, *reference, threshold=1.0, intervals=True, seed=5)
+    ratio = t_quantile(1.959963984540054, 19.0) / 1.959963984540054
+    for name in ("precision", "f1"):
+        for part in ("prior_interval", "likelihood_interval"):
+            wide, narrow = with_t[name][part], with_z[name][part]
+            assert wide is not None
+            assert narrow is not None
+            assert wide[1] - wide[0] == pytest.approx(ratio * (narrow[1] - narrow[0]), rel=1e-9)
+            assert (wide[0] + wide[1]) / 2 == pytest.approx((narrow[0] + narrow[1]) / 2, abs=1e-12)
 
 
 def test_split_intervals_are_none_without_positives() -> None:
