@@ -9,7 +9,8 @@ day after they start, against a reference of two days and, at 20 positives an ho
 and prints, per regime and page level (the z of the positives' shift test), the share of
 models paged, paged within 24 hours, the median hours to the first page, and the coverage of
 the decision's intervals of both parts of the AP change.
-``--load`` re-summarises a saved run at other page levels without computing it again.
+``--load`` re-summarises a saved run at other page levels without computing it again;
+``--kind drift --hours 48 --coverage-every 3`` measures the coverage on more decisions.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from statistics import NormalDist
 
 from tests.unit.metrics.decision_study import (
+    COVERAGE_EVERY,
     RARE_FAMILIES,
     ModelRun,
     Regime,
@@ -76,6 +78,19 @@ def main() -> int:
     parser.add_argument("--save", default=None, help="pickle the runs to this file")
     parser.add_argument("--load", default=None, help="summarise runs pickled by --save")
     parser.add_argument("--kind", choices=("all", "shift", "drift"), default="all")
+    parser.add_argument(
+        "--hours",
+        type=int,
+        default=None,
+        help="hours after the change (default: a week for "
+        "shifts, a day for drifts); a longer drift gives more decisions for the coverage",
+    )
+    parser.add_argument(
+        "--coverage-every",
+        type=int,
+        default=COVERAGE_EVERY,
+        help="compute every n-th hour's decision with its intervals",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     results: list[tuple[Regime, list[ModelRun]]]
@@ -85,7 +100,13 @@ def main() -> int:
     else:
         results = []
         for index, (regime, hours) in enumerate(regimes(args.kind)):
-            runs = run_regime(regime, args.models, hours, seed=20261126 + index)
+            runs = run_regime(
+                regime,
+                args.models,
+                args.hours or hours,
+                seed=20261126 + index,
+                coverage_every=args.coverage_every,
+            )
             results.append((regime, runs))
             print(f"{regime.name}: {time.perf_counter() - started:.0f} s", flush=True)
             if args.save:
