@@ -49,7 +49,10 @@ def _expected(model: str, window: int, pooled: Batch, reference: Batch) -> dict[
 
 def _check(actual: dict[str, object], expected: dict[str, object]) -> None:
     for key, value in expected.items():
-        if isinstance(value, str) or value is None:
+        if isinstance(value, dict):
+            assert isinstance(actual[key], dict), key
+            _check(actual[key], value)  # type: ignore[arg-type]
+        elif isinstance(value, str) or value is None:
             assert actual[key] == value, key
         else:
             assert actual[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
@@ -112,7 +115,14 @@ def test_a_decision_pools_back_to_enough_positives_from_the_stored_windows(
 
 
 def test_a_window_with_enough_positives_is_its_own_decision(env: Env) -> None:
-    create_model(env.client, "ads", window="5m", grace="0s", reference={"kind": "trailing"})
+    create_model(
+        env.client,
+        "ads",
+        window="5m",
+        grace="0s",
+        reference={"kind": "trailing"},
+        decision={"min_positives": 100, "max_span": "7d"},
+    )
     batch = make_batch(
         prefix="q", start=_start(0), count=2 * 300, spacing=timedelta(seconds=1), seed=4, prior=0.4
     )
