@@ -24,7 +24,7 @@ from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowS
 from app.metrics.evaluation import evaluate_prepared, evaluate_ranked
 from app.metrics.intervals import bootstrap_intervals, wilson_interval
 from app.metrics.label_free import estimate_window
-from app.metrics.prepared import PreparedSet, prepare
+from app.metrics.prepared import PreparedSet, pi0_key, prepare
 from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
 from app.services.advice import window_advice
@@ -136,7 +136,7 @@ def _calibration_priors(
         return pi0, None
     if float(ref_prior) not in pi0:
         pi0.append(float(ref_prior))
-    return pi0, repr(float(ref_prior))
+    return pi0, pi0_key(ref_prior)
 
 
 def all_sorted(prepared: PreparedSet, unlabelled: FloatArray) -> FloatArray:
