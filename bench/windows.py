@@ -55,7 +55,7 @@ from app.names import ALL_SEGMENTS
 from app.services.advice import window_advice
 from app.services.changes import record_changes
 from app.services.decisions import trailing_pool, window_decision
-from app.services.models import ModelConfig, Objective, ReferenceConfig, put_model
+from app.services.model_registry import ModelConfig, Objective, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import references_for

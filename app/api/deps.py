@@ -31,7 +31,7 @@ from app.clock import Clock
 from app.db.models import Model
 from app.db.session import session_deadline
 from app.names import MODEL_NAME_PATTERN
-from app.services.models import get_model
+from app.services.model_registry import get_model
 from app.settings import Settings
 
 IMPLIED_SCOPES: Final[dict[str, frozenset[str]]] = {
@@ -201,7 +201,7 @@ AdminScope = Security(authorize, scopes=["admin"])
 
 def existing_model(session: Session, name: str, *, share_lock: bool = False) -> Model:
     """The model called ``name``, or 404; with ``share_lock``, its row is locked ``FOR SHARE``
-    until the transaction ends (see :func:`app.services.models.get_model`)."""
+    until the transaction ends (see :func:`app.services.model_registry.get_model`)."""
     model = get_model(session, name=name, share_lock=share_lock)
     if model is None:
         raise ApiError(404, "model_not_found", f"no model named {name!r}")

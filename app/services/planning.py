@@ -344,7 +344,7 @@ def due_windows(
     that ended at or before ``expired_before`` (the retention cutoff: retention removes it).
 
     At most ``limit``: the first in the order the scheduler tries them
-    (:func:`app.scheduler.claims.fair_order`), so a bounded plan is the head of the whole one:
+    (:func:`app.scheduler.ordering.fair_order`), so a bounded plan is the head of the whole one:
     under a trailing reference the oldest, under a fixed reference the windows of the
     reference period, then the newest. The others are listed by a later plan, once these
     are computed."""

@@ -47,7 +47,7 @@ from app.catalogue import REGULAR_METRICS
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, load_latest_windows
 from app.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
-from app.services.models import get_model, list_models
+from app.services.model_registry import get_model, list_models
 from app.services.web_sessions import (
     end_web_session,
     session_scopes,
