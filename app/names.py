@@ -12,5 +12,8 @@ MODEL_NAME_MAX: Final = 63
 #: Segment names such as ``country=FR``; ``*`` (all rows) is reserved and never a segment.
 SEGMENT_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:=-]{0,63}$"
 
+#: The segment name of every prediction (the whole population) in stored results and reports.
+ALL_SEGMENTS: Final = "*"
+
 #: A segment filter on stored results: a segment name or ``*``.
 SEGMENT_OR_ALL_PATTERN: Final = r"^(\*|" + SEGMENT_PATTERN[1:-1] + r")$"

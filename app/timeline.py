@@ -7,6 +7,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
+#: the UTC epoch: windows are aligned to it, and no event time lies before it
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
 WindowName = Literal["5m", "1h", "6h", "1d", "7d"]
 
 #: window name -> length in seconds

@@ -87,7 +87,7 @@ from app.db import migrate
 from app.db.session import create_db_engine, create_session_factory
 from app.services.ingest import ingest_predictions
 from app.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH, prediction_rows
-from app.services.models import get_model
+from app.services.model_registry import get_model
 from app.settings import Settings
 from bench.scratch import create_scratch, drop_scratch
 

@@ -46,7 +46,7 @@ from types import ModuleType
 import psycopg
 
 from app.db.partitions import ensure_days
-from app.services.models import ModelConfig, ReferenceConfig, put_model
+from app.services.model_registry import ModelConfig, ReferenceConfig, put_model
 from bench.scratch import migrated_scratch
 
 HERE = Path(__file__).resolve().parent

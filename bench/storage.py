@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Model
 from app.db.partitions import ensure_days, partition_name
-from app.services.models import ModelConfig, put_model
+from app.services.model_registry import ModelConfig, put_model
 from app.services.planning import scan_model
 from app.services.retention import run_retention
 from bench.scratch import migrated_scratch

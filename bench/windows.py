@@ -51,15 +51,16 @@ from app.db.partitions import ensure_days
 from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
 from app.metrics.recalibration import calibration_map
+from app.names import ALL_SEGMENTS
 from app.services.advice import window_advice
 from app.services.changes import record_changes
 from app.services.decisions import trailing_pool, window_decision
-from app.services.models import ModelConfig, Objective, ReferenceConfig, put_model
+from app.services.model_registry import ModelConfig, Objective, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import references_for
 from app.services.window_compute import all_sorted, compute_window, evaluate_segment
-from app.services.window_rows import ALL, load_rows
+from app.services.window_rows import load_rows
 from bench.scratch import migrated_scratch
 
 PRIOR = 0.01
@@ -189,7 +190,7 @@ def _label_free_share(
             t0 = time.perf_counter()
             evaluate_segment(
                 model=model,
-                segment=ALL,
+                segment=ALL_SEGMENTS,
                 start=start,
                 end=start + WINDOW,
                 scores=scores,
@@ -236,7 +237,7 @@ def _advice_share(
         t0 = time.perf_counter()
         evaluate_segment(
             model=model,
-            segment=ALL,
+            segment=ALL_SEGMENTS,
             start=start,
             end=start + WINDOW,
             scores=scores,
@@ -309,7 +310,7 @@ def _decision_cost(
             trailing = trailing_pool(
                 session,
                 model=model,
-                segment=ALL,
+                segment=ALL_SEGMENTS,
                 segments={},
                 start=start,
                 window_positives=positives,
@@ -318,7 +319,7 @@ def _decision_cost(
             read = time.perf_counter() - t0
             reference = references_for(
                 session, model=model, window_start=start, segments={}, cache=cache
-            ).get(ALL)
+            ).get(ALL_SEGMENTS)
         t0 = time.perf_counter()
         decision = window_decision(
             model=model,
@@ -453,7 +454,7 @@ def main() -> None:
         with factory() as session:
             reference = references_for(
                 session, model=model, window_start=last, segments={}, cache=cache
-            ).get(ALL)
+            ).get(ALL_SEGMENTS)
             rows = load_rows(session, model=model, start=last, end=last + WINDOW)
         if reference is not None:
             _label_free_share(model, reference, rows.scores, rows.labels, last)

@@ -31,7 +31,7 @@ from app.clock import Clock
 from app.db.models import Model
 from app.db.session import session_deadline
 from app.names import MODEL_NAME_PATTERN
-from app.services.models import get_model
+from app.services.model_registry import get_model
 from app.settings import Settings
 
 IMPLIED_SCOPES: Final[dict[str, frozenset[str]]] = {
@@ -201,7 +201,13 @@ AdminScope = Security(authorize, scopes=["admin"])
 
 def existing_model(session: Session, name: str, *, share_lock: bool = False) -> Model:
     """The model called ``name``, or 404; with ``share_lock``, its row is locked ``FOR SHARE``
-    until the transaction ends (see :func:`app.services.models.get_model`)."""
+    until the transaction ends (see :func:`app.services.model_registry.get_model`).
+
+    Routes call it where they need the model rather than take it as a dependency: writes look
+    the model up inside the work :func:`~app.api.transactions.in_transaction` runs again
+    after a rollback (which drops the share lock), and reads after their own checks of the
+    query (a dependency would run before the query is validated, answering 404 where a bad
+    query now gets 422)."""
     model = get_model(session, name=name, share_lock=share_lock)
     if model is None:
         raise ApiError(404, "model_not_found", f"no model named {name!r}")

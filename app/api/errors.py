@@ -51,8 +51,9 @@ DB_UNAVAILABLE_ERRORS: Final = (
 )
 
 
-class ApiError(Exception):
-    """An error answer raised from routes and dependencies."""
+class ApiError(ServiceError):
+    """An error answer raised from routes and dependencies: a :class:`ServiceError` with the
+    status (and headers) given where it is raised."""
 
     def __init__(
         self,
@@ -62,11 +63,8 @@ class ApiError(Exception):
         details: Sequence[dict[str, Any]] = (),
         headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(code, message, list(details))
         self.status = status
-        self.code = code
-        self.message = message
-        self.details = list(details)
         self.headers = headers
 
 
@@ -138,19 +136,14 @@ def parse_json(validate: Callable[[bytes], T], body: bytes) -> T:
         raise validation_error(exc.errors(include_url=False, include_input=False)) from None
 
 
-def _api_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
-
-
 def _service_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
-    return error_response(exc.status, exc.code, exc.message, exc.details)
+    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
 
 def _request_validation(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return _api_error(_request, validation_error(exc.errors()))
+    return _service_error(_request, validation_error(exc.errors()))
 
 
 def _http_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -211,7 +204,6 @@ def _db_unavailable(_request: Request, exc: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Route every error the application can raise to the one error body."""
-    app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -10,7 +10,7 @@ from typing_extensions import TypedDict
 
 from app.db.models import Model
 from app.metrics.recalibration import MAX_KNOTS
-from app.services.models import DURATION_PATTERN, ModelConfig, config_of
+from app.services.model_registry import DURATION_PATTERN, ModelConfig, config_of
 
 
 class ErrorDetail(TypedDict, total=False):

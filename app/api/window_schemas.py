@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.services.models import Objective
+from app.services.model_registry import Objective
 
 Metric = Annotated[float | None, Field(description="the value, null where undefined")]
 Interval = Annotated[

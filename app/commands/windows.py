@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from app.catalogue import REGULAR_METRICS, VERDICT_WORDS, labels_decide
 from app.commands.common import http_url, positive_int
+from app.names import ALL_SEGMENTS
 
 if TYPE_CHECKING:
     import httpx
@@ -76,7 +77,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("model", metavar="MODEL", help="the model's name")
     parser.add_argument(
-        "--segment", default="*", metavar="S", help="one segment (default *: every prediction)"
+        "--segment",
+        default=ALL_SEGMENTS,
+        metavar="S",
+        help="one segment (default *: every prediction)",
     )
     parser.add_argument(
         "--last",
@@ -119,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 last=args.last,
                 retry=RetryPolicy(attempts=2, first_delay=0.5),
             )
-            if not records and args.segment != "*":
+            if not records and args.segment != ALL_SEGMENTS:
                 known = segments_with_windows(
                     client, model=args.model, retry=RetryPolicy(attempts=2, first_delay=0.5)
                 )
@@ -174,7 +178,7 @@ def segments_with_windows(client: httpx.Client, *, model: str, retry: Any) -> li
         client, "GET", f"/v1/models/{model}/windows", params={"limit": str(PAGE)}, retry=retry
     )
     names = {record["segment"] for record in page["windows"]}
-    return sorted(names, key=lambda name: (name != "*", name))
+    return sorted(names, key=lambda name: (name != ALL_SEGMENTS, name))
 
 
 def _read(

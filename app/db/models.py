@@ -100,7 +100,7 @@ class Model(Base):
     max_segments: Mapped[int] = mapped_column(Integer)
     #: the pooled decision's setting ({"min_positives", "max_span_seconds"}), None: defaults
     decision: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    #: what the advised threshold aims at (``app.services.models.Objective``), or None
+    #: what the advised threshold aims at (``app.services.model_registry.Objective``), or None
     objective: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

@@ -41,8 +41,8 @@ from app.metrics.intervals import MEAN_METRICS, NO_INTERVAL, REGULAR_INTERVAL_ME
 from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.probability import PROBABILITY_METRICS
 from app.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS
+from app.names import ALL_SEGMENTS
 
-ALL_SEGMENTS: Final = "*"
 #: a segment whose latest window is older than the model's by more windows is not exported
 QUIET_SEGMENT_WINDOWS: Final = 7
 COMPONENTS: Final = ("total", "prior", "likelihood")

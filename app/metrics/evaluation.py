@@ -20,7 +20,7 @@ from app.arrays import FloatArray
 from app.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
 from app.metrics.curves import curve_metrics
 from app.metrics.intervals import bootstrap_intervals
-from app.metrics.prepared import PreparedSet, ScoreKind, check_options, prepare
+from app.metrics.prepared import PreparedSet, ScoreKind, check_options, pi0_key, prepare
 from app.metrics.probability import (
     ECE_BINS,
     BinTable,
@@ -55,7 +55,7 @@ def evaluate(
 
         {"n", "n_pos", "n_neg", "prior",
          "regular": {metric: float | None},               # REGULAR_METRICS
-         "calibrated": {repr(float(pi0)): {metric: ...}},  # CALIBRATED_METRICS
+         "calibrated": {pi0_key(pi0): {metric: ...}},  # CALIBRATED_METRICS
          "reliability": [{"lower", "upper", "count", "mean_score", "fraction_positive"}],
          "intervals": {"regular": {metric: [lo, hi] | None}, "calibrated": {...}}}
 
@@ -216,7 +216,7 @@ def evaluate_ranked(
     calibrated: dict[str, dict[str, float | None]] = {}
     for p in pi0:
         merged = {**at_threshold.calibrated[float(p)], **curves.calibrated[float(p)]}
-        calibrated[repr(float(p))] = {name: _number(merged[name]) for name in CALIBRATED_METRICS}
+        calibrated[pi0_key(p)] = {name: _number(merged[name]) for name in CALIBRATED_METRICS}
     return {
         "n": n,
         "n_pos": n_pos,

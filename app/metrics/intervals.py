@@ -22,7 +22,7 @@ import numpy as np
 
 from app.arrays import FloatArray, IntArray
 from app.metrics.curves import curve_metrics
-from app.metrics.prepared import PreparedSet
+from app.metrics.prepared import PreparedSet, pi0_key
 from app.metrics.ranking import Ranking, distinct_runs
 from app.metrics.resampling import (
     Replicates,
@@ -594,7 +594,7 @@ def bootstrap_intervals(
                 metrics[name] = at_tau_calibrated[p][name]
             else:
                 metrics[name] = curve_intervals.get(f"{name}@{p!r}")
-        out_calibrated[repr(p)] = metrics
+        out_calibrated[pi0_key(p)] = metrics
     return {"regular": out_regular, "calibrated": out_calibrated}
 
 

@@ -76,6 +76,7 @@ import numpy.typing as npt
 
 from app.arrays import FloatArray, IntArray
 from app.metrics.curves import curve_metrics
+from app.metrics.prepared import pi0_key
 from app.metrics.ranking import Ranking, distinct_runs
 from app.metrics.thresholded import threshold_metrics
 
@@ -542,7 +543,7 @@ def metrics_of_runs(
     calibrated: dict[str, dict[str, float]] = {}
     for p in pi0:
         merged = {**at.calibrated[float(p)], **curves.calibrated[float(p)]}
-        calibrated[repr(float(p))] = {name: float(merged[name]) for name in ESTIMATED_CALIBRATED}
+        calibrated[pi0_key(p)] = {name: float(merged[name]) for name in ESTIMATED_CALIBRATED}
     return {
         "regular": {name: float(regular[name]) for name in ESTIMATED_REGULAR},
         "calibrated": calibrated,

@@ -113,6 +113,12 @@ def check_pi0(value: object, *, where: str = "pi0") -> float:
     return p
 
 
+def pi0_key(p: float) -> str:
+    """The key of π0 ``p`` among calibrated values (and their intervals): ``repr(float(p))``,
+    the shortest text that reads back as the same float."""
+    return repr(float(p))
+
+
 def prepare(scores: npt.ArrayLike, labels: npt.ArrayLike, *, score_kind: str) -> PreparedSet:
     """Validate ``scores`` and ``labels`` and sort each class once.
 

@@ -34,7 +34,7 @@ from app.arrays import FloatArray, LabelArray
 from app.metrics.curves import prior_dependent_at
 from app.metrics.evaluation import evaluate_prepared
 from app.metrics.intervals import REAL, Interval, replicate_interval
-from app.metrics.prepared import check_options, prepare
+from app.metrics.prepared import check_options, pi0_key, prepare
 from app.metrics.ranking import Ranking
 from app.metrics.resampling import (
     CHUNK_CELLS,
@@ -94,7 +94,7 @@ def _valid_prior(prior: float | None) -> TypeGuard[float]:
 
 
 def _calibrated_at(result: dict[str, Any], prior: float, role: str) -> dict[str, Any]:
-    key = repr(float(prior))
+    key = pi0_key(prior)
     try:
         values: dict[str, Any] = result["calibrated"][key]
     except KeyError:
@@ -112,8 +112,8 @@ def drift_split(window: dict[str, Any], reference: dict[str, Any]) -> Split:
     ``window`` and ``reference`` are :func:`app.metrics.evaluate` results (or
     :func:`~app.metrics.evaluation.evaluate_ranked` ones), each evaluated with the other's
     prior among its π0 values: ``window["calibrated"]`` has the key
-    ``repr(float(reference["prior"]))`` and ``reference["calibrated"]`` the key
-    ``repr(float(window["prior"]))``, else ValueError. Neither is needed when either prior is
+    ``pi0_key(reference["prior"])`` and ``reference["calibrated"]`` the key
+    ``pi0_key(window["prior"])``, else ValueError. Neither is needed when either prior is
     undefined, 0 or 1. Returns ``{metric: {"total", "prior", "likelihood"}}`` (see the module
     docstring), each a float, or None for all three where any of M_t, M_ref, M_t^c(π_ref),
     M_ref^c(π_t) is undefined (so always None when either prior is undefined, 0 or 1: nothing

@@ -9,11 +9,9 @@ from itertools import pairwise
 import numpy as np
 
 from app.arrays import FloatArray, Int8Array, IntArray
+from app.names import ALL_SEGMENTS
 from app.offline.csv_input import UNLABELLED, EvaluationRows
 from app.timeline import WINDOW_SECONDS, window_length, window_start
-
-#: The segment name of the whole population.
-ALL_SEGMENTS = "*"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The leader lock: of all scheduler processes sharing a database, its holder alone scans
 models for changes (refreshing the windows of a changed fixed reference) and expires old data;
 on SQLite it is also the only process that computes windows (on PostgreSQL every process
-computes, claiming each window: :mod:`app.scheduler.claims`).
+computes, claiming each window it tries in the order of :mod:`app.scheduler.ordering`).
 
 PostgreSQL: a lease in the one-row table ``scheduler_leader``, taken and renewed in short
 transactions through the engine's pool, the renewals on a timer of the holder's own

@@ -4,7 +4,7 @@ A tick takes (or keeps) the leader lock. The leader does the once-only work: it 
 model for changed windows (:func:`app.services.planning.scan_model`) and, once an hour (the
 first time ten minutes after start), expires old predictions and their windows
 (``CALMON_RETENTION_DAYS``). Then every process on PostgreSQL, leader or not, lists the due
-windows and tries them in a fair order (:func:`app.scheduler.claims.fair_order`: round-robin
+windows and tries them in a fair order (:func:`app.scheduler.ordering.fair_order`: round-robin
 across models), each in its own session and transaction
 (:func:`app.services.window_compute.compute_window`), which claims the window first and computes it
 only if it is still due; a window claimed elsewhere is skipped. The plan (and, on the leader,
@@ -39,8 +39,8 @@ from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
 from app.db.sqlstate import aborted_for_concurrency, is_lock_timeout
 from app.scheduler import instruments
-from app.scheduler.claims import Outcome, fair_order
 from app.scheduler.lock import LeaderLock, leader_lock
+from app.scheduler.ordering import Outcome, fair_order
 from app.services.planning import (
     MAX_DUE_WINDOWS,
     DueWindow,

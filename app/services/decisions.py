@@ -23,17 +23,18 @@ from app.arrays import FloatArray
 from app.db.models import Model, WindowResult, WindowScores, WindowState
 from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
 from app.metrics.prepared import PreparedSet
-from app.services.models import (
+from app.names import ALL_SEGMENTS
+from app.services.model_registry import (
     DEFAULT_DECISION_POSITIVES,
     DEFAULT_DECISION_SPAN,
     duration_seconds,
 )
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import Pool, decode_scores, references_for
-from app.services.window_rows import ALL, load_rows
+from app.services.window_rows import load_rows
 from app.timeline import iso, window_length
 
-#: the decision's defaults (:class:`app.services.models.DecisionConfig`): positives to pool,
+#: the decision's defaults (:class:`app.services.model_registry.DecisionConfig`): positives to pool,
 #: and how far back at most
 DEFAULT_MIN_POSITIVES: Final = DEFAULT_DECISION_POSITIVES
 DEFAULT_MAX_SPAN: Final = timedelta(seconds=duration_seconds(DEFAULT_DECISION_SPAN))
@@ -168,7 +169,7 @@ def trailing_pool(
         session,
         model=model,
         segment=segment,
-        position=None if segment == ALL else positions[segment],
+        position=None if segment == ALL_SEGMENTS else positions[segment],
         start=start,
         window_positives=window_positives,
         settings=settings_of(model),

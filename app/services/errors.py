@@ -1,4 +1,7 @@
-"""Errors raised by services; the API turns each into its status code and error body."""
+"""Errors raised by services; the API turns each into its status code and error body.
+
+The API's own errors (:class:`app.api.errors.ApiError`) are of this family too: one type, one
+handler, one body."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ class ServiceError(Exception):
     """A request that cannot be served as asked; ``code`` is stable, ``message`` is for people."""
 
     status = 400
+    #: headers of the error answer (the API's own errors may set some, e.g. ``Retry-After``)
+    headers: dict[str, str] | None = None
 
     def __init__(self, code: str, message: str, details: list[dict[str, Any]] | None = None):
         super().__init__(message)

@@ -53,7 +53,8 @@ from app.db.partitions import ensure_days, forget, utc_day
 from app.db.sqlstate import CHECK_VIOLATION, UNIQUE_VIOLATION, sqlstate
 from app.services.changes import record_changes, record_stored_predictions
 from app.services.errors import ConflictError
-from app.services.ingest_schemas import EARLIEST_TIMESTAMP, LabelIn, PredictionRow
+from app.services.ingest_schemas import LabelIn, PredictionRow
+from app.timeline import EPOCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,7 @@ def ingest_labels(
     model: Model,
     labels: Sequence[LabelIn],
     now: datetime,
-    earliest: datetime = EARLIEST_TIMESTAMP,
+    earliest: datetime = EPOCH,
 ) -> LabelsResult:
     """Apply a batch of labels; ids without a prediction become pending labels. Labels of
     predictions with an event time before ``earliest`` (what retention keeps) are ignored and
@@ -260,7 +261,7 @@ def ingest_labels(
             connection.execute(PG_LOCK_LABELLED, bounds)
             changed = connection.execute(PG_UPDATE_LABELS, bounds).scalars().all()
     else:
-        if earliest > EARLIEST_TIMESTAMP:
+        if earliest > EPOCH:
             expired = connection.execute(EXPIRED_LABELS, params).scalar_one()
         changed = connection.execute(UPDATE_LABELS, params).scalars().all()
     updated = len(changed)

@@ -9,7 +9,7 @@ each invalid one gives, is in ``docs/api.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, Generic, NotRequired, TypeVar, cast
 
 from pydantic import (
@@ -25,13 +25,11 @@ from typing_extensions import TypedDict
 
 from app.names import SEGMENT_PATTERN
 from app.services.retention import retention_cutoff
-from app.timeline import iso
+from app.timeline import EPOCH, iso
 
 MAX_BATCH: Final = 10_000
 #: 1 to 128 characters, none of them a control character (C0, DEL or C1)
 CLIENT_ID_PATTERN: Final = r"^[^\x00-\x1f\x7f-\x9f]{1,128}$"
-#: earliest event time taken without retention: the UTC epoch, where windows are aligned
-EARLIEST_TIMESTAMP: Final = datetime(1970, 1, 1, tzinfo=UTC)
 #: how far an event time may lie past the server's clock (other hosts' clocks run ahead)
 FUTURE_TOLERANCE: Final = timedelta(days=1)
 
@@ -87,7 +85,7 @@ Instant = Annotated[
 #: (and the retention period) are added by :class:`EventSchema`
 Timestamp = Annotated[
     datetime,
-    GetPydanticSchema(lambda _type, _handler: _instant_schema(ge=EARLIEST_TIMESTAMP)),
+    GetPydanticSchema(lambda _type, _handler: _instant_schema(ge=EPOCH)),
     WithJsonSchema(
         {
             "type": "string",
@@ -174,15 +172,15 @@ def earliest_timestamp(now: datetime, retention_days: int) -> datetime:
     retention is off (0 days)."""
     cutoff = retention_cutoff(now=now, retention_days=retention_days)
     if cutoff is None:
-        return EARLIEST_TIMESTAMP
-    return max(EARLIEST_TIMESTAMP, cutoff.replace(microsecond=0))
+        return EPOCH
+    return max(EPOCH, cutoff.replace(microsecond=0))
 
 
 def check_event_time(moment: datetime, now: datetime) -> None:
-    """Refuse an event time out of ``[EARLIEST_TIMESTAMP, latest_timestamp(now)]`` with the
+    """Refuse an event time out of ``[EPOCH, latest_timestamp(now)]`` with the
     error pydantic gives a batch item out of that range (for validators of single values)."""
-    if moment < EARLIEST_TIMESTAMP:
-        raise PydanticKnownError("greater_than_equal", {"ge": iso(EARLIEST_TIMESTAMP)})
+    if moment < EPOCH:
+        raise PydanticKnownError("greater_than_equal", {"ge": iso(EPOCH)})
     latest = latest_timestamp(now)
     if moment > latest:
         raise PydanticKnownError("less_than_equal", {"le": iso(latest)})

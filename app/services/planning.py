@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from sqlalchemy import (
@@ -44,9 +44,8 @@ from app.db.models import (
     WindowState,
 )
 from app.services.changes import changed_windows, forget_changes
-from app.timeline import WINDOW_SECONDS
+from app.timeline import EPOCH, WINDOW_SECONDS
 
-EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
 #: how far back a change of a fixed reference refreshes computed windows, in window lengths
 FIXED_REFRESH_WINDOWS: Final = 168
@@ -345,7 +344,7 @@ def due_windows(
     that ended at or before ``expired_before`` (the retention cutoff: retention removes it).
 
     At most ``limit``: the first in the order the scheduler tries them
-    (:func:`app.scheduler.claims.fair_order`), so a bounded plan is the head of the whole one:
+    (:func:`app.scheduler.ordering.fair_order`), so a bounded plan is the head of the whole one:
     under a trailing reference the oldest, under a fixed reference the windows of the
     reference period, then the newest. The others are listed by a later plan, once these
     are computed."""

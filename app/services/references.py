@@ -22,8 +22,9 @@ from app.db.models import Model, WindowResult, WindowScores, WindowState
 from app.metrics.evaluation import evaluate_ranked, set_sums
 from app.metrics.label_free import label_shift_reference
 from app.metrics.ranking import Ranking, RankingAccumulator
+from app.names import ALL_SEGMENTS
 from app.services.reference_cache import Reference, ReferenceCache
-from app.services.window_rows import ALL, WindowRows, load_rows
+from app.services.window_rows import WindowRows, load_rows
 from app.timeline import window_length
 
 #: how sorted scores are stored in ``window_scores``
@@ -116,7 +117,7 @@ def trailing_windows(
         select(WindowResult.starts_at, WindowResult.ends_at, WindowResult.version)
         .where(
             WindowResult.model_id == model.id,
-            WindowResult.segment == ALL,
+            WindowResult.segment == ALL_SEGMENTS,
             WindowResult.starts_at < before,
         )
         .order_by(WindowResult.starts_at.desc())
@@ -232,7 +233,7 @@ def _fixed_references(
     """Every segment's reference over the model's fixed period, read in window-sized chunks:
     positives in one pass, then negatives chunk by chunk."""
     start, end = _fixed_period(model)
-    positions = {ALL: None, **{name: position for position, name in segments.items()}}
+    positions = {ALL_SEGMENTS: None, **{name: position for position, name in segments.items()}}
     pools = _fixed_pools(session, model=model, start=start, end=end, positions=positions)
     for chunk_start, chunk_end in _chunks(start, end, window_length(model.window)):
         _add_fixed_negatives(
@@ -338,7 +339,7 @@ def references_for(
     Reads happen in the session's transaction, so a reference and the window it is used for
     see one snapshot.
     """
-    names = [ALL, *segments.values()]
+    names = [ALL_SEGMENTS, *segments.values()]
     if model.reference_kind == "fixed":
         return _cached_fixed(session, model=model, segments=segments, names=names, cache=cache)
     return _cached_trailing(

@@ -24,9 +24,10 @@ from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowS
 from app.metrics.evaluation import evaluate_prepared, evaluate_ranked
 from app.metrics.intervals import bootstrap_intervals, wilson_interval
 from app.metrics.label_free import estimate_window
-from app.metrics.prepared import PreparedSet, prepare
+from app.metrics.prepared import PreparedSet, pi0_key, prepare
 from app.metrics.resampling import cut_prepared, cut_with_fp
 from app.metrics.split import drift_split, split_intervals_ranked
+from app.names import ALL_SEGMENTS
 from app.services.advice import window_advice
 from app.services.decisions import TrailingPool, trailing_pool, window_decision
 from app.services.planning import Fingerprint, still_due
@@ -34,7 +35,7 @@ from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import encode_scores, references_for
 from app.services.window_locks import begin_window
 from app.services.window_record import ComputedWindow, clean, segment_record, segment_seed
-from app.services.window_rows import ALL, UNTRACKED, WindowRows, load_rows, tracked_segments
+from app.services.window_rows import UNTRACKED, WindowRows, load_rows, tracked_segments
 from app.timeline import window_length
 
 LEVEL: Final = 0.95
@@ -136,7 +137,7 @@ def _calibration_priors(
         return pi0, None
     if float(ref_prior) not in pi0:
         pi0.append(float(ref_prior))
-    return pi0, repr(float(ref_prior))
+    return pi0, pi0_key(ref_prior)
 
 
 def all_sorted(prepared: PreparedSet, unlabelled: FloatArray) -> FloatArray:
@@ -260,7 +261,7 @@ def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
         select(WindowResult.record).where(
             WindowResult.model_id == model.id,
             WindowResult.starts_at == start,
-            WindowResult.segment == ALL,
+            WindowResult.segment == ALL_SEGMENTS,
         )
     )
     overflow = (record or {}).get("segments_overflow") or {}
@@ -389,7 +390,7 @@ class _SegmentOutput:
 
 def _segment_groups(rows: WindowRows, segments: dict[int, str]) -> list[tuple[str, int | None]]:
     """``*`` (position None), then each tracked segment present in the window by position."""
-    groups: list[tuple[str, int | None]] = [(ALL, None)]
+    groups: list[tuple[str, int | None]] = [(ALL_SEGMENTS, None)]
     present = set(np.unique(rows.segments).tolist())
     groups += [
         (name, position) for position, name in sorted(segments.items()) if position in present
@@ -458,7 +459,7 @@ def _evaluate_segments(
             computed_at=computed_at,
             trailing=trailing.get(name),
         )
-        record["segments_overflow"] = overflow if name == ALL else None
+        record["segments_overflow"] = overflow if name == ALL_SEGMENTS else None
         outputs.append(_SegmentOutput(name, computed_at, record, positives, negatives))
         del scores, labels
     return outputs

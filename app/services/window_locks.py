@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.db.models import Model
-from app.services.planning import EPOCH
+from app.timeline import EPOCH
 
 #: two-key advisory lock class held by the transaction computing a model's window ("calW")
 WINDOW_LOCK_CLASS: Final = 0x63616C57

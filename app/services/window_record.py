@@ -17,6 +17,7 @@ import numpy as np
 
 from app.arrays import FloatArray
 from app.db.models import Model
+from app.metrics.prepared import pi0_key
 from app.services.reference_cache import Reference
 from app.timeline import iso
 
@@ -72,10 +73,10 @@ def segment_seed(segment: str, data: Sequence[FloatArray]) -> int:
 
 
 def keyed(values: dict[str, Any], model: Model, reference_key: str | None) -> dict[str, Any]:
-    """Calibrated values (or intervals) keyed "reference" and repr(π0) per configured π0."""
+    """Calibrated values (or intervals) keyed "reference" and pi0_key(π0) per configured π0."""
     out: dict[str, Any] = {"reference": None if reference_key is None else values[reference_key]}
     for p in model.pi0:
-        out[repr(float(p))] = values[repr(float(p))]
+        out[pi0_key(p)] = values[pi0_key(p)]
     return out
 
 

@@ -16,8 +16,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.db.models import Model, Prediction, WindowResult, WindowState
-from app.services.planning import EPOCH, request_windows, window_epoch_seconds
-from app.timeline import window_length, window_start
+from app.services.planning import request_windows, window_epoch_seconds
+from app.timeline import EPOCH, window_length, window_start
 
 #: the most windows a recompute request may cover (:func:`request_recompute`)
 MAX_RECOMPUTE_WINDOWS: Final = 10_000

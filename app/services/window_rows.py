@@ -31,8 +31,6 @@ from app.arrays import FloatArray
 from app.db.models import Model, ModelSegment, Prediction
 from app.services.planning import Fingerprint, fingerprint, fingerprint_columns
 
-#: segment name of the whole population
-ALL: Final = "*"
 #: segment code of a prediction without a segment, and of one in a segment beyond the cap
 NO_SEGMENT: Final = -1
 UNTRACKED: Final = -2

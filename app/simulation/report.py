@@ -22,11 +22,11 @@ from typing import Any, Final
 
 import httpx
 
+from app.names import ALL_SEGMENTS
 from app.simulation.sender import request_json
 from app.simulation.stream import REFERENCE_PHASE, WindowPlan
 from app.timeline import iso
 
-SEGMENT: Final = "*"
 PAGE: Final = 1000
 POLL_SECONDS: Final = 1.0
 REREQUEST_SECONDS: Final = 10.0
@@ -52,7 +52,7 @@ def fetch_records(client: httpx.Client, *, model: str, start: datetime, end: dat
     records: Records = {}
     cursor: str | None = None
     while True:
-        params = {"start": iso(start), "end": iso(end), "segment": SEGMENT, "limit": str(PAGE)}
+        params = {"start": iso(start), "end": iso(end), "segment": ALL_SEGMENTS, "limit": str(PAGE)}
         if cursor is not None:
             params["cursor"] = cursor
         _, page = request_json(client, "GET", f"/v1/models/{model}/windows", params=params)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from statistics import NormalDist
 from typing import Final
 
@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.arrays import FloatArray, IntArray
-from app.timeline import window_length, window_start
+from app.timeline import EPOCH, window_length, window_start
 
 _STANDARD_NORMAL: Final = NormalDist()
 
@@ -221,4 +221,4 @@ def generate_window(plan: WindowPlan, *, seed: int, score_map: ScoreMap = SCORE_
 
 
 def _epoch_microseconds(moment: datetime) -> int:
-    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return (moment - EPOCH) // timedelta(microseconds=1)

@@ -27,7 +27,7 @@ from app.api.openapi import (
 )
 from app.api.schemas import ModelList, ModelOut
 from app.api.transactions import in_transaction
-from app.services.models import (
+from app.services.model_registry import (
     MODEL_CONFIG,
     list_models,
     parse_config,

@@ -46,8 +46,8 @@ from app.api.ratelimit import RateLimiter
 from app.catalogue import REGULAR_METRICS
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow, load_latest_windows
-from app.names import SEGMENT_OR_ALL_PATTERN
-from app.services.models import get_model, list_models
+from app.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
+from app.services.model_registry import get_model, list_models
 from app.services.web_sessions import (
     end_web_session,
     session_scopes,
@@ -154,7 +154,7 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
     """Alert states of a model's latest windows: each segment's record rules, and stale."""
     out: list[str] = []
     for window in latest:
-        where = "" if window.segment == "*" else f" (segment {window.segment})"
+        where = "" if window.segment == ALL_SEGMENTS else f" (segment {window.segment})"
         out.extend(f"{text}{where}" for text in alerts(window.record))
     if latest:
         computed = max(w.computed_at for w in latest)
@@ -173,7 +173,7 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
     summaries = []
     for model in list_models(session):
         windows = latest.get(model.name, [])
-        star = next((w.record for w in windows if w.segment == "*"), None)
+        star = next((w.record for w in windows if w.segment == ALL_SEGMENTS), None)
         summaries.append(
             ModelSummary(
                 name=model.name,
@@ -191,7 +191,7 @@ def ui_model(
     request: Request,
     session: ReadSessionDep,
     model: ModelName,
-    segment: Annotated[str, Query(pattern=SEGMENT_OR_ALL_PATTERN)] = "*",
+    segment: Annotated[str, Query(pattern=SEGMENT_OR_ALL_PATTERN)] = ALL_SEGMENTS,
     metric: Annotated[str, Query()] = DEFAULT_METRIC,
     window: Annotated[str | None, Query(max_length=64)] = None,
     last: Annotated[int, Query(ge=1, le=MAX_LAST)] = DEFAULT_LAST,
@@ -206,7 +206,7 @@ def ui_model(
     if metric not in REGULAR_METRICS:
         metric = DEFAULT_METRIC
     latest = _latest_by_model(session, model_id=stored.id).get(stored.name, [])
-    segments = [w.segment for w in latest] or ["*"]
+    segments = [w.segment for w in latest] or [ALL_SEGMENTS]
     if segment not in segments:
         segments.append(segment)
     newest = next((w.start for w in latest if w.segment == segment), None)

@@ -31,9 +31,9 @@ from app.api.schemas import CalibrationOut
 from app.api.transactions import in_transaction
 from app.api.window_schemas import WindowPage
 from app.db.models import Model
-from app.names import SEGMENT_OR_ALL_PATTERN
+from app.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
 from app.services.advice import calibration_of
-from app.services.ingest_schemas import EARLIEST_TIMESTAMP, Instant
+from app.services.ingest_schemas import Instant
 from app.services.window_results import (
     MAX_PAGE,
     MAX_RECOMPUTE_WINDOWS,
@@ -42,7 +42,7 @@ from app.services.window_results import (
     list_window_results,
     request_recompute,
 )
-from app.timeline import iso, window_length
+from app.timeline import EPOCH, iso, window_length
 
 router = APIRouter(prefix="/v1/models", tags=["windows"])
 
@@ -167,7 +167,7 @@ def read_calibration(
     segment: Annotated[
         str,
         Query(pattern=SEGMENT_OR_ALL_PATTERN, description="one segment (`*` = all rows)"),
-    ] = "*",
+    ] = ALL_SEGMENTS,
 ) -> CalibrationOut:
     """The recalibration map of a computed window: the reference's isotonic calibration
     moved to the window's class ratio (`docs/acting.md`), at most 200 knots. 404
@@ -212,7 +212,7 @@ def recompute_windows(
     tick, even within their grace period."""
     _check_range(start, end)
     now = clock.now()
-    start, end = max(start, EARLIEST_TIMESTAMP), min(end, now)
+    start, end = max(start, EPOCH), min(end, now)
 
     def work() -> tuple[Model, list[datetime]]:
         stored = existing_model(session, model)

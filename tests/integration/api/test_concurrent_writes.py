@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 
 from app.db.models import Model, Prediction
 from app.db.session import outage_gate
-from app.services.models import ModelConfig, get_model, put_model
+from app.services.model_registry import ModelConfig, get_model, put_model
 from tests.integration.api.helpers import (
     create_model,
     error_of,

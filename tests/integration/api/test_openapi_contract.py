@@ -45,7 +45,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from app.api.app import create_app
-from app.services.models import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
+from app.services.model_registry import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
 from app.settings import Settings
 from app.timeline import WINDOW_SECONDS
 from tests.integration.conftest import _empty_postgres, upgraded

@@ -15,7 +15,7 @@ from app.metrics import REGULAR_METRICS, evaluate
 from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.split import SPLIT_METRICS
 from app.scheduler.runner import WindowScheduler
-from app.services.models import get_model
+from app.services.model_registry import get_model
 from app.services.window_results import request_recompute
 from tests.integration.api.helpers import error_of
 from tests.integration.conftest import ClientFactory

@@ -16,7 +16,7 @@ from app.db.models import Model, PendingLabel, Prediction
 from app.db.session import create_db_engine, create_session_factory
 from app.services.ingest import ingest_labels, ingest_predictions
 from app.services.ingest_schemas import PredictionRow
-from app.services.models import ModelConfig, put_model
+from app.services.model_registry import ModelConfig, put_model
 from app.settings import Settings
 
 TS = datetime(2024, 5, 1, 10, tzinfo=UTC)

@@ -24,7 +24,7 @@ from app.db.models import (
     postgresql_metadata,
 )
 from app.db.session import create_db_engine, create_session_factory
-from app.services.models import ModelConfig, _columns, config_of, put_model
+from app.services.model_registry import ModelConfig, _columns, config_of, put_model
 from app.services.planning import scan_model
 from app.settings import Settings
 

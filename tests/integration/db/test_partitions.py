@@ -34,7 +34,7 @@ from app.services import retention
 from app.services.errors import ConflictError
 from app.services.ingest import ingest_labels, ingest_predictions
 from app.services.ingest_schemas import PredictionRow
-from app.services.models import ModelConfig, put_model
+from app.services.model_registry import ModelConfig, put_model
 from app.services.planning import fingerprint, scan_model
 from app.services.retention import (
     detach_expired_days,

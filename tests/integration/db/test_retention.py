@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Model, PendingLabel, Prediction, WindowResult, WindowScores, WindowState
 from app.db.session import create_db_engine, create_session_factory
 from app.services.ingest import ingest_labels, ingest_predictions
-from app.services.models import ModelConfig, put_model
+from app.services.model_registry import ModelConfig, put_model
 from app.services.retention import retention_cutoff, run_retention
 from app.settings import Settings
 

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from app.db.models import Model, WindowState
 from app.metrics import evaluate
 from app.metrics.evaluation import evaluate_ranked
+from app.metrics.prepared import pi0_key
 from app.metrics.ranking import RankingAccumulator, rank
 from app.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS, ap_parts_published
 from app.services.planning import (
@@ -154,7 +155,7 @@ def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> Non
     own = evaluate(
         scores, labels, threshold=0.5, pi0=[reference["prior"]], score_kind="probability"
     )
-    at_reference = own["calibrated"][repr(float(reference["prior"]))]
+    at_reference = own["calibrated"][pi0_key(reference["prior"])]
     assert last["calibrated"]["reference"] == pytest.approx(at_reference, abs=1e-12)
     pooled_scores, _ = pooled.labelled()
     ref_at_window = evaluate(
@@ -163,7 +164,7 @@ def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> Non
         threshold=0.5,
         pi0=[last["prior"]],
         score_kind="probability",
-    )["calibrated"][repr(float(last["prior"]))]
+    )["calibrated"][pi0_key(last["prior"])]
     for name in SPLIT_METRICS:
         part = last["split"][name]
         a, b = last["regular"][name], at_reference[name]

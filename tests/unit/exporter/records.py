@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
+from app.metrics.prepared import pi0_key
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,
@@ -59,7 +60,7 @@ def _intervals(values: dict[str, float]) -> dict[str, list[float] | None]:
 def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> dict[str, Any]:
     """A record with every value defined; calibrated at "reference" and at each ``pi0``."""
     regular = _metrics(CATALOGUE)
-    keys = ["reference", *(repr(float(p)) for p in pi0)]
+    keys = ["reference", *(pi0_key(p) for p in pi0)]
     calibrated = {key: _metrics(tuple(sorted(PRIOR_DEPENDENT))) for key in keys}
     split = {}
     for name in sorted(SPLIT):
@@ -107,7 +108,7 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "n": 20_037,
             "regular": _metrics(ESTIMATED),
             "calibrated": {
-                repr(float(p)): _metrics(tuple(sorted(ESTIMATED_PRIOR_DEPENDENT))) for p in pi0
+                pi0_key(p): _metrics(tuple(sorted(ESTIMATED_PRIOR_DEPENDENT))) for p in pi0
             },
             "label_shift": {"p_value": 0.42, "holds": True, "method": "cvm_mixture_bootstrap"},
             "verdict": "class_ratio_moved",

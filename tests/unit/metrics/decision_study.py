@@ -31,7 +31,7 @@ from app.metrics.decision import DECISION_METRIC, PAGE_P, decide_all, page
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.ranking import Ranking, rank_sorted
 from app.metrics.split import PART_INTERVAL_METRICS, shapley_parts
-from app.services.models import DEFAULT_DECISION_POSITIVES
+from app.services.model_registry import DEFAULT_DECISION_POSITIVES
 from tests.unit.metrics.coverage_study import Family, Mixture
 
 REFERENCE_HOURS = 48

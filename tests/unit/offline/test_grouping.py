@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from app.names import ALL_SEGMENTS
 from app.offline.csv_input import UNLABELLED, EvaluationRows
-from app.offline.grouping import ALL_SEGMENTS, Group, split_rows
+from app.offline.grouping import Group, split_rows
 from app.timeline import window_length, window_start
 
 

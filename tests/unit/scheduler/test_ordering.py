@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from app.db.models import Model
-from app.scheduler.claims import fair_order
+from app.scheduler.ordering import fair_order
 from app.services.planning import DueWindow
 
 HOUR = timedelta(hours=1)

@@ -1,8 +1,9 @@
-"""Claiming due windows: the order in which a scheduler tries them, and what came of a try.
+"""The order in which a scheduler tries due windows, and what came of a try.
 
 Every scheduler process on PostgreSQL computes: it lists the due windows of every model, tries
-them in a fair order, and computes a window only when it can claim it. The claim itself is
-taken by :func:`app.services.window_compute.compute_window` inside the window's own transaction
+them in a fair order, and computes a window only when it can claim it. The claim is not taken
+here but by :func:`app.services.window_compute.compute_window` (through
+:func:`app.services.window_locks.begin_window`) inside the window's own transaction
 (advisory locks, released when the transaction ends, so a process killed mid-window loses
 its claim and stores nothing); under the claim the window must still be due in the
 transaction's snapshot, else nothing is computed. On SQLite only the leader computes.
