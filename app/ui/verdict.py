@@ -198,26 +198,34 @@ def record_verdict(record: Mapping[str, Any]) -> Verdict:
     return read_window(record).verdict if decision is None else decision.verdict
 
 
+def _pooled_speaks(record: Mapping[str, Any]) -> bool:
+    """The pooled alerts' domain: the decision pools more than one window and the window alone
+    has no interval for the likelihood part of its AP change (a window with one is the
+    window's own alerts')."""
+    windows = number(section(record.get("decision")).get("windows"))
+    own = section(section(record.get("split")).get(SPLIT_METRIC)).get("likelihood_interval")
+    return windows is not None and windows > 1 and own is None
+
+
 def decision_drop(record: Mapping[str, Any]) -> bool:
-    """``CalmonDecisionMetricDrop``: the pooled decision pools more than one window (a window
-    alone is :func:`calibrated_drop`'s), its positives score lower than the reference's
-    (p < 0.000233) and its likelihood part is below 5% of the reference's value of its
-    metric (:func:`app.metrics.decision.page`)."""
+    """``CalmonDecisionMetricDrop``: where the pooled alerts speak (:func:`_pooled_speaks`;
+    elsewhere it is :func:`calibrated_drop`'s), the decision's positives score lower than the
+    reference's (p < 0.000233) and its likelihood part is below 5% of the reference's value
+    of its metric (:func:`app.metrics.decision.page`)."""
     decision = section(record.get("decision"))
-    metric, windows = decision.get("metric"), number(decision.get("windows"))
-    if not isinstance(metric, str) or windows is None or windows <= 1:
+    metric = decision.get("metric")
+    if not isinstance(metric, str) or not _pooled_speaks(record):
         return False
     reference = number(section(section(record.get("reference")).get("regular")).get(metric))
     return page(dict(decision), reference_value=reference)
 
 
 def pooled_prior_shift(record: Mapping[str, Any]) -> str | None:
-    """``CalmonPriorShiftPooled``: "up" or "down" when the decision pools more than one window
-    and its ratio moved by more than a factor 1.5 with a Wilson interval excluding the
-    reference ratio, else None."""
+    """``CalmonPriorShiftPooled``: "up" or "down" where the pooled alerts speak
+    (:func:`_pooled_speaks`) and the decision's ratio moved by more than a factor 1.5 with a
+    Wilson interval excluding the reference ratio, else None."""
     decision = section(record.get("decision"))
-    windows = number(decision.get("windows"))
-    if windows is None or windows <= 1:
+    if not _pooled_speaks(record):
         return None
     return prior_shift(
         {

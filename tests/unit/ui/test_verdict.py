@@ -262,6 +262,18 @@ def test_the_decision_alerts_follow_the_rules() -> None:
     assert pooled_prior_shift(alone) is None
 
 
+def test_a_window_with_its_own_ap_interval_is_left_to_the_windows_own_alerts() -> None:
+    pooled = _with_decision(
+        "class_ratio_moved", windows=3, ratio=0.02, ratio_interval=[0.012, 0.03]
+    )
+    pooled["split"]["average_precision"]["likelihood_interval"] = [-0.05, 0.01]
+    assert not decision_drop(pooled)
+    assert pooled_prior_shift(pooled) is None
+    pooled["split"]["average_precision"]["likelihood_interval"] = None
+    assert decision_drop(pooled)
+    assert pooled_prior_shift(pooled) == "down"
+
+
 def test_a_decision_of_one_window_is_left_to_the_windows_own_alert() -> None:
     alone = _with_decision("model_got_worse", windows=1)
     assert not decision_drop(alone)
