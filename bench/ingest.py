@@ -706,8 +706,8 @@ def mib(kib: int) -> str:
     return f"{kib / 1024:.1f}"
 
 
-def main() -> None:
-    """Run the benchmark and print its figures."""
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module's docstring)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--predictions", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=1000, help="predictions per request")
@@ -737,12 +737,38 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=2, help="runs of each sender, alternating (--client)"
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+@dataclass
+class ApiServer:
+    """The ``calmon api`` process of the API phase while it runs, so that whatever stops the
+    benchmark early (an error, Ctrl-C) can still kill it."""
+
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self) -> None:
+        """Stop the API as an operator would (SIGINT), waiting up to 30 s for it to exit."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=30)
+        self.process = None
+
+    def kill(self) -> None:
+        """Kill the API if it still runs (the benchmark ended early)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    args = parse_args()
     name, libpq_url = create_scratch(args.postgres)
     url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
     log = Path(tempfile.mkdtemp(prefix="calmon-bench-")) / "api.log"
-    api: subprocess.Popen[bytes] | None = None
+    api = ApiServer()
     try:
         engine = create_db_engine(Settings(database_url=url))
         migrate.upgrade(engine)
@@ -751,150 +777,224 @@ def main() -> None:
             if not compare_client(args, args.postgres, name, url):
                 raise SystemExit(1)
             return
-        with psycopg.connect(libpq_url, autocommit=True) as conn:
-            conn.execute(MINIMAL_TABLE)
-        registry = partitioned(libpq_url)
-        calmon_tables = ["predictions", "prediction_keys"] if registry else ["predictions"]
-        n = args.predictions
-        t0 = time.perf_counter()
-        rows = make_rows(n, args.seed)
-        batches = [range(start, min(start + args.batch, n)) for start in range(0, n, args.batch)]
-        shares = [batches[c :: args.clients] for c in range(args.clients)]
-        bodies = [json_bodies(rows, share) for share in shares]
-        sizes = [[len(batch) for batch in share] for share in shares]
-        print(f"rows and bodies built in {time.perf_counter() - t0:.1f} s", flush=True)
-
-        port = free_port()
-        api = start_api(url, port, args.workers, log)
-        workers = worker_pids(api.pid) or [api.pid]
-        status, answer = http_call(
-            port, "PUT", f"/v1/models/{MODEL}", orjson.dumps({"score_kind": "probability"})
-        )
-        assert status == 201, answer
-        with psycopg.connect(libpq_url) as conn:
-            found = conn.execute("SELECT id FROM models WHERE name = %s", (MODEL,)).fetchone()
-        assert found is not None
-        model_id = int(found[0])
-        checkpoint(args.postgres, name)
-
-        run = run_phase(
-            client_main,
-            [(port, c * CONNECT_SPACING, bodies[c], sizes[c]) for c in range(args.clients)],
-            admin_url=args.postgres,
-            database=name,
-            workers=workers,
-        )
-        sent = sum(r.predictions for r in run.clients)
-        failures = [f for r in run.clients for f in r.failures]
-        latencies = np.array([x for r in run.clients for x in r.latencies]) * 1000
-        api_rate = n / run.seconds
-        p50, p90, p99 = np.percentile(latencies, [50, 90, 99])
-        print(
-            f"api:   {n:,} predictions in {run.seconds:.2f} s = {api_rate:,.0f} predictions/s"
-            f" ({len(latencies):,} requests of {args.batch}, {args.clients} clients,"
-            f" {args.workers} workers; latency ms p50 {p50:.0f} p90 {p90:.0f} p99 {p99:.0f})"
-        )
-        worker_cpu = sum(run.worker_cpu.values())
-        client_cpu = sum(r.cpu for r in run.clients)
-        other_cpu = run.machine_cpu - worker_cpu - run.database_cpu - client_cpu
-        print(
-            f"       CPU µs per prediction: workers {worker_cpu / n * 1e6:.1f} ("
-            + ", ".join(f"{seconds:.1f} s" for seconds in run.worker_cpu.values())
-            + f"), database {run.database_cpu / n * 1e6:.1f}, clients {client_cpu / n * 1e6:.1f}"
-        )
-        print(
-            f"       cores busy: {run.machine_cpu / run.seconds:.2f} of {os.cpu_count()}, of which"
-            f" other processes of the machine {other_cpu / run.seconds:.2f}"
-        )
-        count, distinct = stored_counts(libpq_url, model_id)
-        exact = count == distinct == n == sent and not failures
-        print(
-            f"stored: {count:,} rows, {distinct:,} distinct ids, {len(failures)} failed requests:"
-            f" {'each prediction stored exactly once' if exact else 'MISMATCH'}"
-        )
-        for failure in failures[:5]:
-            print(f"       failed: {failure}")
-        print(
-            f"worker RSS MiB, sampled every {RSS_PERIOD} s: first / after 10 % of the run /"
-            " peak / last"
-        )
-        for pid, samples in run.rss_kib.items():
-            warm = samples[len(samples) // 10]
-            print(
-                f"       {pid}: {mib(samples[0])} / {mib(warm)} / {mib(max(samples))} /"
-                f" {mib(samples[-1])} ({len(samples)} samples)"
-            )
-
-        api.send_signal(signal.SIGINT)
-        api.wait(timeout=30)
-        api = None
-        if args.service:
-            with psycopg.connect(libpq_url, autocommit=True) as conn:
-                conn.execute(
-                    sql.SQL("TRUNCATE {}").format(
-                        sql.SQL(", ").join(sql.Identifier(t) for t in calmon_tables)
-                    )
-                )
-                conn.execute("CHECKPOINT")
-            service = run_phase(
-                service_main,
-                [(url, bodies[c]) for c in range(args.clients)],
-                admin_url=args.postgres,
-                database=name,
-                workers=[],
-            )
-            service_failures = [f for r in service.clients for f in r.failures]
-            assert not service_failures, service_failures[:3]
-            print(
-                f"service: {n:,} predictions in {service.seconds:.2f} s ="
-                f" {n / service.seconds:,.0f} predictions/s ({args.clients} processes)"
-            )
-            print(
-                "       CPU µs per prediction: service processes"
-                f" {sum(r.cpu for r in service.clients) / n * 1e6:.1f},"
-                f" database {service.database_cpu / n * 1e6:.1f}"
-            )
-        stream = copy_stream(rows, model_id)
-        baselines = {
-            "copy (a) minimal table": [("bench_minimal", COLUMNS, stream)],
-            "copy (b) calmon's tables": [("predictions", COLUMNS, stream)]
-            + (
-                [("prediction_keys", "model_id, client_id, ts", key_stream(rows, model_id))]
-                if registry
-                else []
-            ),
-        }
-        rates = {}
-        for label, loads in baselines.items():
-            copy_seconds, copy_cpu = run_copy(libpq_url, loads, n)
-            rates[label] = n / copy_seconds
-            print(
-                f"{label}: {n:,} rows in {copy_seconds:.2f} s = {rates[label]:,.0f} rows/s"
-                f" (database CPU µs per row {copy_cpu / n * 1e6:.1f})"
-            )
-        minimal, own = rates.values()
-        ratio = api_rate / minimal
-        verdict = (
-            "stretch met"
-            if ratio >= RATIO_STRETCH
-            else "met"
-            if ratio >= RATIO_TARGET
-            else "MISSED"
-        )
-        print(
-            f"ratio: {ratio:.2f} of copy (a) (target ≥ {RATIO_TARGET}, stretch ≥"
-            f" {RATIO_STRETCH}: {verdict}); {api_rate / own:.2f} of copy (b); rate target"
-            f" {RATE_TARGET:,}/s: {'met' if api_rate >= RATE_TARGET else 'MISSED'}"
-        )
-        if not exact:
+        if not ingest(args, name, libpq_url, log, api):
             raise SystemExit(1)
     finally:
-        if api is not None:
-            api.kill()
-            api.wait()
+        api.kill()
         if not args.keep:
             drop_scratch(name, args.postgres)
             shutil.rmtree(log.parent, ignore_errors=True)
+
+
+def ingest(
+    args: argparse.Namespace, database: str, libpq_url: str, log: Path, api: ApiServer
+) -> bool:
+    """The ingestion benchmark on the migrated scratch ``database``: the API phase, then the
+    service phase (``--service``) and the copy baselines, the API stopped. ``api`` holds the
+    API process while it runs. True when every prediction was stored exactly once."""
+    url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        conn.execute(MINIMAL_TABLE)
+    registry = partitioned(libpq_url)
+    n = args.predictions
+    t0 = time.perf_counter()
+    rows = make_rows(n, args.seed)
+    batches = [range(start, min(start + args.batch, n)) for start in range(0, n, args.batch)]
+    shares = [batches[c :: args.clients] for c in range(args.clients)]
+    bodies = [json_bodies(rows, share) for share in shares]
+    sizes = [[len(batch) for batch in share] for share in shares]
+    print(f"rows and bodies built in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    port = free_port()
+    api.process = start_api(url, port, args.workers, log)
+    workers = worker_pids(api.process.pid) or [api.process.pid]
+    model_id = create_model(port, libpq_url)
+    checkpoint(args.postgres, database)
+    api_rate, exact = api_phase(
+        args,
+        database,
+        (port, workers),
+        bodies,
+        sizes,
+        counted=lambda: stored_counts(libpq_url, model_id),
+    )
+    api.stop()
+    if args.service:
+        service_phase(args, database, libpq_url, bodies, registry=registry)
+    copy_baselines(libpq_url, rows, model_id, api_rate, registry=registry)
+    return exact
+
+
+def create_model(port: int, libpq_url: str) -> int:
+    """Create the benchmark's ``probability`` model through the API; its id in the database
+    (the stored rows are counted by it)."""
+    status, answer = http_call(
+        port, "PUT", f"/v1/models/{MODEL}", orjson.dumps({"score_kind": "probability"})
+    )
+    assert status == 201, answer
+    with psycopg.connect(libpq_url) as conn:
+        found = conn.execute("SELECT id FROM models WHERE name = %s", (MODEL,)).fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+def api_phase(
+    args: argparse.Namespace,
+    database: str,
+    server: tuple[int, list[int]],
+    bodies: list[list[bytes]],
+    sizes: list[list[int]],
+    *,
+    counted: Callable[[], tuple[int, int]],
+) -> tuple[float, bool]:
+    """The API phase: ``--clients`` processes send their ``bodies`` to the API on ``server``
+    (its port and worker pids); prints the rate, latencies, CPU split, what was stored
+    (``counted``: rows and distinct ids) and the workers' memory. Returns the rate and
+    whether every prediction was stored exactly once."""
+    port, workers = server
+    n = args.predictions
+    run = run_phase(
+        client_main,
+        [(port, c * CONNECT_SPACING, bodies[c], sizes[c]) for c in range(args.clients)],
+        admin_url=args.postgres,
+        database=database,
+        workers=workers,
+    )
+    sent = sum(r.predictions for r in run.clients)
+    failures = [f for r in run.clients for f in r.failures]
+    latencies = np.array([x for r in run.clients for x in r.latencies]) * 1000
+    api_rate = n / run.seconds
+    p50, p90, p99 = np.percentile(latencies, [50, 90, 99])
+    print(
+        f"api:   {n:,} predictions in {run.seconds:.2f} s = {api_rate:,.0f} predictions/s"
+        f" ({len(latencies):,} requests of {args.batch}, {args.clients} clients,"
+        f" {args.workers} workers; latency ms p50 {p50:.0f} p90 {p90:.0f} p99 {p99:.0f})"
+    )
+    print_cpu(run, n)
+    count, distinct = counted()
+    exact = count == distinct == n == sent and not failures
+    print(
+        f"stored: {count:,} rows, {distinct:,} distinct ids, {len(failures)} failed requests:"
+        f" {'each prediction stored exactly once' if exact else 'MISMATCH'}"
+    )
+    for failure in failures[:5]:
+        print(f"       failed: {failure}")
+    print_rss(run)
+    return api_rate, exact
+
+
+def print_cpu(run: Run, n: int) -> None:
+    """The API phase's CPU per prediction (workers, each worker's seconds, database,
+    clients) and the cores busy, ours and the machine's other processes'."""
+    worker_cpu = sum(run.worker_cpu.values())
+    client_cpu = sum(r.cpu for r in run.clients)
+    other_cpu = run.machine_cpu - worker_cpu - run.database_cpu - client_cpu
+    print(
+        f"       CPU µs per prediction: workers {worker_cpu / n * 1e6:.1f} ("
+        + ", ".join(f"{seconds:.1f} s" for seconds in run.worker_cpu.values())
+        + f"), database {run.database_cpu / n * 1e6:.1f}, clients {client_cpu / n * 1e6:.1f}"
+    )
+    print(
+        f"       cores busy: {run.machine_cpu / run.seconds:.2f} of {os.cpu_count()}, of which"
+        f" other processes of the machine {other_cpu / run.seconds:.2f}"
+    )
+
+
+def print_rss(run: Run) -> None:
+    """Each worker's resident set during the API phase: first sample, after a tenth of the
+    run (warmed up), peak and last, which shows growth under load."""
+    print(
+        f"worker RSS MiB, sampled every {RSS_PERIOD} s: first / after 10 % of the run / peak / last"
+    )
+    for pid, samples in run.rss_kib.items():
+        warm = samples[len(samples) // 10]
+        print(
+            f"       {pid}: {mib(samples[0])} / {mib(warm)} / {mib(max(samples))} /"
+            f" {mib(samples[-1])} ({len(samples)} samples)"
+        )
+
+
+def service_phase(
+    args: argparse.Namespace,
+    database: str,
+    libpq_url: str,
+    bodies: list[list[bytes]],
+    *,
+    registry: bool,
+) -> None:
+    """``--service``: calmon's tables emptied, the same ``bodies`` stored through the service
+    layer in-process, without HTTP; prints the rate and the CPU split, which tells the web
+    layer's share of the workers' CPU from the rest's."""
+    url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    n = args.predictions
+    calmon_tables = ["predictions", "prediction_keys"] if registry else ["predictions"]
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("TRUNCATE {}").format(
+                sql.SQL(", ").join(sql.Identifier(t) for t in calmon_tables)
+            )
+        )
+        conn.execute("CHECKPOINT")
+    service = run_phase(
+        service_main,
+        [(url, bodies[c]) for c in range(args.clients)],
+        admin_url=args.postgres,
+        database=database,
+        workers=[],
+    )
+    service_failures = [f for r in service.clients for f in r.failures]
+    assert not service_failures, service_failures[:3]
+    print(
+        f"service: {n:,} predictions in {service.seconds:.2f} s ="
+        f" {n / service.seconds:,.0f} predictions/s ({args.clients} processes)"
+    )
+    print(
+        "       CPU µs per prediction: service processes"
+        f" {sum(r.cpu for r in service.clients) / n * 1e6:.1f},"
+        f" database {service.database_cpu / n * 1e6:.1f}"
+    )
+
+
+def copy_baselines(
+    libpq_url: str, rows: Rows, model_id: int, api_rate: float, *, registry: bool
+) -> None:
+    """The copy baselines (a) into the minimal table and (b) into calmon's tables (with the
+    id registry when partitioned), then the API's rate against them and the targets."""
+    n = len(rows.ids)
+    stream = copy_stream(rows, model_id)
+    baselines = {
+        "copy (a) minimal table": [("bench_minimal", COLUMNS, stream)],
+        "copy (b) calmon's tables": [("predictions", COLUMNS, stream)]
+        + (
+            [("prediction_keys", "model_id, client_id, ts", key_stream(rows, model_id))]
+            if registry
+            else []
+        ),
+    }
+    rates = {}
+    for label, loads in baselines.items():
+        copy_seconds, copy_cpu = run_copy(libpq_url, loads, n)
+        rates[label] = n / copy_seconds
+        print(
+            f"{label}: {n:,} rows in {copy_seconds:.2f} s = {rates[label]:,.0f} rows/s"
+            f" (database CPU µs per row {copy_cpu / n * 1e6:.1f})"
+        )
+    minimal, own = rates.values()
+    print_ratio(api_rate, minimal, own)
+
+
+def print_ratio(api_rate: float, minimal: float, own: float) -> None:
+    """The API's rate as a fraction of the copy baselines' (``minimal``: (a), ``own``: (b))
+    against the ratio targets, and against the absolute rate target."""
+    ratio = api_rate / minimal
+    verdict = (
+        "stretch met" if ratio >= RATIO_STRETCH else "met" if ratio >= RATIO_TARGET else "MISSED"
+    )
+    print(
+        f"ratio: {ratio:.2f} of copy (a) (target ≥ {RATIO_TARGET}, stretch ≥"
+        f" {RATIO_STRETCH}: {verdict}); {api_rate / own:.2f} of copy (b); rate target"
+        f" {RATE_TARGET:,}/s: {'met' if api_rate >= RATE_TARGET else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

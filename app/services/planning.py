@@ -218,18 +218,7 @@ def scan_model(
         starts = {
             start: latest for start, latest in starts.items() if start + step > expired_before
         }
-    states: dict[datetime, WindowState] = {}
-    if starts:
-        states = {
-            state.starts_at: state
-            for state in reads.scalars(
-                select(WindowState).where(
-                    WindowState.model_id == model.id,
-                    WindowState.starts_at >= min(starts),
-                    WindowState.starts_at <= max(starts),
-                )
-            )
-        }
+    states = _states_between(reads, model_id=model.id, starts=starts)
     # The first checkpoints: a later scan inside the margin re-reads these predictions.
     first_bands = first_fingerprints(
         reads,
@@ -238,46 +227,133 @@ def scan_model(
         starts=[start for start in starts if start not in states],
         since=now - margin,
     )
-    changed_bands: dict[datetime, Fingerprint] = {}
+    changed_bands = _changed_bands(
+        reads, model_id=model.id, starts=starts, states=states, step=step, now=now, margin=margin
+    )
+    if reader is not None:
+        first_bands, changed_bands, states = _still_current(
+            session,
+            reader,
+            model_id=model.id,
+            first_bands=first_bands,
+            changed_bands=changed_bands,
+            states=states,
+        )
+        mark = session.get(ModelScan, model.id)
+    _add_first_seen(session, model_id=model.id, first_bands=first_bands, step=step, now=now)
+    _bump_changed(states, changed_bands=changed_bands, now=now)
+    if mark is None:
+        session.add(ModelScan(model_id=model.id, scanned_at=now))
+    else:
+        mark.scanned_at = now
+    # The next scan reads from now - margin on: older records are never read again.
+    forget_changes(session, model_id=model.id, before=now - margin)
+    session.flush()
+    return ScanResult(new=len(first_bands), changed=len(changed_bands))
+
+
+def _states_between(
+    reads: Session, *, model_id: int, starts: dict[datetime, datetime]
+) -> dict[datetime, WindowState]:
+    """The existing states of the windows from the first to the last of ``starts``, by start:
+    one range query rather than one per window (an absent start is a window seen first)."""
+    if not starts:
+        return {}
+    return {
+        state.starts_at: state
+        for state in reads.scalars(
+            select(WindowState).where(
+                WindowState.model_id == model_id,
+                WindowState.starts_at >= min(starts),
+                WindowState.starts_at <= max(starts),
+            )
+        )
+    }
+
+
+def _changed_bands(
+    reads: Session,
+    *,
+    model_id: int,
+    starts: dict[datetime, datetime],
+    states: dict[datetime, WindowState],
+    step: timedelta,
+    now: datetime,
+    margin: timedelta,
+) -> dict[datetime, Fingerprint]:
+    """The new checkpoint fingerprints of the known windows whose predictions really changed.
+
+    A window whose latest change is older than its checkpoint (less ``margin``) is skipped
+    without a read; the others are changed only if the fingerprint of their predictions
+    changed since the checkpoint differs from the stored one, so that a change record read
+    again within the margin does not cause a new version."""
+    out: dict[datetime, Fingerprint] = {}
     for start, latest in sorted(starts.items()):
         state = states.get(start)
         if state is None or latest < state.checkpoint_at - margin:
             continue
         seen, band = fingerprints(
             reads,
-            model_id=model.id,
+            model_id=model_id,
             start=start,
             end=start + step,
             since=(state.checkpoint_at - margin, now - margin),
         )
         if (seen.count, seen.total) != (state.band_count, state.band_sum):
-            changed_bands[start] = band
-    if reader is not None:
-        read = {
-            start: (states[start].version, states[start].checkpoint_at) for start in changed_bands
-        }
-        reader.rollback()
-        live = {
-            state.starts_at: state
-            for state in session.scalars(
-                select(WindowState).where(
-                    WindowState.model_id == model.id,
-                    WindowState.starts_at.in_([*first_bands, *changed_bands]),
-                )
+            out[start] = band
+    return out
+
+
+def _still_current(
+    session: Session,
+    reader: Session,
+    *,
+    model_id: int,
+    first_bands: dict[datetime, Fingerprint],
+    changed_bands: dict[datetime, Fingerprint],
+    states: dict[datetime, WindowState],
+) -> tuple[dict[datetime, Fingerprint], dict[datetime, Fingerprint], dict[datetime, WindowState]]:
+    """What ``reader`` found, less what changed before ``session`` writes (SQLite).
+
+    Ends the read transaction, then loads the live states of the windows to write: a window
+    seen first that now has a state, or a changed window whose version or checkpoint moved
+    meanwhile (a recompute request), is left out; it is pending already and the next scan
+    compares it again. Returns the first-seen and changed fingerprints to write and the live
+    states by start."""
+    read = {start: (states[start].version, states[start].checkpoint_at) for start in changed_bands}
+    reader.rollback()
+    live = {
+        state.starts_at: state
+        for state in session.scalars(
+            select(WindowState).where(
+                WindowState.model_id == model_id,
+                WindowState.starts_at.in_([*first_bands, *changed_bands]),
             )
-        }
-        first_bands = {start: band for start, band in first_bands.items() if start not in live}
-        changed_bands = {
-            start: band
-            for start, band in changed_bands.items()
-            if start in live and (live[start].version, live[start].checkpoint_at) == read[start]
-        }
-        states = live
-        mark = session.get(ModelScan, model.id)
+        )
+    }
+    first = {start: band for start, band in first_bands.items() if start not in live}
+    changed = {
+        start: band
+        for start, band in changed_bands.items()
+        if start in live and (live[start].version, live[start].checkpoint_at) == read[start]
+    }
+    return first, changed, live
+
+
+def _add_first_seen(
+    session: Session,
+    *,
+    model_id: int,
+    first_bands: dict[datetime, Fingerprint],
+    step: timedelta,
+    now: datetime,
+) -> None:
+    """A pending state at version 1 for each window seen for the first time, checkpointed
+    ``now`` with the fingerprint of its predictions changed within the margin."""
     for start, band in sorted(first_bands.items()):
         session.add(
             WindowState.first_seen(
-                model_id=model.id,
+                model_id=model_id,
                 starts_at=start,
                 ends_at=start + step,
                 version=1,
@@ -286,6 +362,17 @@ def scan_model(
                 band_sum=band.total,
             )
         )
+
+
+def _bump_changed(
+    states: dict[datetime, WindowState],
+    *,
+    changed_bands: dict[datetime, Fingerprint],
+    now: datetime,
+) -> None:
+    """A new version for each changed window, checkpointed ``now`` with its new fingerprint;
+    a computed window also forgets its failures, since a failed retry may succeed on the new
+    data."""
     for start, band in sorted(changed_bands.items()):
         state = states[start]
         state.version += 1
@@ -296,14 +383,6 @@ def scan_model(
             # A change the computed results miss: a failed retry may succeed on new data.
             state.failures = 0
             state.retry_at = None
-    if mark is None:
-        session.add(ModelScan(model_id=model.id, scanned_at=now))
-    else:
-        mark.scanned_at = now
-    # The next scan reads from now - margin on: older records are never read again.
-    forget_changes(session, model_id=model.id, before=now - margin)
-    session.flush()
-    return ScanResult(new=len(first_bands), changed=len(changed_bands))
 
 
 @dataclass(frozen=True, slots=True)

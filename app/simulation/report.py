@@ -334,40 +334,68 @@ def format_verdicts(
         if name == REFERENCE_PHASE:
             continue
         chosen = [plan for plan in plans if plan.phase.name == name]
-        found = [records[plan.start] for plan in chosen if plan.start in records]
-        reference = next((r["reference"] for r in found if r.get("reference")), None)
-        if not found or reference is None:
-            lines.append(f"{name}: not computed, no verdict")
-            continue
-        true_prior = truth["phases"][name]["prior"]
-        true_ratio = f"true {true_ref_prior:.3f} -> {true_prior:.3f}"
-        n, n_pos = sum(r["n"] for r in found), sum(r["n_pos"] for r in found)
-        ref_prior = reference["prior"]
-        if n == 0 or not ref_prior:
-            lines.append(
-                f"{name}: no labels yet; {_estimate_verdict(found, ref_prior, true_ratio)}"
-            )
-            continue
-        ratio = n_pos / n
-        moved = _ratio_moved(n_pos, n, reference["n_pos"], reference["n"])
-        splits = [(r.get("split") or {}).get("average_precision") or {} for r in found]
-        parts = [s for s in splits if s.get("likelihood") is not None]
-        likelihood = _mean([s["likelihood"] for s in parts])
-        bounded = [s["likelihood_interval"] for s in parts if s.get("likelihood_interval")]
-        low, high = _mean([b[0] for b in bounded]), _mean([b[1] for b in bounded])
-        interval = f" [{_signed(low)}, {_signed(high)}]" if bounded else " [-]"
-        true_parts = [
+        lines.append(_phase_verdict(name, chosen, records, truth, true_rows, true_ref_prior))
+    return lines
+
+
+def _phase_verdict(
+    name: str,
+    chosen: Sequence[WindowPlan],
+    records: Records,
+    truth: Mapping[str, Any],
+    true_rows: Mapping[str, Any],
+    true_ref_prior: float,
+) -> str:
+    """The verdict line of the phase ``name`` over its windows ``chosen``: not computed, no
+    labels yet (then what the label-free estimates say), or the measured class ratio and
+    likelihood part against the true ones (``truth``, its ``true_rows`` by window start and
+    the true reference class ratio ``true_ref_prior``) with what they mean."""
+    found = [records[plan.start] for plan in chosen if plan.start in records]
+    reference = next((r["reference"] for r in found if r.get("reference")), None)
+    if not found or reference is None:
+        return f"{name}: not computed, no verdict"
+    true_prior = truth["phases"][name]["prior"]
+    true_ratio = f"true {true_ref_prior:.3f} -> {true_prior:.3f}"
+    n, n_pos = sum(r["n"] for r in found), sum(r["n_pos"] for r in found)
+    ref_prior = reference["prior"]
+    if n == 0 or not ref_prior:
+        return f"{name}: no labels yet; {_estimate_verdict(found, ref_prior, true_ratio)}"
+    ratio = n_pos / n
+    moved = _ratio_moved(n_pos, n, reference["n_pos"], reference["n"])
+    parts, likelihood, interval = _likelihood_parts(found)
+    true_part = _true_likelihood(chosen, true_rows)
+    return (
+        f"{name}: class ratio x{ratio / ref_prior:.2f} ({ref_prior:.4f} -> {ratio:.4f},"
+        f" {true_ratio}); likelihood part of AP {_signed(likelihood)}{interval}"
+        f" (true {_signed(true_part)}): {_conclusion(moved, _model_change(parts))}"
+    )
+
+
+def _likelihood_parts(
+    found: Sequence[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], float | None, str]:
+    """The average precision splits of the windows ``found`` that have a likelihood part,
+    the mean of those parts, and the mean bounds of their 95% intervals as text (`` [-]``
+    when no window has one), as the verdict line shows them."""
+    splits = [(r.get("split") or {}).get("average_precision") or {} for r in found]
+    parts = [s for s in splits if s.get("likelihood") is not None]
+    likelihood = _mean([s["likelihood"] for s in parts])
+    bounded = [s["likelihood_interval"] for s in parts if s.get("likelihood_interval")]
+    low, high = _mean([b[0] for b in bounded]), _mean([b[1] for b in bounded])
+    interval = f" [{_signed(low)}, {_signed(high)}]" if bounded else " [-]"
+    return parts, likelihood, interval
+
+
+def _true_likelihood(chosen: Sequence[WindowPlan], true_rows: Mapping[str, Any]) -> float | None:
+    """The mean true likelihood part of the average precision's change over the windows
+    ``chosen`` that the truth document lists, to print beside the measured one."""
+    return _mean(
+        [
             true_rows[iso(plan.start)]["average_precision_change"]["likelihood"]
             for plan in chosen
             if iso(plan.start) in true_rows
         ]
-        true_part = _mean(true_parts)
-        lines.append(
-            f"{name}: class ratio x{ratio / ref_prior:.2f} ({ref_prior:.4f} -> {ratio:.4f},"
-            f" {true_ratio}); likelihood part of AP {_signed(likelihood)}{interval}"
-            f" (true {_signed(true_part)}): {_conclusion(moved, _model_change(parts))}"
-        )
-    return lines
+    )
 
 
 def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]:

@@ -378,34 +378,8 @@ def time_chart(
     point. An empty chart says "no data" in its picture."""
     extent = y_range or _extent(series, levels)
     if not times or extent is None:
-        frame = Frame(0.0, 1.0, 0.0, 1.0)
-        body = _frame_svg(
-            frame,
-            title=title,
-            desc=desc,
-            y_label=y_label,
-            x_ticks=[],
-            y_ticks=[],
-            x_label=TIME_AXIS,
-            chart_id=chart_id,
-        )
-        body.append(
-            f'<text class="empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
-            "no data</text></svg>"
-        )
-        return "".join(body)
-    low, high = extent
-    if high - low < 1e-9:
-        low, high = low - 0.05, high + 0.05
-    pad = 0.0 if y_range else 0.04 * (high - low)
-    x_min, x_max = times[0] - half_window, times[-1] + half_window
-    frame = Frame(x_min, x_max, low - pad, high + pad)
-    y_ticks = [
-        (t, format_number(t, _digits(high - low))) for t in nice_ticks(low - pad, high + pad)
-    ]
-    y_ticks = [(t, s) for t, s in y_ticks if frame.y_min <= t <= frame.y_max]
-    ticks = time_ticks(x_min, x_max)
-    x_ticks = list(zip(ticks, time_labels(ticks, x_max - x_min), strict=True))
+        return _empty_time_chart(chart_id=chart_id, title=title, desc=desc, y_label=y_label)
+    frame, y_ticks, x_ticks = _time_frame(times, extent, fitted=not y_range, half=half_window)
     out = _frame_svg(
         frame,
         title=title,
@@ -416,7 +390,65 @@ def time_chart(
         x_label=TIME_AXIS,
         chart_id=chart_id,
     )
+    out += _level_paths(frame, levels)
+    out += _series_bands(frame, times, series)
+    lines, entries = _series_lines(frame, times, series)
+    out += lines
+    entries += [
+        Entry(level.label, level.css, kind="level", band=level.band is not None) for level in levels
+    ]
+    out.append(_legend(entries, frame))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _empty_time_chart(*, chart_id: str, title: str, desc: str, y_label: str) -> str:
+    """A time chart without data: the titled frame with no ticks and "no data" in the middle,
+    so that the page keeps its layout and says why the picture is blank."""
+    frame = Frame(0.0, 1.0, 0.0, 1.0)
+    body = _frame_svg(
+        frame,
+        title=title,
+        desc=desc,
+        y_label=y_label,
+        x_ticks=[],
+        y_ticks=[],
+        x_label=TIME_AXIS,
+        chart_id=chart_id,
+    )
+    body.append(
+        f'<text class="empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
+        "no data</text></svg>"
+    )
+    return "".join(body)
+
+
+def _time_frame(
+    times: Sequence[float], extent: Bounds, *, fitted: bool, half: float
+) -> tuple[Frame, list[tuple[float, str]], list[tuple[float, str]]]:
+    """The frame of a time chart and its y and x ticks. A flat ``extent`` is widened so the
+    line sits mid-height; a ``fitted`` range (not given by the caller) gets 4% padding, and
+    the time axis reaches ``half`` seconds beyond the first and last window start."""
+    low, high = extent
+    if high - low < 1e-9:
+        low, high = low - 0.05, high + 0.05
+    pad = 0.04 * (high - low) if fitted else 0.0
+    x_min, x_max = times[0] - half, times[-1] + half
+    frame = Frame(x_min, x_max, low - pad, high + pad)
+    y_ticks = [
+        (t, format_number(t, _digits(high - low))) for t in nice_ticks(low - pad, high + pad)
+    ]
+    y_ticks = [(t, s) for t, s in y_ticks if frame.y_min <= t <= frame.y_max]
+    ticks = time_ticks(x_min, x_max)
+    x_ticks = list(zip(ticks, time_labels(ticks, x_max - x_min), strict=True))
+    return frame, y_ticks, x_ticks
+
+
+def _level_paths(frame: Frame, levels: Sequence[Level]) -> list[str]:
+    """Each reference level as a horizontal line across the plot, over its band if it has
+    one; drawn first so that the series lie on top of them."""
     left, _, right, _ = frame.plot
+    out: list[str] = []
     for level in levels:
         if level.band is not None:
             lo, hi = frame.y(level.band[0]), frame.y(level.band[1])
@@ -426,12 +458,28 @@ def time_chart(
             )
         y = frame.y(level.value)
         out.append(f'<path class="level {level.css}" d="M{_f(left)} {_f(y)}H{_f(right)}"/>')
-    entries: list[Entry] = []
+    return out
+
+
+def _series_bands(frame: Frame, times: Sequence[float], series: Sequence[Series]) -> list[str]:
+    """The 95% bands of every series, all before any line so that no band hides a line."""
+    out: list[str] = []
     for s in series:
         if s.bands is not None:
             band = _band(frame, times, s.bands, LONE_HALF)
             if band:
                 out.append(f'<path class="band {s.css}" d="{band}"/>')
+    return out
+
+
+def _series_lines(
+    frame: Frame, times: Sequence[float], series: Sequence[Series]
+) -> tuple[list[str], list[Entry]]:
+    """Each series' line and (for few windows) markers, with its legend entry drawn as the
+    chart draws the series: dashed or not, with a band if any interval is defined and a
+    marker if markers were drawn."""
+    out: list[str] = []
+    entries: list[Entry] = []
     for s in series:
         dash = f' stroke-dasharray="{DASHES}"' if s.dashed else ""
         line = _line(frame, times, s.values)
@@ -442,12 +490,7 @@ def time_chart(
             out.append(f'<path class="mark {s.css}" d="{marks}"/>')
         banded = s.bands is not None and any(b is not None for b in s.bands)
         entries.append(Entry(s.label, s.css, dashed=s.dashed, band=banded, marker=bool(marks)))
-    entries += [
-        Entry(level.label, level.css, kind="level", band=level.band is not None) for level in levels
-    ]
-    out.append(_legend(entries, frame))
-    out.append("</svg>")
-    return "".join(out)
+    return out, entries
 
 
 def _digits(span: float) -> int:

@@ -396,67 +396,108 @@ def deliver(
     rejects just those and sends the rest again; any other error answer rejects the batch."""
     work: list[list[Item]] = [batch.items]
     while work:
-        items = work.pop()
+        work.extend((yield from _deliver_part(batch, work.pop(), counts, backoff, report)))
+
+
+def _deliver_part(
+    batch: Batch,
+    items: list[Item],
+    counts: dict[str, int],
+    backoff: Backoff,
+    report: Callable[[Incident], None],
+) -> Generator[Step, Reply | None, list[list[Item]]]:
+    """Deliver ``items``, a part of ``batch``, as :func:`deliver` says: retry them until
+    acknowledged, and send again what is left after the server refuses some. Returns the
+    halves to deliver instead when the server answers 413 (too large), else nothing left."""
+    attempt = 0
+    body = encode(batch.kind, items)
+    while True:
+        reply = yield Post(batch.kind, body)
+        assert reply is not None
+        counts["requests"] += 1
+        if _retryable(reply, attempt):
+            _note_retry(batch.kind, items, reply, attempt, counts, report)
+            yield Pause(backoff.delay(attempt, reply.retry_after))
+            attempt += 1
+            continue
+        if reply.status == 200:
+            _acknowledge(batch, items, reply.content, counts)
+            if attempt:
+                logger.info(
+                    "calmon: %d %s delivered after %d attempts",
+                    len(items),
+                    batch.kind,
+                    attempt + 1,
+                )
+            return []
+        if reply.status == 413 and len(items) > 1:
+            half = len(items) // 2
+            return [items[half:], items[:half]]
+        items = _refuse(batch, items, reply, counts, report)
+        if not items:
+            return []
         attempt = 0
         body = encode(batch.kind, items)
-        while True:
-            reply = yield Post(batch.kind, body)
-            assert reply is not None
-            counts["requests"] += 1
-            status = reply.status
-            if (
-                reply.failure is not None
-                or status in RETRY_STATUSES
-                or (status >= 500 and attempt + 1 < SERVER_ERROR_ATTEMPTS)
-            ):
-                problem = reply.failure or f"{status} {_error(reply)[1]}"
-                counts["retries"] += 1
-                if attempt == 0:
-                    logger.warning(
-                        "calmon: sending %d %s failed (%s); retrying",
-                        len(items),
-                        batch.kind,
-                        problem,
-                    )
-                report(
-                    Incident(
-                        "retrying",
-                        problem,
-                        len(items),
-                        status=status or None,
-                        code=_error(reply)[0] if status else None,
-                    )
-                )
-                yield Pause(backoff.delay(attempt, reply.retry_after))
-                attempt += 1
-                continue
-            if status == 200:
-                _acknowledge(batch, items, reply.content, counts)
-                if attempt:
-                    logger.info(
-                        "calmon: %d %s delivered after %d attempts",
-                        len(items),
-                        batch.kind,
-                        attempt + 1,
-                    )
-                break
-            if status == 413 and len(items) > 1:
-                half = len(items) // 2
-                work.extend([items[half:], items[:half]])
-                break
-            code, message = _error(reply)
-            offending = _offending(batch.kind, status, code, reply.content, items)
-            refused = (
-                offending if offending and len(offending) < len(items) else set(range(len(items)))
-            )
-            _reject(
-                batch, [items[i] for i in sorted(refused)], status, code, message, counts, report
-            )
-            items = [item for i, item in enumerate(items) if i not in refused]
-            if not items:
-                break
-            attempt = 0
-            body = encode(batch.kind, items)
+
+
+def _retryable(reply: Reply, attempt: int) -> bool:
+    """Whether attempt number ``attempt`` (from 0) is to be made again: no answer, a status of
+    :data:`RETRY_STATUSES`, or another server error before :data:`SERVER_ERROR_ATTEMPTS`
+    attempts."""
+    status = reply.status
+    return (
+        reply.failure is not None
+        or status in RETRY_STATUSES
+        or (status >= 500 and attempt + 1 < SERVER_ERROR_ATTEMPTS)
+    )
+
+
+def _note_retry(
+    kind: Kind,
+    items: list[Item],
+    reply: Reply,
+    attempt: int,
+    counts: dict[str, int],
+    report: Callable[[Incident], None],
+) -> None:
+    """Count a retry of ``items`` and report it as an incident; the first retry of a part is
+    also logged as a warning (later ones would only repeat it)."""
+    status = reply.status
+    problem = reply.failure or f"{status} {_error(reply)[1]}"
+    counts["retries"] += 1
+    if attempt == 0:
+        logger.warning(
+            "calmon: sending %d %s failed (%s); retrying",
+            len(items),
+            kind,
+            problem,
+        )
+    report(
+        Incident(
+            "retrying",
+            problem,
+            len(items),
+            status=status or None,
+            code=_error(reply)[0] if status else None,
+        )
+    )
+
+
+def _refuse(
+    batch: Batch,
+    items: list[Item],
+    reply: Reply,
+    counts: dict[str, int],
+    report: Callable[[Incident], None],
+) -> list[Item]:
+    """Reject what an error answer refuses: the items a 409 or 422 names (when it names some
+    but not all), else all of ``items``. Returns the items left to send again."""
+    status = reply.status
+    code, message = _error(reply)
+    offending = _offending(batch.kind, status, code, reply.content, items)
+    refused = offending if offending and len(offending) < len(items) else set(range(len(items)))
+    _reject(batch, [items[i] for i in sorted(refused)], status, code, message, counts, report)
+    return [item for i, item in enumerate(items) if i not in refused]
 
 
 def _acknowledge(batch: Batch, items: list[Item], content: bytes, counts: dict[str, int]) -> None:
