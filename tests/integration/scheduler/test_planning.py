@@ -462,7 +462,8 @@ def test_windows_beyond_a_plan_bound_are_computed_by_the_next_plans(
     assert report.computed == 5
     assert max(len(starts) for starts in listed) == 2
     every = [_recent_start(ago) for ago in range(6, 1, -1)]
-    # each plan lists the oldest windows left, so a trailing reference's windows come first
-    assert [starts for starts in listed if starts] == [every[0:2], every[2:4], every[4:5]]
+    # each plan lists the oldest windows left, so a trailing reference's windows come first (a
+    # window whose computation a plan did not finish may be listed again by the next)
+    assert list(dict.fromkeys(start for starts in listed for start in starts)) == every
     assert list(by_window(windows(env.client, "fraud"))) == [iso(start) for start in every]
     assert env.scheduler().tick().computed == 0
