@@ -74,14 +74,16 @@ def _exercise(env: Env) -> None:
     assert response.json()["duplicates"] == 3
     response = env.client.post("/v1/models/unknown/predictions", json={"predictions": []})
     assert response.status_code == 404, response.text
-    # enough positives in window and reference for the intervals of AP's change parts, and
-    # labels for advice at the window's measured ratio (a cost objective: every quantity)
+    # enough positives in window and reference for the intervals of AP's change parts (and
+    # for a decision of the window alone), and labels for advice at the window's measured
+    # ratio (a cost objective: every quantity)
     create_model(
         env.client,
         "wide",
         window="5m",
         grace="0s",
         objective={"costs": {"false_positive": 1.0, "false_negative": 4.0}},
+        decision={"min_positives": 100, "max_span": "7d"},
     )
     for seed, ago in enumerate((3, 2)):
         wide = make_batch(
