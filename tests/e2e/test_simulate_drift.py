@@ -148,12 +148,13 @@ def _check_prior_shift(pairs: list[Any]) -> None:
         assert p_low <= row["average_precision_change"]["prior"] <= p_high < 0.0, split
         assert split["prior"] + split["likelihood"] == pytest.approx(split["total"], abs=1e-12)
         calibrated = record["calibrated"]["reference"]["average_precision"]
-        c_low, c_high = record["intervals"]["calibrated"]["reference"]["average_precision"]
-        assert c_low <= reference_ap <= c_high, (c_low, reference_ap, c_high)
-        # the calibrated value also estimates the truth: the reference's population AP
+        # AP calibrated at the reference's prior of 0.05 has no interval: AP's intervals cover
+        # only from a prior of 0.1 (docs/intervals.md)
+        assert record["intervals"]["calibrated"]["reference"]["average_precision"] is None
+        # the calibrated value stays put and estimates the truth: the reference's population AP
         population = row["population"]
-        assert c_low <= population["average_precision_calibrated"] <= c_high
         assert abs(calibrated - population["average_precision_calibrated"]) < 0.02
+        assert abs(calibrated - reference_ap) < 0.03, (calibrated, reference_ap)
         assert record["prior"] < 0.3 * record["reference"]["prior"]
 
 
