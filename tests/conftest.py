@@ -9,12 +9,12 @@ warning, unless ``CALMON_REQUIRE_POSTGRES=1`` (CI), which turns that into a fail
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg import sql
+
+from tests.support import database_url, throwaway_database
 
 _skipped_for_postgres: list[str] = []
 
@@ -46,17 +46,8 @@ def postgres_admin_url() -> str:
 @pytest.fixture
 def postgres_database(postgres_admin_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test; yields its libpq URL, then drops it."""
-    name = f"calmon_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    base, _, _ = postgres_admin_url.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with throwaway_database(postgres_admin_url) as name:
+        yield database_url(postgres_admin_url, name)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,6 +1,6 @@
 """Helpers shared by the integration and end-to-end tests: free ports, polling, a throwaway
-HTTP server, a test that cannot run for want of a tool, and the check that a missing client
-fails or skips as the environment asks."""
+HTTP server, a throwaway PostgreSQL database, a test that cannot run for want of a tool, and
+the check that a missing client fails or skips as the environment asks."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import types
+import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,9 +17,33 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import psycopg
 import pytest
+from psycopg import sql
 
 T = TypeVar("T")
+
+
+@contextmanager
+def throwaway_database(admin_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the server of ``admin_url`` (a libpq URL of its
+    maintenance database) for the ``with`` block: yields its name, then drops it."""
+    name = f"calmon_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def database_url(admin_url: str, name: str) -> str:
+    """The libpq URL of database ``name`` on the server of ``admin_url``."""
+    base, _, _ = admin_url.rpartition("/")
+    return f"{base}/{name}"
 
 
 def free_port() -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
+from tests.support import database_url, throwaway_database
 
 ClientFactory = Callable[..., TestClient]
 
@@ -33,18 +33,9 @@ def upgraded(url: str) -> str:
 @pytest.fixture(scope="session")
 def shared_postgres_url(postgres_admin_url: str) -> Iterator[str]:
     """One migrated PostgreSQL database for the session (tests empty it before use)."""
-    name = f"calmon_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    base, _, _ = postgres_admin_url.rpartition("/")
-    url = upgraded(f"{base}/{name}".replace("postgresql://", "postgresql+psycopg://", 1))
-    try:
-        yield url
-    finally:
-        with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with throwaway_database(postgres_admin_url) as name:
+        url = database_url(postgres_admin_url, name)
+        yield upgraded(url.replace("postgresql://", "postgresql+psycopg://", 1))
 
 
 def _empty_postgres(url: str) -> None:

@@ -7,7 +7,6 @@ prepared statements, advisory locks)."""
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,14 +16,13 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg
 import pytest
-from psycopg import sql
 
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import Bouncer, start_bouncer
 from tests.e2e.ha.workload import FIVE_MINUTES, Scheduler, start_scheduler, unsettled
 from tests.integration.conftest import upgraded
 from tests.integration.scheduler.helpers import floor, make_batch
-from tests.support import wait_for
+from tests.support import throwaway_database, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -40,18 +38,11 @@ VOLATILE = frozenset({"computed_at", "computed_by"})
 @pytest.fixture
 def databases(postgres_admin_url: str) -> Iterator[tuple[str, str]]:
     """Two empty databases on the test server (direct, pooled), dropped afterwards."""
-    names = tuple(f"calmon_test_{uuid.uuid4().hex[:12]}" for _ in range(2))
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        for name in names:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield names[0], names[1]
-    finally:
-        with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-            for name in names:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+    with (
+        throwaway_database(postgres_admin_url) as direct,
+        throwaway_database(postgres_admin_url) as pooled,
+    ):
+        yield direct, pooled
 
 
 @pytest.fixture
