@@ -18,6 +18,7 @@ from app.settings import Settings
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
 from tests.integration.conftest import upgraded
 from tests.integration.tcp_proxy import Mode, TcpProxy
+from tests.support import wait_for
 
 #: an outage must be reported within this many seconds: ping deadline 1 s + connect timeout
 #: 2 s, plus slack for a loaded machine
@@ -96,10 +97,12 @@ def test_database_outage_is_503_fast_and_recovers(
     assert client.get("/healthz").status_code == 200
 
     proxy.set_mode("up")
-    deadline = time.monotonic() + 10
-    while client.get("/readyz").status_code != 200:
-        assert time.monotonic() < deadline, "readyz did not recover"
-        time.sleep(0.2)
+    wait_for(
+        "readyz to recover",
+        lambda: client.get("/readyz").status_code == 200,
+        timeout=10,
+        interval=0.2,
+    )
     response = post_predictions(client, [prediction("b")])
     assert response.status_code == 200
     assert response.json()["new"] == 1

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +37,7 @@ from tests.integration.scheduler.helpers import (
     send,
     windows,
 )
+from tests.support import wait_for
 from tests.unit.exporter.records import Key, expected_series, key, per_window_series
 
 #: every series the exporter owns (window series and the per-model overflow)
@@ -117,10 +117,12 @@ def _exporter(client: TestClient) -> WindowExporter:
 
 def _wait_loaded(exporter: WindowExporter) -> None:
     """Wait for the timer's first refresh, so that it does not run inside a measurement."""
-    deadline = time.monotonic() + 10
-    while exporter.collector.snapshot.loaded_at == 0.0:
-        assert time.monotonic() < deadline, "the exporter never refreshed"
-        time.sleep(0.05)
+    wait_for(
+        "the exporter's first refresh",
+        lambda: exporter.collector.snapshot.loaded_at != 0.0,
+        timeout=10,
+        interval=0.05,
+    )
 
 
 @pytest.fixture
@@ -311,11 +313,7 @@ def test_api_processes_refresh_on_their_timer(env: Env, make_client: ClientFacto
     assert scrape(client) == {}
     _populate(env)
     expected = _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
-    deadline = time.monotonic() + 10
-    while (scraped := scrape(client)) != expected:
-        assert time.monotonic() < deadline, "the timer did not refresh the series"
-        time.sleep(0.1)
-    assert len(scraped) == len(expected)
+    wait_for("the timer to refresh the series", lambda: scrape(client) == expected, timeout=10)
 
 
 @pytest.fixture
@@ -339,19 +337,22 @@ def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestC
         scraped = scrape(serve_client)
         return scraped.get(key("calmon_window_start_timestamp_seconds", model="fraud", segment="*"))
 
+    def exported(start: datetime) -> Callable[[], bool]:
+        return lambda: latest_start() == start.timestamp()
+
     for seed, ago in enumerate((3, 2, 1)):
         _send_window(serve_client, ago, seed)
-        deadline = time.monotonic() + 20
-        while latest_start() != recent(ago).timestamp():
-            assert time.monotonic() < deadline, f"window {iso(recent(ago))} not exported"
-            time.sleep(0.1)
+        wait_for(f"window {iso(recent(ago))} exported", exported(recent(ago)), timeout=20)
     # a tick may have stored windows it has not exported yet: compare once it is over
-    deadline = time.monotonic() + 20
-    while (scraped := scrape(serve_client)) != (
-        expected := _expected(serve_client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
-    ):
-        assert time.monotonic() < deadline, (len(scraped), len(expected))
-        time.sleep(0.2)
+    wait_for(
+        "every stored window exported",
+        lambda: (
+            scrape(serve_client)
+            == _expected(serve_client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
+        ),
+        timeout=20,
+        interval=0.2,
+    )
 
 
 def test_promtool_check_metrics_passes_on_the_real_output(
