@@ -20,6 +20,7 @@ from calmon_client import Incident, Monitor
 from tests.e2e.faults.helpers import TIMESTAMP, ApiProcess
 from tests.e2e.faults.postgres_server import PostgresServer
 from tests.integration.conftest import upgraded
+from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +43,6 @@ def postgres() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.destroy()
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_a_million_predictions_through_restarts_and_a_database_outage(
@@ -87,12 +81,12 @@ def test_a_million_predictions_through_restarts_and_a_database_outage(
         def acknowledged(count: int) -> Callable[[], bool]:
             return lambda: monitor.stats().predictions_sent >= count
 
-        wait_until("the first faults' mark", acknowledged(KILL_AT), 300)
+        wait_for("the first faults' mark", acknowledged(KILL_AT), timeout=300, interval=0.05)
         api.kill()
         api.start()
         killed_at = monitor.stats().predictions_sent
 
-        wait_until("the outage's mark", acknowledged(DATABASE_DOWN_AT), 300)
+        wait_for("the outage's mark", acknowledged(DATABASE_DOWN_AT), timeout=300, interval=0.05)
         postgres.stop()
         outage_started = time.monotonic()
         retries_before = monitor.stats().retries
@@ -101,7 +95,7 @@ def test_a_million_predictions_through_restarts_and_a_database_outage(
         postgres.start()
         outage = time.monotonic() - outage_started
 
-        wait_until("the second restart's mark", acknowledged(STOP_AT), 300)
+        wait_for("the second restart's mark", acknowledged(STOP_AT), timeout=300, interval=0.05)
         api.stop()
         api.start()
 
