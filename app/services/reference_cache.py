@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from app.metrics.evaluation import SetSums
-from app.metrics.label_free import LabelShiftReference
-from app.metrics.ranking import Ranking
+from app.metrics import LabelShiftReference, Ranking, SetSums
 from app.metrics.window_evaluation import ReferenceSet
 from app.timeline import iso
 
