@@ -48,18 +48,19 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.arrays import FloatArray
 from app.db.models import Model
 from app.db.partitions import ensure_days
+from app.metrics.advice import window_advice
 from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
 from app.metrics.recalibration import calibration_map
+from app.metrics.window_evaluation import all_sorted
 from app.names import ALL_SEGMENTS
-from app.services.advice import window_advice
 from app.services.changes import record_changes
 from app.services.decisions import trailing_pool, window_decision
 from app.services.model_registry import ModelConfig, Objective, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import references_for
-from app.services.window_compute import all_sorted, compute_window, evaluate_segment
+from app.services.window_compute import compute_window, evaluate_segment
 from app.services.window_rows import load_rows
 from bench.scratch import migrated_scratch
 
@@ -247,12 +248,14 @@ def _advice_share(
         )
         wholes.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
+        assert model.objective is not None
         advice = window_advice(
-            model=model,
+            objective=model.objective,
+            threshold=model.threshold,
             prepared=prepared,
             result=result,
             unlabelled=0,
-            reference=reference,
+            reference=reference.ranking,
             estimated=None,
         )
         calibration_map(reference.label_shift, prior=result["prior"], score_kind=model.score_kind)

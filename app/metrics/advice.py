@@ -14,6 +14,11 @@ An objective picks one t_k (:func:`advise`). Where the assumption fails (a likel
 these expectations are wrong in a direction no prior can fix: :func:`class_shift_p_value`
 tests it from a window's labelled scores (two-sample Kolmogorov-Smirnov per class against the
 reference, at the reference's thresholds).
+
+:func:`window_advice` gives the ``advice`` of a window record: the window's class ratio comes
+from its labels when it has enough of them (``measured``), else from the label-free estimate,
+only where that estimate's label-shift check holds (``estimated``); otherwise there is no
+advice and the record says why (:func:`window_prior`, ``docs/acting.md``).
 """
 
 from __future__ import annotations
@@ -26,10 +31,18 @@ from typing import Any, Final
 import numpy as np
 
 from app.arrays import FloatArray
+from app.metrics.prepared import PreparedSet
 from app.metrics.ranking import Ranking
 
 #: The objectives a model may configure (one key each).
 OBJECTIVES: Final = ("target_precision", "costs", "alert_rate")
+#: A window's own prior is used when at least this share of its scored predictions is
+#: labelled, with at least :data:`MIN_CLASS_ROWS` labelled rows of each class.
+MIN_LABELLED_SHARE: Final = 0.9
+MIN_CLASS_ROWS: Final = 30
+#: The measured path's assumption check fails below this p-value (per-class KS, Bonferroni).
+ALPHA: Final = 0.01
+ASSUMPTION_METHOD: Final = "ks_by_class"
 #: Terms of the Kolmogorov series (its terms fall as exp(-2 j² λ²)).
 KS_TERMS: Final = 100
 
@@ -140,3 +153,102 @@ def class_shift_p_value(ranking: Ranking, pos_sorted: FloatArray, neg_sorted: Fl
         statistic = float(np.max(np.abs(survival - reference_survival)))
         p_values.append(kolmogorov_p_value(statistic, n_ref, int(window.size)))
     return float(min(1.0, 2.0 * min(p_values)))
+
+
+def window_prior(
+    *, result: Mapping[str, Any], unlabelled: int, estimated: Mapping[str, Any] | None
+) -> tuple[float | None, str | None, str | None]:
+    """(prior, source, reason): the window's class ratio and where it comes from
+    (``measured`` or ``estimated``), or (None, None, why there is none)."""
+    n, n_pos = int(result["n"]), int(result["n_pos"])
+    scored = n + unlabelled
+    if scored > 0 and n >= MIN_LABELLED_SHARE * scored and min(n_pos, n - n_pos) >= MIN_CLASS_ROWS:
+        return float(result["prior"]), "measured", None
+    labels = (
+        f"{n} of {scored} predictions labelled ({n_pos} positive); the measured ratio needs "
+        f"{MIN_LABELLED_SHARE:.0%} labelled and {MIN_CLASS_ROWS} of each class"
+    )
+    if estimated is None:
+        return None, None, f"{labels}, and there is no label-free estimate"
+    check = estimated.get("label_shift")
+    if not isinstance(check, dict) or check.get("holds") is not True:
+        state = (
+            "has no label-shift check"
+            if not isinstance(check, dict)
+            else "could not be run"
+            if check.get("holds") is None
+            else "does not hold"
+        )
+        return None, None, f"{labels}, and the label-free estimate's label-shift check {state}"
+    ratio = estimated.get("positive_class_ratio")
+    if ratio is None:
+        return None, None, f"{labels}, and the label-free estimate has no ratio"
+    return float(ratio), "estimated", None
+
+
+def window_advice(
+    *,
+    objective: Mapping[str, Any],
+    threshold: float,
+    prepared: PreparedSet,
+    result: Mapping[str, Any],
+    unlabelled: int,
+    reference: Ranking | None,
+    estimated: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The ``advice`` of a window record for ``objective`` (the model's, whose threshold is
+    ``threshold``), from the window's labelled classes ``prepared`` and its ``result``, against
+    the ranking of its ``reference`` (None: no usable reference).
+
+    ``threshold`` and ``expected`` are null with a ``reason`` when there is no advice.
+    ``assumption`` says whether label shift was checked and held: from the window's labels
+    (``ks_by_class``) on the measured path, from the label-free check on the estimated one.
+    ``expected_intervals`` is always null (``docs/acting.md``)."""
+    out: dict[str, Any] = {
+        "objective": objective,
+        "configured_threshold": threshold,
+        "prior": None,
+        "prior_source": None,
+        "threshold": None,
+        "expected": None,
+        "expected_intervals": None,
+        "assumption": None,
+        "reason": None,
+    }
+    if reference is None or reference.n_pos == 0 or reference.n_neg == 0:
+        out["reason"] = "the reference has no labelled rows of both classes"
+        return out
+    prior, source, reason = window_prior(result=result, unlabelled=unlabelled, estimated=estimated)
+    out["prior"], out["prior_source"] = prior, source
+    if prior is None:
+        out["reason"] = reason
+        return out
+    if source == "measured":
+        p_value = class_shift_p_value(reference, prepared.pos_sorted, prepared.neg_sorted)
+        out["assumption"] = {
+            "holds": p_value >= ALPHA,
+            "p_value": p_value,
+            "method": ASSUMPTION_METHOD,
+        }
+    else:
+        check = (estimated or {})["label_shift"]
+        out["assumption"] = {
+            "holds": True,
+            "p_value": check.get("p_value"),
+            "method": check.get("method"),
+        }
+    if not 0.0 < prior < 1.0:
+        out["reason"] = f"the window's class ratio is {prior:g}: no threshold separates classes"
+        return out
+    advice = advise(reference, prior=prior, objective=objective)
+    if advice is None:
+        out["reason"] = "no threshold meets the objective at this class ratio"
+        return out
+    out["threshold"] = advice.threshold
+    out["expected"] = {
+        "precision": advice.precision,
+        "recall": advice.recall,
+        "alert_rate": advice.alert_rate,
+        "cost": advice.cost,
+    }
+    return out

@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from app.arrays import FloatArray
 from app.db.models import Model, WindowResult, WindowScores, WindowState
+from app.metrics import PreparedSet
 from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
-from app.metrics.prepared import PreparedSet
 from app.names import ALL_SEGMENTS
 from app.services.model_registry import (
     DEFAULT_DECISION_POSITIVES,

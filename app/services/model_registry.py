@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Model, Prediction
-from app.metrics.prepared import MIN_PI0, check_pi0
+from app.metrics import MIN_PI0, check_pi0
 from app.services.errors import ConflictError
 from app.services.ingest_schemas import check_event_time
 from app.timeline import WINDOW_SECONDS

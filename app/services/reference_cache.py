@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from app.metrics.evaluation import SetSums
-from app.metrics.label_free import LabelShiftReference
-from app.metrics.ranking import Ranking
+from app.metrics import LabelShiftReference, Ranking, SetSums
+from app.metrics.window_evaluation import ReferenceSet
 from app.timeline import iso
 
 CACHE_ENTRIES: Final = 256
@@ -47,6 +46,16 @@ class Reference:
     def n(self) -> int:
         """Labelled predictions in the reference set."""
         return self.ranking.n_pos + self.ranking.n_neg
+
+    @property
+    def data(self) -> ReferenceSet:
+        """The pooled set as the metric engine reads it."""
+        return ReferenceSet(
+            ranking=self.ranking,
+            sums=self.sums,
+            evaluation=self.evaluation,
+            label_shift=self.label_shift,
+        )
 
     def summary(self) -> dict[str, Any]:
         """The ``reference`` part of a window record."""

@@ -19,9 +19,13 @@ from sqlalchemy.orm import Session
 
 from app.arrays import FloatArray
 from app.db.models import Model, WindowResult, WindowScores, WindowState
-from app.metrics.evaluation import evaluate_ranked, set_sums
-from app.metrics.label_free import label_shift_reference
-from app.metrics.ranking import Ranking, RankingAccumulator
+from app.metrics import (
+    Ranking,
+    RankingAccumulator,
+    evaluate_ranked,
+    label_shift_reference,
+    set_sums,
+)
 from app.names import ALL_SEGMENTS
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.window_rows import WindowRows, load_rows

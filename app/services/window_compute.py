@@ -5,6 +5,12 @@ writes of its records, sorted scores and state are one transaction, which the ca
 (on SQLite the reads are committed before the evaluation, so the write lock is not held while
 the metrics are computed). The steps and the reasons for them: ``docs/scheduler.md``
 ("Computing a window", "Segments", "Scaling out").
+
+Each segment is evaluated by the metric engine
+(:func:`app.metrics.window_evaluation.evaluate_window`, with the model's settings as a
+:class:`~app.metrics.window_evaluation.WindowConfig`); here are the reads, the record built
+from the evaluation (:func:`app.services.window_record.segment_record`), the pooled decision
+(:mod:`app.services.decisions`) and the writes.
 """
 
 from __future__ import annotations
@@ -12,33 +18,34 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.orm import Session
 
-from app.arrays import FloatArray
 from app.clock import SYSTEM_CLOCK, Clock
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
-from app.metrics.evaluation import evaluate_prepared, evaluate_ranked
-from app.metrics.intervals import bootstrap_intervals, wilson_interval
-from app.metrics.label_free import estimate_window
-from app.metrics.prepared import PreparedSet, pi0_key, prepare
-from app.metrics.resampling import cut_prepared, cut_with_fp
-from app.metrics.split import drift_split, split_intervals_ranked
+from app.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from app.names import ALL_SEGMENTS
-from app.services.advice import window_advice
 from app.services.decisions import TrailingPool, trailing_pool, window_decision
 from app.services.planning import Fingerprint, still_due
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import encode_scores, references_for
 from app.services.window_locks import begin_window
-from app.services.window_record import ComputedWindow, clean, segment_record, segment_seed
+from app.services.window_record import ComputedWindow, clean, segment_record
 from app.services.window_rows import UNTRACKED, WindowRows, load_rows, tracked_segments
 from app.timeline import window_length
 
-LEVEL: Final = 0.95
+
+def window_config(model: Model) -> WindowConfig:
+    """The settings of ``model`` the metric engine evaluates its windows with."""
+    return WindowConfig(
+        threshold=model.threshold,
+        score_kind=model.score_kind,
+        pi0=tuple(float(p) for p in model.pi0),
+        objective=model.objective,
+    )
 
 
 def evaluate_segment(
@@ -58,144 +65,32 @@ def evaluate_segment(
     ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
     ``trailing``: the trailing windows its decision pools (None: the window alone).
     """
-    labelled = labels >= 0
-    prepared = prepare(scores[labelled], labels[labelled], score_kind=model.score_kind)
-    usable = reference if reference is not None and reference.n > 0 else None
-    pi0, reference_key = _calibration_priors(model=model, reference=usable)
-    result = evaluate_prepared(
-        prepared, threshold=model.threshold, pi0=pi0, score_kind=model.score_kind
-    )
-    every = all_sorted(prepared, scores[~labelled])
-    seed = segment_seed(segment, (prepared.pos_sorted, prepared.neg_sorted, every))
-    intervals = bootstrap_intervals(
-        prepared,
-        threshold=model.threshold,
-        pi0=pi0,
-        level=LEVEL,
-        seed=seed,
-        score_kind=model.score_kind,
-    )
-    split = (
-        None
-        if usable is None
-        else _split(model=model, prepared=prepared, window=result, reference=usable, seed=seed)
-    )
-    unlabelled = int(labels.size - np.count_nonzero(labelled))
-    estimated = estimate_window(
-        reference.label_shift if reference is not None else None,
-        every,
-        threshold=model.threshold,
-        pi0=[float(p) for p in model.pi0],
-        seed=segment_seed(segment, (every,)),
+    evaluation = evaluate_window(
+        window_set(scores, labels, name=segment, score_kind=model.score_kind),
+        None if reference is None else reference.data,
+        window_config(model),
     )
     record = segment_record(
-        model=model,
+        evaluation,
         segment=segment,
         start=start,
         end=end,
         computed_at=computed_at,
-        result=result,
-        intervals=intervals,
-        reference_key=reference_key,
-        prior_interval=wilson_interval(result["n_pos"], result["n"]),
-        unlabelled=unlabelled,
-        split=split,
         reference=reference,
-        estimated=estimated,
-        advice=window_advice(
-            model=model,
-            prepared=prepared,
-            result=result,
-            unlabelled=unlabelled,
-            reference=usable,
-            estimated=estimated,
-        ),
     )
+    prepared = evaluation.prepared
     record["decision"] = clean(
         window_decision(
             model=model,
             start=start,
             prepared=prepared,
-            split=split,
-            reference=usable,
+            split=evaluation.split,
+            reference=reference if reference is not None and reference.n > 0 else None,
             trailing=trailing,
-            seed=seed,
+            seed=evaluation.seed,
         )
     )
     return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
-
-
-def _calibration_priors(
-    *, model: Model, reference: Reference | None
-) -> tuple[list[float], str | None]:
-    """The π0 a segment is evaluated at: the configured ones, plus the prior of a usable
-    ``reference`` when it lies in (0, 1); and that prior's key among the calibrated values
-    (None when it is not among them)."""
-    pi0 = [float(p) for p in model.pi0]
-    ref_prior: float | None = None if reference is None else reference.evaluation["prior"]
-    if ref_prior is None or not 0.0 < ref_prior < 1.0:
-        return pi0, None
-    if float(ref_prior) not in pi0:
-        pi0.append(float(ref_prior))
-    return pi0, pi0_key(ref_prior)
-
-
-def all_sorted(prepared: PreparedSet, unlabelled: FloatArray) -> FloatArray:
-    """Every scored prediction of a window ascending (n,): only the unlabelled scores are
-    sorted here; the classes, already sorted, are merged with them (a stable sort of three
-    ascending runs is a merge, O(n))."""
-    out: FloatArray = np.sort(
-        np.concatenate((prepared.pos_sorted, prepared.neg_sorted, np.sort(unlabelled))),
-        kind="stable",
-    )
-    return out
-
-
-def _split(
-    *,
-    model: Model,
-    prepared: PreparedSet,
-    window: dict[str, Any],
-    reference: Reference,
-    seed: int,
-) -> dict[str, Any]:
-    """The drift split of a window's result against its reference, with the 95% intervals
-    of both parts (``docs/metrics.md``).
-
-    ``window`` was evaluated with the reference prior among its π0; the reference, pooled and
-    cached without calibrated values, is evaluated here at the window's prior (O(K) from its
-    ranking). Both are needed only when both priors are in (0, 1); otherwise every part and
-    interval is None.
-    """
-    window_prior, ref_prior = window["prior"], reference.evaluation["prior"]
-    calibratable = all(p is not None and 0.0 < p < 1.0 for p in (window_prior, ref_prior))
-    ref_result = reference.evaluation
-    if calibratable:
-        ref_result = evaluate_ranked(
-            reference.ranking,
-            reference.sums,
-            threshold=model.threshold,
-            pi0=(float(window_prior),),
-            score_kind=model.score_kind,
-        )
-    split = drift_split(window, ref_result)
-    bounds = (
-        split_intervals_ranked(
-            prepared.ranking,
-            cut_prepared(prepared, model.threshold),
-            reference.ranking,
-            cut_with_fp(reference.ranking, model.threshold, reference.sums.fp),
-            level=LEVEL,
-            seed=seed,
-        )
-        if calibratable
-        else {}
-    )
-    for name, parts in split.items():
-        metric_bounds = bounds.get(name, {})
-        parts["prior_interval"] = metric_bounds.get("prior")
-        parts["likelihood_interval"] = metric_bounds.get("likelihood")
-    return split
 
 
 def _register_segments(session: Session, *, model: Model, start: datetime, now: datetime) -> int:

@@ -9,6 +9,9 @@ counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks ali
 - ``app.db`` imports none of ``app.services``, ``app.api``, ``app.scheduler``,
   ``app.commands``;
 - ``app.services`` imports none of ``app.api``, ``app.commands``, ``app.scheduler``;
+- ``app.services`` imports of the metric engine only its entry points
+  (:data:`SERVICE_ENGINE_ENTRY_POINTS`): the package ``app.metrics`` (the names it exports)
+  and the modules ``window_evaluation``, ``decision``, ``advice`` and ``recalibration``;
 - ``app.scheduler`` imports neither ``app.api`` nor FastAPI;
 - the top-level parts of ``app`` (its subpackages and top-level modules) form no import cycle:
   every import between two parts of one strongly connected component is a violation.
@@ -150,10 +153,33 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
 )
 
 
+#: What ``app.services`` may import of the metric engine, exactly (a module inside one of these
+#: is not allowed): the package, whose names are what the service needs to build and cache
+#: reference sets and to check a configuration, and the engine's entry modules (a window's
+#: evaluation, its pooled decision, the advice and the recalibration map).
+SERVICE_ENGINE_ENTRY_POINTS: frozenset[str] = frozenset(
+    {
+        "app.metrics",
+        "app.metrics.window_evaluation",
+        "app.metrics.decision",
+        "app.metrics.advice",
+        "app.metrics.recalibration",
+    }
+)
+
+
 def layering_violations(graph: Mapping[str, Iterable[str]]) -> set[str]:
-    """Every import that breaks one of RULES, as ``"rule: importer -> imported"``."""
+    """Every import that breaks one of RULES, or imports into ``app.services`` an engine
+    module other than SERVICE_ENGINE_ENTRY_POINTS (rule ``engine entry``), as
+    ``"rule: importer -> imported"``."""
     found: set[str] = set()
     for importer, targets in graph.items():
+        if within(importer, "app.services"):
+            found.update(
+                f"engine entry: {importer} -> {target}"
+                for target in targets
+                if within(target, "app.metrics") and target not in SERVICE_ENGINE_ENTRY_POINTS
+            )
         for rule, importers, forbidden, allowed in RULES:
             if not within(importer, *importers):
                 continue
@@ -244,6 +270,30 @@ def test_the_rules_catch_each_kind_of_violation() -> None:
         "services: app.services.a -> app.scheduler.planning",
         "scheduler: app.scheduler.runner -> fastapi",
     }
+
+
+def test_the_services_reach_the_engine_only_through_its_entry_points() -> None:
+    graph = {
+        "app.services.a": {"app.metrics", "app.metrics.window_evaluation", "app.metrics.ranking"},
+        "app.services.b": {"app.metrics.prepared", "app.metrics.advice"},
+        "app.api.c": {"app.metrics.prepared"},
+    }
+    assert layering_violations(graph) == {
+        "engine entry: app.services.a -> app.metrics.ranking",
+        "engine entry: app.services.b -> app.metrics.prepared",
+    }
+
+
+def test_every_engine_entry_point_is_used_by_the_services(graph: dict[str, set[str]]) -> None:
+    """The list stays as short as the code allows: each entry is imported by a service."""
+    used = {
+        target
+        for importer, targets in graph.items()
+        if within(importer, "app.services")
+        for target in targets
+        if within(target, "app.metrics")
+    }
+    assert used == SERVICE_ENGINE_ENTRY_POINTS
 
 
 def test_the_metric_engine_imports_only_itself_and_the_array_aliases(

@@ -1,0 +1,99 @@
+"""The stored records of a seeded dataset, byte for byte: a few windows of a model with two
+segments, a trailing reference, unlabelled predictions, an objective and a pooled decision,
+computed at fixed instants on each backend and compared, as the JSON text stored, with
+``tests/data/windows/golden_records.json``.
+
+The golden file was written by the code before the window's evaluation moved into the metric
+engine (``app.metrics.window_evaluation``); a change to a stored record shows here. To write it
+again after a deliberate change of the record: ``CALMON_WRITE_GOLDEN=1`` (then review the diff).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import Text, cast, select
+
+from app.db.models import Model, WindowResult
+from app.services.reference_cache import ReferenceCache
+from app.services.window_compute import compute_window
+from tests.integration.scheduler.helpers import (
+    FIVE_MINUTES,
+    Env,
+    SetClock,
+    create_model,
+    make_batch,
+    send,
+)
+
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "windows" / "golden_records.json"
+FIRST = datetime(2021, 3, 1, tzinfo=UTC)
+WINDOWS = 3
+COMPUTED_AT = FIRST + WINDOWS * FIVE_MINUTES + timedelta(minutes=1)
+
+
+def _stored_records(env: Env) -> dict[str, str]:
+    """Compute every window at fixed instants, oldest first; the stored record texts keyed
+    ``start segment``."""
+    create_model(
+        env.client,
+        "golden",
+        window="5m",
+        grace="0s",
+        threshold=0.5,
+        pi0=[0.1, 0.3],
+        reference={"kind": "trailing", "windows": 2},
+        decision={"min_positives": 60},
+        objective={"target_precision": 0.6},
+    )
+    batch = make_batch(
+        prefix="golden",
+        start=FIRST,
+        count=WINDOWS * 600,
+        spacing=FIVE_MINUTES / 600,
+        seed=11,
+        segments=["a", "b", None],
+        unlabelled=0.05,
+    )
+    send(env.client, "golden", batch)
+    period = {"start": FIRST.isoformat(), "end": (FIRST + WINDOWS * FIVE_MINUTES).isoformat()}
+    assert env.client.post("/v1/models/golden/recompute", params=period).status_code == 202
+    cache = ReferenceCache()
+    clock = SetClock(at=COMPUTED_AT)
+    for index in range(WINDOWS):
+        with env.session_factory() as session:
+            model = session.scalars(select(Model).where(Model.name == "golden")).one()
+            computed = compute_window(
+                session,
+                model=model,
+                start=FIRST + index * FIVE_MINUTES,
+                now=COMPUTED_AT,
+                instance="golden",
+                cache=cache,
+                margin=timedelta(seconds=5),
+                clock=clock,
+            )
+            session.commit()
+        assert computed is not None
+    with env.session_factory() as session:
+        rows = session.execute(
+            select(WindowResult.starts_at, WindowResult.segment, cast(WindowResult.record, Text))
+            .where(WindowResult.model_id == env.model_id("golden"))
+            .order_by(WindowResult.starts_at, WindowResult.segment)
+        ).all()
+    return {f"{start.astimezone(UTC).isoformat()} {segment}": text for start, segment, text in rows}
+
+
+def test_stored_records_match_the_golden_file_byte_for_byte(env: Env) -> None:
+    stored = _stored_records(env)
+    assert len(stored) == WINDOWS * 3
+    if os.environ.get("CALMON_WRITE_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    golden: dict[str, str] = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert sorted(stored) == sorted(golden)
+    for key, text in golden.items():
+        assert stored[key] == text, key

@@ -1,0 +1,93 @@
+"""The engine's evaluation of a window against its reference
+(:func:`app.metrics.window_evaluation.evaluate_window`): what a record is built from, keyed as
+stored, the same for the same data."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from app.arrays import FloatArray
+from app.metrics.evaluation import evaluate_ranked, set_sums
+from app.metrics.label_free import label_shift_reference
+from app.metrics.prepared import prepare
+from app.metrics.window_evaluation import (
+    ReferenceSet,
+    WindowConfig,
+    evaluate_window,
+    segment_seed,
+    window_set,
+)
+
+CONFIG = WindowConfig(
+    threshold=0.5,
+    score_kind="probability",
+    pi0=(0.1, 0.3),
+    objective={"target_precision": 0.6},
+)
+
+
+def _data(seed: int, count: int, prior: float) -> tuple[FloatArray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    labels = (rng.random(count) < prior).astype(np.int8)
+    scores = np.round(1.0 / (1.0 + np.exp(-(rng.normal(size=count) + 1.5 * labels - 1.0))), 3)
+    labels[rng.random(count) < 0.1] = -1
+    return scores, labels
+
+
+def _reference(seed: int) -> ReferenceSet:
+    scores, labels = _data(seed, 600, 0.3)
+    prepared = prepare(scores[labels >= 0], labels[labels >= 0], score_kind="probability")
+    sums = set_sums(
+        prepared.pos_sorted, prepared.neg_sorted, threshold=0.5, score_kind="probability"
+    )
+    return ReferenceSet(
+        ranking=prepared.ranking,
+        sums=sums,
+        evaluation=evaluate_ranked(
+            prepared.ranking, sums, threshold=0.5, pi0=(), score_kind="probability"
+        ),
+        label_shift=label_shift_reference(prepared.ranking),
+    )
+
+
+def test_a_window_against_its_reference_has_every_part_keyed_as_stored() -> None:
+    scores, labels = _data(1, 500, 0.25)
+    reference = _reference(2)
+    window = window_set(scores, labels, name="*", score_kind="probability")
+    evaluation = evaluate_window(window, reference, CONFIG)
+    assert evaluation.n + evaluation.unlabelled == scores.size
+    assert evaluation.unlabelled == int(np.count_nonzero(labels < 0))
+    ref_key = repr(float(reference.evaluation["prior"]))
+    assert list(evaluation.calibrated) == ["reference", "0.1", "0.3"]
+    assert list(evaluation.intervals["calibrated"]) == ["reference", "0.1", "0.3"]
+    assert evaluation.calibrated["reference"] is not None
+    assert ref_key not in evaluation.calibrated
+    assert evaluation.split is not None
+    assert evaluation.estimated is not None
+    assert evaluation.advice is not None
+    assert evaluation.advice["objective"] == CONFIG.objective
+    assert evaluation.reliability is not None
+    every = np.sort(scores, kind="stable")
+    prepared = window.prepared
+    assert evaluation.seed == segment_seed("*", (prepared.pos_sorted, prepared.neg_sorted, every))
+    again = evaluate_window(window, reference, CONFIG)
+    assert again.regular == evaluation.regular
+    assert again.split == evaluation.split
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        evaluation.seed = 0  # type: ignore[misc]
+
+
+def test_without_a_usable_reference_there_is_no_split_and_no_reference_calibration() -> None:
+    scores, labels = _data(3, 200, 0.3)
+    window = window_set(scores, labels, name="a", score_kind="score")
+    evaluation = evaluate_window(
+        window, None, dataclasses.replace(CONFIG, score_kind="score", objective=None)
+    )
+    assert evaluation.split is None
+    assert evaluation.estimated is None
+    assert evaluation.advice is None
+    assert evaluation.calibrated["reference"] is None
+    assert evaluation.reliability is None
