@@ -74,6 +74,18 @@ def pgbouncer_binary() -> str:
     return found
 
 
+def _exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie not yet reaped included, as PostgreSQL's
+    lock-file check sees it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _run(args: list[str], *, timeout: float = 120) -> None:
     done = subprocess.run(
         as_postgres(args), capture_output=True, text=True, timeout=timeout, check=False
@@ -121,11 +133,28 @@ class Server:
         return True
 
     def kill(self) -> None:
-        """SIGKILL the postmaster and every backend at once."""
+        """SIGKILL the postmaster and every backend at once; return once the postmaster is
+        gone (the launcher may exit first, and a data directory whose postmaster still exists
+        cannot be rewound)."""
         assert self.process is not None
+        postmaster = self._postmaster_pid()
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
         self.process = None
+        if postmaster is not None:
+            wait_for(
+                "the killed postmaster to be gone",
+                lambda: not _exists(postmaster),
+                timeout=10,
+                interval=0.05,
+            )
+
+    def _postmaster_pid(self) -> int | None:
+        """The postmaster's process id from its lock file, None without one."""
+        try:
+            return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
 
     def stop(self) -> None:
         """Stop at once if running (``immediate`` shutdown)."""
