@@ -34,9 +34,7 @@ from app.services.references import Pool, decode_scores, references_for
 from app.services.window_rows import load_rows
 from app.timeline import iso, window_length
 
-#: the decision's defaults (:class:`app.services.model_registry.DecisionConfig`): positives to pool,
-#: and how far back at most
-DEFAULT_MIN_POSITIVES: Final = DEFAULT_DECISION_POSITIVES
+#: how far back the decision pools by default (DecisionConfig's default span)
 DEFAULT_MAX_SPAN: Final = timedelta(seconds=duration_seconds(DEFAULT_DECISION_SPAN))
 
 
@@ -45,7 +43,7 @@ class DecisionSettings:
     """A model's ``decision`` setting: pool trailing windows until ``min_positives`` positives,
     over at most ``max_span`` (the window included)."""
 
-    min_positives: int = DEFAULT_MIN_POSITIVES
+    min_positives: int = DEFAULT_DECISION_POSITIVES
     max_span: timedelta = DEFAULT_MAX_SPAN
 
 
@@ -66,7 +64,7 @@ def settings_of(model: Model) -> DecisionSettings:
     stored: dict[str, Any] = model.decision or {}
     span = stored.get("max_span_seconds")
     return DecisionSettings(
-        min_positives=int(stored.get("min_positives", DEFAULT_MIN_POSITIVES)),
+        min_positives=int(stored.get("min_positives", DEFAULT_DECISION_POSITIVES)),
         max_span=DEFAULT_MAX_SPAN if span is None else timedelta(seconds=int(span)),
     )
 
