@@ -170,11 +170,6 @@ class Settings(BaseSettings):
         "seconds a prediction write may take to commit; rescanned for changes",
         zero=True,
     )
-    scheduler_pause_before_commit: float = _seconds(
-        0.0,
-        "testing hook: seconds each window's transaction waits before it commits",
-        zero=True,
-    )
 
     @field_validator("log_level", mode="before")
     @classmethod

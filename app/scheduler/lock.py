@@ -29,6 +29,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.clock import RepeatingTimer
+from app.db.backend import single_writer
 from app.db.models import SchedulerLeader
 
 logger = logging.getLogger(__name__)
@@ -202,7 +203,7 @@ class SoleLeader:
 
 def leader_lock(engine: Engine, *, instance: str) -> LeaderLock:
     """The lock that fits ``engine``'s database (``instance`` names the holder)."""
-    if engine.dialect.name == "postgresql":
+    if not single_writer(engine):
         return LeaseLeaderLock(engine, instance=instance)
     database = engine.url.database
     if not database or database == ":memory:" or database.startswith("file::memory:"):

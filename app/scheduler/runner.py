@@ -35,6 +35,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.clock import SYSTEM_CLOCK, Clock, RepeatingTimer
+from app.db.backend import single_writer
 from app.db.models import Model
 from app.db.session import create_db_engine, create_session_factory
 from app.db.sqlstate import aborted_for_concurrency, is_lock_timeout
@@ -90,11 +91,13 @@ class WindowScheduler:
         instance: str | None = None,
         lock: LeaderLock | None = None,
         after_tick: Callable[[TickReport], None] | None = None,
+        before_commit: Callable[[], None] | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self.clock = clock
         self.after_tick = after_tick
+        self.before_commit = before_commit
         self._own_engine = engine is None
         self.engine = engine if engine is not None else create_db_engine(settings)
         self.session_factory: sessionmaker[Session] = create_session_factory(self.engine)
@@ -109,7 +112,7 @@ class WindowScheduler:
         self._timer: RepeatingTimer | None = None
         self._last_retention = self.clock.monotonic() - RETENTION_EVERY + RETENTION_FIRST_AFTER
         #: every process computes (claiming windows) on PostgreSQL; on SQLite the leader alone
-        self._claims = self.engine.dialect.name == "postgresql"
+        self._claims = not single_writer(self.engine)
 
     def tick(self) -> TickReport:
         """One round: lead (scan) or not; compute due windows until none is left to claim;
@@ -221,7 +224,7 @@ class WindowScheduler:
         SQLite the scan reads in a session of its own, so the write lock is held only while
         it writes."""
         lock_model_for_scan(session, model=model)
-        if self.engine.dialect.name != "sqlite":
+        if not single_writer(self.engine):
             scan_model(
                 session, model=model, now=now, margin=self.margin, expired_before=expired_before
             )
@@ -257,10 +260,11 @@ class WindowScheduler:
                     instance=self.instance,
                     cache=self.cache,
                     margin=self.margin,
-                    pause_before_commit=self.settings.scheduler_pause_before_commit,
                     only_due=True,
                     clock=self.clock,
                 )
+                if self.before_commit is not None:
+                    self.before_commit()
                 session.commit()
         except Exception as exc:
             if isinstance(exc, WindowChangedError) or aborted_for_concurrency(exc):

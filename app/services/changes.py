@@ -16,17 +16,10 @@ from typing import Any, Final
 from sqlalchemy import Connection, bindparam, delete, func, select, text
 from sqlalchemy.orm import Session
 
+from app.db.backend import WINDOW_START_SQL, backend
 from app.db.models import Model, UTCDateTime, WindowChange
 from app.timeline import WINDOW_SECONDS, window_starts
 
-#: per dialect, SQL: the start of the window of ``:length`` seconds holding ``ts`` (at or
-#: after the epoch), as the table stores instants (``date_bin`` works in integer
-#: microseconds: a third of the CPU of ``extract(epoch …)``, which is ``numeric``)
-WINDOW_START: Final = {
-    "postgresql": "date_bin(make_interval(secs => :length), ts, TIMESTAMPTZ 'epoch')",
-    "sqlite": "strftime('%Y-%m-%d %H:%M:%S.000000',"
-    " CAST(strftime('%s', substr(ts, 1, 19)) AS INTEGER) / :length * :length, 'unixepoch')",
-}
 _RECORD = text(
     "INSERT INTO window_changes (model_id, changed_at, starts_at)"
     " VALUES (:model_id, :changed_at, :starts_at) ON CONFLICT DO NOTHING"
@@ -51,7 +44,7 @@ _RECORD_STAGED_SQL: Final = {
     (dialect, every): text(
         _RECORD_STAGED.format(start=start, stored="" if every else _STORED)
     ).bindparams(*(_TIMES if not every else _TIMES[:1]))
-    for dialect, start in WINDOW_START.items()
+    for dialect, start in WINDOW_START_SQL.items()
     for every in (True, False)
 }
 
@@ -94,7 +87,7 @@ def record_stored_predictions(
     }
     if not every:
         params.update(lo=lo, hi=hi)
-    connection.execute(_RECORD_STAGED_SQL[connection.dialect.name, every], params)
+    connection.execute(_RECORD_STAGED_SQL[backend(connection), every], params)
 
 
 def changed_windows(

@@ -20,6 +20,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db.backend import partitions_predictions
 from app.db.ingest_statements import (
     APPLY_PENDING,
     CONFLICTING_IDS,
@@ -152,7 +153,7 @@ def ingest_predictions(
         return PredictionsResult(new=0, duplicates=0, pending_labels_applied=0)
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now}
-    if connection.dialect.name == "postgresql":
+    if partitions_predictions(connection):
         return _ingest_partitioned(connection, params, rows, model=model)
     lock_model(connection, model.id, exclusive=False)
     load_stage(connection, prediction_stage, rows)
@@ -243,7 +244,7 @@ def ingest_labels(
         return LabelsResult(updated=0, unchanged=0, pending=[], pending_changed=0)
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now, "earliest": earliest}
-    partitioned = connection.dialect.name == "postgresql"
+    partitioned = partitions_predictions(connection)
     find_unknown = PG_UNKNOWN_LABEL_IDS if partitioned else UNKNOWN_LABEL_IDS
     load_stage(connection, label_stage, list(latest.items()))
     unknown = connection.execute(find_unknown, params).scalars().all()

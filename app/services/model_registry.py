@@ -31,6 +31,7 @@ from sqlalchemy import exists, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db.backend import has_advisory_locks
 from app.db.models import Model, Prediction
 from app.metrics import MIN_PI0, check_pi0
 from app.services.errors import ConflictError
@@ -484,7 +485,7 @@ def put_model(
     locked = select(Model).where(Model.name == name).with_for_update()
     model = session.scalars(locked).one_or_none()
     if model is None:
-        if session.get_bind().dialect.name == "postgresql":
+        if has_advisory_locks(session):
             session.execute(_LOCK_REGISTRY, {"cls": REGISTRY_LOCK_CLASS})
         if (session.scalar(select(func.count()).select_from(Model)) or 0) >= max_models:
             raise ConflictError(

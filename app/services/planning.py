@@ -22,11 +22,8 @@ from typing import Any, Final
 
 from sqlalchemy import (
     BigInteger,
-    Integer,
     and_,
     case,
-    cast,
-    extract,
     func,
     literal,
     or_,
@@ -36,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from app.db.backend import epoch_microseconds, window_start_seconds
 from app.db.models import (
     PENDING_WINDOW,
     Model,
@@ -59,30 +57,6 @@ def microseconds(moment: datetime) -> int:
     return (moment - EPOCH) // _MICROSECOND
 
 
-def window_epoch_seconds(session: Session, length: int) -> Any:
-    """SQL: the epoch second at which the window of length ``length`` holding ``ts`` starts."""
-    if session.get_bind().dialect.name == "postgresql":
-        return cast(func.floor(extract("epoch", Prediction.ts) / length) * length, BigInteger)
-    seconds = cast(func.strftime("%s", _whole_seconds(Prediction.ts)), Integer)
-    return seconds - ((seconds % length) + length) % length
-
-
-def _whole_seconds(column: Any) -> Any:
-    """SQLite: the instant's text cut to whole seconds ('YYYY-MM-DD HH:MM:SS'), because
-    ``strftime('%s')`` rounds fractions to the millisecond and would carry 23:59:59.9996 into
-    the next second (and window)."""
-    return func.substr(column, 1, 19)
-
-
-def _changed_microseconds(session: Session) -> Any:
-    """SQL: ``changed_at`` in exact microseconds since the epoch."""
-    if session.get_bind().dialect.name == "postgresql":
-        return cast(extract("epoch", Prediction.changed_at) * 1_000_000, BigInteger)
-    # SQLite keeps the instant as text 'YYYY-MM-DD HH:MM:SS.ffffff'.
-    whole = cast(func.strftime("%s", _whole_seconds(Prediction.changed_at)), Integer) * 1_000_000
-    return whole + cast(func.substr(Prediction.changed_at, 21, 6), Integer)
-
-
 @dataclass(frozen=True, slots=True)
 class Fingerprint:
     """Predictions of a window changed at or after an instant: how many, and the sum of their
@@ -96,7 +70,9 @@ def fingerprint_columns(session: Session, *, since: datetime) -> list[Any]:
     """SQL aggregates over predictions: the :class:`Fingerprint` parts (count, total) of the
     rows changed at or after ``since``, to add to a query over a window's rows."""
     recent = Prediction.changed_at >= since
-    offset = _changed_microseconds(session) - literal(microseconds(since), BigInteger)
+    offset = epoch_microseconds(session, Prediction.changed_at) - literal(
+        microseconds(since), BigInteger
+    )
     return [
         func.count().filter(recent),
         func.coalesce(func.sum(offset).filter(recent), 0),
@@ -145,7 +121,7 @@ def first_fingerprints(
     of hundreds of windows costs one), so the scan holds its transaction briefly."""
     step = timedelta(seconds=length)
     out = dict.fromkeys(starts, Fingerprint(count=0, total="0"))
-    bucket = window_epoch_seconds(session, length).label("bucket")
+    bucket = window_start_seconds(session, Prediction.ts, length).label("bucket")
     for first, last in _runs(sorted(starts), step):
         rows = session.execute(
             select(bucket, *fingerprint_columns(session, since=since))

@@ -24,6 +24,7 @@ from sqlalchemy import bindparam, delete, select, text, union
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.backend import partitions_predictions
 from app.db.models import (
     Model,
     UTCDateTime,
@@ -498,7 +499,7 @@ def run_retention(
     with session_factory() as session:
         ensure_partitions(session, now=now)
         session.commit()
-        partitioned = session.get_bind().dialect.name == "postgresql"
+        partitioned = partitions_predictions(session)
     cutoff = retention_cutoff(now=now, retention_days=retention_days)
     if cutoff is None:
         return RetentionResult(cutoff=None, predictions=0, pending_labels=0)

@@ -15,7 +15,6 @@ from the evaluation (:func:`app.services.window_record.segment_record`), the poo
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +24,7 @@ from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.clock import SYSTEM_CLOCK, Clock
+from app.db.backend import single_writer
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from app.names import ALL_SEGMENTS
@@ -418,6 +418,122 @@ def _mark_computed(
     session.flush()
 
 
+@dataclass(frozen=True, slots=True)
+class _Claimed:
+    """A claimed window: the model's configuration and the window's state read under the
+    claim, the version being computed and the window's end."""
+
+    model: Model
+    state: WindowState
+    version: int
+    end: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What a window's evaluation reads, in the claim's snapshot."""
+
+    rows: WindowRows
+    segments: dict[int, str]
+    references: dict[str, Reference | None]
+    trailing: dict[str, TrailingPool | None]
+    overflow: dict[str, int]
+    band: Fingerprint
+
+
+def _claim_window(
+    session: Session, *, model: Model, start: datetime, now: datetime, instance: str, only_due: bool
+) -> _Claimed | None:
+    """Step 1: the claim (:func:`_claim`), with the version it computes and the window's end."""
+    claimed = _claim(
+        session, model=model, start=start, now=now, instance=instance, only_due=only_due
+    )
+    if claimed is None:
+        return None
+    current, state = claimed
+    return _Claimed(current, state, state.version, start + window_length(current.window))
+
+
+def _read_window(
+    session: Session,
+    *,
+    claimed: _Claimed,
+    start: datetime,
+    now: datetime,
+    margin: timedelta,
+    cache: ReferenceCache,
+) -> _Inputs:
+    """Step 2: the window's rows, segments, references, what each segment's decision pools and
+    its overflow, read in the claim's snapshot; then, where one writer at a time may write,
+    the reads are committed, so the write lock is not held while the window is evaluated
+    (what commits meanwhile is a change after the checkpoint, found by the next scan)."""
+    model = claimed.model
+    segments, references, rows = _load_window(
+        session,
+        model=model,
+        start=start,
+        end=claimed.end,
+        now=now,
+        band_since=now - margin,
+        cache=cache,
+    )
+    assert rows.band is not None
+    inputs = _Inputs(
+        rows=rows,
+        segments=segments,
+        references=references,
+        trailing=_trailing_pools(
+            session, model=model, start=start, rows=rows, segments=segments, cache=cache
+        ),
+        overflow=_overflow(session, model=model, start=start, rows=rows),
+        band=rows.band,
+    )
+    if single_writer(session):
+        session.commit()
+    return inputs
+
+
+def _write_window(
+    session: Session,
+    *,
+    claimed: _Claimed,
+    start: datetime,
+    now: datetime,
+    instance: str,
+    overflow: dict[str, int],
+    band: Fingerprint,
+    predictions: int,
+    outputs: list[_SegmentOutput],
+) -> ComputedWindow:
+    """Step 4: confirm that the configuration and the version are still current, replace the
+    window's records and sorted scores, and mark the version computed."""
+    model, state, version = claimed.model, claimed.state, claimed.version
+    _confirm_current(session, model=model, state=state, version=version)
+    overflow_added = overflow["predictions"] and max(
+        0, overflow["predictions"] - _stored_overflow(session, model=model, start=start)
+    )
+    _replace_results(
+        session,
+        model=model,
+        start=start,
+        end=claimed.end,
+        version=version,
+        instance=instance,
+        outputs=outputs,
+    )
+    _mark_computed(session, state=state, version=version, now=now, band=band)
+    return ComputedWindow(
+        start=start,
+        end=claimed.end,
+        version=version,
+        predictions=predictions,
+        segments=[output.name for output in outputs],
+        overflow_segments=overflow["segments"],
+        overflow_predictions=overflow["predictions"],
+        overflow_added=overflow_added,
+    )
+
+
 def compute_window(
     session: Session,
     *,
@@ -427,85 +543,55 @@ def compute_window(
     instance: str,
     cache: ReferenceCache,
     margin: timedelta,
-    pause_before_commit: float = 0.0,
     only_due: bool = False,
     clock: Clock = SYSTEM_CLOCK,
 ) -> ComputedWindow | None:
     """Compute every segment of the window of ``model`` that starts at ``start`` and store the
-    results; the session's transaction must not have begun, and the caller commits the
-    writes (SQLite: the reads were committed before the evaluation).
+    results, in four steps: claim, read, evaluate, write. The session's transaction must not
+    have begun, and the caller commits the writes (SQLite: the reads were committed before the
+    evaluation).
 
     ``now`` is taken before the transaction begins; it becomes the window's checkpoint.
     Returns None when the window has no state or another scheduler is computing it. Raises
     :class:`WindowChangedError` (storing nothing) when the model's configuration or the
     window's version changed while it was computed: what is stored was always computed with
-    the configuration current at commit.
-    ``pause_before_commit`` (a testing hook) sleeps after everything is written. Each
-    record's ``computed_at`` is read from ``clock`` when its segment is evaluated.
+    the configuration current at commit. Each record's ``computed_at`` is read from ``clock``
+    when its segment is evaluated.
 
     ``only_due`` (the scheduler's claims): return None, computing nothing, unless the window
     is still due in the transaction's snapshot (another scheduler may have computed it since
     it was planned) and, for a trailing reference, no older window of the model is due (it
     must be computed first, being part of this window's reference).
     """
-    claimed = _claim(
+    claimed = _claim_window(
         session, model=model, start=start, now=now, instance=instance, only_due=only_due
     )
     if claimed is None:
         return None
-    model, state = claimed
-    version = state.version
-    end = start + window_length(model.window)
-    segments, references, rows = _load_window(
-        session, model=model, start=start, end=end, now=now, band_since=now - margin, cache=cache
+    inputs = _read_window(
+        session, claimed=claimed, start=start, now=now, margin=margin, cache=cache
     )
-    band = rows.band
-    assert band is not None
-    overflow = _overflow(session, model=model, start=start, rows=rows)
-    trailing = _trailing_pools(
-        session, model=model, start=start, rows=rows, segments=segments, cache=cache
-    )
-    if session.get_bind().dialect.name == "sqlite":
-        # SQLite has one writer at a time: do not hold the write lock while evaluating. What
-        # commits meanwhile is a change after the checkpoint, found by the next scan.
-        session.commit()
     outputs = _evaluate_segments(
-        model=model,
+        model=claimed.model,
         start=start,
-        end=end,
-        rows=rows,
-        segments=segments,
-        references=references,
-        overflow=overflow,
-        trailing=trailing,
+        end=claimed.end,
+        rows=inputs.rows,
+        segments=inputs.segments,
+        references=inputs.references,
+        overflow=inputs.overflow,
+        trailing=inputs.trailing,
         clock=clock,
     )
-    del trailing
-    predictions = int(rows.scores.size)
-    del rows
-    _confirm_current(session, model=model, state=state, version=version)
-    overflow_added = overflow["predictions"] and max(
-        0, overflow["predictions"] - _stored_overflow(session, model=model, start=start)
-    )
-    _replace_results(
+    overflow, band, predictions = inputs.overflow, inputs.band, int(inputs.rows.scores.size)
+    del inputs
+    return _write_window(
         session,
-        model=model,
+        claimed=claimed,
         start=start,
-        end=end,
-        version=version,
+        now=now,
         instance=instance,
-        outputs=outputs,
-    )
-    _mark_computed(session, state=state, version=version, now=now, band=band)
-    if pause_before_commit:
-        time.sleep(pause_before_commit)
-    return ComputedWindow(
-        start=start,
-        end=end,
-        version=version,
+        overflow=overflow,
+        band=band,
         predictions=predictions,
-        segments=[output.name for output in outputs],
-        overflow_segments=overflow["segments"],
-        overflow_predictions=overflow["predictions"],
-        overflow_added=overflow_added,
+        outputs=outputs,
     )

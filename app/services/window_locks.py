@@ -12,6 +12,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from app.db.backend import has_advisory_locks
 from app.db.models import Model
 from app.timeline import EPOCH
 
@@ -47,7 +48,7 @@ def begin_window(session: Session, *, model: Model, start: datetime, instance: s
     twice. While the transaction lasts its ``application_name`` names the scheduler instance
     (``pg_stat_activity`` shows who computes what).
     """
-    if session.get_bind().dialect.name != "postgresql":
+    if not has_advisory_locks(session):
         session.connection()
         return True
     session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
@@ -81,7 +82,7 @@ def lock_model_for_scan(session: Session, *, model: Model) -> None:
     model being computed commit first, and none starts until the session's transaction ends.
     A scan then never races a computation of the same model (it would compare a window's
     fingerprint with a checkpoint being replaced)."""
-    if session.get_bind().dialect.name != "postgresql":
+    if not has_advisory_locks(session):
         return
     session.execute(
         text("SELECT pg_advisory_xact_lock(:cls, :obj)"),

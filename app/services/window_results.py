@@ -11,12 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from sqlalchemy import and_, or_, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from app.db.backend import bytewise, insert_ignoring_duplicates, window_start_seconds
 from app.db.models import Model, Prediction, WindowResult, WindowState
-from app.services.planning import request_windows, window_epoch_seconds
+from app.services.planning import request_windows
 from app.timeline import EPOCH, window_length, window_start
 
 #: the most windows a recompute request may cover (:func:`request_recompute`)
@@ -62,9 +61,7 @@ def list_window_results(
 ) -> Page:
     """Stored records of ``model``'s windows overlapping ``[start, end)``, oldest first and,
     within a window, segment ``*`` first then by name; at most ``limit`` after ``after``."""
-    segment_order: Any = WindowResult.segment
-    if session.get_bind().dialect.name == "postgresql":
-        segment_order = WindowResult.segment.collate("C")
+    segment_order = bytewise(session, WindowResult.segment)
     query = select(WindowResult.starts_at, WindowResult.segment, WindowResult.record).where(
         WindowResult.model_id == model.id
     )
@@ -149,7 +146,7 @@ def request_recompute(
     if not starts:
         return []
     seconds = int(length.total_seconds())
-    bucket = window_epoch_seconds(session, seconds)
+    bucket = window_start_seconds(session, Prediction.ts, seconds)
     holding = {
         EPOCH + timedelta(seconds=int(epoch_seconds))
         for epoch_seconds in session.scalars(
@@ -181,11 +178,8 @@ def request_recompute(
             )
             for window in fresh
         ]
-        dialect_insert = (
-            pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-        )
         session.execute(
-            dialect_insert(WindowState).on_conflict_do_nothing(),
+            insert_ignoring_duplicates(session, WindowState),
             [{column.key: getattr(state, column.key) for column in columns} for state in states],
         )
     request_windows(session, model_id=model.id, starts=chosen, now=now)

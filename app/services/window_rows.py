@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.arrays import FloatArray
+from app.db.backend import sends_binary_arrays
 from app.db.models import Model, ModelSegment, Prediction
 from app.services.planning import Fingerprint, fingerprint, fingerprint_columns
 
@@ -112,7 +113,7 @@ def load_rows(
     same statement (PostgreSQL) or the same transaction.
     """
     selection = _selection(session, model=model, start=start, end=end, label=label)
-    if session.get_bind().dialect.name == "postgresql":
+    if sends_binary_arrays(session):
         return _read_sent(session, selection=selection, band_since=band_since)
     return _read_tuples(
         session, selection=selection, model=model, start=start, end=end, band_since=band_since

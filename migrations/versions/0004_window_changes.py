@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from alembic import op
 
+from app.db.backend import WINDOW_START_SQL, backend
 from app.db.models import UTCDateTime
-from app.services.changes import WINDOW_START
 from app.timeline import WINDOW_SECONDS
 
 revision: str = "0004"
@@ -45,7 +45,7 @@ _BACK_FILL = (
 
 
 def _back_fill(connection: sa.Connection) -> None:
-    statement = sa.text(_BACK_FILL.format(start=WINDOW_START[connection.dialect.name])).bindparams(
+    statement = sa.text(_BACK_FILL.format(start=WINDOW_START_SQL[backend(connection)])).bindparams(
         sa.bindparam("since", type_=UTCDateTime())
     )
     for model_id, window, scanned_at in connection.execute(_MODELS).all():

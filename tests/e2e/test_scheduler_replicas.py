@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import paused_scheduler
 from tests.e2e.stack import (
     API,
     MIGRATE,
@@ -38,7 +39,7 @@ from tests.e2e.stack import (
     running_prometheus,
 )
 from tests.e2e.test_prometheus_alerts import _api, _prometheus_binary, _wait
-from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from tests.e2e.test_serve_quickstart import wait_until_up
 from tests.support import free_port
 
 pytestmark = pytest.mark.slow
@@ -105,7 +106,7 @@ def test_three_scheduler_replicas_share_the_work_under_prometheus(
         },
     )
     # Each window's transaction lasts at least 0.3 s, so the replicas overlap.
-    env = {**stack.environment(SCHEDULER), "CALMON_SCHEDULER_PAUSE_BEFORE_COMMIT": "0.3"}
+    env = {**stack.environment(SCHEDULER), "PYTHONPATH": paused_scheduler.ROOT}
     with ExitStack() as processes:
         api = processes.enter_context(stack.start(API))
         replicas: list[subprocess.Popen[bytes]] = []
@@ -114,7 +115,7 @@ def test_three_scheduler_replicas_share_the_work_under_prometheus(
             replicas.append(
                 processes.enter_context(
                     running(
-                        [*calmon_command(), *SCHEDULER.command(placement)],
+                        paused_scheduler.command(0.3, *SCHEDULER.command(placement)[1:]),
                         env=env,
                         log=tmp_path / f"scheduler-{i}.log",
                     )

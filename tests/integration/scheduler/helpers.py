@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -217,11 +217,17 @@ class Env:
     session_factory: sessionmaker[Session]
     schedulers: list[WindowScheduler] = field(default_factory=list)
 
-    def scheduler(self, **overrides: Any) -> WindowScheduler:
-        """A scheduler on the database (shut down at the end of the test)."""
+    def scheduler(
+        self, *, before_commit: Callable[[], None] | None = None, **overrides: Any
+    ) -> WindowScheduler:
+        """A scheduler on the database (shut down at the end of the test); ``before_commit``
+        runs in each window's transaction after everything is written."""
         settings = self.settings.model_copy(update=overrides) if overrides else self.settings
         scheduler = WindowScheduler(
-            settings, instance=f"test-{len(self.schedulers)}", clock=scheduler_clock()
+            settings,
+            instance=f"test-{len(self.schedulers)}",
+            clock=scheduler_clock(),
+            before_commit=before_commit,
         )
         self.schedulers.append(scheduler)
         return scheduler

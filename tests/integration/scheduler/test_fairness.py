@@ -34,7 +34,7 @@ def test_a_fresh_window_is_computed_within_a_few_windows_of_a_long_backfill(env:
     )
     big, fresh = env.model_id("big"), env.model_id("fresh")
     # Each window's transaction lasts at least 50 ms; plans are made again every 0.2 s.
-    scheduler = env.scheduler(scheduler_pause_before_commit=0.05)
+    scheduler = env.scheduler(before_commit=lambda: time.sleep(0.05))
     scheduler.start()
     deadline = time.monotonic() + 60
     while len(env.results(big)) < 10:

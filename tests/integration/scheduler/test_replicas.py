@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections import Counter
@@ -26,6 +25,7 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
+from tests import paused_scheduler
 from tests.integration.scheduler.helpers import Batch, floor, iso, make_batch, send, send_labels
 from tests.support import free_port, wait_for
 
@@ -120,21 +120,14 @@ def start_scheduler(database: str, tmp_path: Path) -> Iterator[Callable[..., Sch
             "CALMON_DATABASE_URL": database,
             "CALMON_SCHEDULER_INTERVAL": "0.3",
             "CALMON_SCHEDULER_SCAN_MARGIN": "5",
-            "CALMON_SCHEDULER_PAUSE_BEFORE_COMMIT": str(pause),
+            "PYTHONPATH": paused_scheduler.ROOT,
             "CALMON_RETENTION_DAYS": "0",
         }
         with log.open("wb") as handle:
             process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "app.cli",
-                    "scheduler",
-                    "--metrics-host",
-                    "127.0.0.1",
-                    "--metrics-port",
-                    str(port),
-                ],
+                paused_scheduler.command(
+                    pause, "--metrics-host", "127.0.0.1", "--metrics-port", str(port)
+                ),
                 env=env,
                 stdout=handle,
                 stderr=subprocess.STDOUT,

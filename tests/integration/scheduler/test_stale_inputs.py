@@ -113,7 +113,7 @@ def test_a_reconfiguration_during_a_backfill_reaches_every_window(env: Env) -> N
     windows = 8
     batch = _load(env, "fixed", windows, reference=FIXED_2020)
     starts = [recent(k) for k in range(windows, 0, -1)]
-    scheduler = env.scheduler(scheduler_interval=600.0, scheduler_pause_before_commit=1.0)
+    scheduler = env.scheduler(scheduler_interval=600.0, before_commit=lambda: time.sleep(1.0))
     ticking = threading.Thread(target=scheduler.tick)
     ticking.start()
     model_id = env.model_id("fixed")
@@ -126,9 +126,7 @@ def test_a_reconfiguration_during_a_backfill_reaches_every_window(env: Env) -> N
     assert len(env.results(model_id)) < windows
     ticking.join(timeout=120)
     assert not ticking.is_alive()
-    scheduler.settings = scheduler.settings.model_copy(
-        update={"scheduler_pause_before_commit": 0.0}
-    )
+    scheduler.before_commit = None
     for _ in range(10):
         if scheduler.tick().due == 0:
             break
