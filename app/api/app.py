@@ -129,6 +129,7 @@ def create_app(
         app.include_router(router)
     app.include_router(docs_router)
     app.include_router(ui.router)
+    app.add_exception_handler(ui.LoginRequiredError, ui.login_required)
     app.mount("/ui/static", ui.static_files(), name="ui-static")
     app.add_middleware(
         RequestContextMiddleware,

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response, Security
 from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.security import SecurityScopes
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -103,17 +104,18 @@ def _read_token_keys(tokens: list[tuple[bytes, frozenset[str]]]) -> list[str]:
     return [token_key(token) for token, scopes in tokens if "read" in granted_scopes(scopes)]
 
 
-def has_read_access(request: Request, session: Session) -> bool:
-    """Whether the request may see the pages: no token configured, a token with the ``read``
-    scope in the bearer header, or the cookie of a live web session whose token still has it."""
+def has_access(request: Request, session: Session, *, scope: str) -> bool:
+    """Whether the request holds ``scope``: no token configured, a token with it in the
+    bearer header, or the cookie of a live web session (``read`` only) whose token still
+    has it."""
     tokens: list[tuple[bytes, frozenset[str]]] = request.app.state.tokens
     if not tokens:
         return True
     presented = bearer_credential(request)
     if presented:
-        return "read" in matched_token(tokens, presented)[1]
+        return scope in matched_token(tokens, presented)[1]
     session_id = request.cookies.get(COOKIE, "")
-    if not session_id:
+    if not session_id or scope not in SESSION_SCOPES:
         return False
     scopes = session_scopes(
         session,
@@ -121,13 +123,28 @@ def has_read_access(request: Request, session: Session) -> bool:
         now=get_clock(request).now(),
         token_keys=_read_token_keys(tokens),
     )
-    return "read" in scopes
+    return scope in scopes
 
 
-def _login_required(request: Request, session: Session) -> HTMLResponse | None:
-    """The 401 login form when the request may not see the page, else None."""
-    if has_read_access(request, session):
-        return None
+class LoginRequiredError(Exception):
+    """The request may not see the page: it is answered with the login form (401)."""
+
+
+def page_access(request: Request, security_scopes: SecurityScopes, session: ReadSessionDep) -> None:
+    """Let a page through only for a request holding the scope of its route (the one scope of
+    ``Security(page_access, scopes=[...])``, the API's scopes), by bearer token or web
+    session; otherwise raise :class:`LoginRequiredError`. Like the API's
+    :func:`~app.api.deps.authorize`, it runs before the query is validated."""
+    (scope,) = security_scopes.scopes
+    if not has_access(request, session, scope=scope):
+        raise LoginRequiredError
+
+
+PageReadScope = Security(page_access, scopes=["read"])
+
+
+def login_required(request: Request, _exc: Exception) -> Response:
+    """The 401 login form, leading back to the page asked for."""
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     error = "your session has ended: log in again" if COOKIE in request.cookies else None
     return _html(login_page(error=error, next_path=_safe_next(target)), 401)
@@ -163,11 +180,9 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
     return out
 
 
-@router.get("/ui", response_class=HTMLResponse)
+@router.get("/ui", response_class=HTMLResponse, dependencies=[PageReadScope])
 def ui_index(request: Request, session: ReadSessionDep) -> Response:
     """Every model with its latest window and alert-worthy state."""
-    if (denied := _login_required(request, session)) is not None:
-        return denied
     now = get_clock(request).now()
     latest = _latest_by_model(session)
     summaries = []
@@ -186,7 +201,7 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
     return _html(index_page(summaries, logout=bool(request.app.state.tokens)))
 
 
-@router.get("/ui/models/{model}", response_class=HTMLResponse)
+@router.get("/ui/models/{model}", response_class=HTMLResponse, dependencies=[PageReadScope])
 def ui_model(
     request: Request,
     session: ReadSessionDep,
@@ -198,8 +213,6 @@ def ui_model(
 ) -> Response:
     """Charts over the latest ``last`` windows of one segment, the reliability diagram of
     ``window`` (a window start; default the latest) and the verdict per window."""
-    if (denied := _login_required(request, session)) is not None:
-        return denied
     stored = get_model(session, name=model)
     if stored is None:
         return _html(not_found_page(model), 404)

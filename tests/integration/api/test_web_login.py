@@ -228,3 +228,24 @@ def test_a_session_never_outlives_its_token(make_client: ClientFactory) -> None:
     assert opens_ui(make_client(api_tokens=TOKENS), value) == 200
     assert opens_ui(make_client(api_tokens=f"{ADMIN}:admin"), value) == 401
     assert opens_ui(make_client(api_tokens=f"{READ}:write"), value) == 401
+
+
+def test_pages_check_the_read_scope_first_as_the_api_does(make_client: ClientFactory) -> None:
+    """Pages and API routes share the scopes and their order: without the ``read`` scope a
+    request learns nothing, not even that its query is invalid (API: 401 or 403 before 422;
+    pages: the login form), and a token with the scope gets the query's error."""
+    client = make_client(api_tokens=TOKENS)
+    bad_page = "/ui/models/absent?last=0"
+    bad_api = "/v1/models/absent/windows?limit=0"
+    for headers, api_status in (({}, 401), ({"Authorization": f"Bearer {WRITE}"}, 403)):
+        page = client.get(bad_page, headers=headers)
+        assert page.status_code == 401
+        assert 'name="token"' in page.text
+        assert client.get(bad_api, headers=headers).status_code == api_status
+    reader = {"Authorization": f"Bearer {READ}"}
+    assert client.get(bad_page, headers=reader).status_code == 422
+    assert client.get(bad_api, headers=reader).status_code == 422
+    session = session_cookie(login(client, ADMIN))
+    client.cookies.clear()
+    page = client.get(bad_page, headers={"Cookie": f"{COOKIE}={session}"})
+    assert page.status_code == 422
