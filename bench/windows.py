@@ -202,7 +202,7 @@ def _label_free_share(
             wholes.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             estimate_window(
-                reference.label_shift,
+                reference.data.label_shift,
                 all_sorted(prepared, scores[~labelled]),
                 threshold=model.threshold,
                 pi0=pi0,
@@ -231,7 +231,7 @@ def _advice_share(
     prepared = prepare(scores, labels, score_kind=model.score_kind)
     n_pos = int(prepared.pos_sorted.size)
     result = {"n": int(scores.size), "n_pos": n_pos, "prior": n_pos / scores.size}
-    assert reference.label_shift is not None
+    assert reference.data.label_shift is not None
     wholes: list[float] = []
     alones: list[float] = []
     for _ in range(2):
@@ -255,10 +255,12 @@ def _advice_share(
             prepared=prepared,
             result=result,
             unlabelled=0,
-            reference=reference.ranking,
+            reference=reference.data.ranking,
             estimated=None,
         )
-        calibration_map(reference.label_shift, prior=result["prior"], score_kind=model.score_kind)
+        calibration_map(
+            reference.data.label_shift, prior=result["prior"], score_kind=model.score_kind
+        )
         alones.append(time.perf_counter() - t0)
         assert advice is not None
         assert advice["threshold"] is not None

@@ -66,7 +66,7 @@ def calibration_of(
         cache=cache,
     )
     reference = references.get(segment)
-    levels = None if reference is None else reference.label_shift
+    levels = None if reference is None else reference.data.label_shift
     if levels is None:
         _unavailable("the reference has no labelled rows of both classes")
     small = too_small(levels)

@@ -220,9 +220,11 @@ def window_decision(
             n=prepared.ranking.n_pos + prepared.ranking.n_neg,
             n_pos=prepared.ranking.n_pos,
             reference_n=0 if usable is None else usable.n,
-            reference_n_pos=0 if usable is None else usable.ranking.n_pos,
+            reference_n_pos=0 if usable is None else usable.data.ranking.n_pos,
             parts=None if split is None else split.get(DECISION_METRIC),
-            shift=None if usable is None else positives_shift(prepared.ranking, usable.ranking),
+            shift=None
+            if usable is None
+            else positives_shift(prepared.ranking, usable.data.ranking),
         )
         return {"windows": 1, "start": iso(start), **decision}
     pool_reference = trailing.reference if model.reference_kind == "trailing" else reference
@@ -237,8 +239,8 @@ def window_decision(
     decision = decide(
         pool.ranking(),
         pool.sums,
-        None if usable is None else usable.ranking,
-        None if usable is None else usable.sums,
+        None if usable is None else usable.data.ranking,
+        None if usable is None else usable.data.sums,
         threshold=model.threshold,
         score_kind=model.score_kind,
         seed=seed,

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from app.metrics import LabelShiftReference, Ranking, SetSums
 from app.metrics.window_evaluation import ReferenceSet
 from app.timeline import iso
 
@@ -20,54 +19,40 @@ CACHE_ENTRIES: Final = 256
 
 @dataclass(frozen=True, slots=True)
 class Reference:
-    """The reference set of one segment, pooled.
+    """The reference set of one segment, pooled, and where it comes from.
 
     Attributes:
         kind: ``trailing`` or ``fixed``.
         start, end: the period it covers (trailing: from the first pooled window's start to
             the last one's end).
         windows: how many windows were pooled (trailing), else None.
-        ranking, sums: the pooled set, for the split and its intervals.
-        evaluation: its regular metrics (:func:`app.metrics.evaluation.evaluate_ranked`).
-        label_shift: its isotonic levels for the label-free estimates of a window
-            (:func:`app.metrics.label_free.label_shift_reference`), None without both classes.
+        data: the pooled set as the metric engine reads it (ranking, sums, regular metrics
+            and label-shift levels).
     """
 
     kind: str
     start: datetime
     end: datetime
     windows: int | None
-    ranking: Ranking
-    sums: SetSums
-    evaluation: dict[str, Any]
-    label_shift: LabelShiftReference | None = None
+    data: ReferenceSet
 
     @property
     def n(self) -> int:
         """Labelled predictions in the reference set."""
-        return self.ranking.n_pos + self.ranking.n_neg
-
-    @property
-    def data(self) -> ReferenceSet:
-        """The pooled set as the metric engine reads it."""
-        return ReferenceSet(
-            ranking=self.ranking,
-            sums=self.sums,
-            evaluation=self.evaluation,
-            label_shift=self.label_shift,
-        )
+        return self.data.n
 
     def summary(self) -> dict[str, Any]:
         """The ``reference`` part of a window record."""
+        evaluation = self.data.evaluation
         return {
             "kind": self.kind,
             "start": iso(self.start),
             "end": iso(self.end),
             "windows": self.windows,
             "n": self.n,
-            "n_pos": self.ranking.n_pos,
-            "prior": self.evaluation["prior"],
-            "regular": self.evaluation["regular"],
+            "n_pos": self.data.ranking.n_pos,
+            "prior": evaluation["prior"],
+            "regular": evaluation["regular"],
         }
 
 

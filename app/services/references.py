@@ -26,6 +26,7 @@ from app.metrics import (
     label_shift_reference,
     set_sums,
 )
+from app.metrics.window_evaluation import ReferenceSet
 from app.names import ALL_SEGMENTS
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.window_rows import WindowRows, load_rows
@@ -86,10 +87,12 @@ def _finish(
         start=start,
         end=end,
         windows=windows,
-        ranking=ranking,
-        sums=pool.sums,
-        evaluation=evaluation,
-        label_shift=label_shift_reference(ranking),
+        data=ReferenceSet(
+            ranking=ranking,
+            sums=pool.sums,
+            evaluation=evaluation,
+            label_shift=label_shift_reference(ranking),
+        ),
     )
 
 

@@ -28,6 +28,7 @@ from app.exporter.snapshot import LatestWindow, build_snapshot
 from app.metrics.evaluation import evaluate_ranked, set_sums
 from app.metrics.label_free import label_shift_reference
 from app.metrics.prepared import prepare
+from app.metrics.window_evaluation import ReferenceSet
 from app.services.reference_cache import Reference
 from app.services.window_compute import evaluate_segment
 from tests.integration.deploy.promql import selectors
@@ -74,10 +75,12 @@ def _reference(scores: np.ndarray[Any, Any], labels: np.ndarray[Any, Any]) -> Re
         start=REFERENCE_START,
         end=REFERENCE_START + HOUR,
         windows=None,
-        ranking=prepared.ranking,
-        sums=sums,
-        evaluation=evaluation,
-        label_shift=label_shift_reference(prepared.ranking),
+        data=ReferenceSet(
+            ranking=prepared.ranking,
+            sums=sums,
+            evaluation=evaluation,
+            label_shift=label_shift_reference(prepared.ranking),
+        ),
     )
 
 
