@@ -27,6 +27,7 @@ from app.names import ALL_SEGMENTS
 from app.services.model_registry import (
     DEFAULT_DECISION_POSITIVES,
     DEFAULT_DECISION_SPAN,
+    decision_of,
     duration_seconds,
 )
 from app.services.reference_cache import Reference, ReferenceCache
@@ -60,12 +61,12 @@ class TrailingPool:
 
 
 def settings_of(model: Model) -> DecisionSettings:
-    """The model's decision setting, defaults filled in."""
-    stored: dict[str, Any] = model.decision or {}
-    span = stored.get("max_span_seconds")
+    """The model's decision setting, defaults filled in (read as the API shows it,
+    :func:`~app.services.model_registry.decision_of`)."""
+    config = decision_of(model.decision)
     return DecisionSettings(
-        min_positives=int(stored.get("min_positives", DEFAULT_DECISION_POSITIVES)),
-        max_span=DEFAULT_MAX_SPAN if span is None else timedelta(seconds=int(span)),
+        min_positives=config.min_positives,
+        max_span=timedelta(seconds=duration_seconds(config.max_span)),
     )
 
 
