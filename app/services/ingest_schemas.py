@@ -242,3 +242,11 @@ def prediction_rows(
 ) -> list[PredictionRow]:
     """The stored form of validated request items."""
     return [(p["id"], p["timestamp"], p["score"], p.get("label"), p.get("segment")) for p in items]
+
+
+def predictions_schema(
+    score_kind: str,
+) -> EventSchema[PredictionBatch] | EventSchema[ProbabilityPredictionBatch]:
+    """The schema of a prediction batch for a model whose scores are ``score_kind``
+    (probabilities must lie in [0, 1]; scores may be any finite number)."""
+    return PROBABILITY_PREDICTIONS if score_kind == "probability" else PREDICTIONS

@@ -37,10 +37,9 @@ from app.services.ingest import (
 from app.services.ingest_schemas import (
     LABEL_BATCH,
     PREDICTION_BATCH,
-    PREDICTIONS,
-    PROBABILITY_PREDICTIONS,
     earliest_timestamp,
     prediction_rows,
+    predictions_schema,
 )
 
 router = APIRouter(prefix="/v1/models", tags=["ingestion"])
@@ -68,8 +67,9 @@ def send_predictions(
 
     def work() -> PredictionsResult:
         stored = existing_model(session, model, share_lock=True)
-        schema = PROBABILITY_PREDICTIONS if stored.score_kind == "probability" else PREDICTIONS
-        validate = schema.at(now, retention_days=settings.retention_days)
+        validate = predictions_schema(stored.score_kind).at(
+            now, retention_days=settings.retention_days
+        )
         rows = prediction_rows(parse_json(validate, body)["predictions"])
         return ingest_predictions(session, model=stored, rows=rows, now=now)
 
