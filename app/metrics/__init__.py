@@ -8,17 +8,19 @@
   (:func:`app.metrics.split.split_intervals`).
 - :func:`curve_metrics`, :func:`threshold_metrics`: the batched cores (any leading shape),
   shared by point estimates and the bootstrap.
-- :func:`rank`, :class:`Ranking`: the one sort every curve metric comes from.
+- :func:`rank`, :class:`Ranking`: the one sort every curve metric comes from; :class:`Pool`:
+  a pooled set built from sorted parts.
 
 The service imports the engine through this package (the names below: what it needs to build
 and cache reference sets and to check a configuration) and through its entry modules
-(``window_evaluation``, ``decision``, ``advice``, ``recalibration``) only.
+(``window_evaluation``, its pooled decision included; ``advice``; ``recalibration``) only.
 """
 
 from app.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
 from app.metrics.curves import CurveValues, curve_metrics
 from app.metrics.evaluation import SetSums, evaluate, evaluate_ranked, set_sums
 from app.metrics.label_free import LabelShiftReference, label_shift_reference
+from app.metrics.pool import Pool
 from app.metrics.prepared import MIN_PI0, PreparedSet, check_pi0
 from app.metrics.ranking import Ranking, RankingAccumulator, rank
 from app.metrics.split import SPLIT_METRICS, drift_split, split_from_arrays
@@ -31,6 +33,7 @@ __all__ = [
     "SPLIT_METRICS",
     "CurveValues",
     "LabelShiftReference",
+    "Pool",
     "PreparedSet",
     "Ranking",
     "RankingAccumulator",

@@ -4,7 +4,8 @@ record is built from (:class:`WindowEvaluation`).
 
 The window's regular metrics, its calibrated ones at the configured π0 and at the reference's
 prior, their 95% intervals, the drift split against the reference, the label-free estimate and
-the advice; the bootstrap seeds are drawn from the window's data (:func:`segment_seed`). What
+the advice, and the pooled decision with the trailing windows it pools (:class:`TrailingSet`);
+the bootstrap seeds are drawn from the window's data (:func:`segment_seed`). What
 each part means: ``docs/metrics.md``; the record's fields: ``docs/scheduler.md`` ("The
 record").
 """
@@ -21,9 +22,11 @@ import numpy.typing as npt
 
 from app.arrays import FloatArray
 from app.metrics.advice import window_advice
+from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
 from app.metrics.evaluation import SetSums, evaluate_prepared, evaluate_ranked
 from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
 from app.metrics.label_free import LabelShiftReference, estimate_window
+from app.metrics.pool import Pool
 from app.metrics.prepared import PreparedSet, pi0_key, prepare
 from app.metrics.ranking import Ranking
 from app.metrics.resampling import cut_prepared, cut_with_fp
@@ -100,6 +103,22 @@ def window_set(
 
 
 @dataclass(frozen=True, slots=True)
+class TrailingSet:
+    """The trailing windows a window's decision pools besides it.
+
+    Attributes:
+        positives, negatives: each trailing window's sorted positives and negatives.
+        reference: the set the pooled one is compared with (for a trailing reference, the
+            one of the oldest pooled window; for a fixed one, the window's own), None
+            without one.
+    """
+
+    positives: Sequence[FloatArray]
+    negatives: Sequence[FloatArray]
+    reference: ReferenceSet | None
+
+
+@dataclass(frozen=True, slots=True)
 class WindowEvaluation:
     """What a window's record is built from (values as computed: NaN where undefined).
 
@@ -117,7 +136,10 @@ class WindowEvaluation:
             usable reference (one with labelled predictions).
         estimated: the label-free estimate, or None.
         advice: the advice for the configured objective, None without one.
-        prepared: the window's labelled predictions (what its decision pools).
+        decision: the pooled decision (``docs/metrics.md``, "Decisions at few positives"):
+            the window's own split of DECISION_METRIC when it is pooled alone, else the
+            split of the pooled set against the pooled reference.
+        prepared: the window's labelled predictions, each class sorted.
         seed: the seed of its bootstrap draws (and of its decision's).
     """
 
@@ -133,6 +155,7 @@ class WindowEvaluation:
     split: dict[str, Any] | None
     estimated: dict[str, Any] | None
     advice: dict[str, Any] | None
+    decision: dict[str, Any]
     prepared: PreparedSet
     seed: int
 
@@ -169,11 +192,15 @@ def all_sorted(prepared: PreparedSet, unlabelled: FloatArray) -> FloatArray:
 
 
 def evaluate_window(
-    window: WindowSet, reference: ReferenceSet | None, config: WindowConfig
+    window: WindowSet,
+    reference: ReferenceSet | None,
+    config: WindowConfig,
+    trailing: TrailingSet | None = None,
 ) -> WindowEvaluation:
     """Evaluate ``window`` against ``reference`` (None, or without labelled predictions: no
     split, no calibration at the reference's prior; its label-shift levels still serve the
-    label-free estimate) with the model's settings ``config``."""
+    label-free estimate) with the model's settings ``config``; its decision pools
+    ``trailing`` with it (None: the window alone)."""
     prepared = window.prepared
     usable = reference if reference is not None and reference.n > 0 else None
     pi0, reference_key = calibration_priors(config.pi0, usable)
@@ -234,6 +261,14 @@ def evaluate_window(
         split=split,
         estimated=estimated,
         advice=advice,
+        decision=window_decision(
+            prepared=prepared,
+            split=split,
+            reference=usable,
+            trailing=trailing,
+            config=config,
+            seed=seed,
+        ),
         prepared=prepared,
         seed=seed,
     )
@@ -310,3 +345,46 @@ def window_split(
         parts["prior_interval"] = metric_bounds.get("prior")
         parts["likelihood_interval"] = metric_bounds.get("likelihood")
     return split
+
+
+def window_decision(
+    *,
+    prepared: PreparedSet,
+    split: dict[str, Any] | None,
+    reference: ReferenceSet | None,
+    trailing: TrailingSet | None,
+    config: WindowConfig,
+    seed: int,
+) -> dict[str, Any]:
+    """The decision of a window (see :attr:`WindowEvaluation.decision`): ``reference`` is
+    the window's usable reference, ``split`` its split against it."""
+    if trailing is None:
+        return decision_from_split(
+            n=prepared.ranking.n_pos + prepared.ranking.n_neg,
+            n_pos=prepared.ranking.n_pos,
+            reference_n=0 if reference is None else reference.n,
+            reference_n_pos=0 if reference is None else reference.ranking.n_pos,
+            parts=None if split is None else split.get(DECISION_METRIC),
+            shift=None
+            if reference is None
+            else positives_shift(prepared.ranking, reference.ranking),
+        )
+    pool = Pool(
+        np.sort(np.concatenate([prepared.pos_sorted, *trailing.positives])),
+        threshold=config.threshold,
+        score_kind=config.score_kind,
+    )
+    for negatives in (prepared.neg_sorted, *trailing.negatives):
+        pool.add_negatives(negatives)
+    usable = trailing.reference
+    if usable is not None and usable.n == 0:
+        usable = None
+    return decide(
+        pool.ranking(),
+        pool.sums,
+        None if usable is None else usable.ranking,
+        None if usable is None else usable.sums,
+        threshold=config.threshold,
+        score_kind=config.score_kind,
+        seed=seed,
+    )

@@ -1,5 +1,8 @@
-"""The pooled decision of a window: the trailing windows pooled back until they hold enough
-positives, split against the reference (``docs/metrics.md``, "Decisions at few positives").
+"""What the pooled decision of a window reads: the trailing windows pooled back until they
+hold enough positives, and the reference they are compared with (``docs/metrics.md``,
+"Decisions at few positives"); the engine's evaluation of the window decides
+(:func:`app.metrics.window_evaluation.evaluate_window`), and :func:`decision_record` frames
+its decision for the record.
 
 What is pooled is read from what each computed window already stores: its positives count
 (``window_results.n_pos``) chooses how far back to go, and its sorted scores
@@ -21,8 +24,7 @@ from sqlalchemy.orm import Session
 
 from app.arrays import FloatArray
 from app.db.models import Model, WindowResult, WindowScores, WindowState
-from app.metrics import PreparedSet
-from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
+from app.metrics.window_evaluation import TrailingSet
 from app.names import ALL_SEGMENTS
 from app.services.model_registry import (
     DEFAULT_DECISION_POSITIVES,
@@ -31,7 +33,7 @@ from app.services.model_registry import (
     duration_seconds,
 )
 from app.services.reference_cache import Reference, ReferenceCache
-from app.services.references import Pool, decode_scores, references_for
+from app.services.references import decode_scores, references_for
 from app.services.window_rows import load_rows
 from app.timeline import iso, window_length
 
@@ -202,48 +204,26 @@ def trailing_pool(
     )
 
 
-def window_decision(
-    *,
-    model: Model,
-    start: datetime,
-    prepared: PreparedSet,
-    split: dict[str, Any] | None,
-    reference: Reference | None,
-    trailing: TrailingPool | None,
-    seed: int,
-) -> dict[str, Any]:
-    """The ``decision`` of a window's record: the window's own split of DECISION_METRIC when
-    it is pooled alone (``trailing`` None), else the split of the pooled set against the
-    pooled reference (the window's for a fixed reference)."""
+def pooled_set(
+    *, model: Model, trailing: TrailingPool | None, reference: Reference | None
+) -> TrailingSet | None:
+    """What the engine pools with a window (None: the window alone), compared with the
+    trailing pool's reference for a trailing reference, else with the window's own."""
     if trailing is None:
-        usable = reference if reference is not None and reference.n > 0 else None
-        decision = decision_from_split(
-            n=prepared.ranking.n_pos + prepared.ranking.n_neg,
-            n_pos=prepared.ranking.n_pos,
-            reference_n=0 if usable is None else usable.n,
-            reference_n_pos=0 if usable is None else usable.data.ranking.n_pos,
-            parts=None if split is None else split.get(DECISION_METRIC),
-            shift=None
-            if usable is None
-            else positives_shift(prepared.ranking, usable.data.ranking),
-        )
+        return None
+    compared = trailing.reference if model.reference_kind == "trailing" else reference
+    return TrailingSet(
+        positives=trailing.positives,
+        negatives=trailing.negatives,
+        reference=None if compared is None else compared.data,
+    )
+
+
+def decision_record(
+    decision: dict[str, Any], *, start: datetime, trailing: TrailingPool | None
+) -> dict[str, Any]:
+    """The ``decision`` of a window's record: how many windows were pooled and the oldest
+    one's start, then the engine's ``decision``."""
+    if trailing is None:
         return {"windows": 1, "start": iso(start), **decision}
-    pool_reference = trailing.reference if model.reference_kind == "trailing" else reference
-    pool = Pool(
-        np.sort(np.concatenate([prepared.pos_sorted, *trailing.positives])),
-        threshold=model.threshold,
-        score_kind=model.score_kind,
-    )
-    for negatives in (prepared.neg_sorted, *trailing.negatives):
-        pool.add_negatives(negatives)
-    usable = pool_reference if pool_reference is not None and pool_reference.n > 0 else None
-    decision = decide(
-        pool.ranking(),
-        pool.sums,
-        None if usable is None else usable.data.ranking,
-        None if usable is None else usable.data.sums,
-        threshold=model.threshold,
-        score_kind=model.score_kind,
-        seed=seed,
-    )
     return {"windows": trailing.windows + 1, "start": iso(trailing.start), **decision}

@@ -20,11 +20,9 @@ from sqlalchemy.orm import Session
 from app.arrays import FloatArray
 from app.db.models import Model, WindowResult, WindowScores, WindowState
 from app.metrics import (
-    Ranking,
-    RankingAccumulator,
+    Pool,
     evaluate_ranked,
     label_shift_reference,
-    set_sums,
 )
 from app.metrics.window_evaluation import ReferenceSet
 from app.names import ALL_SEGMENTS
@@ -45,27 +43,6 @@ def encode_scores(sorted_scores: FloatArray) -> bytes:
 def decode_scores(data: bytes) -> FloatArray:
     """Scores stored by :func:`encode_scores` (ascending)."""
     return np.frombuffer(data, dtype=STORED_DTYPE).astype(np.float64)
-
-
-class Pool:
-    """Accumulates one segment's pooled set: all positives first, then negatives by parts."""
-
-    def __init__(self, pos_sorted: FloatArray, *, threshold: float, score_kind: str) -> None:
-        self._threshold = threshold
-        self._score_kind = score_kind
-        self._ranking = RankingAccumulator(pos_sorted)
-        self.sums = set_sums(pos_sorted, _EMPTY, threshold=threshold, score_kind=score_kind)
-
-    def add_negatives(self, neg_sorted: FloatArray) -> None:
-        """Count one ascending part of the negatives."""
-        self._ranking.add_negatives(neg_sorted)
-        self.sums = self.sums + set_sums(
-            _EMPTY, neg_sorted, threshold=self._threshold, score_kind=self._score_kind
-        )
-
-    def ranking(self) -> Ranking:
-        """The pooled ranking so far."""
-        return self._ranking.ranking()
 
 
 def _finish(

@@ -9,8 +9,8 @@ the metrics are computed). The steps and the reasons for them: ``docs/scheduler.
 Each segment is evaluated by the metric engine
 (:func:`app.metrics.window_evaluation.evaluate_window`, with the model's settings as a
 :class:`~app.metrics.window_evaluation.WindowConfig`); here are the reads, the record built
-from the evaluation (:func:`app.services.window_record.segment_record`), the pooled decision
-(:mod:`app.services.decisions`) and the writes.
+from the evaluation (:func:`app.services.window_record.segment_record`), what the pooled
+decision reads (:mod:`app.services.decisions`) and the writes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from app.db.backend import single_writer
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from app.names import ALL_SEGMENTS
-from app.services.decisions import TrailingPool, trailing_pool, window_decision
+from app.services.decisions import TrailingPool, decision_record, pooled_set, trailing_pool
 from app.services.planning import Fingerprint, still_due
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import encode_scores, references_for
@@ -69,6 +69,7 @@ def evaluate_segment(
         window_set(scores, labels, name=segment, score_kind=model.score_kind),
         None if reference is None else reference.data,
         window_config(model),
+        pooled_set(model=model, trailing=trailing, reference=reference),
     )
     record = segment_record(
         evaluation,
@@ -78,18 +79,8 @@ def evaluate_segment(
         computed_at=computed_at,
         reference=reference,
     )
+    record["decision"] = clean(decision_record(evaluation.decision, start=start, trailing=trailing))
     prepared = evaluation.prepared
-    record["decision"] = clean(
-        window_decision(
-            model=model,
-            start=start,
-            prepared=prepared,
-            split=evaluation.split,
-            reference=reference if reference is not None and reference.n > 0 else None,
-            trailing=trailing,
-            seed=evaluation.seed,
-        )
-    )
     return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
 
 

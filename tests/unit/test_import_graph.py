@@ -11,7 +11,8 @@ counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks ali
 - ``app.services`` imports none of ``app.api``, ``app.commands``, ``app.scheduler``;
 - ``app.services`` imports of the metric engine only its entry points
   (:data:`SERVICE_ENGINE_ENTRY_POINTS`): the package ``app.metrics`` (the names it exports)
-  and the modules ``window_evaluation``, ``decision``, ``advice`` and ``recalibration``;
+  and the modules ``window_evaluation`` (a window's evaluation, its pooled decision
+  included), ``advice`` and ``recalibration``;
 - ``app.scheduler`` imports neither ``app.api`` nor FastAPI;
 - the top-level parts of ``app`` (its subpackages and top-level modules) form no import cycle:
   every import between two parts of one strongly connected component is a violation.
@@ -156,12 +157,11 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
 #: What ``app.services`` may import of the metric engine, exactly (a module inside one of these
 #: is not allowed): the package, whose names are what the service needs to build and cache
 #: reference sets and to check a configuration, and the engine's entry modules (a window's
-#: evaluation, its pooled decision, the advice and the recalibration map).
+#: evaluation with its pooled decision, the advice and the recalibration map).
 SERVICE_ENGINE_ENTRY_POINTS: frozenset[str] = frozenset(
     {
         "app.metrics",
         "app.metrics.window_evaluation",
-        "app.metrics.decision",
         "app.metrics.advice",
         "app.metrics.recalibration",
     }

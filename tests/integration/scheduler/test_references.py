@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from app.db.models import Model, WindowState
-from app.metrics import evaluate
+from app.metrics import Pool, evaluate
 from app.metrics.evaluation import evaluate_ranked
 from app.metrics.prepared import pi0_key
 from app.metrics.ranking import RankingAccumulator, rank
@@ -22,7 +22,6 @@ from app.services.planning import (
     refresh_for_fixed_reference,
     scan_model,
 )
-from app.services.references import Pool
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,

@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 from app.arrays import FloatArray
+from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
 from app.metrics.evaluation import evaluate_ranked, set_sums
 from app.metrics.label_free import label_shift_reference
 from app.metrics.prepared import prepare
 from app.metrics.window_evaluation import (
     ReferenceSet,
+    TrailingSet,
     WindowConfig,
     evaluate_window,
     segment_seed,
@@ -91,3 +93,52 @@ def test_without_a_usable_reference_there_is_no_split_and_no_reference_calibrati
     assert evaluation.advice is None
     assert evaluation.calibrated["reference"] is None
     assert evaluation.reliability is None
+
+
+def test_a_window_alone_decides_from_its_own_split() -> None:
+    scores, labels = _data(4, 500, 0.25)
+    reference = _reference(5)
+    window = window_set(scores, labels, name="*", score_kind="probability")
+    evaluation = evaluate_window(window, reference, CONFIG)
+    assert evaluation.split is not None
+    prepared = window.prepared
+    expected = decision_from_split(
+        n=evaluation.n,
+        n_pos=evaluation.n_pos,
+        reference_n=reference.n,
+        reference_n_pos=reference.ranking.n_pos,
+        parts=evaluation.split[DECISION_METRIC],
+        shift=positives_shift(prepared.ranking, reference.ranking),
+    )
+    assert evaluation.decision == expected
+
+
+def test_a_pooled_decision_is_the_decision_of_the_concatenated_set() -> None:
+    """Pooling trailing windows' sorted classes with the window's equals deciding on all
+    their predictions at once, against the trailing set's reference."""
+    reference = _reference(6)
+    parts = [_data(seed, 300, 0.2) for seed in (7, 8, 9)]
+    window = window_set(*parts[0], name="*", score_kind="probability")
+    trailing_sets = [
+        prepare(s[lab >= 0], lab[lab >= 0], score_kind="probability") for s, lab in parts[1:]
+    ]
+    trailing = TrailingSet(
+        positives=[p.pos_sorted for p in trailing_sets],
+        negatives=[p.neg_sorted for p in trailing_sets],
+        reference=reference,
+    )
+    evaluation = evaluate_window(window, reference, CONFIG, trailing)
+    scores = np.concatenate([s[lab >= 0] for s, lab in parts])
+    labels = np.concatenate([lab[lab >= 0] for _, lab in parts])
+    pooled = prepare(scores, labels, score_kind="probability")
+    expected = decide(
+        pooled.ranking,
+        set_sums(pooled.pos_sorted, pooled.neg_sorted, threshold=0.5, score_kind="probability"),
+        reference.ranking,
+        reference.sums,
+        threshold=0.5,
+        score_kind="probability",
+        seed=evaluation.seed,
+    )
+    assert evaluation.decision == expected
+    assert evaluation.decision["n_pos"] == pooled.ranking.n_pos
