@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import delete, exists, func, insert, select
@@ -28,6 +28,7 @@ from app.clock import SYSTEM_CLOCK, Clock
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from app.names import ALL_SEGMENTS
+from app.records import Decision, SegmentsOverflow, WindowRecord
 from app.services.decisions import TrailingPool, trailing_pool, window_decision
 from app.services.planning import Fingerprint, still_due
 from app.services.reference_cache import Reference, ReferenceCache
@@ -59,7 +60,7 @@ def evaluate_segment(
     reference: Reference | None,
     computed_at: datetime,
     trailing: TrailingPool | None = None,
-) -> tuple[dict[str, Any], bytes, bytes]:
+) -> tuple[WindowRecord, bytes, bytes]:
     """The record of one segment of a window, and its sorted positives and negatives.
 
     ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
@@ -79,7 +80,7 @@ def evaluate_segment(
         reference=reference,
     )
     prepared = evaluation.prepared
-    record["decision"] = clean(
+    decision: Decision = clean(
         window_decision(
             model=model,
             start=start,
@@ -90,6 +91,7 @@ def evaluate_segment(
             seed=evaluation.seed,
         )
     )
+    record["decision"] = decision
     return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
 
 
@@ -152,15 +154,16 @@ def _overflow_segments(session: Session, *, model: Model, start: datetime) -> in
 
 def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
     """Overflow predictions of the window's stored result (0 if none is stored yet)."""
-    record = session.scalar(
+    stored = session.scalar(
         select(WindowResult.record).where(
             WindowResult.model_id == model.id,
             WindowResult.starts_at == start,
             WindowResult.segment == ALL_SEGMENTS,
         )
     )
-    overflow = (record or {}).get("segments_overflow") or {}
-    return int(overflow.get("predictions") or 0)
+    record = cast(WindowRecord | None, stored)
+    overflow = None if record is None else record["segments_overflow"]
+    return 0 if overflow is None else overflow["predictions"]
 
 
 class WindowChangedError(Exception):
@@ -264,7 +267,7 @@ def _load_window(
 
 def _overflow(
     session: Session, *, model: Model, start: datetime, rows: WindowRows
-) -> dict[str, int]:
+) -> SegmentsOverflow:
     """The window's predictions in segments beyond the cap and how many such segments: the
     ``segments_overflow`` of its ``*`` record."""
     predictions = int(np.count_nonzero(rows.segments == UNTRACKED))
@@ -278,7 +281,7 @@ class _SegmentOutput:
 
     name: str
     computed_at: datetime
-    record: dict[str, Any]
+    record: WindowRecord
     positives: bytes
     negatives: bytes
 
@@ -328,7 +331,7 @@ def _evaluate_segments(
     rows: WindowRows,
     segments: dict[int, str],
     references: dict[str, Reference | None],
-    overflow: dict[str, int],
+    overflow: SegmentsOverflow,
     trailing: dict[str, TrailingPool | None],
     clock: Clock,
 ) -> list[_SegmentOutput]:
