@@ -8,7 +8,9 @@ the same keys, a key the schema gives a default is ``NotRequired`` (absent for `
 models, or from records computed before it existed), and a nullable value is ``X | None``.
 ``tests/unit/test_records.py`` walks both and fails on any difference, and checks that real
 computed records (``tests/data/windows/golden_records.json``) validate against the schema and
-hold exactly these keys. Instants are ISO 8601 text and intervals ``[lower, upper]`` lists, as
+hold exactly these keys. A section read by a catalogue name held in a variable (a TypedDict
+takes literal keys only) goes through :func:`metric_value`, :func:`metric_interval` and
+:func:`split_parts`. Instants are ISO 8601 text and intervals ``[lower, upper]`` lists, as
 stored. The record's fields and when each is null: ``docs/scheduler.md`` ("The record").
 
 This module imports nothing of ``app``, so every layer may import it. Its annotations are
@@ -16,7 +18,8 @@ evaluated when it is imported (no ``from __future__ import annotations``), so th
 ``__required_keys__`` tells the ``NotRequired`` keys apart at run time.
 """
 
-from typing import Literal, NotRequired
+from collections.abc import Mapping
+from typing import Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
@@ -301,3 +304,27 @@ class WindowRecord(TypedDict):
     advice: NotRequired[Advice | None]
     segments_overflow: SegmentsOverflow | None
     decision: NotRequired[Decision | None]
+
+
+def metric_value(
+    section: RegularMetrics | CalibratedMetrics | EstimatedRegular | EstimatedCalibrated,
+    name: str,
+) -> float | None:
+    """The value of the metric ``name`` (a catalogue name) in ``section``; None where the
+    section has no such key (a probability metric of a ``score`` model, a metric the section
+    does not hold)."""
+    values = cast(Mapping[str, float | None], section)
+    return values.get(name)
+
+
+def metric_interval(section: RegularIntervals | CalibratedIntervals, name: str) -> Interval:
+    """The interval of the metric ``name`` in ``section``; None where none is published or
+    the section has no such key."""
+    intervals = cast(Mapping[str, Interval], section)
+    return intervals.get(name)
+
+
+def split_parts(split: Split, name: str) -> SplitParts:
+    """The change split of the metric ``name``, one of the split metrics (``Split``'s keys)."""
+    parts = cast(Mapping[str, SplitParts], split)
+    return parts[name]
