@@ -1,7 +1,7 @@
 """The window record as every reader types it: the stored JSON of a window and segment
 (``window_results.record``), as :func:`app.services.window_record.segment_record` builds it and
-the exporter, the web view, ``calmon windows``, ``calmon simulate``, the offline report and the
-notebook read it.
+the exporter, the web view, ``calmon windows``, ``calmon simulate``, the offline HTML report
+and the notebook read it.
 
 These TypedDicts agree with the OpenAPI schema of the record (:mod:`app.api.window_schemas`):
 the same keys, a key the schema gives a default is ``NotRequired`` (absent for ``score``
@@ -324,7 +324,8 @@ def metric_interval(section: RegularIntervals | CalibratedIntervals, name: str) 
     return intervals.get(name)
 
 
-def split_parts(split: Split, name: str) -> SplitParts:
-    """The change split of the metric ``name``, one of the split metrics (``Split``'s keys)."""
+def split_parts(split: Split, name: str) -> SplitParts | None:
+    """The change split of the metric ``name``; None for a metric that is not split (not one
+    of ``Split``'s keys)."""
     parts = cast(Mapping[str, SplitParts], split)
-    return parts[name]
+    return parts.get(name)

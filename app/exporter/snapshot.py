@@ -609,6 +609,8 @@ def _add_metrics(builder: _Builder, window: LatestWindow, labels: dict[str, str]
         return
     for metric in SPLIT_METRICS:
         parts = split_parts(split, metric)
+        if parts is None:
+            continue
         name = f"calmon_{metric}_change"
         changes = {
             "total": parts["total"],
