@@ -23,9 +23,7 @@ REFERENCE = {
 }
 
 
-def _record(
-    start: str, *, split: dict[str, Any] | None, calibrated: dict[str, Any] | None
-) -> Any:
+def _record(start: str, *, split: dict[str, Any] | None, calibrated: dict[str, Any] | None) -> Any:
     """A window record with the fields the table reads."""
     return {
         "start": start,
