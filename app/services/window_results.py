@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -16,6 +16,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.db.models import Model, Prediction, WindowResult, WindowState
+from app.records import WindowRecord
 from app.services.planning import request_windows, window_epoch_seconds
 from app.timeline import EPOCH, window_length, window_start
 
@@ -95,7 +96,7 @@ def list_window_results(
 
 def last_window_records(
     session: Session, *, model: Model, segment: str, last: int, since: datetime | None = None
-) -> list[dict[str, Any]]:
+) -> list[WindowRecord]:
     """The stored records of ``segment`` of ``model``'s latest ``last`` windows (those ending
     after ``since`` when given), oldest first: one query, newest first and limited to
     ``last`` rows, however long the segment's history."""
@@ -105,7 +106,7 @@ def last_window_records(
     if since is not None:
         query = query.where(WindowResult.ends_at > since)
     records = session.scalars(query.order_by(WindowResult.starts_at.desc()).limit(last)).all()
-    return list(reversed(records))
+    return [cast(WindowRecord, record) for record in reversed(records)]
 
 
 def window_count(window: str, start: datetime, end: datetime) -> int:
