@@ -1,7 +1,7 @@
 """What a window record says in plain words, and which of the alert rules it would fire.
 
-Pure functions of window records (the shape in :mod:`app.services.window_record`); nothing here
-reads the database.
+Pure functions of window records (typed :class:`app.records.WindowRecord`); nothing here reads
+the database.
 
 The per-window verdict is read from the 95% intervals of the record:
 
