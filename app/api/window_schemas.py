@@ -1,10 +1,13 @@
 """The OpenAPI schema of a window record (``GET /v1/models/{model}/windows``).
 
-Records are built as plain dictionaries when a window is computed
-(:mod:`app.services.window_record`), stored as JSON and served as stored, without passing through
-these models: they only describe that shape for the OpenAPI document, and tests validate real
-records against them. Every object is closed (``additionalProperties: false``) except the
-maps keyed by a configured π0 (``"0.01"``), whose values have one schema.
+Records are built when a window is computed (:mod:`app.services.window_record`), stored as JSON
+and served as stored, without passing through these models: they describe that shape for the
+OpenAPI document. The code types a record with the TypedDicts of :mod:`app.records`, which agree
+with these models key for key (the same keys, a key with a default here is ``NotRequired``
+there, the same nullability): ``tests/unit/test_records.py`` walks both and proves it, and
+validates real computed records against these models. Every object is closed
+(``additionalProperties: false``) except the maps keyed by a configured π0 (``"0.01"``), whose
+values have one schema.
 
 A metric is ``null`` where it is undefined (one class only, no prediction at the threshold,
 …); an interval is ``[lower, upper]`` at 95%, or ``null`` where none is published

@@ -12,13 +12,21 @@ import argparse
 import os
 import sys
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from app.catalogue import REGULAR_METRICS, VERDICT_WORDS, labels_decide
 from app.commands.common import http_url, positive_int
 from app.names import ALL_SEGMENTS
+from app.records import (
+    Advice,
+    Interval,
+    ReferenceSummary,
+    WindowRecord,
+    metric_value,
+    split_parts,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -151,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
 
 def last_records(
     client: httpx.Client, *, model: str, segment: str, last: int, retry: Any
-) -> list[dict[str, Any]]:
+) -> list[WindowRecord]:
     """The ``last`` most recent records of ``model`` and ``segment``, oldest first.
 
     The model is read first (an unknown model is the server's 404). The windows API lists
@@ -183,10 +191,10 @@ def segments_with_windows(client: httpx.Client, *, model: str, retry: Any) -> li
 
 def _read(
     client: httpx.Client, *, model: str, segment: str, last: int, start: str | None, retry: Any
-) -> list[dict[str, Any]]:
+) -> list[WindowRecord]:
     from app.simulation.sender import request_json
 
-    kept: deque[dict[str, Any]] = deque(maxlen=last)
+    kept: deque[WindowRecord] = deque(maxlen=last)
     cursor: str | None = None
     while True:
         params = {"segment": segment, "limit": str(PAGE)}
@@ -197,7 +205,8 @@ def _read(
         _, page = request_json(
             client, "GET", f"/v1/models/{model}/windows", params=params, retry=retry
         )
-        kept.extend(page["windows"])
+        windows: list[WindowRecord] = page["windows"]
+        kept.extend(windows)
         cursor = page["next_cursor"]
         if cursor is None:
             return list(kept)
@@ -207,13 +216,11 @@ def _value(value: Any, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _part(parts: Mapping[str, Any], name: str) -> str:
-    """A part of the split, signed, followed by the mark of its interval (``-`` when the
-    part is undefined)."""
-    value = parts.get(name)
+def _part(value: float | None, bounds: Interval) -> str:
+    """A part of a change, signed, followed by the mark of its interval ``bounds`` (``-``
+    when the part is undefined)."""
     if value is None:
         return "-"
-    bounds = parts.get(f"{name}_interval")
     if bounds is None:
         mark = NO_INTERVAL
     else:
@@ -221,12 +228,17 @@ def _part(parts: Mapping[str, Any], name: str) -> str:
     return f"{value:+.3f}{mark}"
 
 
-def _estimate(record: Mapping[str, Any]) -> str:
+def _estimate(record: WindowRecord) -> str:
     """The label-free ratio with its interval and verdict, while the window's own labels do
     not decide its ratio yet (``-`` after, or without an estimate)."""
-    estimated = record.get("estimated") or {}
-    verdict = estimated.get("verdict")
-    if verdict not in VERDICT_WORDS or labels_decide(record["n"], record.get("unlabelled") or 0):
+    estimated = record["estimated"]
+    verdict = None if estimated is None else estimated.get("verdict")
+    if (
+        estimated is None
+        or verdict is None
+        or verdict not in VERDICT_WORDS
+        or labels_decide(record["n"], record["unlabelled"])
+    ):
         return "-"
     lower, upper = estimated["positive_class_ratio_interval"]
     return (
@@ -235,53 +247,50 @@ def _estimate(record: Mapping[str, Any]) -> str:
     )
 
 
-def _decision_cells(record: Mapping[str, Any]) -> tuple[str, str, str]:
+def _decision_cells(record: WindowRecord) -> tuple[str, str, str]:
     """(pooled windows/positives, decision's likelihood part with its mark, verdict) of a
     record; ``-`` for a record computed before decisions existed."""
     decision = record.get("decision")
-    if not isinstance(decision, Mapping):
+    if decision is None:
         return "-", "-", "-"
-    pooled = f"{decision.get('windows')}/{decision.get('n_pos')}"
-    parts = {
-        "likelihood": decision.get("likelihood_part"),
-        "likelihood_interval": decision.get("likelihood_interval"),
-    }
-    return pooled, _part(parts, "likelihood"), str(decision.get("verdict"))
+    pooled = f"{decision['windows']}/{decision['n_pos']}"
+    likelihood = _part(decision["likelihood_part"], decision["likelihood_interval"])
+    return pooled, likelihood, str(decision["verdict"])
 
 
-def _advised(advice: Mapping[str, Any]) -> str:
+def _advised(advice: Advice) -> str:
     """The advised threshold of a record, marked when its assumption check failed."""
-    threshold = advice.get("threshold")
+    threshold = advice["threshold"]
     if threshold is None:
         return "-"
-    broken = (advice.get("assumption") or {}).get("holds") is False
+    assumption = advice["assumption"]
+    broken = assumption is not None and assumption["holds"] is False
     return f"{threshold:.4f}" + (BROKEN_ASSUMPTION if broken else " ")
 
 
-def format_table(
-    records: Iterable[Mapping[str, Any]], *, model: str, segment: str, metric: str
-) -> str:
+def format_table(records: Iterable[WindowRecord], *, model: str, segment: str, metric: str) -> str:
     """The table of ``records`` (window records of the API, oldest first) for ``metric``: a
     title (and the reference), the header, a line per window and the legend."""
     rows: list[tuple[str, ...]] = []
-    reference: Mapping[str, Any] | None = None
+    reference: ReferenceSummary | None = None
     records_list = list(records)
     for record in records_list:
         start = datetime.fromisoformat(record["start"]).astimezone(UTC)
-        calibrated = (record.get("calibrated") or {}).get("reference") or {}
-        parts = (record.get("split") or {}).get(metric) or {}
-        reference = record.get("reference") or reference
+        calibrated = record["calibrated"]["reference"]
+        split = record["split"]
+        parts = None if split is None else split_parts(split, metric)
+        reference = record["reference"] or reference
         rows.append(
             (
                 f"{start:%Y-%m-%d %H:%M}",
                 str(record["n"]),
                 str(record["n_pos"]),
-                str(record.get("unlabelled", "-")),
+                str(record["unlabelled"]),
                 _value(record["prior"], 4),
-                _value(record["regular"].get(metric)),
-                _value(calibrated.get(metric)),
-                _part(parts, "prior"),
-                _part(parts, "likelihood"),
+                _value(metric_value(record["regular"], metric)),
+                _value(None if calibrated is None else metric_value(calibrated, metric)),
+                "-" if parts is None else _part(parts["prior"], parts["prior_interval"]),
+                "-" if parts is None else _part(parts["likelihood"], parts["likelihood_interval"]),
                 *_decision_cells(record),
                 _estimate(record),
             )
@@ -291,7 +300,7 @@ def format_table(
         title += (
             f"\nreference {reference['start']} to {reference['end']}: n {reference['n']},"
             f" ratio {_value(reference['prior'], 4)},"
-            f" {metric} {_value(reference['regular'].get(metric))}"
+            f" {metric} {_value(metric_value(reference['regular'], metric))}"
         )
     if not rows:
         return f"{title}\nno computed window yet (windows are computed at the scheduler's tick)"
@@ -315,7 +324,11 @@ def format_table(
     if advised:
         header += ("threshold", "advised")
         rows = [
-            (*row, _value((advice or {}).get("configured_threshold"), 4), _advised(advice or {}))
+            (
+                *row,
+                _value(None if advice is None else advice["configured_threshold"], 4),
+                "-" if advice is None else _advised(advice),
+            )
             for row, advice in zip(rows, advices, strict=True)
         ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]

@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from prometheus_client.samples import Sample
 from sqlalchemy import ColumnElement, Subquery, and_, func, literal, select, tuple_, union_all
@@ -42,6 +42,7 @@ from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from app.metrics.probability import PROBABILITY_METRICS
 from app.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS
 from app.names import ALL_SEGMENTS
+from app.records import WindowRecord, metric_interval, metric_value, split_parts
 
 #: a segment whose latest window is older than the model's by more windows is not exported
 QUIET_SEGMENT_WINDOWS: Final = 7
@@ -180,7 +181,7 @@ class LatestWindow:
     start: datetime
     end: datetime
     computed_at: datetime
-    record: Mapping[str, Any]
+    record: WindowRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +342,7 @@ def load_latest_windows(session: Session, *, model_id: int | None = None) -> lis
             start=start,
             end=end,
             computed_at=computed_at,
-            record=record,
+            record=cast(WindowRecord, record),
         )
         for model, segment, start, end, computed_at, record in rows
     ]
@@ -424,7 +425,7 @@ def select_windows(candidates: Iterable[Candidate], *, max_series: int) -> Selec
 def load_records(session: Session, windows: Sequence[Candidate]) -> list[LatestWindow]:
     """The records of ``windows``, in their order, read by primary key
     (:data:`RECORDS_PER_STATEMENT` a statement); a window deleted meanwhile is skipped."""
-    found: dict[tuple[int, str, datetime], tuple[datetime, Mapping[str, Any]]] = {}
+    found: dict[tuple[int, str, datetime], tuple[datetime, WindowRecord]] = {}
     for first in range(0, len(windows), RECORDS_PER_STATEMENT):
         part = windows[first : first + RECORDS_PER_STATEMENT]
         rows = session.execute(
@@ -441,7 +442,7 @@ def load_records(session: Session, windows: Sequence[Candidate]) -> list[LatestW
             )
         )
         for model_id, segment, start, computed_at, record in rows:
-            found[(model_id, segment, start)] = (computed_at, record)
+            found[(model_id, segment, start)] = (computed_at, cast(WindowRecord, record))
     out = []
     for c in windows:
         row = found.get((c.model_id, c.segment, c.start))
@@ -471,10 +472,6 @@ def _interval(value: Any) -> tuple[float | None, float | None]:
     if not isinstance(value, list | tuple) or len(value) != 2:
         return None, None
     return _number(value[0]), _number(value[1])
-
-
-def _section(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 class _Builder:
@@ -572,101 +569,135 @@ def _declare(builder: _Builder) -> None:
 
 def _add_metrics(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
     record = window.record
-    regular = _section(record.get("regular"))
-    calibrated = _section(record.get("calibrated"))
-    intervals = _section(record.get("intervals"))
-    regular_intervals = _section(intervals.get("regular"))
-    calibrated_intervals = _section(intervals.get("calibrated"))
-    reference = _section(_section(record.get("reference")).get("regular"))
+    regular = record["regular"]
+    regular_intervals = record["intervals"]["regular"]
+    calibrated_intervals = record["intervals"]["calibrated"]
+    reference = record["reference"]
     for metric in REGULAR_METRICS:
         name = f"calmon_{metric}"
         variants: list[tuple[dict[str, str], Any, Any]]
         if metric in CALIBRATED_METRICS:
             variants = [
-                ({**labels, "pi0": "observed"}, regular.get(metric), regular_intervals.get(metric))
+                (
+                    {**labels, "pi0": "observed"},
+                    metric_value(regular, metric),
+                    metric_interval(regular_intervals, metric),
+                )
             ]
-            for key, values in calibrated.items():
-                bounds = _section(calibrated_intervals.get(key)).get(metric)
-                variants.append(({**labels, "pi0": key}, _section(values).get(metric), bounds))
+            for key, values in record["calibrated"].items():
+                bounds = calibrated_intervals.get(key)
+                variants.append(
+                    (
+                        {**labels, "pi0": key},
+                        None if values is None else metric_value(values, metric),
+                        None if bounds is None else metric_interval(bounds, metric),
+                    )
+                )
         else:
-            variants = [(labels, regular.get(metric), regular_intervals.get(metric))]
+            variants = [
+                (labels, metric_value(regular, metric), metric_interval(regular_intervals, metric))
+            ]
         for variant_labels, value, bounds in variants:
             lower, upper = _interval(bounds)
             builder.add(name, variant_labels, value)
             builder.add(f"{name}_lower", variant_labels, lower)
             builder.add(f"{name}_upper", variant_labels, upper)
-        builder.add(f"{name}_reference", labels, reference.get(metric))
-    split = _section(record.get("split"))
+        if reference is not None:
+            builder.add(f"{name}_reference", labels, metric_value(reference["regular"], metric))
+    split = record["split"]
+    if split is None:
+        return
     for metric in SPLIT_METRICS:
-        parts = _section(split.get(metric))
+        parts = split_parts(split, metric)
+        if parts is None:
+            continue
         name = f"calmon_{metric}_change"
+        changes = {
+            "total": parts["total"],
+            "prior": parts["prior"],
+            "likelihood": parts["likelihood"],
+        }
         for component in COMPONENTS:
-            builder.add(name, {**labels, "component": component}, parts.get(component))
+            builder.add(name, {**labels, "component": component}, changes[component])
+        intervals = {"prior": parts["prior_interval"], "likelihood": parts["likelihood_interval"]}
         for component in INTERVAL_COMPONENTS:
-            lower, upper = _interval(parts.get(f"{component}_interval"))
+            lower, upper = _interval(intervals[component])
             builder.add(f"{name}_lower", {**labels, "component": component}, lower)
             builder.add(f"{name}_upper", {**labels, "component": component}, upper)
 
 
-def _add_estimated(builder: _Builder, record: Mapping[str, Any], labels: dict[str, str]) -> None:
-    estimated = _section(record.get("estimated"))
-    lower, upper = _interval(estimated.get("positive_class_ratio_interval"))
-    builder.add(
-        "calmon_estimated_positive_class_ratio", labels, estimated.get("positive_class_ratio")
-    )
+def _add_estimated(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
+    estimated = record["estimated"]
+    if estimated is None:
+        return
+    lower, upper = _interval(estimated["positive_class_ratio_interval"])
+    builder.add("calmon_estimated_positive_class_ratio", labels, estimated["positive_class_ratio"])
     builder.add("calmon_estimated_positive_class_ratio_lower", labels, lower)
     builder.add("calmon_estimated_positive_class_ratio_upper", labels, upper)
+    check = estimated.get("label_shift")
     builder.add(
-        "calmon_estimated_label_shift_p_value",
-        labels,
-        _section(estimated.get("label_shift")).get("p_value"),
+        "calmon_estimated_label_shift_p_value", labels, None if check is None else check["p_value"]
     )
-    regular = _section(estimated.get("regular"))
-    calibrated = _section(estimated.get("calibrated"))
+    regular = estimated["regular"]
     for metric in ESTIMATED_REGULAR:
         name = f"calmon_estimated_{metric}"
         if metric not in ESTIMATED_CALIBRATED:
-            builder.add(name, labels, regular.get(metric))
+            builder.add(name, labels, metric_value(regular, metric))
             continue
-        builder.add(name, {**labels, "pi0": "observed"}, regular.get(metric))
-        for key, values in calibrated.items():
-            builder.add(name, {**labels, "pi0": key}, _section(values).get(metric))
+        builder.add(name, {**labels, "pi0": "observed"}, metric_value(regular, metric))
+        for key, values in estimated["calibrated"].items():
+            builder.add(name, {**labels, "pi0": key}, metric_value(values, metric))
 
 
-def _add_decision(builder: _Builder, record: Mapping[str, Any], labels: dict[str, str]) -> None:
+def _add_decision(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
     """The series of the record's pooled decision (none for a record without one)."""
-    decision = _section(record.get("decision"))
+    decision = record.get("decision")
+    if decision is None:
+        return
+    parts = {
+        "prior": (decision["prior_part"], decision["prior_interval"]),
+        "likelihood": (decision["likelihood_part"], decision["likelihood_interval"]),
+    }
     for component in INTERVAL_COMPONENTS:
         component_labels = {**labels, "component": component}
-        lower, upper = _interval(decision.get(f"{component}_interval"))
-        builder.add("calmon_decision_change", component_labels, decision.get(f"{component}_part"))
+        part, interval = parts[component]
+        lower, upper = _interval(interval)
+        builder.add("calmon_decision_change", component_labels, part)
         builder.add("calmon_decision_change_lower", component_labels, lower)
         builder.add("calmon_decision_change_upper", component_labels, upper)
-    lower, upper = _interval(decision.get("positive_class_ratio_interval"))
+    lower, upper = _interval(decision["positive_class_ratio_interval"])
+    shift = decision.get("positives_shift")
     for name, value in (
-        ("calmon_decision_windows", decision.get("windows")),
-        ("calmon_decision_predictions", decision.get("n")),
-        ("calmon_decision_positives", decision.get("n_pos")),
-        ("calmon_decision_positive_class_ratio", decision.get("positive_class_ratio")),
+        ("calmon_decision_windows", decision["windows"]),
+        ("calmon_decision_predictions", decision["n"]),
+        ("calmon_decision_positives", decision["n_pos"]),
+        ("calmon_decision_positive_class_ratio", decision["positive_class_ratio"]),
         ("calmon_decision_positive_class_ratio_lower", lower),
         ("calmon_decision_positive_class_ratio_upper", upper),
-        (
-            "calmon_decision_positives_shift_p_value",
-            _section(decision.get("positives_shift")).get("p_value"),
-        ),
+        ("calmon_decision_positives_shift_p_value", None if shift is None else shift["p_value"]),
     ):
         builder.add(name, labels, value)
 
 
-def _add_advice(builder: _Builder, record: Mapping[str, Any], labels: dict[str, str]) -> None:
-    advice = _section(record.get("advice"))
-    builder.add("calmon_advised_threshold", labels, advice.get("threshold"))
-    expected = _section(advice.get("expected"))
-    for quantity in ADVICE_QUANTITIES:
-        builder.add(
-            "calmon_advised_expected", {**labels, "quantity": quantity}, expected.get(quantity)
-        )
-    holds = _section(advice.get("assumption")).get("holds")
+def _add_advice(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
+    advice = record.get("advice")
+    if advice is None:
+        return
+    builder.add("calmon_advised_threshold", labels, advice["threshold"])
+    expected = advice["expected"]
+    if expected is not None:
+        quantities = {
+            "precision": expected["precision"],
+            "recall": expected["recall"],
+            "alert_rate": expected["alert_rate"],
+            "cost": expected["cost"],
+        }
+        for quantity in ADVICE_QUANTITIES:
+            builder.add(
+                "calmon_advised_expected", {**labels, "quantity": quantity}, quantities[quantity]
+            )
+    assumption = advice["assumption"]
+    holds = None if assumption is None else assumption["holds"]
     builder.add(
         "calmon_advice_assumption_holds", labels, None if holds is None else float(holds is True)
     )
@@ -674,26 +705,28 @@ def _add_advice(builder: _Builder, record: Mapping[str, Any], labels: dict[str, 
 
 def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
     record = window.record
-    lower, upper = _interval(record.get("prior_interval"))
+    reference = record["reference"]
+    lower, upper = _interval(record["prior_interval"])
     for name, value in (
-        ("calmon_positive_class_ratio", record.get("prior")),
+        ("calmon_positive_class_ratio", record["prior"]),
         ("calmon_positive_class_ratio_lower", lower),
         ("calmon_positive_class_ratio_upper", upper),
-        ("calmon_reference_positive_class_ratio", _section(record.get("reference")).get("prior")),
-        ("calmon_window_predictions", record.get("n")),
-        ("calmon_window_positives", record.get("n_pos")),
-        ("calmon_window_unlabelled", record.get("unlabelled")),
+        (
+            "calmon_reference_positive_class_ratio",
+            None if reference is None else reference["prior"],
+        ),
+        ("calmon_window_predictions", record["n"]),
+        ("calmon_window_positives", record["n_pos"]),
+        ("calmon_window_unlabelled", record["unlabelled"]),
         ("calmon_window_start_timestamp_seconds", window.start.timestamp()),
         ("calmon_window_end_timestamp_seconds", window.end.timestamp()),
         ("calmon_window_computed_timestamp_seconds", window.computed_at.timestamp()),
     ):
         builder.add(name, labels, value)
-    if window.segment == ALL_SEGMENTS:
-        overflow = _section(record.get("segments_overflow"))
+    overflow = record["segments_overflow"]
+    if window.segment == ALL_SEGMENTS and overflow is not None:
         builder.add(
-            "calmon_segments_overflow_predictions",
-            {"model": window.model},
-            overflow.get("predictions"),
+            "calmon_segments_overflow_predictions", {"model": window.model}, overflow["predictions"]
         )
 
 

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html import escape
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
 from app.arrays import FloatArray, Int8Array
 from app.db.models import Model
 from app.offline.csv_input import EvaluationRows
+from app.records import WindowRecord
 from app.services.references import reference_from_scores
 from app.services.window_compute import evaluate_segment
 from app.timeline import WINDOW_SECONDS, iso, window_length
@@ -56,7 +57,7 @@ class Report:
     the API's ``GET …/windows`` would answer them."""
 
     html: str
-    records: list[dict[str, Any]]
+    records: list[WindowRecord]
 
     def save(self, path: str | Path) -> Path:
         """Write the page to ``path`` (UTF-8) and return that path."""
@@ -81,7 +82,7 @@ def compare(
     pi0: Sequence[float] = (),
     score_kind: str = "probability",
     name: str = "report",
-) -> list[dict[str, Any]]:
+) -> list[WindowRecord]:
     """The record of each of ``windows`` against ``reference`` (a fixed reference), computed
     as the scheduler computes a stored window."""
     model = Model(
@@ -118,7 +119,7 @@ def compare(
 
 
 def render(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[WindowRecord],
     *,
     title: str,
     introduction: str,

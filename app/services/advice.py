@@ -13,7 +13,7 @@ the record says why.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Model, WindowResult
 from app.metrics.advice import window_prior as window_prior
 from app.metrics.recalibration import calibration_map, too_small
+from app.records import WindowRecord
 from app.services.errors import ConflictError, NotFoundError
 from app.services.reference_cache import ReferenceCache
 from app.services.references import references_for
@@ -40,13 +41,14 @@ def calibration_of(
     :class:`ConflictError` (``calibration_unavailable``) when there is no class ratio to move
     to, no reference with both classes, or too small a one."""
     start = window_start(moment, model.window)
-    record = session.scalar(
+    stored = session.scalar(
         select(WindowResult.record).where(
             WindowResult.model_id == model.id,
             WindowResult.starts_at == start,
             WindowResult.segment == segment,
         )
     )
+    record = cast(WindowRecord | None, stored)
     if record is None:
         raise NotFoundError(
             "window_not_found",
@@ -54,7 +56,7 @@ def calibration_of(
             [{"field": "window"}],
         )
     prior, source, reason = window_prior(
-        result=record, unlabelled=int(record["unlabelled"]), estimated=record.get("estimated")
+        result=record, unlabelled=record["unlabelled"], estimated=record["estimated"]
     )
     if prior is None or not 0.0 < prior < 1.0:
         _unavailable(reason or f"the window's class ratio is {prior}")

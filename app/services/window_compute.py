@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import delete, exists, func, insert, select
@@ -28,6 +28,7 @@ from app.db.backend import single_writer
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from app.names import ALL_SEGMENTS
+from app.records import Decision, SegmentsOverflow, WindowRecord
 from app.services.decisions import TrailingPool, decision_record, pooled_set, trailing_pool
 from app.services.planning import Fingerprint, still_due
 from app.services.reference_cache import Reference, ReferenceCache
@@ -59,7 +60,7 @@ def evaluate_segment(
     reference: Reference | None,
     computed_at: datetime,
     trailing: TrailingPool | None = None,
-) -> tuple[dict[str, Any], bytes, bytes]:
+) -> tuple[WindowRecord, bytes, bytes]:
     """The record of one segment of a window, and its sorted positives and negatives.
 
     ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
@@ -79,7 +80,8 @@ def evaluate_segment(
         computed_at=computed_at,
         reference=reference,
     )
-    record["decision"] = clean(decision_record(evaluation.decision, start=start, trailing=trailing))
+    decision: Decision = clean(decision_record(evaluation.decision, start=start, trailing=trailing))
+    record["decision"] = decision
     prepared = evaluation.prepared
     return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
 
@@ -143,15 +145,16 @@ def _overflow_segments(session: Session, *, model: Model, start: datetime) -> in
 
 def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
     """Overflow predictions of the window's stored result (0 if none is stored yet)."""
-    record = session.scalar(
+    stored = session.scalar(
         select(WindowResult.record).where(
             WindowResult.model_id == model.id,
             WindowResult.starts_at == start,
             WindowResult.segment == ALL_SEGMENTS,
         )
     )
-    overflow = (record or {}).get("segments_overflow") or {}
-    return int(overflow.get("predictions") or 0)
+    record = cast(WindowRecord | None, stored)
+    overflow = None if record is None else record["segments_overflow"]
+    return 0 if overflow is None else overflow["predictions"]
 
 
 class WindowChangedError(Exception):
@@ -255,7 +258,7 @@ def _load_window(
 
 def _overflow(
     session: Session, *, model: Model, start: datetime, rows: WindowRows
-) -> dict[str, int]:
+) -> SegmentsOverflow:
     """The window's predictions in segments beyond the cap and how many such segments: the
     ``segments_overflow`` of its ``*`` record."""
     predictions = int(np.count_nonzero(rows.segments == UNTRACKED))
@@ -269,7 +272,7 @@ class _SegmentOutput:
 
     name: str
     computed_at: datetime
-    record: dict[str, Any]
+    record: WindowRecord
     positives: bytes
     negatives: bytes
 
@@ -319,7 +322,7 @@ def _evaluate_segments(
     rows: WindowRows,
     segments: dict[int, str],
     references: dict[str, Reference | None],
-    overflow: dict[str, int],
+    overflow: SegmentsOverflow,
     trailing: dict[str, TrailingPool | None],
     clock: Clock,
 ) -> list[_SegmentOutput]:
@@ -428,7 +431,7 @@ class _Inputs:
     segments: dict[int, str]
     references: dict[str, Reference | None]
     trailing: dict[str, TrailingPool | None]
-    overflow: dict[str, int]
+    overflow: SegmentsOverflow
     band: Fingerprint
 
 
@@ -491,7 +494,7 @@ def _write_window(
     start: datetime,
     now: datetime,
     instance: str,
-    overflow: dict[str, int],
+    overflow: SegmentsOverflow,
     band: Fingerprint,
     predictions: int,
     outputs: list[_SegmentOutput],

@@ -3,7 +3,8 @@ from its evaluation (:func:`app.metrics.window_evaluation.evaluate_window`), and
 of what one computation stored; the bootstrap seed of a segment is the engine's
 (:func:`app.metrics.window_evaluation.segment_seed`).
 
-The record's fields and when each is null: ``docs/scheduler.md`` ("The record").
+The record's fields and when each is null: ``docs/scheduler.md`` ("The record"); its type,
+which every reader shares: :class:`app.records.WindowRecord`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from app.metrics.window_evaluation import WindowEvaluation
 from app.metrics.window_evaluation import segment_seed as segment_seed
+from app.records import WindowRecord
 from app.services.reference_cache import Reference
 from app.timeline import iso
 
@@ -59,7 +61,7 @@ def segment_record(
     end: datetime,
     computed_at: datetime,
     reference: Reference | None,
-) -> dict[str, Any]:
+) -> WindowRecord:
     """The JSON-safe record of one segment of a window from its ``evaluation``, with the
     window's period, the segment, when it was computed and the summary of its ``reference``;
     ``segments_overflow`` is None (the caller sets it on ``*``) and the decision is the
@@ -85,5 +87,5 @@ def segment_record(
     if evaluation.reliability is not None:
         record["reliability"] = evaluation.reliability
     record["segments_overflow"] = None
-    out: dict[str, Any] = clean(record)
+    out: WindowRecord = clean(record)
     return out

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.backend import bytewise, insert_ignoring_duplicates, window_start_seconds
 from app.db.models import Model, Prediction, WindowResult, WindowState
+from app.records import WindowRecord
 from app.services.planning import request_windows
 from app.timeline import EPOCH, window_length, window_start
 
@@ -92,7 +93,7 @@ def list_window_results(
 
 def last_window_records(
     session: Session, *, model: Model, segment: str, last: int, since: datetime | None = None
-) -> list[dict[str, Any]]:
+) -> list[WindowRecord]:
     """The stored records of ``segment`` of ``model``'s latest ``last`` windows (those ending
     after ``since`` when given), oldest first: one query, newest first and limited to
     ``last`` rows, however long the segment's history."""
@@ -102,7 +103,7 @@ def last_window_records(
     if since is not None:
         query = query.where(WindowResult.ends_at > since)
     records = session.scalars(query.order_by(WindowResult.starts_at.desc()).limit(last)).all()
-    return list(reversed(records))
+    return [cast(WindowRecord, record) for record in reversed(records)]
 
 
 def window_count(window: str, start: datetime, end: datetime) -> int:

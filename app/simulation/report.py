@@ -23,6 +23,7 @@ from typing import Any, Final
 import httpx
 
 from app.names import ALL_SEGMENTS
+from app.records import Interval, ReferenceSummary, SplitParts, WindowRecord
 from app.simulation.sender import request_json
 from app.simulation.stream import REFERENCE_PHASE, WindowPlan
 from app.timeline import iso
@@ -31,7 +32,7 @@ PAGE: Final = 1000
 POLL_SECONDS: Final = 1.0
 REREQUEST_SECONDS: Final = 10.0
 
-Records = dict[datetime, dict[str, Any]]
+Records = dict[datetime, WindowRecord]
 
 
 class WaitTimeoutError(Exception):
@@ -56,7 +57,8 @@ def fetch_records(client: httpx.Client, *, model: str, start: datetime, end: dat
         if cursor is not None:
             params["cursor"] = cursor
         _, page = request_json(client, "GET", f"/v1/models/{model}/windows", params=params)
-        for record in page["windows"]:
+        windows: list[WindowRecord] = page["windows"]
+        for record in windows:
             records[datetime.fromisoformat(record["start"])] = record
         cursor = page["next_cursor"]
         if cursor is None:
@@ -74,7 +76,7 @@ def request_recompute(client: httpx.Client, *, model: str, start: datetime, end:
 
 
 def is_complete(
-    record: Mapping[str, Any] | None,
+    record: WindowRecord | None,
     plan: WindowPlan,
     reference_size: int,
     *,
@@ -87,17 +89,16 @@ def is_complete(
         return False
     if labelled and record["unlabelled"]:
         return False
-    reference = record.get("reference")
+    reference = record["reference"]
     return reference is not None and reference["n"] == reference_size
 
 
-def _mixed(record: Mapping[str, Any], plan: WindowPlan, reference_size: int) -> bool:
+def _mixed(record: WindowRecord, plan: WindowPlan, reference_size: int) -> bool:
     """True when ``record`` holds more predictions than ``plan``, or its reference more than
     the reference period's ``reference_size``: predictions of another stream are there."""
-    reference = record.get("reference") or {}
-    return (
-        record["n"] + record["unlabelled"] > plan.size
-        or int(reference.get("n") or 0) > reference_size
+    reference = record["reference"]
+    return record["n"] + record["unlabelled"] > plan.size or (
+        reference is not None and reference["n"] > reference_size
     )
 
 
@@ -174,22 +175,21 @@ def _signed(value: Any) -> str:
     return "-" if value is None else f"{value:+.3f}"
 
 
-def _part(value: Any, bounds: Any) -> str:
+def _part(value: float | None, bounds: Interval) -> str:
     """A part of the split and its 95% interval: "+0.012 [-0.004, +0.027]", "[-]" without one."""
     interval = f"[{_signed(bounds[0])}, {_signed(bounds[1])}]" if bounds else "[-]"
     return f"{_signed(value):>6} {interval}"
 
 
-def _estimate(record: Mapping[str, Any]) -> str:
+def _estimate(record: WindowRecord) -> str:
     """The label-free prior, its 95% interval and its verdict (one word: ``class_ratio_moved``,
     ``scores_changed``, ``no_change``, ``not_enough_data``), or ``-``."""
-    estimated = record.get("estimated") or {}
-    ratio = estimated.get("positive_class_ratio")
-    if ratio is None:
+    estimated = record["estimated"]
+    if estimated is None:
         return "-"
-    lower, upper = estimated.get("positive_class_ratio_interval") or (None, None)
+    lower, upper = estimated["positive_class_ratio_interval"]
     return (
-        f"{_number(ratio, 4)} [{_number(lower, 4)},{_number(upper, 4)}]"
+        f"{_number(estimated['positive_class_ratio'], 4)} [{_number(lower, 4)},{_number(upper, 4)}]"
         f" {estimated.get('verdict') or '-'}"
     )
 
@@ -206,30 +206,39 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
         "  unlabelled  estimated prior [95%] and what it says"
     )
     lines = [header]
-    reference: dict[str, Any] | None = None
+    reference: ReferenceSummary | None = None
     for plan in plans:
         record = records.get(plan.start)
         start = f"{plan.start:%Y-%m-%d %H:%M}"
         if record is None:
             lines.append(f"{start:<17}  {plan.phase.name:<10}  not computed")
             continue
-        reference = record.get("reference") or reference
-        at_ref = (record.get("calibrated") or {}).get("reference") or {}
-        split = (record.get("split") or {}).get("average_precision") or {}
+        reference = record["reference"] or reference
+        at_ref = record["calibrated"]["reference"]
+        split = record["split"]
+        parts = None if split is None else split["average_precision"]
+        prior = (
+            _part(None, None) if parts is None else _part(parts["prior"], parts["prior_interval"])
+        )
+        likelihood = (
+            _part(None, None)
+            if parts is None
+            else _part(parts["likelihood"], parts["likelihood_interval"])
+        )
         lines.append(
             f"{start:<17}  {plan.phase.name:<10}  {record['n']:>7}"
             f"  {_number(record['prior'], 4):>6}"
-            f"  {_number(record['regular'].get('average_precision'), 3):>5}"
-            f"  {_number(at_ref.get('average_precision'), 3):>6}"
-            f"  {_part(split.get('prior'), split.get('prior_interval'))}"
-            f"  {_part(split.get('likelihood'), split.get('likelihood_interval'))}"
-            f"  {record.get('unlabelled', 0):>10}  {_estimate(record)}"
+            f"  {_number(record['regular']['average_precision'], 3):>5}"
+            f"  {_number(None if at_ref is None else at_ref['average_precision'], 3):>6}"
+            f"  {prior}"
+            f"  {likelihood}"
+            f"  {record['unlabelled']:>10}  {_estimate(record)}"
         )
     if reference is not None:
         lines.append(
             f"reference {reference['start']} to {reference['end']}: n {reference['n']},"
             f" prior {_number(reference['prior'], 4)},"
-            f" AP {_number(reference['regular'].get('average_precision'), 3)}"
+            f" AP {_number(reference['regular']['average_precision'], 3)}"
         )
     return "\n".join(lines)
 
@@ -251,13 +260,13 @@ def _ratio_moved(n_pos: int, n: int, ref_pos: int, ref_n: int) -> bool:
     return abs(n_pos / n - ref_pos / ref_n) > RATIO_Z * se
 
 
-def _model_change(parts: Sequence[Mapping[str, Any]]) -> str | None:
+def _model_change(parts: Sequence[SplitParts]) -> str | None:
     """What the likelihood parts of a phase's windows say, by majority of the windows with an
     interval: "got worse" (interval below 0), "got better" (above 0), "did not change" (holds
     0); None when no window has an interval."""
     votes = {"got worse": 0, "got better": 0, "did not change": 0}
     for part in parts:
-        bounds = part.get("likelihood_interval")
+        bounds = part["likelihood_interval"]
         if bounds is None:
             continue
         if bounds[1] < 0.0:
@@ -292,12 +301,14 @@ def _conclusion(moved: bool, change: str | None) -> str:
     return f"the model {change}; the class ratio did not move"
 
 
-def _estimate_verdict(found: Sequence[Mapping[str, Any]], ref_prior: Any, true_ratio: str) -> str:
+def _estimate_verdict(found: Sequence[WindowRecord], ref_prior: Any, true_ratio: str) -> str:
     """What the label-free estimates of a phase's unlabelled windows say: the scores changed
     in a way a class-ratio change does not explain when the label-shift check rejects in any
     of them (their estimate does not hold), else the estimated class ratio."""
-    estimated = [r["estimated"] for r in found if r.get("estimated")]
-    rejected = sum((e.get("label_shift") or {}).get("holds") is False for e in estimated)
+    estimated = [e for r in found if (e := r["estimated"])]
+    rejected = sum(
+        (check := e.get("label_shift")) is not None and check["holds"] is False for e in estimated
+    )
     if rejected:
         return (
             f"scores changed in a way a class-ratio change does not explain (label-shift check"
@@ -351,7 +362,7 @@ def _phase_verdict(
     likelihood part against the true ones (``truth``, its ``true_rows`` by window start and
     the true reference class ratio ``true_ref_prior``) with what they mean."""
     found = [records[plan.start] for plan in chosen if plan.start in records]
-    reference = next((r["reference"] for r in found if r.get("reference")), None)
+    reference = next((r["reference"] for r in found if r["reference"]), None)
     if not found or reference is None:
         return f"{name}: not computed, no verdict"
     true_prior = truth["phases"][name]["prior"]
@@ -372,15 +383,15 @@ def _phase_verdict(
 
 
 def _likelihood_parts(
-    found: Sequence[Mapping[str, Any]],
-) -> tuple[list[Mapping[str, Any]], float | None, str]:
+    found: Sequence[WindowRecord],
+) -> tuple[list[SplitParts], float | None, str]:
     """The average precision splits of the windows ``found`` that have a likelihood part,
     the mean of those parts, and the mean bounds of their 95% intervals as text (`` [-]``
     when no window has one), as the verdict line shows them."""
-    splits = [(r.get("split") or {}).get("average_precision") or {} for r in found]
-    parts = [s for s in splits if s.get("likelihood") is not None]
-    likelihood = _mean([s["likelihood"] for s in parts])
-    bounded = [s["likelihood_interval"] for s in parts if s.get("likelihood_interval")]
+    splits = [split["average_precision"] for r in found if (split := r["split"]) is not None]
+    parts = [s for s in splits if s["likelihood"] is not None]
+    likelihood = _mean([value for s in parts if (value := s["likelihood"]) is not None])
+    bounded = [bounds for s in parts if (bounds := s["likelihood_interval"])]
     low, high = _mean([b[0] for b in bounded]), _mean([b[1] for b in bounded])
     interval = f" [{_signed(low)}, {_signed(high)}]" if bounded else " [-]"
     return parts, likelihood, interval
@@ -408,11 +419,11 @@ def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]
         if name == REFERENCE_PHASE:
             continue
         decisions = [
-            (records.get(plan.start) or {}).get("decision")
+            None if (record := records.get(plan.start)) is None else record.get("decision")
             for plan in plans
             if plan.phase.name == name
         ]
-        found = [d for d in decisions if isinstance(d, dict)]
+        found = [d for d in decisions if d is not None]
         if not found:
             continue
         last = found[-1]
@@ -421,7 +432,7 @@ def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]
         lines.append(
             f"{name}: decision {verdict.replace('_', ' ')} (last window: {last['windows']}"
             f" windows pooled, {last['n_pos']} positives, likelihood part of AP"
-            f" {_part(last.get('likelihood_part'), last.get('likelihood_interval'))});"
+            f" {_part(last['likelihood_part'], last['likelihood_interval'])});"
             f" first said at window {first} of the phase"
         )
     return lines

@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Final
 
+from app.records import ReliabilityBin
+
 WIDTH: Final = 1140
 HEIGHT: Final = 280
 LEFT: Final = 64
@@ -500,9 +502,7 @@ def _digits(span: float) -> int:
     return min(max(0, 2 - math.floor(math.log10(span))), 6)
 
 
-def reliability_chart(
-    *, chart_id: str, title: str, rows: Sequence[dict[str, float | int | None]]
-) -> str:
+def reliability_chart(*, chart_id: str, title: str, rows: Sequence[ReliabilityBin]) -> str:
     """A reliability diagram: fraction of positives against mean score per bin (points sized
     by the square root of the bin's count, joined by a line), with the diagonal of perfect
     calibration; under them, each bin's count as a bar over its score range, labelled with the
@@ -533,11 +533,9 @@ def reliability_chart(
         f'L{_f(frame.x(1))} {_f(frame.y(1))}"/>'
     )
     points = [
-        (float(m), float(f), int(c or 0), row.get("lower"), row.get("upper"))
+        (float(m), float(f), row["count"], float(row["lower"]), float(row["upper"]))
         for row in rows
-        if (m := row.get("mean_score")) is not None
-        and (f := row.get("fraction_positive")) is not None
-        for c in [row.get("count")]
+        if (m := row["mean_score"]) is not None and (f := row["fraction_positive"]) is not None
     ]
     if not points:
         out.append(
@@ -548,9 +546,8 @@ def reliability_chart(
         biggest = max(c for _, _, c, _, _ in points) or 1
         _, _, _, bottom = frame.plot
         tallest = 0.18 * (bottom - frame.plot[1])
-        for m, _, c, lower, upper in points:
-            lo = frame.x(float(lower)) if isinstance(lower, int | float) else frame.x(m) - 4
-            hi = frame.x(float(upper)) if isinstance(upper, int | float) else frame.x(m) + 4
+        for _, _, c, lower, upper in points:
+            lo, hi = frame.x(lower), frame.x(upper)
             height = tallest * c / biggest
             out.append(
                 f'<path class="count-bar" d="M{_f(lo + 1)} {_f(bottom)}'

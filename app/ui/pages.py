@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
 from app.catalogue import VERDICT_WORDS
+from app.records import Objective, WindowRecord, metric_interval, metric_value
 from app.ui.charts import (
     DASH,
     Level,
@@ -39,7 +40,6 @@ from app.ui.verdict import (
     read_decision,
     read_window,
     record_verdict,
-    section,
 )
 
 Item = TypeVar("Item")
@@ -134,23 +134,26 @@ def interval_text(interval: Bounds | None, digits: int = 3) -> str:
     return f" [{format_number(interval[0], digits)}, {format_number(interval[1], digits)}]"
 
 
-def _metric(record: Mapping[str, Any], metric: str, *, calibrated: bool = False) -> float | None:
+def _metric(record: WindowRecord, metric: str, *, calibrated: bool = False) -> float | None:
     if calibrated:
-        return number(section(section(record.get("calibrated")).get("reference")).get(metric))
-    return number(section(record.get("regular")).get(metric))
+        at_reference = record["calibrated"]["reference"]
+        return None if at_reference is None else number(metric_value(at_reference, metric))
+    return number(metric_value(record["regular"], metric))
 
 
 def _metric_interval(
-    record: Mapping[str, Any], metric: str, *, calibrated: bool = False
+    record: WindowRecord, metric: str, *, calibrated: bool = False
 ) -> Bounds | None:
-    intervals = section(record.get("intervals"))
+    intervals = record["intervals"]
     if calibrated:
-        return bounds(section(section(intervals.get("calibrated")).get("reference")).get(metric))
-    return bounds(section(intervals.get("regular")).get(metric))
+        at_reference = intervals["calibrated"]["reference"]
+        return None if at_reference is None else bounds(metric_interval(at_reference, metric))
+    return bounds(metric_interval(intervals["regular"], metric))
 
 
-def _reference_metric(record: Mapping[str, Any], metric: str) -> float | None:
-    return number(section(section(record.get("reference")).get("regular")).get(metric))
+def _reference_metric(record: WindowRecord, metric: str) -> float | None:
+    reference = record["reference"]
+    return None if reference is None else number(metric_value(reference["regular"], metric))
 
 
 def _ratio_vs_reference(reading: WindowReading) -> str:
@@ -163,22 +166,22 @@ def _ratio_vs_reference(reading: WindowReading) -> str:
     return text
 
 
-def _estimated_ratio(record: Mapping[str, Any], reading: WindowReading) -> str:
+def _estimated_ratio(record: WindowRecord, reading: WindowReading) -> str:
     """The label-free ratio with its interval against the reference's, marked as estimated."""
-    estimated = section(record.get("estimated"))
-    ratio = number(estimated.get("positive_class_ratio"))
-    if ratio is None:
+    estimated = record["estimated"]
+    ratio = None if estimated is None else number(estimated["positive_class_ratio"])
+    if estimated is None or ratio is None:
         return DASH
     text = (
         f"est. {format_number(ratio, 4)}"
-        f"{interval_text(bounds(estimated.get('positive_class_ratio_interval')), 4)}"
+        f"{interval_text(bounds(estimated['positive_class_ratio_interval']), 4)}"
     )
     if reading.reference_ratio:
         text += f" vs {format_number(reading.reference_ratio, 4)}"
     return text
 
 
-def window_verdict(record: Mapping[str, Any], reading: WindowReading) -> tuple[str, str, str]:
+def window_verdict(record: WindowRecord, reading: WindowReading) -> tuple[str, str, str]:
     """A window's verdict (text, CSS class) and its class ratio text: its pooled decision's
     (:func:`app.ui.verdict.record_verdict`), unless the window's own labels do not decide yet,
     where the label-free estimate speaks (:func:`app.ui.verdict.estimate_speaks`)."""
@@ -201,7 +204,7 @@ class ModelSummary:
     name: str
     window: str
     score_kind: str
-    latest: Mapping[str, Any] | None
+    latest: WindowRecord | None
     alerts: Sequence[str]
 
 
@@ -256,8 +259,8 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
                 else _stacked(format_number(reading.ratio, 4), _versus(reading))
             )
             cells = (
-                f'<td class="text when">{escape(_short_time(record.get("start")))}</td>'
-                f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
+                f'<td class="text when">{escape(_short_time(record["start"]))}</td>'
+                f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
                 f"<td>{ratio}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
@@ -287,14 +290,14 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     return _page("models", body, logout=logout)
 
 
-def _times(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], float]:
+def _times(records: Sequence[WindowRecord]) -> tuple[list[float], float]:
     """Window starts (Unix seconds), where the charts put each window as the tables list it,
     and half a window length."""
     times: list[float] = []
     half = 0.0
     for record in records:
-        start = datetime.fromisoformat(str(record["start"])).timestamp()
-        end = datetime.fromisoformat(str(record["end"])).timestamp()
+        start = datetime.fromisoformat(record["start"]).timestamp()
+        end = datetime.fromisoformat(record["end"]).timestamp()
         times.append(start)
         half = (end - start) / 2
     return times, half
@@ -314,7 +317,7 @@ def _banded(
 
 
 def metric_chart(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[WindowRecord],
     metric: str,
     *,
     chart_id: str,
@@ -363,7 +366,7 @@ def metric_chart(
 
 def split_chart(
     readings: Sequence[WindowReading],
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[WindowRecord],
     *,
     times: Sequence[float],
     half: float,
@@ -372,7 +375,8 @@ def split_chart(
     class ratio explains) and likelihood part (what the model's scores explain), with 95%
     bands, the total, and the zero line."""
     totals = [
-        number(section(section(r.get("split")).get(SPLIT_METRIC)).get("total")) for r in records
+        None if (split := r["split"]) is None else number(split[SPLIT_METRIC]["total"])
+        for r in records
     ]
     return time_chart(
         chart_id="split",
@@ -405,14 +409,14 @@ def split_chart(
 
 def ratio_chart(
     readings: Sequence[WindowReading],
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[WindowRecord],
     *,
     times: Sequence[float],
     half: float,
 ) -> str:
     """The positive class ratio (labels) with its Wilson band, the reference's with its band,
     and the label-free estimate with its band."""
-    estimated = [section(r.get("estimated")) for r in records]
+    estimated = [r["estimated"] for r in records]
     return time_chart(
         chart_id="ratio",
         title="Positive class ratio per window against the reference",
@@ -429,8 +433,8 @@ def ratio_chart(
                 "estimated without labels",
                 "s1",
                 estimated,
-                lambda e: number(e.get("positive_class_ratio")),
-                lambda e: bounds(e.get("positive_class_ratio_interval")),
+                lambda e: None if e is None else number(e["positive_class_ratio"]),
+                lambda e: None if e is None else bounds(e["positive_class_ratio_interval"]),
                 dashed=True,
             ),
             _banded(
@@ -453,7 +457,7 @@ def _options(values: Sequence[str], selected: str) -> str:
 
 
 def verdict_table(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[WindowRecord],
     readings: Sequence[WindowReading],
     *,
     selected: str | None,
@@ -465,14 +469,14 @@ def verdict_table(
     rows = []
     base = f"{model_path}?{urlencode(link)}&window="
     for record, reading in zip(reversed(records), reversed(readings), strict=True):
-        start = str(record.get("start", ""))
+        start = record["start"]
         css = ' class="selected"' if start == selected else ""
         href = escape(base + quote_plus(start))
         verdict, verdict_class, ratio = window_verdict(record, reading)
         rows.append(
             f'<tr{css}><td class="text"><a href="{href}">{escape(start)}</a></td>'
-            f"<td>{record.get('n', DASH)}</td><td>{record.get('n_pos', DASH)}</td>"
-            f"<td>{record.get('unlabelled', DASH)}</td>"
+            f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
+            f"<td>{record['unlabelled']}</td>"
             f"<td>{escape(ratio)}</td>"
             f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
             f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
@@ -505,7 +509,7 @@ def _pooled(decision: DecisionReading) -> str:
     return f"{decision.windows} window{plural}: {positives} positives in {labelled}"
 
 
-def _decision_cells(record: Mapping[str, Any]) -> str:
+def _decision_cells(record: WindowRecord) -> str:
     """The decision's cells of a row of the verdict table: span and counts, and its
     likelihood part (dashes for a record without a decision)."""
     decision = read_decision(record)
@@ -542,7 +546,7 @@ def _explain_decision(decision: DecisionReading) -> str:
     )
 
 
-def _verdict_sentence(record: Mapping[str, Any], reading: WindowReading) -> str:
+def _verdict_sentence(record: WindowRecord, reading: WindowReading) -> str:
     """The explanation beside a window's verdict: the label-free estimate's where it speaks
     for the window, else its decision's when it has one, else its own reading's."""
     speaks = estimate_speaks(record)
@@ -552,16 +556,18 @@ def _verdict_sentence(record: Mapping[str, Any], reading: WindowReading) -> str:
     return _explain(reading) if decision is None else _explain_decision(decision)
 
 
-def _objective_text(objective: Mapping[str, Any]) -> str:
+def _objective_text(objective: Objective) -> str:
     """A model's objective in words."""
     if "target_precision" in objective:
         return f"precision at least {format_number(number(objective['target_precision']))}"
     if "alert_rate" in objective:
         return f"flag at most {format_number(number(objective['alert_rate']), 4)} of predictions"
-    costs = section(objective.get("costs"))
+    costs = objective.get("costs")
+    false_positive = None if costs is None else number(costs["false_positive"])
+    false_negative = None if costs is None else number(costs["false_negative"])
     return (
-        f"least expected cost (false positive {format_number(number(costs.get('false_positive')))}"
-        f", false negative {format_number(number(costs.get('false_negative')))})"
+        f"least expected cost (false positive {format_number(false_positive)}"
+        f", false negative {format_number(false_negative)})"
     )
 
 
@@ -570,45 +576,49 @@ def _p_value(value: float | None) -> str:
     return DASH if value is None else f"{value:.2g}"
 
 
-def advice_section(record: Mapping[str, Any], *, name: str, segment: str) -> str:
+def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
     """The advice of a window (``docs/acting.md``): the advised threshold beside the
     configured one, what it is expected to give, and whether its assumption held; or why
     there is none. Empty when the model has no objective."""
-    advice = section(record.get("advice"))
+    advice = record.get("advice")
     if not advice:
         return ""
-    configured = format_number(number(advice.get("configured_threshold")), 4)
-    objective = escape(_objective_text(section(advice.get("objective"))))
+    configured = format_number(number(advice["configured_threshold"]), 4)
+    objective = escape(_objective_text(advice["objective"]))
     head = (
         f"<h2>Threshold advice</h2><p>Objective: {objective}."
         f" Configured threshold: <strong>{configured}</strong>.</p>"
     )
-    threshold = number(advice.get("threshold"))
+    threshold = number(advice["threshold"])
     if threshold is None:
-        reason = str(advice.get("reason") or "no threshold meets the objective")
+        reason = str(advice["reason"] or "no threshold meets the objective")
         return head + f'<p class="muted" id="advice">No advice: {escape(reason)}.</p>'
-    expected = section(advice.get("expected"))
+    expected = advice["expected"]
+    values = (
+        {}
+        if expected is None
+        else {
+            "precision": number(expected["precision"]),
+            "recall": number(expected["recall"]),
+            "alert rate": number(expected["alert_rate"]),
+            "cost per prediction": number(expected["cost"]),
+        }
+    )
     rows = "".join(
-        f'<tr><td class="text">{label}</td>'
-        f"<td>{format_number(number(expected.get(key)), 4)}</td></tr>"
-        for key, label in (
-            ("precision", "precision"),
-            ("recall", "recall"),
-            ("alert_rate", "alert rate"),
-            ("cost", "cost per prediction"),
-        )
-        if number(expected.get(key)) is not None
+        f'<tr><td class="text">{label}</td><td>{format_number(value, 4)}</td></tr>'
+        for label, value in values.items()
+        if value is not None
     )
     source = (
         "measured from its labels"
-        if advice.get("prior_source") == "measured"
+        if advice["prior_source"] == "measured"
         else ("estimated without labels")
     )
-    assumption = section(advice.get("assumption"))
-    if assumption.get("holds") is False:
+    assumption = advice["assumption"]
+    if assumption is not None and assumption["holds"] is False:
         check = (
             '<p class="alert">The label-shift check failed (p = '
-            f"{_p_value(number(assumption.get('p_value')))}): P(score | class) is no "
+            f"{_p_value(number(assumption['p_value']))}): P(score | class) is no "
             "longer the reference's, so these expectations rest on a broken assumption. Look "
             "at the likelihood part of the change before acting on them.</p>"
         )
@@ -617,11 +627,11 @@ def advice_section(record: Mapping[str, Any], *, name: str, segment: str) -> str
             '<p class="muted">Assumes P(score | class) is the reference\'s (label shift); the '
             "check held.</p>"
         )
-    query = urlencode({"window": str(record.get("start", "")), "segment": segment})
+    query = urlencode({"window": record["start"], "segment": segment})
     return (
         head
         + f'<p id="advice">Advised threshold: <strong>{format_number(threshold, 4)}</strong> at '
-        f"the window's class ratio {format_number(number(advice.get('prior')), 4)} "
+        f"the window's class ratio {format_number(number(advice['prior']), 4)} "
         f"({source}).</p>"
         + f'<table><caption class="muted">Expected at the advised threshold</caption>{rows}</table>'
         + check
@@ -650,21 +660,22 @@ def _explain(reading: WindowReading) -> str:
     return ratio + parts
 
 
-def _explain_estimate(record: Mapping[str, Any], reading: WindowReading, verdict: str) -> str:
-    """One sentence on a window that its label-free estimate speaks for."""
-    estimated = section(record.get("estimated"))
-    check = section(estimated.get("label_shift"))
+def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: str) -> str:
+    """One sentence on a window that its label-free estimate speaks for (one with an
+    estimate: :func:`app.ui.verdict.estimate_speaks`)."""
+    estimated = record["estimated"]
+    check = None if estimated is None else estimated.get("label_shift")
+    p_value = format_number(None if check is None else number(check["p_value"]))
     counts = (
-        f"{record.get('unlabelled', 0)} of its {estimated.get('n', DASH)} scored predictions "
-        "have no label yet. "
+        f"{record['unlabelled']} of its {DASH if estimated is None else estimated['n']} scored "
+        "predictions have no label yet. "
     )
     if verdict == "not_enough_data":
         return counts + "Not enough data: the estimate needs at least 200 scored predictions."
     ratio = f"The class ratio estimated from the scores is {_estimated_ratio(record, reading)}"
     if verdict == "scores_changed":
         return (
-            counts
-            + f"The label-shift check rejects (p = {format_number(number(check.get('p_value')))})"
+            counts + f"The label-shift check rejects (p = {p_value})"
             ": the scores are not a mixture of the reference's classes at any class ratio, so "
             "the model or its inputs changed. The estimate does not hold; labels are needed."
         )
@@ -672,7 +683,7 @@ def _explain_estimate(record: Mapping[str, Any], reading: WindowReading, verdict
         counts
         + ratio
         + f"; the scores fit the reference's classes at that ratio (label-shift check p = "
-        f"{format_number(number(check.get('p_value')))})."
+        f"{p_value})."
     )
 
 
@@ -684,7 +695,7 @@ def model_page(
     segments: Sequence[str],
     metric: str,
     metrics: Sequence[str],
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[WindowRecord],
     selected: str | None,
     model_alerts: Sequence[str],
     logout: bool = False,
@@ -721,7 +732,7 @@ def model_page(
         )
     readings = [read_window(r) for r in records]
     times, half = _times(records)
-    chosen = next((r for r in records if r.get("start") == selected), records[-1])
+    chosen = next((r for r in records if r["start"] == selected), records[-1])
     latest_verdict, latest_class, _ = window_verdict(records[-1], readings[-1])
     summary = (
         f'<h2>Latest window: <span class="{latest_class}">'
@@ -729,10 +740,10 @@ def model_page(
         f"<p>{escape(_verdict_sentence(records[-1], readings[-1]))}</p>"
     )
     reliability = chosen.get("reliability")
-    if isinstance(reliability, list) and reliability:
+    if reliability:
         diagram = reliability_chart(
             chart_id="reliability",
-            title=f"Reliability diagram of the window starting {chosen.get('start')}",
+            title=f"Reliability diagram of the window starting {chosen['start']}",
             rows=reliability,
         )
     else:
@@ -755,14 +766,14 @@ def model_page(
         + ratio_chart(readings, records, times=times, half=half)
         + f"<h2>{escape(metric_title(metric))}</h2>"
         + metric_chart(records, metric, chart_id="metric", times=times, half=half)
-        + f"<h2>Window {escape(str(chosen.get('start')))}</h2>"
+        + f"<h2>Window {escape(chosen['start'])}</h2>"
         + f'<p><span class="{chosen_class}">'
         f"{escape(chosen_verdict)}</span>. {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
         + advice_section(chosen, name=name, segment=segment)
         + diagram
         + "<h2>Verdict per window</h2>"
         + verdict_table(
-            records, readings, selected=str(chosen.get("start")), link=link, model_path=model_path
+            records, readings, selected=chosen["start"], link=link, model_path=model_path
         )
     )
     return _page(

@@ -1,7 +1,7 @@
 """What a window record says in plain words, and which of the alert rules it would fire.
 
-Pure functions of window records (the shape in :mod:`app.services.window_record`); nothing here
-reads the database.
+Pure functions of window records (typed :class:`app.records.WindowRecord`); nothing here reads
+the database.
 
 The per-window verdict is read from the 95% intervals of the record:
 
@@ -28,7 +28,6 @@ The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -38,6 +37,7 @@ from app.catalogue import VERDICT_WORDS, labels_decide
 from app.metrics.decision import BOTH, RATIO, STABLE, UNKNOWN, WORSE, page
 from app.metrics.intervals import wilson_interval
 from app.metrics.label_free import CHECK_LEVEL
+from app.records import WindowRecord, metric_value, split_parts
 
 #: the metric whose change split drives the verdict and the alert
 SPLIT_METRIC: Final = "average_precision"
@@ -78,11 +78,6 @@ class WindowReading:
     likelihood_interval: Bounds | None
 
 
-def section(value: Any) -> Mapping[str, Any]:
-    """``value`` if it is a JSON object, else an empty one (records hold null sections)."""
-    return value if isinstance(value, dict) else {}
-
-
 def number(value: Any) -> float | None:
     """``value`` as a float, or None when it is not a number (null, absent)."""
     kind = type(value)
@@ -99,21 +94,27 @@ def bounds(value: Any) -> Bounds | None:
     return None if lo is None or hi is None else (lo, hi)
 
 
-def reference_interval(record: Mapping[str, Any]) -> Bounds | None:
+def _reference_prior(record: WindowRecord) -> float | None:
+    reference = record["reference"]
+    return None if reference is None else number(reference["prior"])
+
+
+def reference_interval(record: WindowRecord) -> Bounds | None:
     """The 95% Wilson interval of the reference's positive class ratio (as the window's
     ``prior_interval`` is computed), or None without a labelled reference."""
-    reference = section(record.get("reference"))
-    n, n_pos = number(reference.get("n")), number(reference.get("n_pos"))
-    if n is None or n_pos is None:
+    reference = record["reference"]
+    if reference is None:
         return None
-    return bounds(wilson_interval(n_pos, n))
+    return bounds(wilson_interval(float(reference["n_pos"]), float(reference["n"])))
 
 
-def read_window(record: Mapping[str, Any], *, metric: str = SPLIT_METRIC) -> WindowReading:
+def read_window(record: WindowRecord, *, metric: str = SPLIT_METRIC) -> WindowReading:
     """The verdict of one window record, from the split of ``metric``'s change."""
-    split = section(section(record.get("split")).get(metric))
-    ratio_iv, ref_iv = bounds(record.get("prior_interval")), reference_interval(record)
-    prior_iv, lik_iv = bounds(split.get("prior_interval")), bounds(split.get("likelihood_interval"))
+    split = record["split"]
+    parts = None if split is None else split_parts(split, metric)
+    ratio_iv, ref_iv = bounds(record["prior_interval"]), reference_interval(record)
+    prior_iv = None if parts is None else bounds(parts["prior_interval"])
+    lik_iv = None if parts is None else bounds(parts["likelihood_interval"])
     verdict = Verdict.UNKNOWN
     if ratio_iv is not None and ref_iv is not None and prior_iv is not None and lik_iv is not None:
         part_moved = not prior_iv[0] <= 0.0 <= prior_iv[1]
@@ -127,13 +128,13 @@ def read_window(record: Mapping[str, Any], *, metric: str = SPLIT_METRIC) -> Win
         }[(moved, worse)]
     return WindowReading(
         verdict=verdict,
-        ratio=number(record.get("prior")),
+        ratio=number(record["prior"]),
         ratio_interval=ratio_iv,
-        reference_ratio=number(section(record.get("reference")).get("prior")),
+        reference_ratio=_reference_prior(record),
         reference_interval=ref_iv,
-        prior_part=number(split.get("prior")),
+        prior_part=None if parts is None else number(parts["prior"]),
         prior_interval=prior_iv,
-        likelihood_part=number(split.get("likelihood")),
+        likelihood_part=None if parts is None else number(parts["likelihood"]),
         likelihood_interval=lik_iv,
     )
 
@@ -167,95 +168,96 @@ class DecisionReading:
     likelihood_interval: Bounds | None
 
 
-def read_decision(record: Mapping[str, Any]) -> DecisionReading | None:
+def read_decision(record: WindowRecord) -> DecisionReading | None:
     """The pooled decision of a window record, None for a record computed before decisions
     existed (its verdict is then :func:`read_window`'s)."""
     decision = record.get("decision")
-    if not isinstance(decision, dict):
+    if decision is None:
         return None
-    n, n_pos, windows = (number(decision.get(key)) for key in ("n", "n_pos", "windows"))
-    metric = decision.get("metric")
     return DecisionReading(
-        verdict=DECISION_VERDICTS.get(str(decision.get("verdict")), Verdict.UNKNOWN),
-        windows=1 if windows is None else int(windows),
-        start=str(decision["start"]) if isinstance(decision.get("start"), str) else None,
-        n=None if n is None else int(n),
-        n_pos=None if n_pos is None else int(n_pos),
-        metric=metric if isinstance(metric, str) else None,
-        ratio=number(decision.get("positive_class_ratio")),
-        ratio_interval=bounds(decision.get("positive_class_ratio_interval")),
-        prior_part=number(decision.get("prior_part")),
-        prior_interval=bounds(decision.get("prior_interval")),
-        likelihood_part=number(decision.get("likelihood_part")),
-        likelihood_interval=bounds(decision.get("likelihood_interval")),
+        verdict=DECISION_VERDICTS.get(decision["verdict"], Verdict.UNKNOWN),
+        windows=decision["windows"],
+        start=decision["start"],
+        n=decision["n"],
+        n_pos=decision["n_pos"],
+        metric=decision["metric"],
+        ratio=number(decision["positive_class_ratio"]),
+        ratio_interval=bounds(decision["positive_class_ratio_interval"]),
+        prior_part=number(decision["prior_part"]),
+        prior_interval=bounds(decision["prior_interval"]),
+        likelihood_part=number(decision["likelihood_part"]),
+        likelihood_interval=bounds(decision["likelihood_interval"]),
     )
 
 
-def record_verdict(record: Mapping[str, Any]) -> Verdict:
+def record_verdict(record: WindowRecord) -> Verdict:
     """The one verdict of a window: its pooled decision's, else (a record from before
     decisions) the window's own reading."""
     decision = read_decision(record)
     return read_window(record).verdict if decision is None else decision.verdict
 
 
-def _pooled_speaks(record: Mapping[str, Any]) -> bool:
+def _pooled_speaks(record: WindowRecord) -> bool:
     """The pooled alerts' domain: the decision pools more than one window and the window alone
     has no interval for the likelihood part of its AP change (a window with one is the
     window's own alerts')."""
-    windows = number(section(record.get("decision")).get("windows"))
-    own = section(section(record.get("split")).get(SPLIT_METRIC)).get("likelihood_interval")
-    return windows is not None and windows > 1 and own is None
+    decision = record.get("decision")
+    split = record["split"]
+    own = None if split is None else split[SPLIT_METRIC]["likelihood_interval"]
+    return decision is not None and decision["windows"] > 1 and own is None
 
 
-def decision_drop(record: Mapping[str, Any]) -> bool:
+def decision_drop(record: WindowRecord) -> bool:
     """``CalmonDecisionMetricDrop``: where the pooled alerts speak (:func:`_pooled_speaks`;
     elsewhere it is :func:`calibrated_drop`'s), the decision's positives score lower than the
     reference's (p < 0.000233) and its likelihood part is below 5% of the reference's value
     of its metric (:func:`app.metrics.decision.page`)."""
-    decision = section(record.get("decision"))
-    metric = decision.get("metric")
-    if not isinstance(metric, str) or not _pooled_speaks(record):
+    decision = record.get("decision")
+    if decision is None or not _pooled_speaks(record):
         return False
-    reference = number(section(section(record.get("reference")).get("regular")).get(metric))
-    return page(dict(decision), reference_value=reference)
+    reference = record["reference"]
+    value = (
+        None
+        if reference is None
+        else number(metric_value(reference["regular"], decision["metric"]))
+    )
+    return page(dict(decision), reference_value=value)
 
 
-def pooled_prior_shift(record: Mapping[str, Any]) -> str | None:
+def pooled_prior_shift(record: WindowRecord) -> str | None:
     """``CalmonPriorShiftPooled``: "up" or "down" where the pooled alerts speak
     (:func:`_pooled_speaks`) and the decision's ratio moved by more than a factor 1.5 with a
     Wilson interval excluding the reference ratio, else None."""
-    decision = section(record.get("decision"))
-    if not _pooled_speaks(record):
+    decision = record.get("decision")
+    if decision is None or not _pooled_speaks(record):
         return None
-    return prior_shift(
-        {
-            "prior": decision.get("positive_class_ratio"),
-            "prior_interval": decision.get("positive_class_ratio_interval"),
-            "reference": record.get("reference"),
-        }
+    return _ratio_shift(
+        number(decision["positive_class_ratio"]),
+        bounds(decision["positive_class_ratio_interval"]),
+        _reference_prior(record),
     )
 
 
-def calibrated_drop(record: Mapping[str, Any]) -> bool:
+def calibrated_drop(record: WindowRecord) -> bool:
     """``CalmonCalibratedMetricDrop``: AP calibrated at the reference prior below 95% of the
     reference's AP, and the likelihood part below 0 at one-sided 99% confidence."""
-    calibrated = number(
-        section(section(record.get("calibrated")).get("reference")).get(SPLIT_METRIC)
-    )
-    reference = number(section(section(record.get("reference")).get("regular")).get(SPLIT_METRIC))
-    split = section(section(record.get("split")).get(SPLIT_METRIC))
-    interval = bounds(split.get("likelihood_interval"))
+    at_reference = record["calibrated"]["reference"]
+    calibrated = None if at_reference is None else number(at_reference[SPLIT_METRIC])
+    summary = record["reference"]
+    reference = None if summary is None else number(summary["regular"][SPLIT_METRIC])
+    split = record["split"]
+    interval = None if split is None else bounds(split[SPLIT_METRIC]["likelihood_interval"])
     if calibrated is None or reference is None or interval is None:
         return False
     lower, upper = interval
     return calibrated < DROP_FRACTION * reference and upper + ONE_SIDED_99 * (upper - lower) < 0.0
 
 
-def prior_shift(record: Mapping[str, Any]) -> str | None:
-    """``CalmonPriorShift``: "up" or "down" when the window's ratio moved by more than a factor
-    1.5 and its Wilson interval excludes the reference ratio, else None."""
-    ratio, interval = number(record.get("prior")), bounds(record.get("prior_interval"))
-    reference = number(section(record.get("reference")).get("prior"))
+def _ratio_shift(
+    ratio: float | None, interval: Bounds | None, reference: float | None
+) -> str | None:
+    """ "up" or "down" when ``ratio`` moved from ``reference`` by more than a factor 1.5 and
+    its ``interval`` excludes ``reference``, else None."""
     if ratio is None or interval is None or reference is None:
         return None
     if ratio > SHIFT_FACTOR * reference and interval[0] > reference:
@@ -265,28 +267,37 @@ def prior_shift(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def estimate_speaks(record: Mapping[str, Any]) -> str | None:
+def prior_shift(record: WindowRecord) -> str | None:
+    """``CalmonPriorShift``: "up" or "down" when the window's ratio moved by more than a factor
+    1.5 and its Wilson interval excludes the reference ratio, else None."""
+    return _ratio_shift(
+        number(record["prior"]), bounds(record["prior_interval"]), _reference_prior(record)
+    )
+
+
+def estimate_speaks(record: WindowRecord) -> str | None:
     """The label-free estimate's verdict of a window (``estimated.verdict``) where it, not the
     labels, speaks for the window (:func:`app.metrics.label_free.labels_decide`); else None."""
-    verdict = section(record.get("estimated")).get("verdict")
-    if not isinstance(verdict, str) or verdict not in VERDICT_WORDS:
+    estimated = record["estimated"]
+    verdict = None if estimated is None else estimated.get("verdict")
+    if verdict is None or verdict not in VERDICT_WORDS:
         return None
-    labelled, unlabelled = number(record.get("n")) or 0, number(record.get("unlabelled")) or 0
-    return None if labels_decide(int(labelled), int(unlabelled)) else verdict
+    return None if labels_decide(record["n"], record["unlabelled"]) else verdict
 
 
-def estimated_prior_shift(record: Mapping[str, Any]) -> str | None:
+def estimated_prior_shift(record: WindowRecord) -> str | None:
     """``CalmonPriorShiftEstimated``: "up" or "down" when the label-free ratio's interval lies
     wholly beyond the reference ratio times or divided by 1.5, the label-shift check holds and
     the window's labels do not decide yet; else None."""
-    estimated = section(record.get("estimated"))
-    interval = bounds(estimated.get("positive_class_ratio_interval"))
-    reference = number(section(record.get("reference")).get("prior"))
-    check = section(estimated.get("label_shift"))
-    labelled, unlabelled = number(record.get("n")) or 0, number(record.get("unlabelled")) or 0
-    if interval is None or reference is None or check.get("holds") is not True:
+    estimated = record["estimated"]
+    if estimated is None:
         return None
-    if labels_decide(int(labelled), int(unlabelled)):
+    interval = bounds(estimated["positive_class_ratio_interval"])
+    reference = _reference_prior(record)
+    check = estimated.get("label_shift")
+    if interval is None or reference is None or check is None or check["holds"] is not True:
+        return None
+    if labels_decide(record["n"], record["unlabelled"]):
         return None
     if interval[0] > SHIFT_FACTOR * reference:
         return "up"
@@ -295,9 +306,11 @@ def estimated_prior_shift(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def scores_changed(record: Mapping[str, Any]) -> bool:
+def scores_changed(record: WindowRecord) -> bool:
     """``CalmonScoresChangedUnexplained``: the label-shift check rejects (p < 0.01)."""
-    p_value = number(section(section(record.get("estimated")).get("label_shift")).get("p_value"))
+    estimated = record["estimated"]
+    check = None if estimated is None else estimated.get("label_shift")
+    p_value = None if check is None else number(check["p_value"])
     return p_value is not None and p_value < CHECK_LEVEL
 
 
@@ -307,7 +320,7 @@ def is_stale(computed_at: datetime, *, now: datetime, length: timedelta) -> bool
     return now - computed_at > STALE_LENGTHS * length
 
 
-def alerts(record: Mapping[str, Any]) -> list[str]:
+def alerts(record: WindowRecord) -> list[str]:
     """The record-level alert states of a latest window, in words (empty when quiet)."""
     out: list[str] = []
     if calibrated_drop(record):
@@ -324,7 +337,7 @@ def alerts(record: Mapping[str, Any]) -> list[str]:
     return out + decision_alerts(record)
 
 
-def decision_alerts(record: Mapping[str, Any]) -> list[str]:
+def decision_alerts(record: WindowRecord) -> list[str]:
     """The alert states of a latest window's pooled decision, in words (empty when quiet)."""
     out: list[str] = []
     if decision_drop(record):

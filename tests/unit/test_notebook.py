@@ -116,7 +116,9 @@ def test_the_report_holds_the_record_the_service_would_store(tmp_path: Path) -> 
     )
     for key in ("n", "n_pos", "prior", "regular", "intervals", "split", "estimated"):
         assert record[key] == stored[key], key
+    assert record["split"] is not None
     likelihood = record["split"]["average_precision"]
+    assert likelihood["likelihood_interval"] is not None
     assert likelihood["likelihood_interval"][1] < 0  # the model got worse, and it is sure
 
     html = made.html
@@ -142,6 +144,7 @@ def test_without_timestamps_the_periods_are_consecutive_days() -> None:
         {"score": window.scores, "label": window.labels},
     )
     (record,) = made.records
+    assert record["reference"] is not None
     assert record["reference"]["end"] == record["start"]
     assert "drawn as consecutive days" in made.html
     assert "class ratio moved" in made.html

@@ -23,9 +23,8 @@ REFERENCE = {
 }
 
 
-def _record(
-    start: str, *, split: dict[str, Any] | None, calibrated: dict[str, Any] | None
-) -> dict[str, Any]:
+def _record(start: str, *, split: dict[str, Any] | None, calibrated: dict[str, Any] | None) -> Any:
+    """A window record with the fields the table reads."""
     return {
         "start": start,
         "n": 2000,
@@ -36,6 +35,7 @@ def _record(
         "calibrated": {"reference": calibrated, "0.01": {"average_precision": 0.2}},
         "split": split,
         "reference": REFERENCE,
+        "estimated": None,
     }
 
 
@@ -212,7 +212,7 @@ def test_advice_columns_show_the_configured_and_the_advised_threshold() -> None:
         "threshold": 0.91234,
         "assumption": {"holds": True, "p_value": 0.4, "method": "ks_by_class"},
     }
-    records = [
+    records: list[Any] = [
         {**_record("2026-11-01T10:00:00Z", split=None, calibrated=None), "advice": advice},
         {
             **_record("2026-11-01T11:00:00Z", split=None, calibrated=None),

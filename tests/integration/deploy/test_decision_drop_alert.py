@@ -90,7 +90,9 @@ def _latest_window(name: str, seed: int, *, factor: float, drop: float) -> Lates
         computed_at=WINDOW_START + HOUR,
         trailing=trailing,
     )
+    assert record["split"] is not None
     assert record["split"]["average_precision"]["likelihood_interval"] is None
+    assert record["decision"] is not None
     assert record["decision"]["windows"] == POOLED + 1
     return LatestWindow(
         model=name,

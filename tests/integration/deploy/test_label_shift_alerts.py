@@ -124,7 +124,7 @@ def test_scores_changed_fires_on_drift_and_the_estimated_shift_only_where_it_hol
         + [_latest_window("labelled-0", 20_000, factor=3.0, labelled=True)]
         + [_latest_window("tiny-0", 30_000, factor=1.0, size=4)]
     )
-    records = {w.model: w.record["estimated"] for w in windows}
+    records: dict[str, Any] = {w.model: w.record["estimated"] for w in windows}
     assert records["tiny-0"]["label_shift"] == {
         "p_value": None,
         "holds": None,

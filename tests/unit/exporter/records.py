@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from app.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
 from app.metrics.prepared import pi0_key
+from app.records import WindowRecord
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,
@@ -153,7 +154,7 @@ def window(model: str, record: dict[str, Any]) -> LatestWindow:
         start=START,
         end=START + LENGTH,
         computed_at=COMPUTED,
-        record=record,
+        record=cast(WindowRecord, record),
     )
 
 

@@ -77,7 +77,9 @@ def _walk() -> tuple[Counter[str], Counter[str]]:
         )
     finally:
         sys.setprofile(None)
-    assert record["decision"]["windows"] == 3
+    decision = record.get("decision")
+    assert decision is not None
+    assert decision["windows"] == 3
     return down, up
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import numpy as np
 
 from app.db.models import Model
+from app.records import WindowRecord
 from app.services.window_compute import evaluate_segment
 from app.services.window_record import segment_seed
 
@@ -30,9 +30,7 @@ def _data(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return scores, labels
 
 
-def _record(
-    model: Model, start: datetime, scores: np.ndarray, labels: np.ndarray
-) -> dict[str, Any]:
+def _record(model: Model, start: datetime, scores: np.ndarray, labels: np.ndarray) -> WindowRecord:
     record, _, _ = evaluate_segment(
         model=model,
         segment="*",

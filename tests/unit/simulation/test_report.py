@@ -135,13 +135,15 @@ def test_windows_computed_early_are_brought_up_to_date(
             assert scheduler.tick().computed == 1
 
     _send(api, plans, seed=1, batch_size=150, on_window=compute_first)
-    early = fetch_records(api, model="sim", start=plans[0].start, end=plans[-1].end)
+    early: dict[datetime, Any] = fetch_records(
+        api, model="sim", start=plans[0].start, end=plans[-1].end
+    )
     assert list(early) == [plans[0].start]
     assert early[plans[0].start]["reference"]["n"] == PER_WINDOW
     assert not is_complete(early[plans[0].start], plans[0], reference_size(plans))
 
     ticks: list[int] = []
-    records = wait_for_windows(
+    records: dict[datetime, Any] = wait_for_windows(
         api, model="sim", plans=plans, timeout=60, poll=0, sleep=_ticks(scheduler, ticks)
     )
     assert ticks == [4]  # the stale first window and the three others, in one tick
@@ -197,7 +199,7 @@ def test_summary_lists_every_planned_window(api: TestClient, scheduler: WindowSc
     plans = _plans()
     _create(api, plans)
     _send(api, plans[:3], seed=3)
-    records = wait_for_windows(
+    records: dict[datetime, Any] = wait_for_windows(
         api,
         model="sim",
         plans=plans[:3],
@@ -252,7 +254,7 @@ def test_late_labels_keep_the_estimate_beside_the_measured_values(
         concurrency=1,
         labelled=lambda data: data.plan.phase.name == "stable",
     )
-    before = wait_for_windows(
+    before: dict[datetime, Any] = wait_for_windows(
         api, model="sim", plans=plans, timeout=60, poll=0, sleep=_ticks(scheduler, [])
     )
     for data in late:
@@ -263,7 +265,7 @@ def test_late_labels_keep_the_estimate_beside_the_measured_values(
     with pytest.raises(WaitTimeoutError):
         wait_for_windows(api, model="sim", plans=plans, timeout=0.01, poll=0, labelled=True)
     assert send_labels(api, model="sim", windows=late, batch_size=150) == len(late) * PER_WINDOW
-    after = wait_for_windows(
+    after: dict[datetime, Any] = wait_for_windows(
         api,
         model="sim",
         plans=plans,
@@ -331,7 +333,8 @@ def _verdict_plans() -> list[WindowPlan]:
     )
 
 
-def _verdict_record(n_pos: int, likelihood: float, bounds: list[float] | None) -> dict[str, Any]:
+def _verdict_record(n_pos: int, likelihood: float, bounds: list[float] | None) -> Any:
+    """A window record with the fields the verdicts read."""
     return {
         "n": 20_000,
         "n_pos": n_pos,
@@ -396,7 +399,7 @@ def test_verdicts_say_in_words_what_moved_beside_the_truth() -> None:
     ]
 
 
-def _estimate(record: dict[str, Any]) -> list[str]:
+def _estimate(record: Any) -> list[str]:
     """The summary's last tokens for a record's estimate: ratio, interval, verdict."""
     estimated = record["estimated"]
     if estimated is None:

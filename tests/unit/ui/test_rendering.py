@@ -6,10 +6,11 @@ import re
 import time
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from app.records import ReliabilityBin, WindowRecord
 from app.ui.charts import (
     DASHES,
     LONE_HALF,
@@ -105,7 +106,7 @@ def test_nice_ticks() -> None:
 
 
 def test_reliability_chart_leaves_out_empty_bins() -> None:
-    rows: list[dict[str, float | int | None]] = [
+    rows: list[ReliabilityBin] = [
         {"lower": 0.0, "upper": 0.5, "count": 90, "mean_score": 0.1, "fraction_positive": 0.12},
         {"lower": 0.5, "upper": 0.9, "count": 0, "mean_score": None, "fraction_positive": None},
         {"lower": 0.9, "upper": 1.0, "count": 10, "mean_score": 0.95, "fraction_positive": 0.9},
@@ -124,7 +125,7 @@ def test_reliability_chart_leaves_out_empty_bins() -> None:
     assert "no labelled scores" in reliability_chart(chart_id="r", title="r", rows=rows[1:2])
 
 
-def window_records(count: int) -> list[dict[str, Any]]:
+def window_records(count: int) -> list[Any]:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     out = []
     for i in range(count):
@@ -138,7 +139,10 @@ def window_records(count: int) -> list[dict[str, Any]]:
         r["end"] = (start + (i + 1) * timedelta(hours=1)).isoformat().replace("+00:00", "Z")
         r["segment"] = "*"
         r["regular"]["roc_auc"] = 0.9
-        r["intervals"] = {"regular": {"average_precision": [0.35, 0.45], "roc_auc": [0.88, 0.92]}}
+        r["intervals"] = {
+            "regular": {"average_precision": [0.35, 0.45], "roc_auc": [0.88, 0.92]},
+            "calibrated": {"reference": None},
+        }
         r["reliability"] = [
             {"lower": 0.0, "upper": 1.0, "count": 5, "mean_score": 0.3, "fraction_positive": 0.2}
         ]
@@ -312,6 +316,11 @@ def test_a_lone_interval_is_a_narrow_box_around_its_point() -> None:
     assert max(xs) - min(xs) == pytest.approx(2 * LONE_HALF, abs=0.1)
 
 
+def _window(advice: Any) -> WindowRecord:
+    """A window record holding ``advice``, with the start its calibration link names."""
+    return cast(WindowRecord, {"start": "2024-05-01T10:00:00Z", "advice": advice})
+
+
 def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
     advice = {
         "objective": {"target_precision": 0.8},
@@ -324,9 +333,7 @@ def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
         "assumption": {"holds": True, "p_value": 0.3, "method": "ks_by_class"},
         "reason": None,
     }
-    shown = advice_section(
-        {"start": "2024-05-01T10:00:00Z", "advice": advice}, name="m", segment="*"
-    )
+    shown = advice_section(_window(advice), name="m", segment="*")
     assert "Advised threshold: <strong>0.9123</strong>" in shown
     assert "Configured threshold: <strong>0.5000</strong>" in shown
     assert "precision at least 0.800" in shown
@@ -334,10 +341,10 @@ def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
     assert "broken assumption" not in shown
     assert "/v1/models/m/calibration?window=2024-05-01T10%3A00%3A00Z&amp;segment=%2A" in shown
     advice["assumption"] = {"holds": False, "p_value": 1e-9, "method": "ks_by_class"}
-    broken = advice_section({"advice": advice}, name="m", segment="*")
+    broken = advice_section(_window(advice), name="m", segment="*")
     assert "broken assumption" in broken
     assert "(p = 1e-09)" in broken
     withheld = {**advice, "threshold": None, "expected": None, "reason": "too few labels <x>"}
-    shown = advice_section({"advice": withheld}, name="m", segment="*")
+    shown = advice_section(_window(withheld), name="m", segment="*")
     assert "No advice: too few labels &lt;x&gt;." in shown
-    assert advice_section({"advice": None}, name="m", segment="*") == ""
+    assert advice_section(_window(None), name="m", segment="*") == ""

@@ -38,7 +38,7 @@ def record(
     p_value: float | None = 0.4,
     unlabelled: int = 0,
     estimate_verdict: str = "class_ratio_moved",
-) -> dict[str, Any]:
+) -> Any:
     """A window record with the fields the verdict reads; parts default to intervals around
     0 (nothing moved)."""
     n_pos = round(ratio * n)
@@ -140,7 +140,7 @@ def test_prior_shift_both_ways_and_the_factor() -> None:
 
 
 def test_estimated_prior_shift_needs_the_whole_interval_beyond_the_band() -> None:
-    def before_labels(estimated: list[float] | None) -> dict[str, Any]:
+    def before_labels(estimated: list[float] | None) -> Any:
         return record(estimated=estimated, n=100, unlabelled=19_900)
 
     assert estimated_prior_shift(before_labels([0.01, 0.02])) == "down"
@@ -202,7 +202,7 @@ def _with_decision(
     ratio: float = 0.05,
     ratio_interval: list[float] | None = None,
     shift_p: float = 1e-5,
-) -> dict[str, Any]:
+) -> Any:
     """A window of 20 positives (no AP interval of its own) with a pooled decision."""
     out = record(n=400)
     out["split"]["average_precision"]["likelihood_interval"] = None

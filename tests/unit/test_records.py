@@ -1,0 +1,200 @@
+"""The window record's TypedDicts (:mod:`app.records`) and its OpenAPI schema
+(:mod:`app.api.window_schemas`) describe one shape: both are walked from the record down, and
+every path must have the same keys, the same required/optional split and the same kinds of
+value (null included). Real computed records (the golden file, which
+``tests/integration/scheduler/test_golden_records.py`` proves the scheduler stores byte for byte)
+validate against the schema and hold exactly the TypedDicts' keys."""
+
+from __future__ import annotations
+
+import json
+import types
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import pytest
+from pydantic import BaseModel
+from typing_extensions import is_typeddict
+
+from app import records
+from app.api import window_schemas
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "windows" / "golden_records.json"
+
+#: A key's entry: (required, the kinds its value may take).
+Entry = tuple[bool, frozenset[str]]
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The members of a union (an annotation that is not one is its only member)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return get_args(annotation)
+    return (annotation,)
+
+
+def _fields(shape: Any) -> dict[str, tuple[bool, Any]]:
+    """key -> (required, annotation) of a schema model or a TypedDict."""
+    if isinstance(shape, type) and issubclass(shape, BaseModel):
+        return {
+            name: (field.is_required(), field.annotation)
+            for name, field in shape.model_fields.items()
+        }
+    hints = get_type_hints(shape)
+    return {name: (name in shape.__required_keys__, hints[name]) for name in hints}
+
+
+def _prior_map_value(model: type[BaseModel]) -> Any:
+    """The value annotation of a schema model keyed by prior (``reference`` and open keys)."""
+    (extra,) = get_args(get_type_hints(model)["__pydantic_extra__"])[1:]
+    return model.model_fields["reference"].annotation | extra
+
+
+def _walk(annotation: Any, path: str, out: dict[str, Entry]) -> frozenset[str]:
+    """The kinds of value ``annotation`` allows; the entries of every key below it go to
+    ``out`` by path (``a.b``, ``a[]`` for array items, ``a{}`` for map values)."""
+    kinds: set[str] = set()
+    for member in _members(annotation):
+        origin = get_origin(member)
+        if member is type(None) or member is None:
+            kinds.add("null")
+        elif isinstance(member, type) and issubclass(member, BaseModel):
+            if member.model_config.get("extra") == "allow":
+                kinds.add("map")
+                _walk(_prior_map_value(member), f"{path}{{}}", out)
+            else:
+                kinds.add("object")
+                _object(member, path, out)
+        elif is_typeddict(member):
+            kinds.add("object")
+            _object(member, path, out)
+        elif origin is dict:
+            kinds.add("map")
+            _walk(get_args(member)[1], f"{path}{{}}", out)
+        elif origin in (list, tuple):
+            kinds.add("array")
+            (item,) = set(get_args(member)) - {Ellipsis}
+            out[f"{path}[]"] = (True, _walk(item, f"{path}[]", out))
+        elif origin is Literal:
+            kinds.update(f"literal {value!r}" for value in get_args(member))
+        elif member in (str, datetime):
+            kinds.add("string")
+        else:
+            kinds.add(member.__name__)
+    return frozenset(kinds)
+
+
+def _object(shape: Any, path: str, out: dict[str, Entry]) -> None:
+    for name, (required, annotation) in _fields(shape).items():
+        key = f"{path}.{name}"
+        out[key] = (required, _walk(annotation, key, out))
+
+
+def _paths(shape: Any) -> dict[str, Entry]:
+    out: dict[str, Entry] = {}
+    _object(shape, "record", out)
+    return out
+
+
+def test_the_typed_record_and_the_schema_agree_on_every_key() -> None:
+    typed, schema = _paths(records.WindowRecord), _paths(window_schemas.WindowRecord)
+    assert typed == schema
+
+
+def test_the_walk_sees_optional_nullable_and_nested_keys() -> None:
+    paths = _paths(records.WindowRecord)
+    assert paths["record.decision"] == (False, frozenset({"object", "null"}))
+    assert paths["record.decision.positives_shift.z"] == (True, frozenset({"float"}))
+    assert paths["record.regular.brier"] == (False, frozenset({"float", "null"}))
+    assert paths["record.calibrated"] == (True, frozenset({"map"}))
+    assert paths["record.calibrated{}.precision"] == (True, frozenset({"float", "null"}))
+    assert paths["record.reliability[]"] == (True, frozenset({"object"}))
+    assert paths["record.prior_interval"] == (True, frozenset({"array", "null"}))
+    assert paths["record.start"] == (True, frozenset({"string"}))
+    assert len(paths) > 150
+
+
+def test_the_walk_finds_a_difference() -> None:
+    class Narrow(records.SegmentsOverflow, total=False):
+        extra: int
+
+    class Wide(window_schemas.SegmentsOverflow):
+        extra: int | None = None
+
+    narrow, wide = _paths(Narrow), _paths(Wide)
+    assert narrow["record.extra"] == (False, frozenset({"int"}))
+    assert wide["record.extra"] == (False, frozenset({"int", "null"}))
+
+
+def _golden() -> list[Any]:
+    stored: dict[str, str] = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    return [json.loads(text) for text in stored.values()]
+
+
+def _missing_and_unknown(value: Any, shape: Any, path: str) -> list[str]:
+    """Keys of ``value`` below ``path`` the typed ``shape`` lacks, and required keys of it
+    that ``value`` lacks, as ``+path`` / ``-path``."""
+    found: list[str] = []
+    for member in _members(shape):
+        origin = get_origin(member)
+        if value is None:
+            return found
+        if is_typeddict(member) and isinstance(value, dict):
+            fields = _fields(member)
+            found += [f"+{path}.{key}" for key in value.keys() - fields.keys()]
+            required = {key for key, (needed, _) in fields.items() if needed}
+            found += [f"-{path}.{key}" for key in required - value.keys()]
+            for key in value.keys() & fields.keys():
+                found += _missing_and_unknown(value[key], fields[key][1], f"{path}.{key}")
+            return found
+        if origin is dict and isinstance(value, dict):
+            for key, item in value.items():
+                found += _missing_and_unknown(item, get_args(member)[1], f"{path}{{{key}}}")
+            return found
+        if origin is list and isinstance(value, list):
+            for item in value:
+                found += _missing_and_unknown(item, get_args(member)[0], f"{path}[]")
+            return found
+    return found
+
+
+@pytest.mark.parametrize("index", range(9))
+def test_a_computed_record_validates_and_holds_exactly_the_typed_keys(index: int) -> None:
+    record = _golden()[index]
+    window_schemas.WindowRecord.model_validate(record)
+    assert _missing_and_unknown(record, records.WindowRecord, "record") == []
+
+
+def _present(value: Any, shape: Any, path: str, out: set[str]) -> None:
+    """Add to ``out`` the path (as :func:`_paths` names it) of every key present below
+    ``path`` in ``value``, read as the typed ``shape``."""
+    for member in _members(shape):
+        origin = get_origin(member)
+        if is_typeddict(member) and isinstance(value, dict):
+            fields = _fields(member)
+            for key in value.keys() & fields.keys():
+                out.add(f"{path}.{key}")
+                if value[key] is not None:
+                    _present(value[key], fields[key][1], f"{path}.{key}", out)
+        elif origin is dict and isinstance(value, dict):
+            for item in value.values():
+                _present(item, get_args(member)[1], f"{path}{{}}", out)
+        elif origin is list and isinstance(value, list) and value:
+            out.add(f"{path}[]")
+            for item in value:
+                _present(item, get_args(member)[0], f"{path}[]", out)
+
+
+def test_the_computed_records_between_them_hold_every_typed_key() -> None:
+    """Optional keys included: only the objectives the golden model does not configure are
+    missing."""
+    present: set[str] = set()
+    for record in _golden():
+        _present(record, records.WindowRecord, "record", present)
+    keys = {path for path in _paths(records.WindowRecord) if not path.endswith("[]")}
+    assert sorted(keys - present) == [
+        "record.advice.objective.alert_rate",
+        "record.advice.objective.costs",
+        "record.advice.objective.costs.false_negative",
+        "record.advice.objective.costs.false_positive",
+    ]
