@@ -23,6 +23,19 @@ from psycopg import sql
 
 T = TypeVar("T")
 
+#: what did not run in this session and why, by title ("PostgreSQL tests"): the conftests
+#: append the reasons of their skips, the root conftest shows them at the end of the run
+#: (gathered from every pytest-xdist worker)
+NOT_RUN: dict[str, list[str]] = {}
+#: further lines for the end of the run (how long the container image took)
+NOTES: list[str] = []
+
+
+def not_run_reasons(title: str) -> list[str]:
+    """The list of reasons why the tests called ``title`` did not run, for the end of the run
+    (its section reads "<title> DID NOT RUN")."""
+    return NOT_RUN.setdefault(title, [])
+
 
 @contextmanager
 def throwaway_database(admin_url: str) -> Iterator[str]:
