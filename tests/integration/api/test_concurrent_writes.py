@@ -47,7 +47,7 @@ def _blocked(factory: sessionmaker[Session], thread: threading.Thread) -> bool:
         if not thread.is_alive():
             return True
         with factory() as probe:  # a transaction of its own: a fresh pg_stat_activity
-            return probe.execute(_LOCK_WAITS).scalar_one() > 0
+            return int(probe.execute(_LOCK_WAITS).scalar_one()) > 0
 
     wait_for("the request to wait for a lock or end", settled, timeout=20, interval=0.02)
     return thread.is_alive()

@@ -3,7 +3,6 @@ fresh window; a model with a trailing reference still computes its windows oldes
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 from tests.integration.scheduler.helpers import (
@@ -14,6 +13,7 @@ from tests.integration.scheduler.helpers import (
     recent,
     send,
 )
+from tests.support import wait_for
 
 BACKFILL = 200
 
@@ -36,19 +36,16 @@ def test_a_fresh_window_is_computed_within_a_few_windows_of_a_long_backfill(env:
     # Each window's transaction lasts at least 50 ms; plans are made again every 0.2 s.
     scheduler = env.scheduler(scheduler_pause_before_commit=0.05)
     scheduler.start()
-    deadline = time.monotonic() + 60
-    while len(env.results(big)) < 10:
-        assert time.monotonic() < deadline, "the back-fill did not start"
-        time.sleep(0.05)
+    wait_for(
+        "the back-fill to start", lambda: len(env.results(big)) >= 10, timeout=60, interval=0.05
+    )
     send(
         env.client,
         "fresh",
         make_batch(prefix="f", start=recent(1), count=20, spacing=timedelta(seconds=5), seed=2),
     )
     sent_at = datetime.now(UTC)
-    while not env.results(fresh):
-        assert time.monotonic() < deadline, "the fresh window was not computed"
-        time.sleep(0.05)
+    wait_for("the fresh window computed", lambda: env.results(fresh), timeout=60, interval=0.05)
     fresh_at = env.results(fresh)[recent(1)].computed_at
     big_results = env.results(big)
     in_between = [r for r in big_results.values() if sent_at <= r.computed_at <= fresh_at]

@@ -5,7 +5,6 @@ deadlock, and windows retention expired stay expired (late labels included)."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +29,7 @@ from tests.integration.scheduler.helpers import (
     send,
     send_labels,
 )
+from tests.support import wait_for
 
 FIXED_2020 = {"kind": "fixed", "start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}
 NEW_THRESHOLD = 0.7
@@ -117,9 +117,12 @@ def test_a_reconfiguration_during_a_backfill_reaches_every_window(env: Env) -> N
     ticking = threading.Thread(target=scheduler.tick)
     ticking.start()
     model_id = env.model_id("fixed")
-    deadline = time.monotonic() + 60
-    while len(env.results(model_id)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        "two windows of the back-fill",
+        lambda: len(env.results(model_id)) >= 2,
+        timeout=60,
+        interval=0.05,
+    )
     _reconfigure(env, "fixed", starts[0], starts[-1])
     # the reconfiguration landed in the middle of the back-fill's plan
     assert ticking.is_alive()
@@ -181,16 +184,15 @@ def test_retention_and_a_computation_of_the_same_window_do_not_deadlock(env: Env
 
 def _wait_for_lock_waits(watcher: psycopg.Connection[Any], count: int) -> None:
     """Wait until ``count`` backends of this database wait for a lock."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        waiting = watcher.execute(
+
+    def waiting() -> bool:
+        row = watcher.execute(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND wait_event_type = 'Lock'"
         ).fetchone()
-        if waiting is not None and waiting[0] >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"fewer than {count} lock waits")
+        return row is not None and row[0] >= count
+
+    wait_for(f"{count} lock waits", waiting, timeout=30, interval=0.02)
 
 
 def test_windows_retention_expired_do_not_come_back(env: Env) -> None:
