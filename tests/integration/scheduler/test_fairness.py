@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,
+    SettledClock,
     create_model,
     make_batch,
-    recent,
     send,
 )
 from tests.support import wait_for
@@ -18,7 +18,9 @@ from tests.support import wait_for
 BACKFILL = 200
 
 
-def test_a_fresh_window_is_computed_within_a_few_windows_of_a_long_backfill(env: Env) -> None:
+def test_a_fresh_window_is_computed_within_a_few_windows_of_a_long_backfill(
+    env: Env, clock: SettledClock
+) -> None:
     create_model(env.client, "big", window="5m", grace="0s")
     create_model(env.client, "fresh", window="5m", grace="0s")
     send(
@@ -26,7 +28,7 @@ def test_a_fresh_window_is_computed_within_a_few_windows_of_a_long_backfill(env:
         "big",
         make_batch(
             prefix="b",
-            start=recent(BACKFILL),
+            start=clock.recent(BACKFILL),
             count=BACKFILL * 10,
             spacing=FIVE_MINUTES / 10,
             seed=1,
@@ -42,11 +44,13 @@ def test_a_fresh_window_is_computed_within_a_few_windows_of_a_long_backfill(env:
     send(
         env.client,
         "fresh",
-        make_batch(prefix="f", start=recent(1), count=20, spacing=timedelta(seconds=5), seed=2),
+        make_batch(
+            prefix="f", start=clock.recent(1), count=20, spacing=timedelta(seconds=5), seed=2
+        ),
     )
     sent_at = datetime.now(UTC)
     wait_for("the fresh window computed", lambda: env.results(fresh), timeout=60, interval=0.05)
-    fresh_at = env.results(fresh)[recent(1)].computed_at
+    fresh_at = env.results(fresh)[clock.recent(1)].computed_at
     big_results = env.results(big)
     in_between = [r for r in big_results.values() if sent_at <= r.computed_at <= fresh_at]
     # From the moment the fresh predictions are stored: a plan interval's worth of the
