@@ -254,6 +254,8 @@ def _event_times() -> Iterator[None]:
     unregister_string_format("date-time")
 
 
+# slow: a property-based run of every operation (the full run; not the fast loop)
+@pytest.mark.slow
 @schema.parametrize()
 @settings(
     max_examples=25,

@@ -153,6 +153,8 @@ def _refusing(postgres_url: str) -> Iterator[tuple[TcpProxy, str]]:
         proxy.close()
 
 
+# slow: real `calmon` processes
+@pytest.mark.slow
 def test_two_schedulers_on_one_sqlite_file_one_leads(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -180,6 +182,8 @@ def test_two_schedulers_on_one_sqlite_file_one_leads(
     assert page["calmon_windows_pending"] == 0.0
 
 
+# slow: real `calmon` processes
+@pytest.mark.slow
 def test_serve_runs_the_scheduler_beside_the_api(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -273,6 +277,8 @@ def _listening_address(port: int) -> str:
     raise AssertionError(f"nothing listens on port {port}")
 
 
+# slow: real `calmon` processes
+@pytest.mark.slow
 def test_scheduler_metrics_follow_the_api_bind_rule(
     sqlite_url: str, processes: list[subprocess.Popen[bytes]]
 ) -> None:

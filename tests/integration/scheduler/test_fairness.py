@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,
@@ -18,6 +20,8 @@ from tests.support import wait_for
 BACKFILL = 200
 
 
+# slow: a real back-fill of 200 windows
+@pytest.mark.slow
 def test_a_fresh_window_is_computed_within_a_few_windows_of_a_long_backfill(
     env: Env, clock: SettledClock
 ) -> None:
