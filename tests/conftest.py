@@ -6,9 +6,9 @@ When it is empty or unreachable the PostgreSQL tests are skipped and the run end
 warning, unless ``CALMON_REQUIRE_POSTGRES=1`` (CI), which turns that into a failure.
 
 Also the end of the run for every kind of test that could not run (``tests.support.NOT_RUN``,
-collected from each pytest-xdist worker), and the ``serial`` xdist group: the tests that must
-not overlap each other (see :data:`SERIAL`), run one after the other on one worker under
-``--dist loadgroup``.
+collected from each pytest-xdist worker), and the ``serial`` group of pytest-xdist: the tests
+that must not overlap each other (see :data:`SERIAL`), run one after the other on one worker
+under ``--dist loadgroup``.
 """
 
 from __future__ import annotations
@@ -77,14 +77,23 @@ def postgres_database(postgres_admin_url: str) -> Iterator[str]:
         yield database_url(postgres_admin_url, name)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the group into node ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the tests of :data:`SERIAL` in the ``serial`` xdist group."""
-    root = config.rootpath
-    for item in items:
-        path = item.path.relative_to(root).as_posix()
-        if path.startswith(SERIAL):
-            item.add_marker(pytest.mark.xdist_group("serial"))
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup``: the tests of :data:`SERIAL` are one work unit, the
+    ``serial`` group (every other test is one of its own, as usual). A scheduler rather than
+    ``xdist_group`` marks: pytest-xdist 3.8 groups by a suffix of the node id, which pytest 9
+    no longer lets it set."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+    class SerialGroupScheduling(LoadGroupScheduling):  # type: ignore[misc]  # untyped
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.partition("::")[0].startswith(SERIAL):
+                return "serial"
+            return str(super()._split_scope(nodeid))
+
+    return SerialGroupScheduling(config, log)
 
 
 @pytest.hookimpl(trylast=True)
