@@ -4,19 +4,46 @@
 create and drop databases (``scripts/test`` sets it, starting a throwaway server if needed).
 When it is empty or unreachable the PostgreSQL tests are skipped and the run ends with a loud
 warning, unless ``CALMON_REQUIRE_POSTGRES=1`` (CI), which turns that into a failure.
+
+Also the end of the run for every kind of test that could not run (``tests.support.NOT_RUN``,
+collected from each pytest-xdist worker), and the ``serial`` group of pytest-xdist: the tests
+that must not overlap each other (see :data:`SERIAL`), run one after the other on one worker
+under ``--dist loadgroup``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support import database_url, throwaway_database
+from tests.support import NOT_RUN, NOTES, database_url, not_run_reasons, throwaway_database
 
-_skipped_for_postgres: list[str] = []
+_skipped_for_postgres = not_run_reasons("PostgreSQL tests")
+
+#: test files (or directories) whose tests must not overlap each other: each starts servers
+#: or processes that keep time (lease renewals, scrape and alert intervals, failovers,
+#: deadlines measured while other schedulers work) and would miss it on a machine whose two
+#: cores another such test keeps busy. Under ``--dist loadgroup`` they run one after the other
+#: on one worker while the other worker takes the rest of the suite.
+SERIAL = (
+    "tests/e2e/ha/",
+    "tests/e2e/faults/",
+    "tests/e2e/test_container.py",
+    "tests/e2e/test_prometheus_alerts.py",
+    "tests/e2e/test_scheduler_replicas.py",
+    "tests/e2e/test_concurrency_chaos.py",
+    "tests/e2e/test_client_faults.py",
+    "tests/e2e/test_slow_clients.py",
+    "tests/integration/deploy/test_prometheus_live.py",
+    "tests/integration/scheduler/test_leader_lease.py",
+    "tests/integration/scheduler/test_replicas.py",
+    "tests/integration/db/test_session_deadline.py",
+    "tests/integration/db/test_partitions.py",
+)
 
 
 def _admin_url() -> str | None:
@@ -50,8 +77,50 @@ def postgres_database(postgres_admin_url: str) -> Iterator[str]:
         yield database_url(postgres_admin_url, name)
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup``: the tests of :data:`SERIAL` are one work unit, the
+    ``serial`` group (every other test is one of its own, as usual). A scheduler rather than
+    ``xdist_group`` marks: pytest-xdist 3.8 groups by a suffix of the node id, which pytest 9
+    no longer lets it set."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+    class SerialGroupScheduling(LoadGroupScheduling):  # type: ignore[misc]  # untyped
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.partition("::")[0].startswith(SERIAL):
+                return "serial"
+            return str(super()._split_scope(nodeid))
+
+    return SerialGroupScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker, hand what did not run (and the notes) to the controller."""
+    output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["calmon_not_run"] = {title: list(reasons) for title, reasons in NOT_RUN.items()}
+        output["calmon_notes"] = list(NOTES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the pytest-xdist controller, gather what a worker could not run."""
+    output: dict[str, Any] = getattr(node, "workeroutput", None) or {}
+    for title, reasons in output.get("calmon_not_run", {}).items():
+        not_run_reasons(title).extend(reasons)
+    NOTES.extend(note for note in output.get("calmon_notes", []) if note not in NOTES)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say loudly that PostgreSQL tests did not run, so nobody mistakes a partial pass."""
-    if _skipped_for_postgres:
-        terminalreporter.write_sep("!", "PostgreSQL tests DID NOT RUN", red=True, bold=True)
-        terminalreporter.write_line(_skipped_for_postgres[0], red=True)
+    """Say loudly which tests did not run (PostgreSQL's, the container's, the deployment
+    checks), so nobody mistakes a partial pass; then the notes."""
+    for title, reasons in NOT_RUN.items():
+        if reasons:
+            terminalreporter.write_sep("!", f"{title} DID NOT RUN", red=True, bold=True)
+            for reason in sorted(set(reasons)):
+                terminalreporter.write_line(reason, red=True)
+    for note in NOTES:
+        terminalreporter.write_line(note)

@@ -15,13 +15,29 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import psycopg
 import pytest
 from psycopg import sql
 
+if TYPE_CHECKING:
+    import uvicorn
+
 T = TypeVar("T")
+
+#: what did not run in this session and why, by title ("PostgreSQL tests"): the conftests
+#: append the reasons of their skips, the root conftest shows them at the end of the run
+#: (gathered from every pytest-xdist worker)
+NOT_RUN: dict[str, list[str]] = {}
+#: further lines for the end of the run (how long the container image took)
+NOTES: list[str] = []
+
+
+def not_run_reasons(title: str) -> list[str]:
+    """The list of reasons why the tests called ``title`` did not run, for the end of the run
+    (its section reads "<title> DID NOT RUN")."""
+    return NOT_RUN.setdefault(title, [])
 
 
 @contextmanager
@@ -61,10 +77,15 @@ def wait_for(
     timeout: float,
     interval: float = 0.1,
     errors: tuple[type[Exception], ...] = (),
+    context: Callable[[], str] | None = None,
 ) -> T:
     """Call ``check`` every ``interval`` seconds until it returns something true, and return
-    that; an AssertionError naming ``what`` and the last result after ``timeout`` seconds.
-    An exception of ``errors`` counts as a false result (and is the last one)."""
+    that; an AssertionError naming ``what`` and the last result after ``timeout`` seconds
+    (followed by what ``context`` returns then, e.g. a server's log).
+
+    An exception of ``errors`` counts as a false result (and is the last one); any other one,
+    such as an assertion of ``check`` that the process waited for is still running, ends the
+    wait at once. The one polling loop of the tests: use it rather than a loop of sleeps."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -76,7 +97,17 @@ def wait_for(
             if last:
                 return last  # type: ignore[no-any-return]
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    message = f"timed out waiting for {what}; last: {last!r}"
+    if context is not None:
+        message += f"\n{context()}"
+    raise AssertionError(message)
+
+
+def server_started(server: uvicorn.Server, thread: threading.Thread) -> bool:
+    """Whether the uvicorn ``server`` that ``thread`` runs has started (for :func:`wait_for`);
+    an AssertionError once the thread has ended without starting it."""
+    assert server.started or thread.is_alive(), "the server did not start"
+    return bool(server.started)
 
 
 class QuietHandler(BaseHTTPRequestHandler):

@@ -19,13 +19,15 @@ from typing import NoReturn
 
 import pytest
 
+from tests.support import NOTES, not_run_reasons
+
 REPO = Path(__file__).resolve().parents[2]
 #: the tag the tests build the image under (rebuilt each run; Docker's layer cache makes an
 #: unchanged rebuild take seconds)
 IMAGE = "calmon:container-test"
 DEFAULT_BASE = "calmon-base:bookworm"
 
-_skipped: list[str] = []
+_skipped = not_run_reasons("container (docker) tests")
 #: seconds each stage took in this run, for the summary
 timings: dict[str, float] = {}
 
@@ -118,12 +120,9 @@ def calmon_image(python_image: str) -> str:
     return IMAGE
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say loudly that container tests did not run; show how long the image took."""
-    if _skipped:
-        terminalreporter.write_sep("!", "container (docker) tests DID NOT RUN", red=True, bold=True)
-        for reason in sorted(set(_skipped)):
-            terminalreporter.write_line(reason, red=True)
+def pytest_sessionfinish() -> None:
+    """How long the image took, for the end of the run (the root conftest shows it, and that
+    the container tests did not run, from :data:`_skipped`)."""
     if timings:
         spent = ", ".join(f"{stage} {seconds:.0f} s" for stage, seconds in timings.items())
-        terminalreporter.write_line(f"container tests: {spent}")
+        NOTES.append(f"container tests: {spent}")

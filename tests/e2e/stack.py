@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import shutil
 import subprocess
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
 from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 REPO: Final = Path(__file__).resolve().parents[2]
 DEPLOY_PROMETHEUS: Final = REPO / "deploy" / "prometheus"
@@ -267,3 +269,25 @@ def localised(config: Mapping[str, Any], targets: Mapping[str, Sequence[str]]) -
         del job["dns_sd_configs"]
         job["static_configs"] = [{"targets": list(targets[name])}]
     return out
+
+
+def wait_for_rule_evaluations(base: str, count: int, *, timeout: float = 45.0) -> None:
+    """Wait until the Prometheus server at ``base`` has evaluated every rule group ``count``
+    more times (``count`` evaluation intervals, each group's ``lastEvaluation`` seen to change
+    ``count`` times; polled at twice the rate of ``LOCAL_INTERVAL``)."""
+    seen: dict[str, set[str]] = {}
+
+    def evaluated() -> bool:
+        with urllib.request.urlopen(f"{base}/api/v1/rules", timeout=5) as response:
+            groups = json.loads(response.read())["data"]["groups"]
+        for group in groups:
+            seen.setdefault(group["name"], set()).add(group["lastEvaluation"])
+        return bool(seen) and all(len(times) > count for times in seen.values())
+
+    wait_for(
+        f"{count} more rule evaluations",
+        evaluated,
+        timeout=timeout,
+        interval=0.4,
+        errors=(OSError,),
+    )

@@ -12,7 +12,6 @@ exists.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -37,7 +36,7 @@ from tests.e2e.stack import (
     Placement,
     Role,
 )
-from tests.support import assert_required_or_skipped, free_port
+from tests.support import assert_required_or_skipped, free_port, wait_for
 
 TOKEN = "container-test-token-0123456789"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -106,16 +105,18 @@ def _inspect(name: str) -> dict[str, object]:
 
 
 def _wait_healthy(containers: Containers, name: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    status = ""
-    while time.monotonic() < deadline:
+
+    def healthy() -> str:
         status = docker("inspect", "--format", "{{.State.Health.Status}}", name).stdout.strip()
         if status == "healthy":
-            return
+            return status
         running = docker("inspect", "--format", "{{.State.Running}}", name).stdout.strip()
         assert running == "true", f"{name} exited\n{containers.logs()}"
-        time.sleep(1)
-    raise AssertionError(f"{name} is {status!r}, not healthy\n{containers.logs()}")
+        return ""
+
+    wait_for(
+        f"{name} to be healthy", healthy, timeout=timeout, interval=0.2, context=containers.logs
+    )
 
 
 def _uids(name: str) -> dict[str, list[int]]:
@@ -219,12 +220,13 @@ def test_migrate_api_and_scheduler_round_trip_a_prediction(
     assert posted.status_code == 200, posted.text
     assert posted.json()["new"] == PREDICTIONS
 
-    deadline = time.monotonic() + 90
-    seen: float | None = None
-    while time.monotonic() < deadline and seen != PREDICTIONS:
-        seen = _window_predictions(httpx.get(f"{base}/metrics", timeout=10).text)
-        time.sleep(1)
-    assert seen == PREDICTIONS, containers.logs()
+    wait_for(
+        f"the exporter to count {PREDICTIONS} predictions",
+        lambda: _window_predictions(httpx.get(f"{base}/metrics", timeout=10).text) == PREDICTIONS,
+        timeout=90,
+        interval=0.2,
+        context=containers.logs,
+    )
     scheduler_metrics = httpx.get(metrics_url, timeout=10).text
     computed = [
         sample.value

@@ -40,7 +40,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.stack import SERVE, LocalStack, prometheus_config, running_prometheus
+from tests.e2e.stack import (
+    SERVE,
+    LocalStack,
+    prometheus_config,
+    running_prometheus,
+    wait_for_rule_evaluations,
+)
 from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
 from tests.support import free_port, not_run, wait_for
 
@@ -182,7 +188,7 @@ def test_drop_alert_for_likelihood_drift_only_prior_alert_for_prior_shift(tmp_pa
         except AssertionError as exc:
             raise AssertionError(f"{exc}; alerts: {latest}; seen: {sorted(seen)}") from None
         waited = time.monotonic() - streamed
-        time.sleep(3)
+        wait_for_rule_evaluations(prometheus, 3)
         assert measured(_alerts(prometheus)) == expected
         assert {(name, model) for name, model, _, _ in seen if name != CHANGED} == {
             ("CalmonCalibratedMetricDrop", "likelihood-drift"),

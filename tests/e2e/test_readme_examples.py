@@ -17,7 +17,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -26,7 +25,7 @@ import pytest
 from app.settings import parse_tokens
 from tests.e2e.stack import SERVE, LocalStack, running
 from tests.e2e.test_serve_quickstart import clean_environment, wait_until_up
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -120,14 +119,13 @@ def _sh(command: str, base: str, *, cwd: Path | None = None) -> str:
 
 def _computed(base: str) -> None:
     """Wait until both example windows are computed, the second one against the first."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def computed() -> bool:
         records = httpx.get(f"{base}/v1/models/fraud/windows", params={"segment": "*"}).json()
         windows = records["windows"]
-        if len(windows) == 2 and windows[1]["reference"] is not None and windows[0]["n"] == 4:
-            return
-        time.sleep(0.5)
-    raise AssertionError("the example windows were not computed in time")
+        return len(windows) == 2 and windows[1]["reference"] is not None and windows[0]["n"] == 4
+
+    wait_for("the example windows computed", computed, timeout=60)
 
 
 def test_api_usage_examples_answer_as_the_readme_shows(tmp_path: Path) -> None:
@@ -229,11 +227,12 @@ def test_running_it_lines_work_as_written(tmp_path: Path) -> None:
     with running(
         ["bash", "-c", f"exec {lines[3]} --metrics-port 0"], log=clone / "s.log", env=env
     ) as scheduler:
-        deadline = time.monotonic() + 30
-        while "scheduler started" not in (clone / "s.log").read_text():
+
+        def started() -> bool:
             assert scheduler.poll() is None, (clone / "s.log").read_text()
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+            return "scheduler started" in (clone / "s.log").read_text()
+
+        wait_for("the scheduler to start", started, timeout=30)
     # MODEL is a placeholder: the line names its argument and says so for an unknown one
     port = free_port()
     unknown = subprocess.run(

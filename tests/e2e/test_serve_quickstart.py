@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 #: an event time of the last hour, within the default retention period
 RECENT = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
@@ -35,16 +34,18 @@ def clean_environment() -> dict[str, str]:
 
 
 def wait_until_up(base: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         assert process.poll() is None, "the server exited"
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the server did not answer /healthz in time")
+        return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+
+    wait_for(
+        "the server to answer /healthz",
+        healthy,
+        timeout=STARTUP_SECONDS,
+        interval=0.2,
+        errors=(httpx.TransportError,),
+    )
 
 
 def test_serve_with_no_configuration(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def test_a_slow_but_timely_request_is_served(api: tuple[int, subprocess.Popen[by
             b"Connection: close\r\n\r\n",
         ):
             sock.sendall(part)
-            time.sleep(HEADER_TIMEOUT / 4)
+            time.sleep(HEADER_TIMEOUT / 4)  # the measured thing: a slow, timely client
         answer = _read_until_closed(sock, limit=10)
     assert answer.startswith(b"HTTP/1.1 200 ")
 

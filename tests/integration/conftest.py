@@ -15,6 +15,7 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
+from tests.integration.scheduler.helpers import SettledClock, settle
 from tests.support import database_url, throwaway_database
 
 ClientFactory = Callable[..., TestClient]
@@ -100,3 +101,12 @@ def sqlite_client(tmp_path: Path) -> Iterator[TestClient]:
     url = upgraded(f"sqlite:///{tmp_path / 'calmon.db'}")
     with TestClient(create_app(Settings(database_url=url, retention_days=0))) as client:
         yield client
+
+
+@pytest.fixture
+def clock() -> SettledClock:
+    """The test's clock, for the schedulers it runs and the windows it places data in
+    (``clock.recent(k)``): "now" fixed at the test's start, set back near a window boundary
+    (:func:`~tests.integration.scheduler.helpers.settle`). A fixture, so that no two tests
+    share it."""
+    return settle()

@@ -18,7 +18,7 @@ import httpx
 import psycopg
 
 from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 MODEL = "faults"
 #: an event time well inside the default retention period, whatever the date of the run
@@ -101,14 +101,13 @@ class ApiProcess:
     def wait_ready(self, seconds: float) -> float:
         """Seconds until ``/readyz`` answers 200 (fails after ``seconds``)."""
         started = time.monotonic()
-        while True:
-            try:
-                if httpx.get(f"{self.base}/readyz", timeout=5).status_code == 200:
-                    return time.monotonic() - started
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() - started < seconds, "the API did not become ready"
-            time.sleep(0.1)
+        wait_for(
+            "the API to become ready",
+            lambda: httpx.get(f"{self.base}/readyz", timeout=5).status_code == 200,
+            timeout=seconds,
+            errors=(httpx.TransportError,),
+        )
+        return time.monotonic() - started
 
 
 def batch_body(batch: int, size: int) -> tuple[bytes, dict[str, float]]:

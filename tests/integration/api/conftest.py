@@ -8,14 +8,13 @@ import pytest
 
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
-from tests.integration.scheduler.helpers import scheduler_clock
+from tests.integration.scheduler.helpers import SettledClock
 
 
 @pytest.fixture
-def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
-    """A scheduler on the test's database (ticks run in the test), on the clock
-    :func:`~tests.integration.scheduler.helpers.settle` left."""
+def scheduler(migrated_url: str, clock: SettledClock) -> Iterator[WindowScheduler]:
+    """A scheduler on the test's database (ticks run in the test), on the test's clock."""
     settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
-    running = WindowScheduler(settings, instance="api-test", clock=scheduler_clock())
+    running = WindowScheduler(settings, instance="api-test", clock=clock)
     yield running
     running.shutdown()

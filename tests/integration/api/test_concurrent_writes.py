@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -13,7 +12,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Model, Prediction
 from app.db.session import outage_gate
@@ -27,9 +27,30 @@ from tests.integration.api.helpers import (
     stored_predictions,
 )
 from tests.integration.conftest import ClientFactory
+from tests.support import wait_for
 
 on_postgres = pytest.mark.parametrize("migrated_url", ["postgresql"], indirect=True)
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+_LOCK_WAITS = text(
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+
+def _blocked(factory: sessionmaker[Session], thread: threading.Thread) -> bool:
+    """Wait until ``thread`` has ended or a backend of the database waits for a lock; whether
+    the thread still runs then (it waits for the test's open transaction)."""
+
+    def settled() -> bool:
+        if not thread.is_alive():
+            return True
+        with factory() as probe:  # a transaction of its own: a fresh pg_stat_activity
+            return int(probe.execute(_LOCK_WAITS).scalar_one()) > 0
+
+    wait_for("the request to wait for a lock or end", settled, timeout=20, interval=0.02)
+    return thread.is_alive()
 
 
 def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
@@ -58,8 +79,7 @@ def test_a_batch_sent_while_score_kind_changes_is_validated_against_the_new_kind
             max_models=10,
         )
         thread, answers = _in_thread(lambda: post_predictions(client, _scores(3000, 5.0)))
-        time.sleep(0.5)
-        waited = thread.is_alive()
+        waited = _blocked(factory, thread)
         session.commit()
     thread.join(timeout=30)
     assert waited, "the batch did not wait for the configuration change"
@@ -79,8 +99,7 @@ def test_a_score_kind_change_sent_while_a_batch_is_stored_is_refused(client: Tes
         thread, answers = _in_thread(
             lambda: client.put("/v1/models/fraud", json={"score_kind": "probability"})
         )
-        time.sleep(0.5)
-        waited = thread.is_alive()
+        waited = _blocked(factory, thread)
         session.add(
             Prediction(
                 model_id=model.id,

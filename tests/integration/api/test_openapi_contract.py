@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -49,6 +48,7 @@ from app.services.model_registry import MAX_DECISION_SPAN_DAYS, duration_seconds
 from app.settings import Settings
 from app.timeline import WINDOW_SECONDS
 from tests.integration.conftest import _empty_postgres, upgraded
+from tests.support import server_started, wait_for
 
 MODEL = "contract"
 #: what PUT generates is sent here, never to MODEL
@@ -228,11 +228,9 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert thread.is_alive(), "the server did not start"
-            assert time.monotonic() < deadline, "the server did not start in time"
-            time.sleep(0.01)
+        wait_for(
+            "the server to start", lambda: server_started(server, thread), timeout=10, interval=0.01
+        )
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         assert httpx.get(f"{url}/openapi.json").json() == DOCUMENT
         response = httpx.put(
@@ -256,6 +254,8 @@ def _event_times() -> Iterator[None]:
     unregister_string_format("date-time")
 
 
+# slow: a property-based run of every operation (the full run; not the fast loop)
+@pytest.mark.slow
 @schema.parametrize()
 @settings(
     max_examples=25,

@@ -27,11 +27,10 @@ from app.settings import Settings
 from tests.integration.api.helpers import error_of, post_predictions, prediction
 from tests.integration.conftest import ClientFactory, upgraded
 from tests.integration.scheduler.helpers import (
+    SettledClock,
     create_model,
     make_batch,
-    recent,
     send,
-    settle,
     windows,
 )
 
@@ -65,13 +64,12 @@ def writing(url: str) -> Iterator[None]:
 
 
 def test_reads_answer_at_once_while_another_connection_writes(
-    migrated_url: str, make_client: ClientFactory, scheduler: WindowScheduler
+    migrated_url: str, make_client: ClientFactory, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
-    settle()
     client = make_client(sqlite_busy_timeout=BUSY_TIMEOUT)
     create_model(client, "fraud", window="5m", grace="0s")
     batch = make_batch(
-        prefix="fraud", start=recent(3), count=200, spacing=timedelta(seconds=3), seed=5
+        prefix="fraud", start=clock.recent(3), count=200, spacing=timedelta(seconds=3), seed=5
     )
     send(client, "fraud", batch)
     assert scheduler.tick().computed == 2

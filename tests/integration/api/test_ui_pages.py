@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
@@ -18,12 +17,11 @@ from app.api.routes.ui import COOKIE
 from app.scheduler.runner import WindowScheduler
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
+    SettledClock,
     create_model,
     iso,
     make_batch,
-    recent,
     send,
-    settle,
 )
 
 READ = "read-token-0123456789"
@@ -32,17 +30,14 @@ ADMIN = "admin-token-0123456789"
 TOKENS = f"{READ}:read,{WRITE}:write,{ADMIN}:admin"
 
 
-@pytest.fixture(autouse=True)
-def _settled() -> None:
-    settle()
-
-
-def _three_windows(client: TestClient, scheduler: WindowScheduler) -> list[str]:
+def _three_windows(
+    clock: SettledClock, client: TestClient, scheduler: WindowScheduler
+) -> list[str]:
     """Model ``fraud`` with three computed 5-minute windows (segments a and b); their starts."""
     create_model(client, "fraud", window="5m", grace="0s")
     batch = make_batch(
         prefix="fraud",
-        start=recent(4),
+        start=clock.recent(4),
         count=3 * 100,
         spacing=timedelta(seconds=3),
         seed=21,
@@ -63,8 +58,10 @@ def _verdict_rows(html: str) -> list[str]:
     )
 
 
-def test_pages_from_computed_windows(client: TestClient, scheduler: WindowScheduler) -> None:
-    starts = _three_windows(client, scheduler)
+def test_pages_from_computed_windows(
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
+) -> None:
+    starts = _three_windows(clock, client, scheduler)
     root = client.get("/", follow_redirects=False)
     assert (root.status_code, root.headers["location"]) == (307, "/ui")
     index = client.get("/ui")
@@ -175,13 +172,13 @@ def test_the_cookie_is_secure_over_https(make_client: ClientFactory) -> None:
 
 
 def test_a_quiet_segment_reads_only_its_last_windows(
-    client: TestClient, scheduler: WindowScheduler
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
     create_model(client, "fraud", window="5m", grace="0s")
     for ago in (12, 11, 10):
         batch = make_batch(
             prefix=f"q{ago}",
-            start=recent(ago),
+            start=clock.recent(ago),
             count=40,
             spacing=timedelta(seconds=5),
             seed=ago,
@@ -189,7 +186,7 @@ def test_a_quiet_segment_reads_only_its_last_windows(
         )
         send(client, "fraud", batch)
     recent_batch = make_batch(
-        prefix="now", start=recent(2), count=40, spacing=timedelta(seconds=5), seed=2
+        prefix="now", start=clock.recent(2), count=40, spacing=timedelta(seconds=5), seed=2
     )
     send(client, "fraud", recent_batch)
     assert scheduler.tick().computed == 4
@@ -210,7 +207,7 @@ def test_a_quiet_segment_reads_only_its_last_windows(
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert page.status_code == 200
-    assert _verdict_rows(page.text) == [iso(recent(10)), iso(recent(11))]
+    assert _verdict_rows(page.text) == [iso(clock.recent(10)), iso(clock.recent(11))]
     # one read of the segment's records, limited to the two it shows
     [values] = reads
     assert 2 in values

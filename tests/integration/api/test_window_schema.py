@@ -17,22 +17,14 @@ from fastapi.testclient import TestClient
 
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
-from tests.integration.scheduler.helpers import (
-    create_model,
-    make_batch,
-    recent,
-    scheduler_clock,
-    send,
-    settle,
-)
+from tests.integration.scheduler.helpers import SettledClock, create_model, make_batch, send
 
 
 @pytest.fixture
-def scheduler(migrated_url: str) -> Iterator[WindowScheduler]:
-    """A scheduler on the test's database (ticks run in the test)."""
-    settle()
+def scheduler(migrated_url: str, clock: SettledClock) -> Iterator[WindowScheduler]:
+    """A scheduler on the test's database (ticks run in the test), on the test's clock."""
     settings = Settings(database_url=migrated_url, scheduler_scan_margin=5.0, retention_days=0)
-    running = WindowScheduler(settings, instance="schema-test", clock=scheduler_clock())
+    running = WindowScheduler(settings, instance="schema-test", clock=clock)
     yield running
     running.shutdown()
 
@@ -48,7 +40,9 @@ def _errors(validator: Any, body: Any) -> list[str]:
     return [error.message for error in validator.iter_errors(body)]
 
 
-def _computed_pages(client: TestClient, scheduler: WindowScheduler) -> dict[str, list[Any]]:
+def _computed_pages(
+    clock: SettledClock, client: TestClient, scheduler: WindowScheduler
+) -> dict[str, list[Any]]:
     """Raw window pages of three models: probability with π0 and segments, score, and
     probability without π0 whose windows all lack labels of one class."""
     configs: dict[str, dict[str, Any]] = {
@@ -67,7 +61,7 @@ def _computed_pages(client: TestClient, scheduler: WindowScheduler) -> dict[str,
         create_model(client, name, window="5m", grace="0s", **config)
         batch = make_batch(
             prefix=name,
-            start=recent(4),
+            start=clock.recent(4),
             count=600,
             spacing=timedelta(seconds=1.5),
             seed=5,
@@ -92,10 +86,10 @@ def _computed_pages(client: TestClient, scheduler: WindowScheduler) -> dict[str,
 
 
 def test_computed_records_validate_against_the_published_schema(
-    client: TestClient, scheduler: WindowScheduler
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
     validator = _page_validator(client.get("/openapi.json").json())
-    pages = _computed_pages(client, scheduler)
+    pages = _computed_pages(clock, client, scheduler)
     for name, model_pages in pages.items():
         for page in model_pages:
             assert _errors(validator, page) == [], name
@@ -124,10 +118,10 @@ def test_computed_records_validate_against_the_published_schema(
 
 
 def test_the_schema_refuses_records_that_break_it(
-    client: TestClient, scheduler: WindowScheduler
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
     validator = _page_validator(client.get("/openapi.json").json())
-    page = _computed_pages(client, scheduler)["prob"][-1]
+    page = _computed_pages(clock, client, scheduler)["prob"][-1]
     record = page["windows"][-1]
     assert record["split"] is not None
     breakages: dict[str, Callable[[dict[str, Any]], object]] = {

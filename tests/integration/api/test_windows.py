@@ -21,13 +21,12 @@ from tests.integration.api.helpers import error_of
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     Batch,
+    SettledClock,
     by_window,
     create_model,
     iso,
     make_batch,
-    recent,
     send,
-    settle,
     windows,
 )
 
@@ -58,22 +57,16 @@ RECORD_KEYS = {
 PROBABILITY_ONLY = {"brier", "brier_skill", "brier_pos", "brier_neg", "log_loss", "ece", "mce"}
 
 
-def _start(index: int) -> datetime:
+def _start(clock: SettledClock, index: int) -> datetime:
     """Start of the index-th of three closed 5-minute windows (0 = oldest)."""
-    return recent(4 - index)
+    return clock.recent(4 - index)
 
 
-@pytest.fixture(autouse=True)
-def _settled() -> None:
-    """Tests place data relative to the current 5-minute window; keep it for the test."""
-    settle()
-
-
-def _three_windows(client: TestClient, model: str, **config: Any) -> Batch:
+def _three_windows(clock: SettledClock, client: TestClient, model: str, **config: Any) -> Batch:
     create_model(client, model, window="5m", grace="0s", **config)
     batch = make_batch(
         prefix=model,
-        start=_start(0),
+        start=_start(clock, 0),
         count=3 * 100,
         spacing=timedelta(seconds=3),
         seed=21,
@@ -85,9 +78,9 @@ def _three_windows(client: TestClient, model: str, **config: Any) -> Batch:
 
 
 def test_records_have_the_documented_shape_and_values(
-    client: TestClient, scheduler: WindowScheduler
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
-    batch = _three_windows(client, "fraud", pi0=[0.1, 0.5], threshold=0.4)
+    batch = _three_windows(clock, client, "fraud", pi0=[0.1, 0.5], threshold=0.4)
     assert scheduler.tick().computed == 3
     records = windows(client, "fraud")
     assert len(records) == 9
@@ -131,7 +124,7 @@ def test_records_have_the_documented_shape_and_values(
             "stable",
             "not_enough_data",
         }
-        if start == _start(0):
+        if start == _start(clock, 0):
             assert record["split"] is None
             assert record["reference"] is None
             assert record["estimated"] is None
@@ -170,11 +163,11 @@ def test_records_have_the_documented_shape_and_values(
 
 
 def test_score_models_have_no_probability_metrics(
-    client: TestClient, scheduler: WindowScheduler
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
     create_model(client, "ranker", window="5m", grace="0s", score_kind="score", threshold=0.0)
     items = [
-        {"id": f"s{i}", "timestamp": (_start(0) + timedelta(seconds=i)).isoformat(),
+        {"id": f"s{i}", "timestamp": (_start(clock, 0) + timedelta(seconds=i)).isoformat(),
          "score": float(v), "label": i % 2}
         for i, v in enumerate(np.linspace(-3.0, 5.0, 40))
     ]  # fmt: skip
@@ -186,12 +179,14 @@ def test_score_models_have_no_probability_metrics(
     assert record["regular"]["roc_auc"] is not None
 
 
-def test_order_filters_and_pages(client: TestClient, scheduler: WindowScheduler) -> None:
-    _three_windows(client, "fraud")
+def test_order_filters_and_pages(
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
+) -> None:
+    _three_windows(clock, client, "fraud")
     scheduler.tick()
     everything = windows(client, "fraud")
     order = [(r["start"], r["segment"]) for r in everything]
-    starts = [iso(_start(i)) for i in range(3)]
+    starts = [iso(_start(clock, i)) for i in range(3)]
     assert order == [(s, name) for s in starts for name in ("*", "a", "b")]
 
     only = windows(client, "fraud", segment="a")
@@ -200,10 +195,12 @@ def test_order_filters_and_pages(client: TestClient, scheduler: WindowScheduler)
     assert windows(client, "fraud", segment="zz") == []
 
     # Windows overlapping [start, end): a start inside window 1 keeps it.
-    inside = (_start(1) + timedelta(minutes=2)).isoformat()
+    inside = (_start(clock, 1) + timedelta(minutes=2)).isoformat()
     assert list(by_window(windows(client, "fraud", start=inside))) == starts[1:]
-    assert list(by_window(windows(client, "fraud", end=_start(1).isoformat()))) == starts[:1]
-    ranged = windows(client, "fraud", start=_start(1).isoformat(), end=_start(2).isoformat())
+    assert list(by_window(windows(client, "fraud", end=_start(clock, 1).isoformat()))) == starts[:1]
+    ranged = windows(
+        client, "fraud", start=_start(clock, 1).isoformat(), end=_start(clock, 2).isoformat()
+    )
     assert list(by_window(ranged)) == starts[1:2]
 
     pages: list[list[tuple[str, str]]] = []
@@ -226,9 +223,9 @@ LAST = "9999-12-31T23:59:59-01:00"
 
 
 def test_window_query_bounds_beyond_utc_cut_nothing(
-    client: TestClient, scheduler: WindowScheduler
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
-    _three_windows(client, "fraud")
+    _three_windows(clock, client, "fraud")
     scheduler.tick()
     everything = windows(client, "fraud")
     assert len(everything) == 9
@@ -328,16 +325,18 @@ def test_unknown_model_is_404(client: TestClient) -> None:
 
 
 def test_recompute_marks_windows_and_the_scheduler_computes_them(
-    client: TestClient, scheduler: WindowScheduler
+    client: TestClient, scheduler: WindowScheduler, clock: SettledClock
 ) -> None:
     create_model(client, "fraud", window="5m", grace="1h")
-    batch = make_batch(prefix="p", start=_start(1), count=100, spacing=timedelta(seconds=5), seed=8)
+    batch = make_batch(
+        prefix="p", start=_start(clock, 1), count=100, spacing=timedelta(seconds=5), seed=8
+    )
     send(client, "fraud", batch)
     assert scheduler.tick().computed == 0  # within grace
     now = datetime.now(UTC)
     response = client.post(
         "/v1/models/fraud/recompute",
-        params={"start": _start(0).isoformat(), "end": (now + FIVE_MINUTES).isoformat()},
+        params={"start": _start(clock, 0).isoformat(), "end": (now + FIVE_MINUTES).isoformat()},
     )
     assert response.status_code == 202
     body = response.json()
@@ -345,25 +344,31 @@ def test_recompute_marks_windows_and_the_scheduler_computes_them(
     assert body == {
         "status": "pending",
         "windows": [
-            {"start": iso(_start(1)), "end": iso(_start(2))},
-            {"start": iso(_start(2)), "end": iso(_start(3))},
+            {"start": iso(_start(clock, 1)), "end": iso(_start(clock, 2))},
+            {"start": iso(_start(clock, 2)), "end": iso(_start(clock, 3))},
         ],
     }
     assert scheduler.tick().computed == 2
     first = by_window(windows(client, "fraud"))
-    assert list(first) == [iso(_start(1)), iso(_start(2))]
+    assert list(first) == [iso(_start(clock, 1)), iso(_start(clock, 2))]
     assert scheduler.tick().computed == 0
 
     response = client.post(
         "/v1/models/fraud/recompute",
-        params={"start": _start(1).isoformat(), "end": _start(2).isoformat()},
+        params={"start": _start(clock, 1).isoformat(), "end": _start(clock, 2).isoformat()},
     )
-    assert response.json()["windows"] == [{"start": iso(_start(1)), "end": iso(_start(2))}]
+    assert response.json()["windows"] == [
+        {"start": iso(_start(clock, 1)), "end": iso(_start(clock, 2))}
+    ]
     assert scheduler.tick().computed == 1
     second = by_window(windows(client, "fraud"))
-    assert second[iso(_start(1))]["computed_at"] > first[iso(_start(1))]["computed_at"]
-    assert second[iso(_start(1))]["regular"] == first[iso(_start(1))]["regular"]
-    assert second[iso(_start(2))]["computed_at"] == first[iso(_start(2))]["computed_at"]
+    assert (
+        second[iso(_start(clock, 1))]["computed_at"] > first[iso(_start(clock, 1))]["computed_at"]
+    )
+    assert second[iso(_start(clock, 1))]["regular"] == first[iso(_start(clock, 1))]["regular"]
+    assert (
+        second[iso(_start(clock, 2))]["computed_at"] == first[iso(_start(clock, 2))]["computed_at"]
+    )
 
     empty = client.post(
         "/v1/models/fraud/recompute",

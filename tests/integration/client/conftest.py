@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import uvicorn
 from app.api.app import create_app
 from app.settings import Settings
 from tests.integration.conftest import upgraded
-from tests.support import free_port
+from tests.support import free_port, server_started, wait_for
 
 MODEL = "fraud"
 
@@ -75,11 +74,9 @@ def start_server(tmp_path: Path) -> Iterator[ServerFactory]:
         sock.bind(("127.0.0.1", port or 0))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert thread.is_alive(), "the server did not start"
-            assert time.monotonic() < deadline, "the server did not start in time"
-            time.sleep(0.01)
+        wait_for(
+            "the server to start", lambda: server_started(server, thread), timeout=10, interval=0.01
+        )
         base = f"http://127.0.0.1:{sock.getsockname()[1]}"
         running = Server(url=base, database=database, server=server, thread=thread)
         started.append(running)

@@ -15,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 from app.db.session import PING_TIMEOUT, OutageGate, create_db_engine, outage_gate
 from app.settings import Settings
 from tests.integration.tcp_proxy import Mode, TcpProxy
+from tests.support import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -86,10 +87,9 @@ def test_outage_fails_fast_after_the_first_call_and_recovers(
     assert gate.outages == 1
 
     proxy.set_mode("up")
-    deadline = time.monotonic() + RECOVERY_BOUND
-    while gate.down:
-        assert time.monotonic() < deadline, "the probe did not reopen the gate"
-        time.sleep(0.05)
+    wait_for(
+        "the probe to reopen the gate", lambda: not gate.down, timeout=RECOVERY_BOUND, interval=0.05
+    )
     assert _select_one(engine) < 1.0
     assert not gate.down
 

@@ -12,9 +12,16 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from app.db.session import Watchdog, create_db_engine, create_session_factory, session_deadline
+from app.db.session import (
+    WATCHDOG,
+    Watchdog,
+    create_db_engine,
+    create_session_factory,
+    session_deadline,
+)
 from app.settings import Settings
 from tests.integration.tcp_proxy import TcpProxy
+from tests.support import wait_for
 
 
 @pytest.fixture
@@ -52,9 +59,16 @@ def test_deadline_leaves_quick_sessions_alone(proxied_engine: tuple[Engine, TcpP
     engine, _ = proxied_engine
     sessions = create_session_factory(engine)
     with sessions() as session, session_deadline(session, 0.5):
+        due = time.monotonic() + 0.5  # no earlier than the alarm the deadline armed
         backend = session.execute(text("SELECT pg_backend_pid()")).scalar()
         session.commit()
-    time.sleep(0.8)
+    # past the deadline: the watchdog has reached the (cancelled) alarm and dropped it
+    wait_for(
+        "the watchdog past the session's deadline",
+        lambda: all(at > due for at, _, _ in WATCHDOG._heap),
+        timeout=10,
+        interval=0.05,
+    )
     with sessions() as session:
         assert session.execute(text("SELECT pg_backend_pid()")).scalar() == backend
 

@@ -17,11 +17,12 @@ from typing import NoReturn
 import pytest
 
 from tests.integration.scheduler.conftest import env as env
+from tests.support import not_run_reasons
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
 
-_skipped: list[str] = []
+_skipped = not_run_reasons("deployment checks")
 
 
 def _missing(reason: str) -> NoReturn:
@@ -76,11 +77,3 @@ def find_compose() -> list[str]:
         if probe.returncode == 0:
             return command
     _missing("neither `docker compose` nor `docker-compose` is available")
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say loudly which deployment checks did not run."""
-    if _skipped:
-        terminalreporter.write_sep("!", "deployment checks DID NOT RUN", red=True, bold=True)
-        for reason in sorted(set(_skipped)):
-            terminalreporter.write_line(reason, red=True)

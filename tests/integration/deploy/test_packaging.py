@@ -11,6 +11,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from app.db.migrate import MIGRATIONS_PACKAGE, migrations_directory
 from tests.integration.deploy.conftest import REPO
 
@@ -42,6 +44,8 @@ def _build_wheel(tmp_path: Path) -> Path:
     return wheel
 
 
+# slow: builds a wheel with pip
+@pytest.mark.slow
 def test_wheel_ships_the_migrations_inside_app(tmp_path: Path) -> None:
     with zipfile.ZipFile(_build_wheel(tmp_path)) as wheel:
         names = set(wheel.namelist())

@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.stack import localised, prometheus_config, running_prometheus
+from tests.e2e.stack import (
+    localised,
+    prometheus_config,
+    running_prometheus,
+    wait_for_rule_evaluations,
+)
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import SERIES
 from tests.support import QuietHandler, free_port, http_server, wait_for
@@ -171,7 +176,7 @@ def test_config_and_rules_run_in_a_real_prometheus(prometheus: str) -> None:
         fresh = all(rule["lastEvaluation"] > "2000" for rule in rules)
         return rules if fresh and targets_up() else []
 
-    time.sleep(2)
+    wait_for_rule_evaluations(prometheus, 1)  # one after the first scrapes
     rules = _wait("every rule to be evaluated after the first scrapes", rules_evaluated)
     assert {rule["name"] for rule in rules} >= {
         "CalmonCalibratedMetricDrop",
@@ -188,5 +193,5 @@ def test_config_and_rules_run_in_a_real_prometheus(prometheus: str) -> None:
 
     expected = [("CalmonCalibratedMetricDrop", "drift"), ("CalmonPriorShift", "shift")]
     _wait("the drop and prior-shift alerts", lambda: active_alerts() == expected)
-    time.sleep(3)
+    wait_for_rule_evaluations(prometheus, 3)
     assert active_alerts() == expected

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from app.instruments import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
@@ -59,6 +60,8 @@ def test_promtool_check_config_and_rules(promtool: str) -> None:
     assert rules.returncode == 0, rules.stdout + rules.stderr
 
 
+# slow: promtool's rule tests take seconds
+@pytest.mark.slow
 def test_promtool_rule_unit_tests(promtool: str) -> None:
     tests = sorted((PROMETHEUS / "tests").glob("*.yml"))
     assert tests

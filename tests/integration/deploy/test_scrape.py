@@ -31,10 +31,8 @@ from tests.integration.scheduler.helpers import (
     Env,
     create_model,
     make_batch,
-    recent,
     send,
     send_labels,
-    settle,
 )
 
 
@@ -66,7 +64,7 @@ def _exercise(env: Env) -> None:
     scheduler = _populate(env)
     send_labels(env.client, "fraud", {"f3-0": 1, "f3-1": 0})
     repeated = make_batch(
-        prefix="again", start=recent(2), count=3, spacing=timedelta(seconds=7), seed=3
+        prefix="again", start=env.clock.recent(2), count=3, spacing=timedelta(seconds=7), seed=3
     )
     send(env.client, "ads", repeated)
     response = env.client.post("/v1/models/ads/predictions", json={"predictions": repeated.items})
@@ -88,7 +86,7 @@ def _exercise(env: Env) -> None:
     for seed, ago in enumerate((3, 2)):
         wide = make_batch(
             prefix=f"wide{ago}",
-            start=recent(ago),
+            start=env.clock.recent(ago),
             count=800,
             spacing=timedelta(seconds=0.3),
             seed=10 + seed,
@@ -96,7 +94,7 @@ def _exercise(env: Env) -> None:
         send(env.client, "wide", wide)
     create_model(env.client, "broken", window="5m", grace="0s")
     broken = make_batch(
-        prefix="broken", start=recent(3), count=20, spacing=timedelta(seconds=5), seed=1
+        prefix="broken", start=env.clock.recent(3), count=20, spacing=timedelta(seconds=5), seed=1
     )
     send(env.client, "broken", broken)
     with env.session_factory() as session:
@@ -115,7 +113,6 @@ def _exercise(env: Env) -> None:
 
 
 def test_scraped_families_and_samples_are_exactly_the_contract(env: Env) -> None:
-    settle()
     _exercise(env)
     response = env.client.get("/metrics")
     assert response.status_code == 200

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from tests.integration.deploy.conftest import promtool
-from tests.integration.scheduler.conftest import _settled, env
+from tests.integration.scheduler.conftest import env
 
-__all__ = ["_settled", "env", "promtool"]
+__all__ = ["env", "promtool"]

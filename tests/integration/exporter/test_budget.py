@@ -23,14 +23,7 @@ from tests.integration.exporter.test_exporter import (
     _wait_loaded,
     scrape,
 )
-from tests.integration.scheduler.helpers import (
-    Env,
-    create_model,
-    make_batch,
-    recent,
-    send,
-    windows,
-)
+from tests.integration.scheduler.helpers import Env, create_model, make_batch, send, windows
 from tests.unit.exporter.records import expected_series, key, per_window_series
 
 OMITTED = "calmon_exporter_segments_omitted"
@@ -51,7 +44,7 @@ def _populate(env: Env) -> list[str]:
     returns wide's segments in tracked position order."""
     create_model(env.client, "wide", **WIDE)
     create_model(env.client, "narrow", **NARROW)
-    start = recent(2)
+    start = env.clock.recent(2)
     segments: list[str | None] = [*SEGMENTS]
     wide = make_batch(
         prefix="w",

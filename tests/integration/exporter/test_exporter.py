@@ -29,11 +29,10 @@ from tests.integration.deploy.contract import SERIES
 from tests.integration.scheduler.helpers import (
     Env,
     SetClock,
+    SettledClock,
     create_model,
     iso,
     make_batch,
-    recent,
-    scheduler_clock,
     send,
     windows,
 )
@@ -60,12 +59,12 @@ def scrape(client: TestClient, names: Collection[str] = WINDOW_SERIES) -> dict[K
     }
 
 
-def _send_window(client: TestClient, ago: int, seed: int) -> None:
+def _send_window(clock: SettledClock, client: TestClient, ago: int, seed: int) -> None:
     """300 predictions of "fraud" (segments a, b, c cycled) and 200 of "ads" in the window
     that started ``ago`` windows ago."""
     fraud = make_batch(
         prefix=f"f{ago}",
-        start=recent(ago),
+        start=clock.recent(ago),
         count=300,
         spacing=timedelta(seconds=1),
         seed=seed,
@@ -73,7 +72,11 @@ def _send_window(client: TestClient, ago: int, seed: int) -> None:
     )
     send(client, "fraud", fraud)
     ads = make_batch(
-        prefix=f"a{ago}", start=recent(ago), count=200, spacing=timedelta(seconds=1.5), seed=seed
+        prefix=f"a{ago}",
+        start=clock.recent(ago),
+        count=200,
+        spacing=timedelta(seconds=1.5),
+        seed=seed,
     )
     send(client, "ads", ads)
 
@@ -84,7 +87,7 @@ def _populate(env: Env) -> WindowScheduler:
     create_model(env.client, "fraud", **FRAUD)
     create_model(env.client, "ads", **ADS)
     for seed, ago in enumerate((3, 2)):
-        _send_window(env.client, ago, seed)
+        _send_window(env.clock, env.client, ago, seed)
     scheduler = env.scheduler()
     report = scheduler.tick()
     assert (report.computed, report.failed) == (4, 0)
@@ -138,7 +141,7 @@ ADVICE = 6
 
 
 def test_metrics_are_the_latest_window_of_each_model_and_segment(
-    env: Env, quiet_client: TestClient
+    env: Env, quiet_client: TestClient, clock: SettledClock
 ) -> None:
     _populate(env)
     exporter = _exporter(quiet_client)
@@ -149,7 +152,7 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     assert scraped == expected
     # the latest window, not the first; tracked segments only; c counted as overflow
     starts = {v for (name, _), v in scraped.items() if name.endswith("start_timestamp_seconds")}
-    assert starts == {recent(2).timestamp()}
+    assert starts == {clock.recent(2).timestamp()}
     assert {dict(labels)["segment"] for _, labels in scraped if "segment" in dict(labels)} == {
         "*",
         "a",
@@ -239,12 +242,14 @@ def test_a_scrape_reads_memory_and_a_refresh_reads_the_exported_records_only(
     assert len(first) > 0
 
 
-def test_history_does_not_change_what_is_read(env: Env, quiet_client: TestClient) -> None:
+def test_history_does_not_change_what_is_read(
+    env: Env, quiet_client: TestClient, clock: SettledClock
+) -> None:
     scheduler = _populate(env)
     exporter = _exporter(quiet_client)
     before = exporter.refresh()
     assert before is not None
-    _send_window(env.client, 1, seed=7)
+    _send_window(clock, env.client, 1, seed=7)
     assert scheduler.tick().computed == 2
     after = exporter.refresh()
     assert after is not None
@@ -252,7 +257,7 @@ def test_history_does_not_change_what_is_read(env: Env, quiet_client: TestClient
     scraped = scrape(quiet_client)
     assert scraped == _expected(env.client, {"fraud": {"*", "a", "b"}, "ads": {"*"}})
     starts = {v for (name, _), v in scraped.items() if name.endswith("start_timestamp_seconds")}
-    assert starts == {recent(1).timestamp()}
+    assert starts == {clock.recent(1).timestamp()}
 
 
 def test_lowering_max_segments_drops_the_segments_beyond_it(
@@ -317,19 +322,21 @@ def test_api_processes_refresh_on_their_timer(env: Env, make_client: ClientFacto
 
 
 @pytest.fixture
-def serve_client(env: Env) -> Iterator[TestClient]:
+def serve_client(env: Env, clock: SettledClock) -> Iterator[TestClient]:
     """The app as `calmon serve` builds it: exporter and scheduler in the process, on the
     test's scheduler clock."""
     settings = Settings(
         database_url=env.url, scheduler_interval=0.3, scheduler_scan_margin=5, retention_days=0
     )
     with TestClient(
-        create_app(settings, lifespan_hooks=lifespan_hooks(settings, clock=scheduler_clock()))
+        create_app(settings, lifespan_hooks=lifespan_hooks(settings, clock=clock))
     ) as client:
         yield client
 
 
-def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestClient) -> None:
+def test_serve_refreshes_after_each_scheduler_tick(
+    env: Env, serve_client: TestClient, clock: SettledClock
+) -> None:
     create_model(serve_client, "fraud", **FRAUD)
     create_model(serve_client, "ads", **ADS)
 
@@ -341,8 +348,10 @@ def test_serve_refreshes_after_each_scheduler_tick(env: Env, serve_client: TestC
         return lambda: latest_start() == start.timestamp()
 
     for seed, ago in enumerate((3, 2, 1)):
-        _send_window(serve_client, ago, seed)
-        wait_for(f"window {iso(recent(ago))} exported", exported(recent(ago)), timeout=20)
+        _send_window(clock, serve_client, ago, seed)
+        wait_for(
+            f"window {iso(clock.recent(ago))} exported", exported(clock.recent(ago)), timeout=20
+        )
     # a tick may have stored windows it has not exported yet: compare once it is over
     wait_for(
         "every stored window exported",
@@ -374,14 +383,16 @@ def test_promtool_check_metrics_passes_on_the_real_output(
     assert result.stdout.strip() == "", result.stdout
 
 
-def test_a_segment_gone_quiet_leaves_the_export(env: Env, quiet_client: TestClient) -> None:
+def test_a_segment_gone_quiet_leaves_the_export(
+    env: Env, quiet_client: TestClient, clock: SettledClock
+) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s", max_segments=3)
     old = 2 + QUIET_SEGMENT_WINDOWS + 1
     plan: list[tuple[int, list[str | None]]] = [(old, ["gone", "kept"]), (2, ["kept"])]
     for ago, segments in plan:
         batch = make_batch(
             prefix=f"q{ago}",
-            start=recent(ago),
+            start=clock.recent(ago),
             count=120,
             spacing=timedelta(seconds=2),
             seed=ago,

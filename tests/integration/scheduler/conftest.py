@@ -9,21 +9,16 @@ import pytest
 from app.db.session import create_db_engine, create_session_factory
 from app.settings import Settings
 from tests.integration.conftest import ClientFactory
-from tests.integration.scheduler.helpers import Env, settle
+from tests.integration.scheduler.helpers import Env, SettledClock
 
 #: seconds of overlap between scans; commits in these tests take milliseconds
 MARGIN = 5.0
 
 
-@pytest.fixture(autouse=True)
-def _settled() -> None:
-    """Tests place data relative to the current 5-minute window; keep it for the test."""
-    settle()
-
-
 @pytest.fixture
-def env(migrated_url: str, make_client: ClientFactory) -> Iterator[Env]:
-    """A migrated database of each backend, an open API on it, and a scheduler factory."""
+def env(migrated_url: str, make_client: ClientFactory, clock: SettledClock) -> Iterator[Env]:
+    """A migrated database of each backend, an open API on it, and a scheduler factory (its
+    schedulers on the test's ``clock``)."""
     settings = Settings(
         database_url=migrated_url,
         scheduler_scan_margin=MARGIN,
@@ -36,6 +31,7 @@ def env(migrated_url: str, make_client: ClientFactory) -> Iterator[Env]:
         client=make_client(retention_days=0),
         settings=settings,
         session_factory=create_session_factory(engine),
+        clock=clock,
     )
     yield environment
     for scheduler in environment.schedulers:

@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from app.arrays import FloatArray, Int8Array
-from app.clock import SYSTEM_CLOCK, Clock
 from app.db.models import Model, WindowResult, WindowState
 from app.scheduler.runner import WindowScheduler
 from app.settings import Settings
@@ -147,21 +146,6 @@ def iso(moment: datetime) -> str:
 
 
 FIVE_MINUTES = timedelta(minutes=5)
-_now_window: list[datetime] = []
-_scheduler_clock: list[Clock] = [SYSTEM_CLOCK]
-
-
-class LaggingClock:
-    """The machine's clock set back by ``behind`` seconds (monotonic time is left alone)."""
-
-    def __init__(self, behind: float) -> None:
-        self.behind = timedelta(seconds=behind)
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) - self.behind
-
-    def monotonic(self) -> float:
-        return time.monotonic()
 
 
 @dataclass
@@ -178,27 +162,38 @@ class SetClock:
         return self.seconds
 
 
-def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0) -> None:
-    """Fix "now" for :func:`recent` at the start of a test so that which windows are open does
-    not change while the test runs: when the next window boundary is less than ``room``
-    seconds away, set the clock of the test's schedulers (:func:`scheduler_clock`) back so that
-    they see ``room`` seconds left in the window, instead of sleeping past the boundary."""
+@dataclass(frozen=True)
+class SettledClock:
+    """The clock of one test (the ``clock`` fixture, made by :func:`settle`): the machine's
+    clock set back by ``behind`` (monotonic time is left alone), given to the test's
+    schedulers, and the start of the window open when the test began, which :meth:`recent`
+    counts back from."""
+
+    window: datetime
+    behind: timedelta = timedelta(0)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) - self.behind
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def recent(self, windows_ago: int, length: timedelta = FIVE_MINUTES) -> datetime:
+        """Start of the window ``windows_ago`` windows before the one open at :func:`settle`."""
+        return self.window - windows_ago * length
+
+
+def settle(length: timedelta = FIVE_MINUTES, room: float = 40.0) -> SettledClock:
+    """A clock that fixes "now" for :meth:`SettledClock.recent` at the start of a test so that
+    which windows are open does not change while the test runs: when the next window boundary
+    is less than ``room`` seconds away, the clock (that the test's schedulers get) is set back
+    so that they see ``room`` seconds left in the window, instead of sleeping past the
+    boundary."""
     now = datetime.now(UTC)
     seconds = length.total_seconds()
     left = seconds - now.timestamp() % seconds
     behind = room - left if left < room else 0.0
-    _now_window[:] = [floor(now, length)]
-    _scheduler_clock[:] = [LaggingClock(behind) if behind else SYSTEM_CLOCK]
-
-
-def scheduler_clock() -> Clock:
-    """The clock for schedulers of the current test, as :func:`settle` left it."""
-    return _scheduler_clock[0]
-
-
-def recent(windows_ago: int, length: timedelta = FIVE_MINUTES) -> datetime:
-    """Start of the window ``windows_ago`` windows before the one open at :func:`settle`."""
-    return _now_window[0] - windows_ago * length
+    return SettledClock(window=floor(now, length), behind=timedelta(seconds=behind))
 
 
 def floor(moment: datetime, length: timedelta) -> datetime:
@@ -209,12 +204,13 @@ def floor(moment: datetime, length: timedelta) -> datetime:
 
 @dataclass
 class Env:
-    """A migrated database, an API on it, and schedulers to run ticks with."""
+    """A migrated database, an API on it, and schedulers to run ticks with, on ``clock``."""
 
     url: str
     client: TestClient
     settings: Settings
     session_factory: sessionmaker[Session]
+    clock: SettledClock
     schedulers: list[WindowScheduler] = field(default_factory=list)
 
     def scheduler(
@@ -226,7 +222,7 @@ class Env:
         scheduler = WindowScheduler(
             settings,
             instance=f"test-{len(self.schedulers)}",
-            clock=scheduler_clock(),
+            clock=self.clock,
             before_commit=before_commit,
         )
         self.schedulers.append(scheduler)

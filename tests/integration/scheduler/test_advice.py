@@ -16,11 +16,11 @@ from app.metrics.recalibration import MAX_KNOTS, calibration_map
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,
+    SettledClock,
     by_window,
     create_model,
     iso,
     make_batch,
-    recent,
     send,
     windows,
 )
@@ -29,15 +29,17 @@ TARGET = 0.6
 PER_WINDOW = 3000
 
 
-def _start(index: int) -> datetime:
+def _start(clock: SettledClock, index: int) -> datetime:
     """Start of the index-th of six consecutive closed 5-minute windows (0 = oldest)."""
-    return recent(7 - index)
+    return clock.recent(7 - index)
 
 
-def _window(index: int, *, prior: float, shift: float = 1.5, unlabelled: float = 0.0) -> Batch:
+def _window(
+    clock: SettledClock, index: int, *, prior: float, shift: float = 1.5, unlabelled: float = 0.0
+) -> Batch:
     return make_batch(
         prefix=f"w{index}",
-        start=_start(index),
+        start=_start(clock, index),
         count=PER_WINDOW,
         spacing=timedelta(seconds=0.1),
         seed=100 + index,
@@ -47,22 +49,24 @@ def _window(index: int, *, prior: float, shift: float = 1.5, unlabelled: float =
     )
 
 
-def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None:
+def test_advice_follows_the_prior_and_flags_a_likelihood_drift(
+    env: Env, clock: SettledClock
+) -> None:
     create_model(
         env.client,
         "fraud",
         window="5m",
         grace="0s",
-        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+        reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))},
         objective={"target_precision": TARGET},
     )
     batches = [
-        _window(0, prior=0.3),
-        _window(1, prior=0.3),
-        _window(2, prior=0.1),
-        _window(3, prior=0.3, shift=0.5),
-        _window(4, prior=0.1, unlabelled=0.5),
-        _window(5, prior=0.3, shift=3.5, unlabelled=0.5),
+        _window(clock, 0, prior=0.3),
+        _window(clock, 1, prior=0.3),
+        _window(clock, 2, prior=0.1),
+        _window(clock, 3, prior=0.3, shift=0.5),
+        _window(clock, 4, prior=0.1, unlabelled=0.5),
+        _window(clock, 5, prior=0.3, shift=3.5, unlabelled=0.5),
     ]
     for batch in batches:
         send(env.client, "fraud", batch)
@@ -71,7 +75,7 @@ def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None
     scores = np.concatenate([b.scores for b in batches[:2]])
     labels = np.concatenate([b.labels for b in batches[:2]])
 
-    stable, shifted = stars[iso(_start(1))]["advice"], stars[iso(_start(2))]["advice"]
+    stable, shifted = stars[iso(_start(clock, 1))]["advice"], stars[iso(_start(clock, 2))]["advice"]
     for advice, batch in ((stable, batches[1]), (shifted, batches[2])):
         assert advice["prior_source"] == "measured"
         assert advice["prior"] == float(batch.labels.mean())
@@ -90,13 +94,13 @@ def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None
     # fewer positives: a higher threshold keeps the precision
     assert shifted["threshold"] > stable["threshold"]
 
-    drifted = stars[iso(_start(3))]["advice"]
+    drifted = stars[iso(_start(clock, 3))]["advice"]
     assert drifted["prior_source"] == "measured"
     assert drifted["assumption"]["holds"] is False
     assert drifted["assumption"]["p_value"] < 1e-6
 
     # half the labels missing: the label-free estimate, its label-shift check holding
-    record = stars[iso(_start(4))]
+    record = stars[iso(_start(clock, 4))]
     estimated = record["advice"]
     assert record["estimated"]["label_shift"]["holds"] is True
     assert estimated["prior_source"] == "estimated"
@@ -105,7 +109,7 @@ def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None
     assert estimated["threshold"] > stable["threshold"]
     assert estimated["expected"]["precision"] >= TARGET
     # half the labels missing and the positives' scores moved: the check fails, no advice
-    record = stars[iso(_start(5))]
+    record = stars[iso(_start(clock, 5))]
     withheld = record["advice"]
     assert record["estimated"]["label_shift"]["holds"] is False
     assert withheld["threshold"] is None
@@ -113,30 +117,37 @@ def test_advice_follows_the_prior_and_flags_a_likelihood_drift(env: Env) -> None
     assert "label-shift check does not hold" in withheld["reason"]
 
 
-def test_calibration_route_serves_the_map_at_the_window_prior(env: Env) -> None:
+def test_calibration_route_serves_the_map_at_the_window_prior(
+    env: Env, clock: SettledClock
+) -> None:
     create_model(
         env.client,
         "fraud",
         window="5m",
         grace="0s",
-        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+        reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))},
     )
     batches = [
-        _window(0, prior=0.3),
-        _window(1, prior=0.3),
-        _window(2, prior=0.1),
-        _window(4, prior=0.1, unlabelled=0.5),
-        _window(5, prior=0.3, shift=3.5, unlabelled=0.5),
+        _window(clock, 0, prior=0.3),
+        _window(clock, 1, prior=0.3),
+        _window(clock, 2, prior=0.1),
+        _window(clock, 4, prior=0.1, unlabelled=0.5),
+        _window(clock, 5, prior=0.3, shift=3.5, unlabelled=0.5),
     ]
     for batch in batches:
         send(env.client, "fraud", batch)
     assert env.scheduler().tick().computed == 5
     response = env.client.get(
-        "/v1/models/fraud/calibration", params={"window": iso(_start(2) + timedelta(seconds=7))}
+        "/v1/models/fraud/calibration",
+        params={"window": iso(_start(clock, 2) + timedelta(seconds=7))},
     )
     assert response.status_code == 200, response.text
     body = response.json()
-    assert (body["start"], body["segment"], body["method"]) == (iso(_start(2)), "*", "isotonic")
+    assert (body["start"], body["segment"], body["method"]) == (
+        iso(_start(clock, 2)),
+        "*",
+        "isotonic",
+    )
     assert body["prior"] == float(batches[2].labels.mean())
     assert body["prior_source"] == "measured"
     scores = np.concatenate([b.scores for b in batches[:2]])
@@ -152,17 +163,25 @@ def test_calibration_route_serves_the_map_at_the_window_prior(env: Env) -> None:
     inner = (expected.knots[:, 1] > 0) & (expected.knots[:, 1] < 1)
     assert np.all(expected.knots[inner, 1] < at_reference.knots[inner, 1])
 
-    missing = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(3))})
+    missing = env.client.get(
+        "/v1/models/fraud/calibration", params={"window": iso(_start(clock, 3))}
+    )
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "window_not_found"
-    estimated = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(4))})
+    estimated = env.client.get(
+        "/v1/models/fraud/calibration", params={"window": iso(_start(clock, 4))}
+    )
     assert estimated.status_code == 200, estimated.text
     assert estimated.json()["prior_source"] == "estimated"
-    unlabelled = env.client.get("/v1/models/fraud/calibration", params={"window": iso(_start(5))})
+    unlabelled = env.client.get(
+        "/v1/models/fraud/calibration", params={"window": iso(_start(clock, 5))}
+    )
     assert unlabelled.status_code == 409
     assert unlabelled.json()["error"]["code"] == "calibration_unavailable"
     assert "label-shift check" in unlabelled.json()["error"]["message"]
     no_window = env.client.get("/v1/models/fraud/calibration")
     assert no_window.status_code == 422
-    unknown = env.client.get("/v1/models/nope/calibration", params={"window": iso(_start(2))})
+    unknown = env.client.get(
+        "/v1/models/nope/calibration", params={"window": iso(_start(clock, 2))}
+    )
     assert unknown.status_code == 404

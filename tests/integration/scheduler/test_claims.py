@@ -17,9 +17,9 @@ from app.services.window_locks import WINDOW_LOCK_CLASS
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,
+    SettledClock,
     create_model,
     make_batch,
-    recent,
     send,
 )
 
@@ -37,7 +37,7 @@ def _load(env: Env, name: str, windows: int, **config: object) -> None:
         name,
         make_batch(
             prefix=name,
-            start=recent(windows),
+            start=env.clock.recent(windows),
             count=windows * 20,
             spacing=FIVE_MINUTES / 20,
             seed=3,
@@ -45,7 +45,7 @@ def _load(env: Env, name: str, windows: int, **config: object) -> None:
     )
 
 
-def test_a_window_claimed_elsewhere_is_skipped_then_computed(env: Env) -> None:
+def test_a_window_claimed_elsewhere_is_skipped_then_computed(env: Env, clock: SettledClock) -> None:
     _load(
         env,
         "fixed",
@@ -53,7 +53,7 @@ def test_a_window_claimed_elsewhere_is_skipped_then_computed(env: Env) -> None:
         reference={"kind": "fixed", "start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"},
     )
     model_id = env.model_id("fixed")
-    held = recent(2)
+    held = clock.recent(2)
     scheduler = env.scheduler()
     with psycopg.connect(_libpq(env)) as other:
         # What a claim of another scheduler holds: the window's own lock.
@@ -61,15 +61,16 @@ def test_a_window_claimed_elsewhere_is_skipped_then_computed(env: Env) -> None:
         other.execute("SELECT pg_advisory_xact_lock(%s, %s)", (-model_id, seconds))
         report = scheduler.tick()
         assert report.computed == 2
-        assert set(env.results(model_id)) == {recent(3), recent(1)}
+        assert set(env.results(model_id)) == {clock.recent(3), clock.recent(1)}
         assert env.states(model_id)[held].computed_version is None
     report = scheduler.tick()
     assert report.computed == 1
-    assert set(env.results(model_id)) == {recent(3), held, recent(1)}
+    assert set(env.results(model_id)) == {clock.recent(3), held, clock.recent(1)}
 
 
 def test_a_trailing_model_computes_nothing_while_one_of_its_windows_is_computed(
     env: Env,
+    clock: SettledClock,
 ) -> None:
     _load(env, "trailing", 2)
     model_id = env.model_id("trailing")
@@ -95,9 +96,9 @@ def test_a_trailing_model_computes_nothing_while_one_of_its_windows_is_computed(
         assert waited >= 0.85
     report = scheduler.tick()
     assert report.computed == 2
-    assert set(env.results(model_id)) == {recent(2), recent(1)}
+    assert set(env.results(model_id)) == {clock.recent(2), clock.recent(1)}
     # oldest first: the second window's trailing reference is the first one
     results = env.results(model_id)
-    assert results[recent(1)].record["reference"]["windows"] == 1
-    assert results[recent(2)].record["reference"] is None
-    assert results[recent(2)].computed_at < results[recent(1)].computed_at
+    assert results[clock.recent(1)].record["reference"]["windows"] == 1
+    assert results[clock.recent(2)].record["reference"] is None
+    assert results[clock.recent(2)].computed_at < results[clock.recent(1)].computed_at

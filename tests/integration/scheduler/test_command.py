@@ -27,7 +27,7 @@ from app.cli import main
 from app.db import migrate
 from app.db.session import create_db_engine
 from app.settings import Settings
-from tests.integration.scheduler.helpers import make_batch, recent, send, windows
+from tests.integration.scheduler.helpers import SettledClock, make_batch, send, windows
 from tests.integration.tcp_proxy import TcpProxy
 from tests.support import free_port, wait_for
 
@@ -50,7 +50,7 @@ def _scrape(url: str) -> dict[str, float]:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: SettledClock) -> str:
     """A SQLite file holding a model with two closed 5-minute windows of predictions."""
     url = f"sqlite:///{tmp_path / 'calmon.db'}"
     for name in list(os.environ):
@@ -63,7 +63,7 @@ def sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     with TestClient(create_app(settings)) as client:
         assert client.put("/v1/models/fraud", json={"window": "5m", "grace": "0s"}).is_success
         batch = make_batch(
-            prefix="p", start=recent(3), count=100, spacing=timedelta(seconds=5), seed=1
+            prefix="p", start=clock.recent(3), count=100, spacing=timedelta(seconds=5), seed=1
         )
         send(client, "fraud", batch)
     return url
@@ -75,14 +75,14 @@ def _windows_of(url: str) -> list[dict[str, object]]:
 
 
 def test_scheduler_once_computes_every_due_window(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, clock: SettledClock
 ) -> None:
     monkeypatch.setenv("CALMON_DATABASE_URL", sqlite_url)
     monkeypatch.setenv("CALMON_RETENTION_DAYS", "0")
     assert main(["scheduler", "--once"]) == 0
     assert [r["start"] for r in _windows_of(sqlite_url)] == [
-        recent(3).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        recent(2).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        clock.recent(3).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        clock.recent(2).strftime("%Y-%m-%dT%H:%M:%SZ"),
     ]
 
 
@@ -153,6 +153,8 @@ def _refusing(postgres_url: str) -> Iterator[tuple[TcpProxy, str]]:
         proxy.close()
 
 
+# slow: real `calmon` processes
+@pytest.mark.slow
 def test_two_schedulers_on_one_sqlite_file_one_leads(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -180,6 +182,8 @@ def test_two_schedulers_on_one_sqlite_file_one_leads(
     assert page["calmon_windows_pending"] == 0.0
 
 
+# slow: real `calmon` processes
+@pytest.mark.slow
 def test_serve_runs_the_scheduler_beside_the_api(
     sqlite_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -273,6 +277,8 @@ def _listening_address(port: int) -> str:
     raise AssertionError(f"nothing listens on port {port}")
 
 
+# slow: real `calmon` processes
+@pytest.mark.slow
 def test_scheduler_metrics_follow_the_api_bind_rule(
     sqlite_url: str, processes: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -17,11 +17,11 @@ from app.metrics.ranking import rank_sorted
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,
+    SettledClock,
     by_window,
     create_model,
     iso,
     make_batch,
-    recent,
     send,
     windows,
 )
@@ -29,12 +29,14 @@ from tests.integration.scheduler.helpers import (
 FIVE_MINUTES = timedelta(minutes=5)
 
 
-def _start(index: int) -> datetime:
+def _start(clock: SettledClock, index: int) -> datetime:
     """Start of the index-th of six consecutive closed 5-minute windows (0 = oldest)."""
-    return recent(7 - index)
+    return clock.recent(7 - index)
 
 
-def _expected(model: str, window: int, pooled: Batch, reference: Batch) -> dict[str, object]:
+def _expected(
+    clock: SettledClock, model: str, window: int, pooled: Batch, reference: Batch
+) -> dict[str, object]:
     """The decision of ``pooled`` against ``reference`` computed from their rows."""
     sets = []
     for part in (pooled, reference):
@@ -43,7 +45,7 @@ def _expected(model: str, window: int, pooled: Batch, reference: Batch) -> dict[
         sets.append(
             (rank_sorted(pos, neg), set_sums(pos, neg, threshold=0.5, score_kind="probability"))
         )
-    seed = zlib.crc32(f"{model}|*|{iso(_start(window))}".encode())
+    seed = zlib.crc32(f"{model}|*|{iso(_start(clock, window))}".encode())
     return decide(*sets[0], *sets[1], threshold=0.5, score_kind="probability", seed=seed)
 
 
@@ -60,10 +62,10 @@ def _check(actual: dict[str, object], expected: dict[str, object]) -> None:
 
 @pytest.mark.parametrize("kind", ["fixed", "trailing"])
 def test_a_decision_pools_back_to_enough_positives_from_the_stored_windows(
-    env: Env, kind: str
+    env: Env, kind: str, clock: SettledClock
 ) -> None:
     reference: dict[str, object] = (
-        {"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))}
+        {"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))}
         if kind == "fixed"
         else {"kind": "trailing", "windows": 2}
     )
@@ -78,43 +80,49 @@ def test_a_decision_pools_back_to_enough_positives_from_the_stored_windows(
     model = env.client.get("/v1/models/cards").json()
     assert model["decision"] == {"min_positives": 40, "max_span": "20m"}
     batch = make_batch(
-        prefix="p", start=_start(0), count=6 * 60, spacing=timedelta(seconds=5), seed=3, prior=0.25
+        prefix="p",
+        start=_start(clock, 0),
+        count=6 * 60,
+        spacing=timedelta(seconds=5),
+        seed=3,
+        prior=0.25,
     )
     # the windows before the last are computed first, so that all of them are stored when the
     # last one's decision pools (windows of a fixed reference are computed in any order)
     scheduler = env.scheduler()
-    send(env.client, "cards", batch.where(_start(0), _start(5)))
+    send(env.client, "cards", batch.where(_start(clock, 0), _start(clock, 5)))
     assert scheduler.tick().computed == 5
-    send(env.client, "cards", batch.where(_start(5), _start(6)))
+    send(env.client, "cards", batch.where(_start(clock, 5), _start(clock, 6)))
     assert scheduler.tick().computed == 1
     stars = by_window(windows(env.client, "cards"))
     positives = [
-        int(batch.where(_start(i), _start(i) + FIVE_MINUTES).labelled()[1].sum()) for i in range(6)
+        int(batch.where(_start(clock, i), _start(clock, i) + FIVE_MINUTES).labelled()[1].sum())
+        for i in range(6)
     ]
     assert all(p < 40 for p in positives)
-    decision = stars[iso(_start(5))]["decision"]
+    decision = stars[iso(_start(clock, 5))]["decision"]
     first = 5
     while sum(positives[first:]) < 40 and 5 - first + 1 < 4:
         first -= 1
     assert 1 < decision["windows"] == 5 - first + 1
-    assert decision["start"] == iso(_start(first))
+    assert decision["start"] == iso(_start(clock, first))
     assert decision["n_pos"] == sum(positives[first:])
-    pooled = batch.where(_start(first), _start(6))
+    pooled = batch.where(_start(clock, first), _start(clock, 6))
     ref = (
-        batch.where(_start(0), _start(2))
+        batch.where(_start(clock, 0), _start(clock, 2))
         if kind == "fixed"
-        else batch.where(_start(first - 2), _start(first))
+        else batch.where(_start(clock, first - 2), _start(clock, first))
     )
-    _check(decision, _expected("cards", 5, pooled, ref))
+    _check(decision, _expected(clock, "cards", 5, pooled, ref))
     # the first window has no reference yet when trailing: a decision without parts
-    first_decision = stars[iso(_start(0))]["decision"]
+    first_decision = stars[iso(_start(clock, 0))]["decision"]
     assert first_decision["windows"] == 1
     if kind == "trailing":
         assert first_decision["verdict"] == "not_enough_data"
         assert first_decision["likelihood_interval"] is None
 
 
-def test_a_window_with_enough_positives_is_its_own_decision(env: Env) -> None:
+def test_a_window_with_enough_positives_is_its_own_decision(env: Env, clock: SettledClock) -> None:
     create_model(
         env.client,
         "ads",
@@ -124,11 +132,16 @@ def test_a_window_with_enough_positives_is_its_own_decision(env: Env) -> None:
         decision={"min_positives": 100, "max_span": "7d"},
     )
     batch = make_batch(
-        prefix="q", start=_start(0), count=2 * 300, spacing=timedelta(seconds=1), seed=4, prior=0.4
+        prefix="q",
+        start=_start(clock, 0),
+        count=2 * 300,
+        spacing=timedelta(seconds=1),
+        seed=4,
+        prior=0.4,
     )
     send(env.client, "ads", batch)
     assert env.scheduler().tick().computed == 2
-    record = by_window(windows(env.client, "ads"))[iso(_start(1))]
+    record = by_window(windows(env.client, "ads"))[iso(_start(clock, 1))]
     decision = record["decision"]
     assert (decision["windows"], decision["n"], decision["n_pos"]) == (
         1,
@@ -161,7 +174,9 @@ def test_a_bad_decision_setting_is_refused_and_stores_nothing(
     assert env.client.get("/v1/models/bad").status_code == 404
 
 
-def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(env: Env) -> None:
+def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
+    env: Env, clock: SettledClock
+) -> None:
     """Under a fixed reference a back-fill computes the newest window first: its decision
     reads the older windows' rows, and is the decision of the pooled rows all the same."""
     create_model(
@@ -169,23 +184,37 @@ def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(en
         "cards",
         window="5m",
         grace="0s",
-        reference={"kind": "fixed", "start": iso(_start(0)), "end": iso(_start(2))},
+        reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))},
         decision={"min_positives": 40, "max_span": "20m"},
     )
     batch = make_batch(
-        prefix="p", start=_start(0), count=6 * 60, spacing=timedelta(seconds=5), seed=3, prior=0.25
+        prefix="p",
+        start=_start(clock, 0),
+        count=6 * 60,
+        spacing=timedelta(seconds=5),
+        seed=3,
+        prior=0.25,
     )
     send(env.client, "cards", batch)
     assert env.scheduler().tick().computed == 6
     stars = by_window(windows(env.client, "cards"))
     positives = [
-        int(batch.where(_start(i), _start(i) + FIVE_MINUTES).labelled()[1].sum()) for i in range(6)
+        int(batch.where(_start(clock, i), _start(clock, i) + FIVE_MINUTES).labelled()[1].sum())
+        for i in range(6)
     ]
     for window in range(2, 6):
         first = window
         while sum(positives[first : window + 1]) < 40 and window - first + 1 < 4:
             first -= 1
-        decision = stars[iso(_start(window))]["decision"]
-        assert (decision["windows"], decision["start"]) == (window - first + 1, iso(_start(first)))
-        pooled = batch.where(_start(first), _start(window) + FIVE_MINUTES)
-        _check(decision, _expected("cards", window, pooled, batch.where(_start(0), _start(2))))
+        decision = stars[iso(_start(clock, window))]["decision"]
+        assert (decision["windows"], decision["start"]) == (
+            window - first + 1,
+            iso(_start(clock, first)),
+        )
+        pooled = batch.where(_start(clock, first), _start(clock, window) + FIVE_MINUTES)
+        _check(
+            decision,
+            _expected(
+                clock, "cards", window, pooled, batch.where(_start(clock, 0), _start(clock, 2))
+            ),
+        )

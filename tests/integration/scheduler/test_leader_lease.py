@@ -122,7 +122,8 @@ def test_the_lease_leaves_no_session_state(database_url: str, engines: list[Engi
         with psycopg.connect(libpq) as conn:
             states = conn.execute(
                 "SELECT count(*) FILTER (WHERE state LIKE 'idle in transaction%'),"
-                " (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory')"
+                " (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database ="
+                "  (SELECT oid FROM pg_database WHERE datname = current_database()))"
                 " FROM pg_stat_activity WHERE datname = current_database()"
             ).fetchone()
         assert states == (0, 0)

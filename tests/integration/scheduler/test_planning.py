@@ -26,11 +26,11 @@ from app.services.planning import (
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     Env,
+    SettledClock,
     by_window,
     create_model,
     iso,
     make_batch,
-    recent,
     send,
     send_labels,
     settle,
@@ -40,8 +40,8 @@ from tests.integration.scheduler.helpers import (
 FIVE_MINUTES = timedelta(minutes=5)
 
 
-def _recent_start(windows_ago: int) -> datetime:
-    return recent(windows_ago)
+def _recent_start(clock: SettledClock, windows_ago: int) -> datetime:
+    return clock.recent(windows_ago)
 
 
 def _scan(env: Env, model_id: int) -> ScanResult:
@@ -97,12 +97,12 @@ def test_the_last_microseconds_of_a_window_stay_in_it(env: Env) -> None:
     assert list(by_window(windows(env.client, "edge"))) == ["2026-03-04T08:00:00Z"]
 
 
-def test_only_closed_windows_past_their_grace_are_computed(env: Env) -> None:
+def test_only_closed_windows_past_their_grace_are_computed(env: Env, clock: SettledClock) -> None:
     create_model(env.client, "fraud", window="5m", grace="20m")
     batches = {
         ago: make_batch(
             prefix=f"w{ago}",
-            start=_recent_start(ago),
+            start=_recent_start(clock, ago),
             count=20,
             spacing=timedelta(seconds=10),
             seed=ago,
@@ -114,30 +114,32 @@ def test_only_closed_windows_past_their_grace_are_computed(env: Env) -> None:
     report = env.scheduler().tick()
     # The open window (0) and the one that ended 5-10 minutes ago (2) wait; 6 is past grace.
     assert report.computed == 1
-    assert list(by_window(windows(env.client, "fraud"))) == [iso(_recent_start(6))]
+    assert list(by_window(windows(env.client, "fraud"))) == [iso(_recent_start(clock, 6))]
     model_id = env.model_id("fraud")
     states = env.states(model_id)
-    assert set(states) == {_recent_start(ago) for ago in (0, 2, 6)}
-    assert states[_recent_start(0)].computed_version is None
-    assert states[_recent_start(2)].computed_version is None
+    assert set(states) == {_recent_start(clock, ago) for ago in (0, 2, 6)}
+    assert states[_recent_start(clock, 0)].computed_version is None
+    assert states[_recent_start(clock, 2)].computed_version is None
     # Planning with a later clock: window 2 is due 20 minutes after it ends, 0 after that.
     with env.session_factory() as session:
         model = session.get(Model, model_id)
         assert model is not None
-        ends_2 = _recent_start(2) + FIVE_MINUTES
+        ends_2 = _recent_start(clock, 2) + FIVE_MINUTES
         before = due_windows(session, model=model, now=ends_2 + timedelta(minutes=19))
         after = due_windows(session, model=model, now=ends_2 + timedelta(minutes=20))
         later = due_windows(session, model=model, now=ends_2 + timedelta(minutes=40))
     assert [w.start for w in before] == []
-    assert [w.start for w in after] == [_recent_start(2)]
-    assert [w.start for w in later] == [_recent_start(2), _recent_start(0)]
+    assert [w.start for w in after] == [_recent_start(clock, 2)]
+    assert [w.start for w in later] == [_recent_start(clock, 2), _recent_start(clock, 0)]
 
 
-def test_late_labels_trigger_a_recomputation_of_their_window_only(env: Env) -> None:
+def test_late_labels_trigger_a_recomputation_of_their_window_only(
+    env: Env, clock: SettledClock
+) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s")
     batch = make_batch(
         prefix="p",
-        start=_recent_start(6),
+        start=_recent_start(clock, 6),
         count=90,
         spacing=timedelta(seconds=10),
         seed=7,
@@ -147,7 +149,7 @@ def test_late_labels_trigger_a_recomputation_of_their_window_only(env: Env) -> N
     scheduler = env.scheduler()
     assert scheduler.tick().computed == 3
     first = by_window(windows(env.client, "fraud"))
-    middle = _recent_start(5)
+    middle = _recent_start(clock, 5)
     part = batch.where(middle, middle + FIVE_MINUTES)
     _scores, labels = part.labelled()
     record = first[iso(middle)]
@@ -180,14 +182,18 @@ def test_late_labels_trigger_a_recomputation_of_their_window_only(env: Env) -> N
 
 @pytest.mark.parametrize("interval", [None, 1e-6], ids=["per_tick", "before_every_window"])
 def test_repeated_scans_inside_the_margin_compute_each_window_once(
-    env: Env, interval: float | None
+    env: Env, interval: float | None, clock: SettledClock
 ) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s")
     send(
         env.client,
         "fraud",
         make_batch(
-            prefix="p", start=_recent_start(4), count=60, spacing=timedelta(seconds=10), seed=3
+            prefix="p",
+            start=_recent_start(clock, 4),
+            count=60,
+            spacing=timedelta(seconds=10),
+            seed=3,
         ),
     )
     # An interval this short plans again, and the leader scans again, before every window.
@@ -200,9 +206,10 @@ def test_repeated_scans_inside_the_margin_compute_each_window_once(
 
 def test_a_window_not_computed_yet_gets_a_new_version_only_when_its_predictions_change(
     env: Env,
+    clock: SettledClock,
 ) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s")
-    start = _recent_start(3)
+    start = _recent_start(clock, 3)
     batch = make_batch(
         prefix="p", start=start, count=20, spacing=timedelta(seconds=5), seed=2, unlabelled=0.5
     )
@@ -233,10 +240,10 @@ def test_a_window_not_computed_yet_gets_a_new_version_only_when_its_predictions_
 
 @pytest.mark.parametrize("change", ["insert", "label"])
 def test_a_write_stamped_before_the_computation_but_committed_after_is_not_missed(
-    env: Env, change: str
+    env: Env, change: str, clock: SettledClock
 ) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s")
-    start = _recent_start(3)
+    start = _recent_start(clock, 3)
     batch = make_batch(prefix="p", start=start, count=30, spacing=timedelta(seconds=5), seed=5)
     send(env.client, "fraud", batch)
     scheduler = env.scheduler()
@@ -279,11 +286,15 @@ def test_a_write_stamped_before_the_computation_but_committed_after_is_not_misse
     assert scheduler.tick().computed == 0
 
 
-def test_a_failing_model_is_counted_and_the_others_go_on(env: Env) -> None:
+def test_a_failing_model_is_counted_and_the_others_go_on(env: Env, clock: SettledClock) -> None:
     for name in ("bad", "good"):
         create_model(env.client, name, window="5m", grace="0s")
         batch = make_batch(
-            prefix=name, start=_recent_start(3), count=20, spacing=timedelta(seconds=5), seed=1
+            prefix=name,
+            start=_recent_start(clock, 3),
+            count=20,
+            spacing=timedelta(seconds=5),
+            seed=1,
         )
         send(env.client, name, batch)
     bad_id = env.model_id("bad")
@@ -302,7 +313,7 @@ def test_a_failing_model_is_counted_and_the_others_go_on(env: Env) -> None:
     assert instruments.COMPUTE_FAILURES.labels("bad")._value.get() == failures + 1
     assert len(windows(env.client, "good")) == 1
     assert windows(env.client, "bad") == []
-    state = env.states(bad_id)[_recent_start(3)]
+    state = env.states(bad_id)[_recent_start(clock, 3)]
     assert state.failures == 1
     assert state.retry_at is not None
     assert state.retry_at > datetime.now(UTC) + timedelta(seconds=30)
@@ -316,11 +327,14 @@ def test_a_failing_model_is_counted_and_the_others_go_on(env: Env) -> None:
         )
         model = session.get_one(Model, bad_id)
         record_changes(
-            session.connection(), model=model, stamps=[_recent_start(3)], now=datetime.now(UTC)
+            session.connection(),
+            model=model,
+            stamps=[_recent_start(clock, 3)],
+            now=datetime.now(UTC),
         )
         session.commit()
     # A recompute request clears the back-off.
-    start = _recent_start(3)
+    start = _recent_start(clock, 3)
     response = env.client.post(
         "/v1/models/bad/recompute",
         params={"start": start.isoformat(), "end": (start + FIVE_MINUTES).isoformat()},
@@ -356,22 +370,29 @@ def test_settle_near_a_boundary_sets_the_scheduler_clock_back_instead_of_sleepin
 ) -> None:
     # A room of almost a whole window: the boundary is "near" at any moment of the test run.
     before = datetime.now(UTC)
-    settle(room=FIVE_MINUTES.total_seconds() - 0.5)
+    clock = settle(room=FIVE_MINUTES.total_seconds() - 0.5)
     assert (datetime.now(UTC) - before).total_seconds() < 0.5
+    env.clock = clock  # the test's schedulers run on it
     scheduler = env.scheduler()
-    assert recent(0) <= scheduler.clock.now() < recent(0) + timedelta(seconds=1)
+    assert clock.recent(0) <= scheduler.clock.now() < clock.recent(0) + timedelta(seconds=1)
     create_model(env.client, "fraud", window="5m", grace="0s")
     for ago in (1, 0):
         batch = make_batch(
-            prefix=f"w{ago}", start=recent(ago), count=20, spacing=timedelta(seconds=1), seed=ago
+            prefix=f"w{ago}",
+            start=clock.recent(ago),
+            count=20,
+            spacing=timedelta(seconds=1),
+            seed=ago,
         )
         send(env.client, "fraud", batch)
     report = scheduler.tick()
     assert report.computed == 1
-    assert list(by_window(windows(env.client, "fraud"))) == [iso(recent(1))]
+    assert list(by_window(windows(env.client, "fraud"))) == [iso(clock.recent(1))]
 
 
-def test_first_fingerprints_of_many_windows_equal_each_window_s_own(env: Env) -> None:
+def test_first_fingerprints_of_many_windows_equal_each_window_s_own(
+    env: Env, clock: SettledClock
+) -> None:
     """The scan's grouped first checkpoints (one statement per run of consecutive windows)
     equal the fingerprint read window by window, for windows with predictions, an empty one,
     and two runs apart."""
@@ -379,10 +400,12 @@ def test_first_fingerprints_of_many_windows_equal_each_window_s_own(env: Env) ->
     send(
         env.client,
         "fraud",
-        make_batch(prefix="p", start=recent(9), count=60, spacing=timedelta(seconds=40), seed=3),
+        make_batch(
+            prefix="p", start=clock.recent(9), count=60, spacing=timedelta(seconds=40), seed=3
+        ),
     )
     model_id = env.model_id("fraud")
-    starts = [recent(k) for k in (9, 8, 7, 4, 3)] + [recent(12)]
+    starts = [clock.recent(k) for k in (9, 8, 7, 4, 3)] + [clock.recent(12)]
     since = datetime.now(UTC) - timedelta(hours=1)
     with env.session_factory() as session:
         grouped = first_fingerprints(
@@ -395,8 +418,8 @@ def test_first_fingerprints_of_many_windows_equal_each_window_s_own(env: Env) ->
             for start in starts
         }
     assert grouped == single
-    assert grouped[recent(12)].count == 0
-    assert all(grouped[recent(k)].count > 0 for k in (9, 8, 7, 4, 3))
+    assert grouped[clock.recent(12)].count == 0
+    assert all(grouped[clock.recent(k)].count > 0 for k in (9, 8, 7, 4, 3))
 
 
 def _due_starts(env: Env, name: str, limit: int) -> list[datetime]:
@@ -409,23 +432,28 @@ def _due_starts(env: Env, name: str, limit: int) -> list[datetime]:
         ]
 
 
-def test_a_plan_lists_at_most_its_bound_the_head_of_the_scheduler_order(env: Env) -> None:
-    settle()
-    period = {"kind": "fixed", "start": iso(_recent_start(6)), "end": iso(_recent_start(5))}
+def test_a_plan_lists_at_most_its_bound_the_head_of_the_scheduler_order(
+    env: Env, clock: SettledClock
+) -> None:
+    period = {
+        "kind": "fixed",
+        "start": iso(_recent_start(clock, 6)),
+        "end": iso(_recent_start(clock, 5)),
+    }
     create_model(env.client, "trailing", window="5m", grace="0s")
     create_model(env.client, "fixed", window="5m", grace="0s", reference=period)
     for name in ("trailing", "fixed"):
         for ago in range(6, 1, -1):
             batch = make_batch(
                 prefix=f"{name}-{ago}",
-                start=_recent_start(ago),
+                start=_recent_start(clock, ago),
                 count=20,
                 spacing=timedelta(seconds=10),
                 seed=ago,
             )
             send(env.client, name, batch)
         _scan(env, env.model_id(name))
-    every = [_recent_start(ago) for ago in range(6, 1, -1)]
+    every = [_recent_start(clock, ago) for ago in range(6, 1, -1)]
     assert _due_starts(env, "trailing", 100) == every
     assert _due_starts(env, "fixed", 100) == every
     # trailing: the oldest; fixed: the reference period's window, then the newest
@@ -435,14 +463,13 @@ def test_a_plan_lists_at_most_its_bound_the_head_of_the_scheduler_order(env: Env
 
 
 def test_windows_beyond_a_plan_bound_are_computed_by_the_next_plans(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: Env, monkeypatch: pytest.MonkeyPatch, clock: SettledClock
 ) -> None:
-    settle()
     create_model(env.client, "fraud", window="5m", grace="0s")
     for ago in range(6, 1, -1):
         batch = make_batch(
             prefix=f"w{ago}",
-            start=_recent_start(ago),
+            start=_recent_start(clock, ago),
             count=20,
             spacing=timedelta(seconds=10),
             seed=ago,
@@ -461,7 +488,7 @@ def test_windows_beyond_a_plan_bound_are_computed_by_the_next_plans(
     report = env.scheduler().tick()
     assert report.computed == 5
     assert max(len(starts) for starts in listed) == 2
-    every = [_recent_start(ago) for ago in range(6, 1, -1)]
+    every = [_recent_start(clock, ago) for ago in range(6, 1, -1)]
     # each plan lists the oldest windows left, so a trailing reference's windows come first (a
     # window whose computation a plan did not finish may be listed again by the next)
     assert list(dict.fromkeys(start for starts in listed for start in starts)) == every

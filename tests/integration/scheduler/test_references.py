@@ -25,12 +25,12 @@ from app.services.planning import (
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,
+    SettledClock,
     by_window,
     create_model,
     floor,
     iso,
     make_batch,
-    recent,
     send,
     send_labels,
     windows,
@@ -40,15 +40,15 @@ FIVE_MINUTES = timedelta(minutes=5)
 REGULAR = ("precision", "recall", "f1", "roc_auc", "average_precision", "pr_gain_auc", "brier")
 
 
-def _start(index: int) -> datetime:
+def _start(clock: SettledClock, index: int) -> datetime:
     """Start of the index-th of six consecutive closed 5-minute windows (0 = oldest)."""
-    return recent(7 - index)
+    return clock.recent(7 - index)
 
 
 def _six_windows(env: Env, model: str, *, segments: list[str | None] | None = None) -> Batch:
     batch = make_batch(
         prefix="p",
-        start=_start(0),
+        start=_start(env.clock, 0),
         count=6 * 60,
         spacing=timedelta(seconds=5),
         seed=11,
@@ -58,8 +58,10 @@ def _six_windows(env: Env, model: str, *, segments: list[str | None] | None = No
     return batch
 
 
-def _pooled(batch: Batch, first: int, last: int, segment: str | None = None) -> Batch:
-    return batch.where(_start(first), _start(last) + FIVE_MINUTES, segment)
+def _pooled(
+    clock: SettledClock, batch: Batch, first: int, last: int, segment: str | None = None
+) -> Batch:
+    return batch.where(_start(clock, first), _start(clock, last) + FIVE_MINUTES, segment)
 
 
 def _assert_regular(actual: dict[str, Any], part: Batch) -> None:
@@ -107,7 +109,9 @@ def test_a_ranking_accumulated_by_parts_equals_the_ranking_of_the_pooled_rows(
     assert got["calibrated"]["0.2"] == pytest.approx(want["calibrated"]["0.2"], rel=1e-12)
 
 
-def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> None:
+def test_trailing_reference_pools_the_previous_computed_windows(
+    env: Env, clock: SettledClock
+) -> None:
     create_model(
         env.client,
         "fraud",
@@ -122,35 +126,35 @@ def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> Non
     stars = by_window(records)
     assert len(stars) == 6
 
-    first = stars[iso(_start(0))]
+    first = stars[iso(_start(clock, 0))]
     assert first["reference"] is None
     assert first["split"] is None
     assert first["calibrated"]["reference"] is None
     assert first["intervals"]["calibrated"]["reference"] is None
     assert set(first["calibrated"]) == {"reference", "0.1"}
 
-    second = stars[iso(_start(1))]
+    second = stars[iso(_start(clock, 1))]
     assert second["reference"]["windows"] == 1
     assert (second["reference"]["start"], second["reference"]["end"]) == (
-        iso(_start(0)),
-        iso(_start(1)),
+        iso(_start(clock, 0)),
+        iso(_start(clock, 1)),
     )
-    _assert_regular(second["reference"]["regular"], _pooled(batch, 0, 0))
+    _assert_regular(second["reference"]["regular"], _pooled(clock, batch, 0, 0))
 
-    last = stars[iso(_start(5))]
+    last = stars[iso(_start(clock, 5))]
     reference = last["reference"]
-    pooled = _pooled(batch, 2, 4)
+    pooled = _pooled(clock, batch, 2, 4)
     _, pooled_labels = pooled.labelled()
     assert reference["kind"] == "trailing"
     assert reference["windows"] == 3
-    assert (reference["start"], reference["end"]) == (iso(_start(2)), iso(_start(5)))
+    assert (reference["start"], reference["end"]) == (iso(_start(clock, 2)), iso(_start(clock, 5)))
     assert (reference["n"], reference["n_pos"]) == (pooled_labels.size, int(pooled_labels.sum()))
     assert reference["prior"] == pytest.approx(pooled_labels.mean(), abs=1e-15)
     _assert_regular(reference["regular"], pooled)
 
     # The window calibrated at the reference prior, and the split against the reference: the
     # mean of both orders, the reference calibrated at the window's prior from the pooled rows.
-    scores, labels = batch.where(_start(5), _start(5) + FIVE_MINUTES).labelled()
+    scores, labels = batch.where(_start(clock, 5), _start(clock, 5) + FIVE_MINUTES).labelled()
     own = evaluate(
         scores, labels, threshold=0.5, pi0=[reference["prior"]], score_kind="probability"
     )
@@ -184,16 +188,16 @@ def test_trailing_reference_pools_the_previous_computed_windows(env: Env) -> Non
     assert last["intervals"]["calibrated"]["reference"]["average_precision"] is not None
 
     # A segment is compared with the same windows restricted to that segment.
-    segment = by_window(records, "a")[iso(_start(5))]
+    segment = by_window(records, "a")[iso(_start(clock, 5))]
     assert segment["reference"]["windows"] == 3
-    _assert_regular(segment["reference"]["regular"], _pooled(batch, 2, 4, "a"))
+    _assert_regular(segment["reference"]["regular"], _pooled(clock, batch, 2, 4, "a"))
 
 
 def _fixed_over_two_windows(env: Env, model: str) -> tuple[datetime, datetime]:
     """Create ``model`` with a fixed reference over parts of windows 1 and 2 (grace 0s);
     returns the period."""
-    period_start = _start(1) + timedelta(minutes=2)
-    period_end = _start(2) + timedelta(minutes=3)
+    period_start = _start(env.clock, 1) + timedelta(minutes=2)
+    period_end = _start(env.clock, 2) + timedelta(minutes=3)
     create_model(
         env.client,
         model,
@@ -204,7 +208,9 @@ def _fixed_over_two_windows(env: Env, model: str) -> tuple[datetime, datetime]:
     return period_start, period_end
 
 
-def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: Env) -> None:
+def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(
+    env: Env, clock: SettledClock
+) -> None:
     period_start, period_end = _fixed_over_two_windows(env, "fraud")
     batch = _six_windows(env, "fraud")
     # one scan per tick: the refresh below must wait for the next tick, however slow the machine
@@ -234,7 +240,7 @@ def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: E
 
     # Then the windows outside the period, computed before the change, are refreshed once
     # (grace 0s: the period is quiet at once); the period's other window is left alone.
-    outside = [iso(_start(i)) for i in (0, 3, 4, 5)]
+    outside = [iso(_start(clock, i)) for i in (0, 3, 4, 5)]
     for key in outside:
         assert stars[key]["reference"]["n_pos"] == n_pos - 1
     assert scheduler.tick().computed == len(outside)
@@ -243,7 +249,7 @@ def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(env: E
     for key in outside:
         assert stars[key]["reference"]["n_pos"] == n_pos
         assert stars[key]["split"] is not None
-    (untouched,) = {iso(_start(1)), iso(_start(2))} - {changed}
+    (untouched,) = {iso(_start(clock, 1)), iso(_start(clock, 2))} - {changed}
     assert stars[untouched]["reference"]["n_pos"] == n_pos - 1
     assert scheduler.tick().computed == 0
     assert scheduler.cache.builds == 2
@@ -266,8 +272,9 @@ def test_a_fixed_reference_is_built_once_when_the_leader_scans_between_computati
 
 def test_fixed_reference_refresh_waits_for_a_quiet_period_and_reaches_back_a_bounded_span(
     env: Env,
+    clock: SettledClock,
 ) -> None:
-    period_start, period_end = _start(1), _start(2)
+    period_start, period_end = _start(clock, 1), _start(clock, 2)
     create_model(
         env.client,
         "fraud",
@@ -301,7 +308,7 @@ def test_fixed_reference_refresh_waits_for_a_quiet_period_and_reaches_back_a_bou
         # Not quiet for the grace yet: nothing.
         assert refreshed(late + timedelta(minutes=5)) == 0
         # Only the last FIXED_REFRESH_WINDOWS window lengths are reached.
-        assert refreshed(_start(5) + FIXED_REFRESH_WINDOWS * FIVE_MINUTES) == 1
+        assert refreshed(_start(clock, 5) + FIXED_REFRESH_WINDOWS * FIVE_MINUTES) == 1
         # Once requested, the windows are pending: no second request.
         assert refresh_for_fixed_reference(session, model=model, now=now) == 5
         assert refresh_for_fixed_reference(session, model=model, now=now) == 0
@@ -315,7 +322,7 @@ def test_fixed_reference_refresh_waits_for_a_quiet_period_and_reaches_back_a_bou
         session.rollback()
 
 
-def test_no_split_without_a_reference(env: Env) -> None:
+def test_no_split_without_a_reference(env: Env, clock: SettledClock) -> None:
     create_model(
         env.client,
         "empty-period",
@@ -326,9 +333,16 @@ def test_no_split_without_a_reference(env: Env) -> None:
     create_model(env.client, "unlabelled-before", window="5m", grace="0s")
     _six_windows(env, "empty-period")
     first = make_batch(
-        prefix="u", start=_start(0), count=30, spacing=timedelta(seconds=5), seed=2, unlabelled=1.0
+        prefix="u",
+        start=_start(clock, 0),
+        count=30,
+        spacing=timedelta(seconds=5),
+        seed=2,
+        unlabelled=1.0,
     )
-    second = make_batch(prefix="l", start=_start(1), count=30, spacing=timedelta(seconds=5), seed=3)
+    second = make_batch(
+        prefix="l", start=_start(clock, 1), count=30, spacing=timedelta(seconds=5), seed=3
+    )
     send(env.client, "unlabelled-before", first)
     send(env.client, "unlabelled-before", second)
     env.scheduler().tick()
@@ -339,11 +353,11 @@ def test_no_split_without_a_reference(env: Env) -> None:
         assert record["calibrated"]["reference"] is None
         assert record["regular"]["roc_auc"] is not None
     records = by_window(windows(env.client, "unlabelled-before"))
-    labelled = records[iso(_start(1))]
+    labelled = records[iso(_start(clock, 1))]
     # The only earlier window has no label yet: a reference of nothing, so no split.
     assert labelled["reference"]["n"] == 0
     assert labelled["reference"]["prior"] is None
     assert labelled["split"] is None
     assert labelled["calibrated"]["reference"] is None
-    assert records[iso(_start(0))]["n"] == 0
-    assert records[iso(_start(0))]["unlabelled"] == 30
+    assert records[iso(_start(clock, 0))]["n"] == 0
+    assert records[iso(_start(clock, 0))]["unlabelled"] == 30

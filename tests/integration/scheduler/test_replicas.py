@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -187,6 +186,21 @@ def _done(url: str) -> bool:
     return len(windows) == len(MODELS) * WINDOWS and _pending(url) == 0
 
 
+def _more_ticks(url: str, count: int = 3) -> None:
+    """Wait until the leader has scanned every model ``count`` more times: that many more
+    ticks (of 0.3 s) of every scheduler, in which nothing may be computed again."""
+    seen: set[datetime] = set()
+
+    def scanned() -> bool:
+        with psycopg.connect(_libpq(url)) as conn:
+            row = conn.execute("SELECT min(scanned_at) FROM model_scans").fetchone()
+        assert row is not None
+        seen.add(row[0])
+        return len(seen) > count
+
+    wait_for(f"{count} more scans", scanned, timeout=TIMEOUT, interval=0.05)
+
+
 def _check_whole(url: str) -> dict[tuple[str, datetime], tuple[str, int]]:
     """Every window has all its segments, computed together (one instance, one version), and
     the scores match; returns who computed each window and from which version."""
@@ -225,7 +239,7 @@ def test_three_schedulers_share_a_backfill_computing_each_window_once(
     _load(database)
     wait_for("every window computed", lambda: _done(database), timeout=TIMEOUT)
     owners = _check_whole(database)
-    time.sleep(1.0)  # several more ticks: nothing is computed again
+    _more_ticks(database)  # nothing is computed again
 
     computations = _computations(schedulers)
     assert set(computations.values()) == {1}
@@ -256,6 +270,7 @@ def _claims(url: str) -> list[tuple[str, str, int]]:
             " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
             " JOIN models m ON m.id = 4294967296 - l.classid::bigint"
             " WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted"
+            " AND a.datname = current_database()"
             " AND l.classid::bigint > 2147483647"
         ).fetchall()
     return [(str(row[0]), str(row[1]), int(row[2])) for row in rows]
@@ -292,7 +307,7 @@ def test_a_leader_killed_mid_window_leaves_nothing_half_written(
     )
     wait_for("every window computed", lambda: _done(database), timeout=TIMEOUT)
     owners = _check_whole(database)
-    time.sleep(1.0)
+    _more_ticks(database)
     killed_logged = {(str(r["model"]), str(r["window_start"])) for r in leader.computed()}
     assert (model, window) not in killed_logged
     owner, _ = next(
@@ -335,7 +350,7 @@ def test_late_labels_during_a_backfill_recompute_exactly_the_windows_they_touch(
             send_labels(client, name, late)
     wait_for("every window computed", lambda: _done(database), timeout=TIMEOUT)
     _check_whole(database)
-    time.sleep(1.0)
+    _more_ticks(database)
 
     computations = _computations(schedulers)
     assert set(computations.values()) == {1}

@@ -18,7 +18,7 @@ from app.db.models import Model, WindowState
 from app.db.session import READ_ONLY, create_session_factory
 from app.services.planning import ScanResult, scan_model
 from tests.integration.scheduler.conftest import MARGIN
-from tests.integration.scheduler.helpers import Env, create_model, make_batch, recent, send
+from tests.integration.scheduler.helpers import Env, SettledClock, create_model, make_batch, send
 
 FIVE_MINUTES = timedelta(minutes=5)
 
@@ -60,34 +60,40 @@ def _three_windows(env: Env, name: str) -> int:
     send(
         env.client,
         name,
-        make_batch(prefix=name, start=recent(4), count=90, spacing=timedelta(seconds=10), seed=3),
+        make_batch(
+            prefix=name, start=env.clock.recent(4), count=90, spacing=timedelta(seconds=10), seed=3
+        ),
     )
     return env.model_id(name)
 
 
-def test_the_scan_reads_predictions_only_through_the_reader(env: Env) -> None:
+def test_the_scan_reads_predictions_only_through_the_reader(env: Env, clock: SettledClock) -> None:
     model_id = _three_windows(env, "fraud")
     readers = create_session_factory(env.session_factory.kw["bind"], reads_only=True)
     with readers() as reader:
         result, written = _scan(env, model_id, reader=reader)
     assert result == ScanResult(new=3, changed=0)
-    assert sorted(env.states(model_id)) == [recent(4), recent(3), recent(2)]
+    assert sorted(env.states(model_id)) == [clock.recent(4), clock.recent(3), clock.recent(2)]
     assert written, "the scan wrote nothing"
     assert not [s for s in written if "FROM predictions" in s or "window_changes.starts_at" in s]
     # predictions added to one window: the next scan sees its change
     send(
         env.client,
         "fraud",
-        make_batch(prefix="more", start=recent(3), count=5, spacing=timedelta(seconds=1), seed=4),
+        make_batch(
+            prefix="more", start=clock.recent(3), count=5, spacing=timedelta(seconds=1), seed=4
+        ),
     )
     with readers() as reader:
         again, _ = _scan(env, model_id, reader=reader)
     assert again == ScanResult(new=0, changed=1)
-    assert env.states(model_id)[recent(3)].version == 2
+    assert env.states(model_id)[clock.recent(3)].version == 2
 
 
 @pytest.mark.parametrize("migrated_url", ["sqlite"], indirect=True)
-def test_a_recompute_request_between_the_reads_and_the_writes_is_kept(env: Env) -> None:
+def test_a_recompute_request_between_the_reads_and_the_writes_is_kept(
+    env: Env, clock: SettledClock
+) -> None:
     """SQLite only: the scan's reader there is a separate snapshot (on PostgreSQL the scan
     reads in its own transaction)."""
     model_id = _three_windows(env, "fraud")
@@ -97,19 +103,21 @@ def test_a_recompute_request_between_the_reads_and_the_writes_is_kept(env: Env) 
     send(
         env.client,
         "fraud",
-        make_batch(prefix="more", start=recent(3), count=5, spacing=timedelta(seconds=1), seed=4),
+        make_batch(
+            prefix="more", start=clock.recent(3), count=5, spacing=timedelta(seconds=1), seed=4
+        ),
     )
     with readers() as reader:
         # the reader's snapshot is taken before the request commits
         reader.scalars(select(WindowState).where(WindowState.model_id == model_id)).all()
         response = env.client.post(
             "/v1/models/fraud/recompute",
-            params={"start": recent(3).isoformat(), "end": recent(2).isoformat()},
+            params={"start": clock.recent(3).isoformat(), "end": clock.recent(2).isoformat()},
         )
         assert response.status_code == 202, response.text
-        requested = env.states(model_id)[recent(3)]
+        requested = env.states(model_id)[clock.recent(3)]
         result, _ = _scan(env, model_id, reader=reader)
     assert result.changed == 0
-    state = env.states(model_id)[recent(3)]
+    state = env.states(model_id)[clock.recent(3)]
     assert (state.version, state.checkpoint_at) == (requested.version, requested.checkpoint_at)
     assert state.requested_at is not None

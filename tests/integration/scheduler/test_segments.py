@@ -14,23 +14,23 @@ from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Batch,
     Env,
+    SettledClock,
     create_model,
     iso,
     make_batch,
-    recent,
     send,
     windows,
 )
 
 
-def _start(index: int) -> datetime:
-    return recent(4 - index)
+def _start(clock: SettledClock, index: int) -> datetime:
+    return clock.recent(4 - index)
 
 
 def _send_segment(env: Env, window: int, segment: str | None, count: int, seed: int) -> Batch:
     batch = make_batch(
         prefix=f"w{window}-{segment}",
-        start=_start(window) + timedelta(seconds=seed),
+        start=_start(env.clock, window) + timedelta(seconds=seed),
         count=count,
         spacing=timedelta(seconds=2),
         seed=seed,
@@ -41,7 +41,7 @@ def _send_segment(env: Env, window: int, segment: str | None, count: int, seed: 
 
 
 def _records(env: Env, window: int) -> dict[str, dict[str, object]]:
-    start = _start(window)
+    start = _start(env.clock, window)
     return {
         r["segment"]: r
         for r in windows(env.client, "fraud", start=start.isoformat())
@@ -50,7 +50,7 @@ def _records(env: Env, window: int) -> dict[str, dict[str, object]]:
 
 
 def _recompute(env: Env, window: int) -> None:
-    start = _start(window)
+    start = _start(env.clock, window)
     period = {"start": start.isoformat(), "end": (start + FIVE_MINUTES).isoformat()}
     assert env.client.post("/v1/models/fraud/recompute", params=period).status_code == 202
 
@@ -71,7 +71,9 @@ def _tracked(env: Env) -> list[tuple[str, int]]:
     return [(name, position) for name, position in rows]
 
 
-def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> None:
+def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(
+    env: Env, clock: SettledClock
+) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s", max_segments=2)
     # First seen in this order: a, b, then c (beyond the cap); some without a segment.
     sent = {
@@ -97,7 +99,7 @@ def test_segments_beyond_the_cap_count_in_all_and_in_the_overflow(env: Env) -> N
     assert instruments.SEGMENTS_OVERFLOW.labels("fraud")._value.get() == before + 25
     late = make_batch(
         prefix="late-c",
-        start=_start(0) + timedelta(seconds=100),
+        start=_start(clock, 0) + timedelta(seconds=100),
         count=4,
         spacing=timedelta(seconds=2),
         seed=8,

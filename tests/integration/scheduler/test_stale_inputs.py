@@ -24,12 +24,13 @@ from tests.integration.scheduler.helpers import (
     Batch,
     Env,
     SetClock,
+    SettledClock,
     create_model,
     make_batch,
-    recent,
     send,
     send_labels,
 )
+from tests.support import wait_for
 
 FIXED_2020 = {"kind": "fixed", "start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}
 NEW_THRESHOLD = 0.7
@@ -39,7 +40,11 @@ NEW_CONFIG: dict[str, Any] = {"threshold": NEW_THRESHOLD, "pi0": [0.2]}
 def _load(env: Env, name: str, windows: int, **config: Any) -> Batch:
     create_model(env.client, name, window="5m", grace="0s", threshold=0.5, pi0=[0.1], **config)
     batch = make_batch(
-        prefix=name, start=recent(windows), count=windows * 40, spacing=FIVE_MINUTES / 40, seed=5
+        prefix=name,
+        start=env.clock.recent(windows),
+        count=windows * 40,
+        spacing=FIVE_MINUTES / 40,
+        seed=5,
     )
     send(env.client, name, batch)
     return batch
@@ -76,12 +81,13 @@ def _assert_new_config(env: Env, name: str, batch: Batch, starts: list[datetime]
 
 def test_a_window_planned_before_a_reconfiguration_is_computed_with_the_new_one(
     env: Env,
+    clock: SettledClock,
 ) -> None:
     """The scheduler computes the windows of a plan made before ``PUT`` + recompute with the
     model as it was planned: each must be computed with the configuration of its commit."""
     batch = _load(env, "fixed", 3, reference=FIXED_2020)
     env.scheduler().tick()
-    starts = [recent(3), recent(2), recent(1)]
+    starts = [clock.recent(3), clock.recent(2), clock.recent(1)]
     with env.session_factory() as session:
         planned = session.scalars(select(Model).where(Model.name == "fixed")).one()
     _reconfigure(env, "fixed", starts[0], starts[-1])
@@ -105,21 +111,27 @@ def test_a_window_planned_before_a_reconfiguration_is_computed_with_the_new_one(
 
 
 @pytest.mark.parametrize("migrated_url", ["postgresql"], indirect=True)
-def test_a_reconfiguration_during_a_backfill_reaches_every_window(env: Env) -> None:
+def test_a_reconfiguration_during_a_backfill_reaches_every_window(
+    env: Env, clock: SettledClock
+) -> None:
     """The probe's case: ``PUT`` + recompute while the scheduler works through a back-fill
     planned before it; once idle, every stored window carries the new configuration. (The
     pause that keeps the back-fill going holds SQLite's one write lock, which the ``PUT``
     would wait for: SQLite's stale plan is the test above.)"""
     windows = 8
     batch = _load(env, "fixed", windows, reference=FIXED_2020)
-    starts = [recent(k) for k in range(windows, 0, -1)]
+    starts = [clock.recent(k) for k in range(windows, 0, -1)]
+    # each window is a slow one (1 s before it commits), so the PUT lands mid back-fill
     scheduler = env.scheduler(scheduler_interval=600.0, before_commit=lambda: time.sleep(1.0))
     ticking = threading.Thread(target=scheduler.tick)
     ticking.start()
     model_id = env.model_id("fixed")
-    deadline = time.monotonic() + 60
-    while len(env.results(model_id)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        "two windows of the back-fill",
+        lambda: len(env.results(model_id)) >= 2,
+        timeout=60,
+        interval=0.05,
+    )
     _reconfigure(env, "fixed", starts[0], starts[-1])
     # the reconfiguration landed in the middle of the back-fill's plan
     assert ticking.is_alive()
@@ -134,13 +146,15 @@ def test_a_reconfiguration_during_a_backfill_reaches_every_window(env: Env) -> N
 
 
 @pytest.mark.parametrize("migrated_url", ["postgresql"], indirect=True)
-def test_retention_and_a_computation_of_the_same_window_do_not_deadlock(env: Env) -> None:
+def test_retention_and_a_computation_of_the_same_window_do_not_deadlock(
+    env: Env, clock: SettledClock
+) -> None:
     """A computation replacing a window's results and retention expiring that window, both
     queued behind a third transaction's row lock on the window's results: released together,
     they must not deadlock (each waited for the other's rows before they took one order)."""
     _load(env, "fixed", 1, reference=FIXED_2020)
     model_id = env.model_id("fixed")
-    start = recent(1)
+    start = clock.recent(1)
     env.scheduler().tick()
     assert set(env.results(model_id)) == {start}
     _reconfigure(env, "fixed", start, start)
@@ -179,37 +193,43 @@ def test_retention_and_a_computation_of_the_same_window_do_not_deadlock(env: Env
 
 def _wait_for_lock_waits(watcher: psycopg.Connection[Any], count: int) -> None:
     """Wait until ``count`` backends of this database wait for a lock."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        waiting = watcher.execute(
+
+    def waiting() -> bool:
+        row = watcher.execute(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND wait_event_type = 'Lock'"
         ).fetchone()
-        if waiting is not None and waiting[0] >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"fewer than {count} lock waits")
+        return row is not None and row[0] >= count
+
+    wait_for(f"{count} lock waits", waiting, timeout=30, interval=0.02)
 
 
-def test_windows_retention_expired_do_not_come_back(env: Env) -> None:
+def test_windows_retention_expired_do_not_come_back(env: Env, clock: SettledClock) -> None:
     """Retention expires two computed windows; late labels then reach their predictions (the
     day is not dropped yet) and the scan sees change records of them. Neither window may be
     recreated or computed again; the window after the cutoff is computed as usual."""
     create_model(env.client, "kept", window="5m", grace="0s")
     old = make_batch(
-        prefix="old", start=recent(2), count=40, spacing=FIVE_MINUTES / 20, seed=7, unlabelled=0.5
+        prefix="old",
+        start=clock.recent(2),
+        count=40,
+        spacing=FIVE_MINUTES / 20,
+        seed=7,
+        unlabelled=0.5,
     )
-    fresh = make_batch(prefix="new", start=recent(-1), count=20, spacing=FIVE_MINUTES / 20, seed=8)
+    fresh = make_batch(
+        prefix="new", start=clock.recent(-1), count=20, spacing=FIVE_MINUTES / 20, seed=8
+    )
     send(env.client, "kept", old)
     send(env.client, "kept", fresh)
     model_id = env.model_id("kept")
     scheduler = env.scheduler()
     scheduler.tick()
-    assert set(env.results(model_id)) == {recent(2), recent(1)}
+    assert set(env.results(model_id)) == {clock.recent(2), clock.recent(1)}
     # Ten days on, with ten days' retention: the cutoff falls inside the next window.
-    later = recent(0) + timedelta(days=10, minutes=7, seconds=30)
+    later = clock.recent(0) + timedelta(days=10, minutes=7, seconds=30)
     run_retention(env.session_factory, now=later, retention_days=10)
-    assert set(env.states(model_id)) == {recent(-1)}
+    assert set(env.states(model_id)) == {clock.recent(-1)}
     assert env.results(model_id) == {}
     late = {item["id"]: 1 for item in old.items if "label" not in item}
     send_labels(env.client, "kept", late)
@@ -217,21 +237,21 @@ def test_windows_retention_expired_do_not_come_back(env: Env) -> None:
     scheduler.settings = scheduler.settings.model_copy(update={"retention_days": 10})
     scheduler.clock = SetClock(at=later)
     scheduler.tick()
-    assert set(env.states(model_id)) == {recent(-1)}
-    assert set(env.results(model_id)) == {recent(-1)}
+    assert set(env.states(model_id)) == {clock.recent(-1)}
+    assert set(env.results(model_id)) == {clock.recent(-1)}
 
 
 def test_labels_of_predictions_older_than_retention_are_ignored(
-    env: Env, make_client: ClientFactory
+    env: Env, make_client: ClientFactory, clock: SettledClock
 ) -> None:
     create_model(env.client, "labels", window="5m", grace="0s")
-    old = recent(0) - timedelta(days=3)
+    old = clock.recent(0) - timedelta(days=3)
     response = env.client.post(
         "/v1/models/labels/predictions",
         json={
             "predictions": [
                 {"id": "old", "timestamp": old.isoformat(), "score": 0.4},
-                {"id": "new", "timestamp": recent(1).isoformat(), "score": 0.6},
+                {"id": "new", "timestamp": clock.recent(1).isoformat(), "score": 0.6},
             ]
         },
     )

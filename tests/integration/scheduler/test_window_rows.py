@@ -18,7 +18,7 @@ from app.services.window_rows import (
     load_rows,
     tracked_segments,
 )
-from tests.integration.scheduler.helpers import Env, create_model, make_batch, recent, send
+from tests.integration.scheduler.helpers import Env, SettledClock, create_model, make_batch, send
 
 
 def _sorted_rows(
@@ -27,9 +27,9 @@ def _sorted_rows(
     return sorted(zip(scores.tolist(), labels.tolist(), codes.tolist(), strict=True))
 
 
-def test_window_rows_carry_labels_and_segment_codes(env: Env) -> None:
+def test_window_rows_carry_labels_and_segment_codes(env: Env, clock: SettledClock) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s", max_segments=2)
-    start = recent(1)
+    start = clock.recent(1)
     batch = make_batch(
         prefix="rows",
         start=start,
@@ -72,10 +72,12 @@ def test_window_rows_carry_labels_and_segment_codes(env: Env) -> None:
 
 
 @pytest.mark.parametrize("migrated_url", ["postgresql"], indirect=True)
-def test_reading_a_window_leaves_the_session_settings_as_they_were(env: Env) -> None:
+def test_reading_a_window_leaves_the_session_settings_as_they_were(
+    env: Env, clock: SettledClock
+) -> None:
     """The read's planner settings (no sequential scan, no JIT) end with the read."""
     create_model(env.client, "fraud", window="5m", grace="0s")
-    start = recent(1)
+    start = clock.recent(1)
     send(
         env.client,
         "fraud",

@@ -323,6 +323,8 @@ def test_split_intervals_cover_the_population_parts(window_mu: float, seed: int)
             assert STRICT[0] <= value <= STRICT[1], (name, part, value)
 
 
+# slow: a simulation study
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
 def test_split_study_population_parts(family: Family) -> None:
     """Same family in both sets: the likelihood parts are exactly 0 and the prior parts are the

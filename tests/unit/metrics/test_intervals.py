@@ -154,6 +154,8 @@ def test_replicate_counts_have_the_right_moments() -> None:
     assert 0 < np.mean(reps.fp == fp_blocks + reps.neg_above[:, 3]) < 1
 
 
+# slow: thousands of bootstrap draws
+@pytest.mark.slow
 def test_block_draws_reproduce_the_row_level_poisson_bootstrap() -> None:
     """Block-level replicates and a slow row-level Poisson bootstrap (each row weighted
     Poisson(1), rows repeated by weight, metrics from scikit-learn) agree in distribution."""
