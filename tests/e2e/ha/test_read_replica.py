@@ -71,10 +71,11 @@ def test_reads_come_from_the_replica_and_fall_back_to_the_primary(
         assert 0.0 <= float(lag[1]) < 60.0
 
         pair.standby.stop()
-        statuses = [_read(api.base) for _ in range(6)]
-        # Each worker's first read may find the replica down (503); then the primary answers.
+        statuses = [_read(api.base) for _ in range(12)]
+        # Each of the two workers' first read may find the replica down (503), whenever the
+        # worker gets its first request; every other read is answered by the primary.
         assert statuses.count(503) <= 2, statuses
-        assert statuses[-2:] == [200, 200], statuses
+        assert statuses.count(200) == len(statuses) - statuses.count(503), statuses
         wait_for(
             "the lag series gone",
             lambda: not LAG.search(httpx.get(f"{api.base}/metrics").text),
