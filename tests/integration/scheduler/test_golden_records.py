@@ -63,9 +63,11 @@ def _stored_records(env: Env) -> dict[str, str]:
     assert env.client.post("/v1/models/golden/recompute", params=period).status_code == 202
     cache = ReferenceCache()
     clock = SetClock(at=COMPUTED_AT)
+    with env.session_factory() as session:
+        model = session.scalars(select(Model).where(Model.name == "golden")).one()
     for index in range(WINDOWS):
+        # each window in a session of its own, whose transaction the claim begins
         with env.session_factory() as session:
-            model = session.scalars(select(Model).where(Model.name == "golden")).one()
             computed = compute_window(
                 session,
                 model=model,
