@@ -1,8 +1,7 @@
 """What the pooled decision of a window reads: the trailing windows pooled back until they
 hold enough positives, and the reference they are compared with (``docs/metrics.md``,
 "Decisions at few positives"); the engine's evaluation of the window decides
-(:func:`app.metrics.window_evaluation.evaluate_window`), and :func:`decision_record` frames
-its decision for the record.
+(:func:`app.metrics.window_evaluation.evaluate_window`).
 
 What is pooled is read from what each computed window already stores: its positives count
 (``window_results.n_pos``) chooses how far back to go, and its sorted scores
@@ -16,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 from sqlalchemy import select
@@ -35,7 +34,7 @@ from app.services.model_registry import (
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import decode_scores, references_for
 from app.services.window_rows import load_rows
-from app.timeline import iso, window_length
+from app.timeline import window_length
 
 #: how far back the decision pools by default (DecisionConfig's default span)
 DEFAULT_MAX_SPAN: Final = timedelta(seconds=duration_seconds(DEFAULT_DECISION_SPAN))
@@ -217,13 +216,3 @@ def pooled_set(
         negatives=trailing.negatives,
         reference=None if compared is None else compared.data,
     )
-
-
-def decision_record(
-    decision: dict[str, Any], *, start: datetime, trailing: TrailingPool | None
-) -> dict[str, Any]:
-    """The ``decision`` of a window's record: how many windows were pooled and the oldest
-    one's start, then the engine's ``decision``."""
-    if trailing is None:
-        return {"windows": 1, "start": iso(start), **decision}
-    return {"windows": trailing.windows + 1, "start": iso(trailing.start), **decision}

@@ -28,13 +28,13 @@ from app.db.backend import single_writer
 from app.db.models import Model, ModelSegment, Prediction, WindowResult, WindowScores, WindowState
 from app.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from app.names import ALL_SEGMENTS
-from app.records import Decision, SegmentsOverflow, WindowRecord
-from app.services.decisions import TrailingPool, decision_record, pooled_set, trailing_pool
+from app.records import SegmentsOverflow, WindowRecord
+from app.services.decisions import TrailingPool, pooled_set, trailing_pool
 from app.services.planning import Fingerprint, still_due
 from app.services.reference_cache import Reference, ReferenceCache
 from app.services.references import encode_scores, references_for
 from app.services.window_locks import begin_window
-from app.services.window_record import ComputedWindow, clean, segment_record
+from app.services.window_record import ComputedWindow, segment_record
 from app.services.window_rows import UNTRACKED, WindowRows, load_rows, tracked_segments
 from app.timeline import window_length
 
@@ -60,11 +60,13 @@ def evaluate_segment(
     reference: Reference | None,
     computed_at: datetime,
     trailing: TrailingPool | None = None,
+    overflow: SegmentsOverflow | None = None,
 ) -> tuple[WindowRecord, bytes, bytes]:
     """The record of one segment of a window, and its sorted positives and negatives.
 
     ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
-    ``trailing``: the trailing windows its decision pools (None: the window alone).
+    ``trailing``: the trailing windows its decision pools (None: the window alone);
+    ``overflow``: the window's ``segments_overflow`` (``*`` only).
     """
     evaluation = evaluate_window(
         window_set(scores, labels, name=segment, score_kind=model.score_kind),
@@ -79,9 +81,9 @@ def evaluate_segment(
         end=end,
         computed_at=computed_at,
         reference=reference,
+        pooled=(1, start) if trailing is None else (trailing.windows + 1, trailing.start),
+        overflow=overflow,
     )
-    decision: Decision = clean(decision_record(evaluation.decision, start=start, trailing=trailing))
-    record["decision"] = decision
     prepared = evaluation.prepared
     return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
 
@@ -162,6 +164,17 @@ class WindowChangedError(Exception):
     read: nothing was stored, and the window is planned again if still due."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Claimed:
+    """A claimed window: the model's configuration and the window's state read under the
+    claim, the version being computed and the window's end."""
+
+    model: Model
+    state: WindowState
+    version: int
+    end: datetime
+
+
 def _claim(
     session: Session,
     *,
@@ -170,9 +183,9 @@ def _claim(
     now: datetime,
     instance: str,
     only_due: bool,
-) -> tuple[Model, WindowState] | None:
-    """Begin the window's transaction under its claim and read, in its snapshot, the model's
-    configuration and the window's state: None when another scheduler holds the claim, the
+) -> _Claimed | None:
+    """Step 1: begin the window's transaction under its claim and read, in its snapshot, the
+    model's configuration and the window's state: None when another scheduler holds the claim, the
     model or the window's state is gone, the model's reference kind is no longer the one the
     claim was taken for, or (``only_due``) the window is no longer due in this snapshot.
 
@@ -188,7 +201,7 @@ def _claim(
         return None
     if only_due and not still_due(session, model=current, state=state, now=now):
         return None
-    return current, state
+    return _Claimed(current, state, state.version, start + window_length(current.window))
 
 
 def _confirm_current(session: Session, *, model: Model, state: WindowState, version: int) -> None:
@@ -347,8 +360,8 @@ def _evaluate_segments(
             reference=references.get(name),
             computed_at=computed_at,
             trailing=trailing.get(name),
+            overflow=overflow if position is None else None,
         )
-        record["segments_overflow"] = overflow if name == ALL_SEGMENTS else None
         outputs.append(_SegmentOutput(name, computed_at, record, positives, negatives))
         del scores, labels
     return outputs
@@ -413,17 +426,6 @@ def _mark_computed(
 
 
 @dataclass(frozen=True, slots=True)
-class _Claimed:
-    """A claimed window: the model's configuration and the window's state read under the
-    claim, the version being computed and the window's end."""
-
-    model: Model
-    state: WindowState
-    version: int
-    end: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class _Inputs:
     """What a window's evaluation reads, in the claim's snapshot."""
 
@@ -433,19 +435,6 @@ class _Inputs:
     trailing: dict[str, TrailingPool | None]
     overflow: SegmentsOverflow
     band: Fingerprint
-
-
-def _claim_window(
-    session: Session, *, model: Model, start: datetime, now: datetime, instance: str, only_due: bool
-) -> _Claimed | None:
-    """Step 1: the claim (:func:`_claim`), with the version it computes and the window's end."""
-    claimed = _claim(
-        session, model=model, start=start, now=now, instance=instance, only_due=only_due
-    )
-    if claimed is None:
-        return None
-    current, state = claimed
-    return _Claimed(current, state, state.version, start + window_length(current.window))
 
 
 def _read_window(
@@ -557,7 +546,7 @@ def compute_window(
     it was planned) and, for a trailing reference, no older window of the model is due (it
     must be computed first, being part of this window's reference).
     """
-    claimed = _claim_window(
+    claimed = _claim(
         session, model=model, start=start, now=now, instance=instance, only_due=only_due
     )
     if claimed is None:

@@ -1,7 +1,6 @@
 """The stored record of a window and segment (the JSON of ``window_results.record``), built
-from its evaluation (:func:`app.metrics.window_evaluation.evaluate_window`), and the summary
-of what one computation stored; the bootstrap seed of a segment is the engine's
-(:func:`app.metrics.window_evaluation.segment_seed`).
+in one place from its evaluation (:func:`app.metrics.window_evaluation.evaluate_window`), and
+the summary of what one computation stored.
 
 The record's fields and when each is null: ``docs/scheduler.md`` ("The record"); its type,
 which every reader shares: :class:`app.records.WindowRecord`.
@@ -17,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.metrics.window_evaluation import WindowEvaluation
-from app.metrics.window_evaluation import segment_seed as segment_seed
-from app.records import WindowRecord
+from app.records import SegmentsOverflow, WindowRecord
 from app.services.reference_cache import Reference
 from app.timeline import iso
 
@@ -61,11 +59,13 @@ def segment_record(
     end: datetime,
     computed_at: datetime,
     reference: Reference | None,
+    pooled: tuple[int, datetime],
+    overflow: SegmentsOverflow | None = None,
 ) -> WindowRecord:
     """The JSON-safe record of one segment of a window from its ``evaluation``, with the
-    window's period, the segment, when it was computed and the summary of its ``reference``;
-    ``segments_overflow`` is None (the caller sets it on ``*``) and the decision is the
-    caller's to add."""
+    window's period, the segment, when it was computed, the summary of its ``reference``,
+    ``overflow`` (the ``segments_overflow`` of ``*``; None for a segment) and, framing the
+    engine's decision, ``pooled``: how many windows it pools and the oldest one's start."""
     record: dict[str, Any] = {
         "start": iso(start),
         "end": iso(end),
@@ -86,6 +86,8 @@ def segment_record(
     }
     if evaluation.reliability is not None:
         record["reliability"] = evaluation.reliability
-    record["segments_overflow"] = None
+    windows, since = pooled
+    record["segments_overflow"] = overflow
+    record["decision"] = {"windows": windows, "start": iso(since), **evaluation.decision}
     out: WindowRecord = clean(record)
     return out
