@@ -39,10 +39,24 @@ CALIBRATED_METRICS: Final = (
     "pr_gain_auc",
 )
 
+#: What no test on unlabelled scores can see, stated in every label-free estimate
+#: (``estimated.cannot_see``): a share f of the positives scoring like the negatives makes the
+#: window exactly the reference's mixture at π(1 - f), at any π; a share g of the negatives
+#: scoring like the positives, exactly the mixture at π + g(1 - π).
+CANNOT_SEE: Final = (
+    "positives scoring like negatives (read as fewer positives) and negatives scoring like "
+    "positives (read as more positives): only labels tell these apart from a class-ratio change"
+)
+#: The estimate's verdict when it fell: fewer positives, or positives scoring lower (a model
+#: that got worse gives the same scores), never called a settled class-ratio change.
+ESTIMATE_FELL: Final = "fewer_positives_or_lower_scores"
 #: The estimate's verdicts (:func:`app.metrics.label_free.estimate_verdict`) in plain words.
 VERDICT_WORDS: Final = {
     "class_ratio_moved": (
         "class ratio moved (estimated; scores consistent with a class-ratio change)"
+    ),
+    "fewer_positives_or_lower_scores": (
+        "fewer positives, or positives scoring lower (estimated without labels): labels will tell"
     ),
     "scores_changed": (
         "scores changed in a way a class-ratio change does not explain: labels needed"

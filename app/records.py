@@ -167,12 +167,18 @@ class LabelShiftCheck(TypedDict):
     method: Literal["cvm_mixture_bootstrap"]
 
 
-EstimateVerdict = Literal["class_ratio_moved", "scores_changed", "no_change", "not_enough_data"]
+EstimateVerdict = Literal[
+    "class_ratio_moved",
+    "fewer_positives_or_lower_scores",
+    "scores_changed",
+    "no_change",
+    "not_enough_data",
+]
 
 
 class Estimated(TypedDict):
-    """The label-free estimate of the window; ``label_shift`` and ``verdict`` are absent from
-    records computed before they existed."""
+    """The label-free estimate of the window; ``label_shift``, ``verdict`` and ``cannot_see``
+    are absent from records computed before they existed."""
 
     positive_class_ratio: float
     positive_class_ratio_interval: list[float]
@@ -182,6 +188,7 @@ class Estimated(TypedDict):
     calibrated: dict[str, EstimatedCalibrated]
     label_shift: NotRequired[LabelShiftCheck | None]
     verdict: NotRequired[EstimateVerdict | None]
+    cannot_see: NotRequired[str | None]
 
 
 class Costs(TypedDict):

@@ -245,13 +245,30 @@ class Estimated(_Closed):
         "before it existed",
     )
     verdict: (
-        Literal["class_ratio_moved", "scores_changed", "no_change", "not_enough_data"] | None
+        Literal[
+            "class_ratio_moved",
+            "fewer_positives_or_lower_scores",
+            "scores_changed",
+            "no_change",
+            "not_enough_data",
+        ]
+        | None
     ) = Field(
         default=None,
-        description="what the estimate says: the class ratio moved beyond the reference's "
-        "times or divided by 1.5 with the check holding; the scores changed in a way a "
-        "class-ratio change does not explain (labels needed); no change; or not enough data "
-        "(under 200 scored predictions)",
+        description="what the estimate says, with the check holding: the class ratio went up "
+        "beyond the reference's times 1.5 (`class_ratio_moved`), or the estimate fell below the "
+        "reference's divided by 1.5 (`fewer_positives_or_lower_scores`: fewer positives, or "
+        "positives scoring lower, e.g. a model that got worse; labels will tell); the check "
+        "rejecting: the scores changed in a way a class-ratio change does not explain "
+        "(`scores_changed`, labels needed); `no_change`; or `not_enough_data` (under 200 "
+        "scored predictions). Windows computed before the fall had its own word say "
+        "`class_ratio_moved` for it",
+    )
+    cannot_see: str | None = Field(
+        default=None,
+        description="what no test on unlabelled scores can see: a share of one class scoring "
+        "like the other reads as a class-ratio change (positives scoring like negatives as "
+        "fewer positives); absent in windows computed before it existed",
     )
 
 

@@ -49,10 +49,12 @@ null law is a parametric bootstrap that redraws the reference's classes (multino
 bins at their observed shares, class totals fixed) and the window from the fitted mixture,
 refitting π each time: the reference's own sampling noise is part of the null. p-value
 (1 + #{T* ≥ T}) / (B + 1), B = :data:`CHECK_REPLICATES`; the assumption "holds" when
-p ≥ :data:`CHECK_LEVEL`. What it cannot see: a change inside a class whose window mixture is
-still (nearly) a mixture of the reference's classes at another π, e.g. positives whose
-scores fall toward the negatives' when positives are rare, is indistinguishable from fewer
-positives by scores alone; only labels tell them apart.
+p ≥ :data:`CHECK_LEVEL`. What it cannot see (``app.catalogue.CANNOT_SEE``): a change inside
+a class whose window is still (nearly) a mixture of the reference's classes at another π. A
+share f of the positives scoring like the negatives makes the window exactly the mixture at
+π(1 - f), at any π: no test on scores sees it, and a model that got worse reads as fewer
+positives (hence the verdict ``fewer_positives_or_lower_scores``, not ``class_ratio_moved``,
+for a fall). Only labels tell them apart.
 
 Estimated metrics at π̂ are those of the expected confusion counts: each window row counts
 p' as a positive and 1 - p' as a negative at its own score, so at threshold τ
@@ -75,6 +77,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.arrays import FloatArray, IntArray
+from app.catalogue import CANNOT_SEE, ESTIMATE_FELL
 from app.metrics.curves import curve_metrics
 from app.metrics.prepared import pi0_key
 from app.metrics.ranking import Ranking, distinct_runs
@@ -468,17 +471,22 @@ def estimate_verdict(
     """What the label-free estimate says of a window, in one word (``docs/metrics.md``):
     ``not_enough_data`` under :data:`MIN_ESTIMATE_ROWS` rows; ``scores_changed`` where the
     label-shift check rejects (the scores changed in a way a class-ratio change does not
-    explain); ``class_ratio_moved`` where it holds and π̂'s interval lies wholly beyond the
-    reference's ratio times or divided by :data:`ESTIMATE_SHIFT_FACTOR`; else ``no_change``."""
+    explain); where it holds, ``class_ratio_moved`` when π̂'s interval lies wholly above the
+    reference's ratio times :data:`ESTIMATE_SHIFT_FACTOR` and
+    ``fewer_positives_or_lower_scores`` when it lies wholly below the ratio divided by it; else
+    ``no_change``.
+
+    A fall is not called a class-ratio change: positives whose scores fell toward the
+    negatives' (a model that got worse) give exactly the same scores as fewer positives
+    (``app.catalogue.CANNOT_SEE``), and only labels tell the two apart."""
     if check.holds is None:
         return "not_enough_data"
     if not check.holds:
         return "scores_changed"
-    if (
-        estimate.lower > ESTIMATE_SHIFT_FACTOR * reference_prior
-        or estimate.upper < reference_prior / ESTIMATE_SHIFT_FACTOR
-    ):
+    if estimate.lower > ESTIMATE_SHIFT_FACTOR * reference_prior:
         return "class_ratio_moved"
+    if estimate.upper < reference_prior / ESTIMATE_SHIFT_FACTOR:
+        return ESTIMATE_FELL
     return "no_change"
 
 
@@ -582,8 +590,9 @@ def estimate_window(
 
     ``{"positive_class_ratio", "positive_class_ratio_interval": [lo, hi], "method", "n",
     "regular": {...}, "calibrated": {repr(π0): {...}}, "label_shift": {"p_value", "holds",
-    "method"}, "verdict"}`` (:func:`label_shift_check`, :func:`estimate_verdict`); metric
-    values NaN where undefined. The metrics have no interval (see ``docs/metrics.md``).
+    "method"}, "verdict", "cannot_see"}`` (:func:`label_shift_check`, :func:`estimate_verdict`,
+    ``app.catalogue.CANNOT_SEE``); metric values NaN where undefined. The metrics have no
+    interval (see ``docs/metrics.md``).
     """
     if reference is None:
         return None
@@ -607,6 +616,7 @@ def estimate_window(
         **metrics,
         "label_shift": check.as_record(),
         "verdict": estimate_verdict(estimate, check, reference.prior),
+        "cannot_see": CANNOT_SEE,
     }
 
 

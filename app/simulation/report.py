@@ -183,7 +183,8 @@ def _part(value: float | None, bounds: Interval) -> str:
 
 def _estimate(record: WindowRecord) -> str:
     """The label-free prior, its 95% interval and its verdict (one word: ``class_ratio_moved``,
-    ``scores_changed``, ``no_change``, ``not_enough_data``), or ``-``."""
+    ``fewer_positives_or_lower_scores``, ``scores_changed``, ``no_change``,
+    ``not_enough_data``), or ``-``."""
     estimated = record["estimated"]
     if estimated is None:
         return "-"
@@ -318,10 +319,15 @@ def _estimate_verdict(found: Sequence[WindowRecord], ref_prior: Any, true_ratio:
     estimate = _mean([e["positive_class_ratio"] for e in estimated])
     if estimate is None or not ref_prior:
         return "no estimate; the likelihood part needs labels"
+    fell = (
+        "; a fall may also be positives scoring lower, which scores alone cannot tell"
+        if estimate < ref_prior
+        else ""
+    )
     return (
         f"estimated class ratio x{estimate / ref_prior:.2f}"
         f" ({ref_prior:.4f} -> {estimate:.4f}, {true_ratio}); scores consistent with a"
-        " class-ratio change; the likelihood part needs labels"
+        f" class-ratio change{fell}; the likelihood part needs labels"
     )
 
 

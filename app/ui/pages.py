@@ -15,7 +15,7 @@ from html import escape
 from typing import Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
-from app.catalogue import VERDICT_WORDS
+from app.catalogue import ESTIMATE_FELL, VERDICT_WORDS
 from app.records import Objective, WindowRecord, metric_interval, metric_value
 from app.ui.charts import (
     DASH,
@@ -92,9 +92,15 @@ VERDICT_CLASS: Final[dict[Verdict, str]] = {
     Verdict.NEITHER: "ok",
     Verdict.UNKNOWN: "v-unknown",
 }
+#: what the label-free estimate cannot see, said beside every estimate that holds
+BLIND_SPOT: Final = (
+    "Scores alone cannot tell fewer positives from positives scoring like negatives, nor more "
+    "positives from negatives scoring like positives: labels will tell."
+)
 #: the label-free estimate's verdicts, styled as the measured verdict they stand for
 ESTIMATE_CLASS: Final[dict[str, str]] = {
     "class_ratio_moved": "v-ratio",
+    "fewer_positives_or_lower_scores": "v-unknown",
     "scores_changed": "v-worse",
     "no_change": "ok",
     "not_enough_data": "v-unknown",
@@ -679,12 +685,19 @@ def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: str
             ": the scores are not a mixture of the reference's classes at any class ratio, so "
             "the model or its inputs changed. The estimate does not hold; labels are needed."
         )
-    return (
-        counts
-        + ratio
-        + f"; the scores fit the reference's classes at that ratio (label-shift check p = "
-        f"{p_value})."
+    fits = (
+        f"; the scores fit the reference's classes at that ratio (label-shift check p = "
+        f"{p_value}). "
     )
+    if verdict == ESTIMATE_FELL:
+        return (
+            counts
+            + ratio
+            + fits
+            + "That reads as fewer positives, or as positives scoring lower (a model that got "
+            "worse gives the same scores): labels will tell."
+        )
+    return counts + ratio + fits + BLIND_SPOT
 
 
 def model_page(

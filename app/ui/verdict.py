@@ -328,7 +328,13 @@ def alerts(record: WindowRecord) -> list[str]:
     if (direction := prior_shift(record)) is not None:
         out.append(f"prior shift: class ratio went {direction}")
     if (direction := estimated_prior_shift(record)) is not None:
-        out.append(f"estimated prior shift (no labels needed): class ratio went {direction}")
+        out.append(
+            "estimated prior shift (no labels needed): class ratio went up, or negatives score "
+            "like positives; labels will tell"
+            if direction == "up"
+            else "estimated fall (no labels needed): fewer positives, or positives scoring lower "
+            "(a model that got worse looks the same); labels will tell"
+        )
     if scores_changed(record):
         out.append(
             "scores changed in a way a class-ratio change does not explain: the model or its "

@@ -102,7 +102,8 @@ def test_estimates_come_before_late_labels_and_measured_values_after(tmp_path: P
             assert (line[3], line[4], line[-4]) == ("0", "-", str(PER_WINDOW))
             if row["phase"] == "prior":
                 assert float(line[-3]) < 0.3 * float(before[0][-3])
-                assert line[-1] == "class_ratio_moved"
+                # a fall reads as fewer positives or positives scoring lower, never settled
+                assert line[-1] == "fewer_positives_or_lower_scores"
             else:
                 assert line[-1] == "scores_changed"
     verdicts = run.stdout[: run.stdout.index("sent ")] if "sent " in run.stdout else run.stdout

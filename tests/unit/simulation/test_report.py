@@ -432,7 +432,8 @@ def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
         }
     assert format_verdicts(plans, records, truth) == [
         "prior: no labels yet; estimated class ratio x0.16 (0.0500 -> 0.0080, true 0.050 ->"
-        " 0.008); scores consistent with a class-ratio change; the likelihood part needs labels"
+        " 0.008); scores consistent with a class-ratio change; a fall may also be positives"
+        " scoring lower, which scores alone cannot tell; the likelihood part needs labels"
     ]
     records[plans[3].start]["estimated"]["label_shift"]["holds"] = False
     assert format_verdicts(plans, records, truth) == [

@@ -175,6 +175,39 @@ def test_model_page_holds_every_chart_and_verdict() -> None:
     assert "http://" not in html.replace('"http://www.w3.org', "")
 
 
+def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
+    records = window_records(2)
+    for r, verdict, interval in zip(
+        records,
+        ("no_change", "fewer_positives_or_lower_scores"),
+        ([0.045, 0.055], [0.01, 0.02]),
+        strict=True,
+    ):
+        r.update(n=100, unlabelled=19_900)
+        r["estimated"].update(verdict=verdict, positive_class_ratio_interval=interval, n=20_000)
+
+    def page(selected: str) -> str:
+        return model_page(
+            name="m",
+            window="1h",
+            segment="*",
+            segments=["*"],
+            metric="roc_auc",
+            metrics=["roc_auc"],
+            records=records,
+            selected=selected,
+            model_alerts=[],
+        )
+
+    steady = page(records[0]["start"])
+    assert (
+        "Scores alone cannot tell fewer positives from positives scoring like negatives" in steady
+    )
+    fell = page(records[1]["start"])
+    assert "That reads as fewer positives, or as positives scoring lower" in fell
+    assert "fewer positives, or positives scoring lower (estimated without labels)" in fell
+
+
 def test_model_page_of_500_windows_renders_fast() -> None:
     records = window_records(500)
     started = time.perf_counter()

@@ -157,6 +157,19 @@ def test_estimated_prior_shift_needs_the_check_to_hold_and_the_labels_to_be_miss
     assert estimated_prior_shift(record(estimated=[0.01, 0.02], unlabelled=10)) is None
 
 
+def test_an_estimated_fall_reads_as_fewer_positives_or_positives_scoring_lower() -> None:
+    fell = record(estimated=[0.01, 0.02], n=100, unlabelled=19_900)
+    rose = record(estimated=[0.08, 0.09], n=100, unlabelled=19_900)
+    assert alerts(fell) == [
+        "estimated fall (no labels needed): fewer positives, or positives scoring lower (a model"
+        " that got worse looks the same); labels will tell"
+    ]
+    assert alerts(rose) == [
+        "estimated prior shift (no labels needed): class ratio went up, or negatives score like"
+        " positives; labels will tell"
+    ]
+
+
 def test_the_estimate_speaks_only_before_the_labels() -> None:
     before = record(estimated=[0.01, 0.02], n=100, unlabelled=19_900)
     assert estimate_speaks(before) == "class_ratio_moved"
