@@ -86,6 +86,16 @@ def test_amtool_check_config(amtool: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_estimated_shift_names_what_scores_cannot_see() -> None:
+    """A fall of the label-free ratio may be positives scoring like negatives: the alert's
+    texts must not present it as a settled class-ratio change."""
+    rule = next(r for r in _rules() if r.get("alert") == "CalmonPriorShiftEstimated")
+    description = " ".join(rule["annotations"]["description"].split())
+    assert "positives scoring like negatives read as fewer positives" in description
+    assert "positives scoring lower" in description
+    assert "labels will tell" in rule["annotations"]["summary"]
+
+
 def test_alerts_present_with_severity_and_short_enough_for() -> None:
     rules = {rule["alert"]: rule for rule in _rules() if "alert" in rule}
     assert set(rules) >= REQUIRED_ALERTS
