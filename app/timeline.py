@@ -59,6 +59,7 @@ def window_start(moment: datetime, name: str) -> datetime:
 def window_starts(moments: Iterable[datetime], name: str) -> set[datetime]:
     """Starts of the windows of kind ``name`` that hold ``moments`` (aware datetimes), each
     once: :func:`window_start` of many instants at the cost of one division each."""
-    seconds = WINDOW_SECONDS[name]
-    epochs = {int(moment.timestamp() // seconds) for moment in moments}
-    return {datetime.fromtimestamp(epoch * seconds, tz=UTC) for epoch in epochs}
+    length = timedelta(seconds=WINDOW_SECONDS[name])
+    # exact integer arithmetic: a float timestamp rounds the last microseconds of a day up
+    epochs = {(moment - EPOCH) // length for moment in moments}
+    return {EPOCH + epoch * length for epoch in epochs}

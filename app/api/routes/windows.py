@@ -171,13 +171,16 @@ def read_calibration(
 ) -> CalibrationOut:
     """The recalibration map of a computed window: the reference's isotonic calibration
     moved to the window's class ratio (`docs/acting.md`), at most 200 knots. 404
-    `window_not_found` when the window has no record for the segment."""
+    `window_not_found` when the window has no record for the segment; an instant beyond what
+    UTC represents is cut to its bounds, as for the windows."""
     stored = existing_model(session, model)
+    moment = _within_utc(window)
+    assert moment is not None
     body = calibration_of(
         session,
         model=stored,
         segment=segment,
-        moment=window,
+        moment=moment,
         cache=request.app.state.reference_cache,
     )
     return CalibrationOut.model_validate(body)
