@@ -136,6 +136,13 @@ class Settings(BaseSettings):
     login_failure_burst: int = Field(
         default=10, ge=1, description="failed web view logins an address may make at once"
     )
+    forwarded_allow_ips: str = Field(
+        default="",
+        max_length=4096,
+        description="proxies whose X-Forwarded-For and X-Forwarded-Proto are trusted: "
+        "addresses or networks separated by commas, '*' for any; empty (the default): none, "
+        "the client is the peer the server sees",
+    )
     max_models: int = Field(
         default=100,
         ge=1,

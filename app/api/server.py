@@ -133,8 +133,13 @@ class BoundedH11Protocol(H11Protocol):
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
-    """The uvicorn options both `calmon api` and `calmon serve` run with."""
+    """The uvicorn options both `calmon api` and `calmon serve` run with. Forwarded headers
+    are read only from the proxies ``CALMON_FORWARDED_ALLOW_IPS`` names: uvicorn's own default
+    trusts 127.0.0.1, which let any local tunnel (ssh -L, kubectl port-forward, a TCP proxy)
+    pass a client address of its choosing to the failed-login limit."""
     return {
+        "proxy_headers": bool(settings.forwarded_allow_ips),
+        "forwarded_allow_ips": settings.forwarded_allow_ips or "",
         "http": BoundedH11Protocol,
         "h11_max_incomplete_event_size": settings.max_header_bytes,
         "timeout_keep_alive": settings.keep_alive_timeout,
