@@ -27,6 +27,8 @@ from calmon_client._core import (
     WhenFull,
     check_model,
     deliver,
+    described,
+    item_incident,
     label_item,
     prediction_item,
     root_url,
@@ -104,7 +106,7 @@ class AsyncMonitor:
         try:
             item = prediction_item(id, score, timestamp, label, segment, time.monotonic())
         except InvalidItemError as exc:
-            self._invalid(f"prediction {id!r}: {exc}", id)
+            self._invalid(f"prediction {described(id)}: {exc}", id)
             return False
         return await self._put("predictions", item)
 
@@ -113,7 +115,7 @@ class AsyncMonitor:
         try:
             item = label_item(id, label, time.monotonic())
         except InvalidItemError as exc:
-            self._invalid(f"label of {id!r}: {exc}", id)
+            self._invalid(f"label of {described(id)}: {exc}", id)
             return False
         return await self._put("labels", item)
 
@@ -217,13 +219,13 @@ class AsyncMonitor:
         if now - self._drop_logged_at >= DROP_WARNING_PERIOD:
             logger.warning("calmon: %d items dropped (%s)", self._drops_unlogged, reason)
             self._drops_unlogged, self._drop_logged_at = 0, now
-        self._report(Incident("dropped", f"{kind[:-1]} dropped: {reason}", 1, ids=(str(item[0]),)))
+        self._report(item_incident("dropped", f"{kind[:-1]} dropped: {reason}", item[0]))
         return False
 
     def _invalid(self, message: str, client_id: object) -> None:
         self._queue.counts["invalid"] += 1
         logger.warning("calmon: not sent: %s", message)
-        self._report(Incident("invalid", message, 1, ids=(str(client_id),)))
+        self._report(item_incident("invalid", message, client_id))
 
     async def _run(self) -> None:
         changed = self._started()

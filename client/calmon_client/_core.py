@@ -106,6 +106,21 @@ class InvalidItemError(ValueError):
     """What :func:`prediction_item` and :func:`label_item` raise (turned into an incident)."""
 
 
+def described(value: object) -> str:
+    """``repr(value)`` for a message, at most 100 characters; never raises."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def item_incident(kind: IncidentKind, message: str, client_id: object) -> Incident:
+    """An incident of one item, named by its id (described when it is not a string)."""
+    shown = client_id if type(client_id) is str else described(client_id)
+    return Incident(kind, message, 1, ids=(shown,))
+
+
 def prediction_item(
     client_id: object,
     score: object,
@@ -114,7 +129,25 @@ def prediction_item(
     segment: object,
     now: float,
 ) -> PredictionItem:
-    """Check what a caller logs and put it in the queue's form; raises :class:`InvalidItemError`.
+    """Check what a caller logs and put it in the queue's form; raises :class:`InvalidItemError`
+    and nothing else, whatever it is given (:func:`_prediction_item` says what is checked)."""
+    try:
+        return _prediction_item(client_id, score, timestamp, label, segment, now)
+    except InvalidItemError:
+        raise
+    except Exception as exc:
+        raise InvalidItemError(f"a value is not usable ({exc!r:.80})") from None
+
+
+def _prediction_item(
+    client_id: object,
+    score: object,
+    timestamp: datetime | str | None,
+    label: object,
+    segment: object,
+    now: float,
+) -> PredictionItem:
+    """The queue's form of a logged prediction; raises :class:`InvalidItemError`.
 
     Only what the sender could not send, or would send in another form than meant, is
     checked here (types, finiteness, aware datetimes); the server checks the rest (id and
@@ -130,6 +163,8 @@ def prediction_item(
             score = float(score)  # type: ignore[arg-type]  # anything float() takes
         except (TypeError, ValueError):
             raise InvalidItemError("score must be a number") from None
+        except OverflowError:  # an int or Fraction beyond the float range (10**400)
+            raise InvalidItemError("score must be within the float range") from None
     if not math.isfinite(score):
         raise InvalidItemError("score must be finite")
     if type(timestamp) is str:
@@ -141,23 +176,28 @@ def prediction_item(
             raise InvalidItemError("timestamp must be an aware datetime (with a tzinfo)")
         stamp = timestamp.isoformat()
     elif isinstance(timestamp, str):
-        stamp = str(timestamp)
+        stamp = str.__str__(timestamp)
     else:
         raise InvalidItemError("timestamp must be a datetime, an ISO 8601 string or None")
     if segment is not None and type(segment) is not str:
         if not isinstance(segment, str):
             raise InvalidItemError("segment must be a string or None")
-        segment = str(segment)
+        segment = str.__str__(segment)
     if label is not None and not (type(label) is int and (label == 0 or label == 1)):
         label = _label_value(label, optional=True)
     return (client_id, stamp, score, label, segment, now)
 
 
 def label_item(client_id: object, label: object, now: float) -> LabelItem:
-    """Check a label sent on its own; raises :class:`InvalidItemError`."""
-    if not isinstance(client_id, str) or not client_id:
+    """Check a label sent on its own; raises :class:`InvalidItemError` and nothing else."""
+    if type(client_id) is not str or not client_id:
         raise InvalidItemError("id must be a non-empty string")
-    value = _label_value(label, optional=False)
+    try:
+        value = _label_value(label, optional=False)
+    except InvalidItemError:
+        raise
+    except Exception as exc:
+        raise InvalidItemError(f"label is not usable ({exc!r:.80})") from None
     assert value is not None
     return (client_id, value, now)
 
@@ -209,6 +249,25 @@ class Batch:
     @property
     def unresolved(self) -> int:
         return len(self.items) - self.acknowledged - self.rejected
+
+
+def _distinct_ids(waiting: deque[Item], size: int) -> list[Item]:
+    """Up to ``size`` items from the front of ``waiting`` with no id twice: a later copy of an
+    id stays at the front for the next batch, in its order. The server refuses every copy of an
+    id that one request sends twice with other content, while across requests it keeps the
+    first; so the first logged is kept wherever a batch ends."""
+    items: list[Item] = []
+    seen: set[object] = set()
+    later: list[Item] = []
+    while waiting and len(items) < size:
+        item = waiting.popleft()
+        if item[0] in seen:
+            later.append(item)
+        else:
+            seen.add(item[0])
+            items.append(item)
+    waiting.extendleft(reversed(later))
+    return items
 
 
 class Queue:
@@ -280,8 +339,12 @@ class Queue:
                 or len(waiting) >= self.batch_size
                 or waiting[0][-1] + self.flush_interval <= now
             ):
-                count = min(len(waiting), self.batch_size)
-                items = [waiting.popleft() for _ in range(count)]
+                items = (
+                    _distinct_ids(waiting, self.batch_size)
+                    if kind == "predictions"
+                    else [waiting.popleft() for _ in range(min(len(waiting), self.batch_size))]
+                )
+                count = len(items)
                 self.waiting_count -= count
                 self.in_flight, self.in_flight_kind = count, kind
                 return Batch(kind, items)

@@ -18,7 +18,6 @@ from calmon_client._core import (
     Backoff,
     Batch,
     Incident,
-    IncidentKind,
     InvalidItemError,
     Item,
     Kind,
@@ -29,6 +28,8 @@ from calmon_client._core import (
     WhenFull,
     check_model,
     deliver,
+    described,
+    item_incident,
     label_item,
     prediction_item,
     root_url,
@@ -139,7 +140,7 @@ class Monitor:
         try:
             item = prediction_item(id, score, timestamp, label, segment, time.monotonic())
         except InvalidItemError as exc:
-            self._invalid(f"prediction {id!r}: {exc}", id)
+            self._invalid(f"prediction {described(id)}: {exc}", id)
             return False
         return self._put("predictions", item)
 
@@ -149,7 +150,7 @@ class Monitor:
         try:
             item = label_item(id, label, time.monotonic())
         except InvalidItemError as exc:
-            self._invalid(f"label of {id!r}: {exc}", id)
+            self._invalid(f"label of {described(id)}: {exc}", id)
             return False
         return self._put("labels", item)
 
@@ -240,13 +241,13 @@ class Monitor:
                 count, self._drops_unlogged, self._drop_logged_at = self._drops_unlogged, 0, now
         if due:
             logger.warning("calmon: %d items dropped (%s)", count, reason)
-        self._report(_incident("dropped", f"{kind[:-1]} dropped: {reason}", str(item[0])))
+        self._report(item_incident("dropped", f"{kind[:-1]} dropped: {reason}", str(item[0])))
 
     def _invalid(self, message: str, client_id: object) -> None:
         with self._lock:
             self._queue.counts["invalid"] += 1
         logger.warning("calmon: not sent: %s", message)
-        self._report(_incident("invalid", message, client_id))
+        self._report(item_incident("invalid", message, client_id))
 
     def _run(self) -> None:
         while True:
@@ -302,7 +303,3 @@ class Monitor:
         except Exception as exc:  # any failure to get an answer is retried
             return Reply(failure=f"{type(exc).__name__}: {exc}")
         return Reply(response.status_code, response.content, response.headers.get("retry-after"))
-
-
-def _incident(kind: IncidentKind, message: str, client_id: object) -> Incident:
-    return Incident(kind, message, 1, ids=(str(client_id),))

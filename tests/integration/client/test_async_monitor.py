@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 
 from calmon_client import AsyncMonitor, Incident
 
@@ -125,3 +126,18 @@ def test_invalid_arguments_are_counted_not_raised(server: Server) -> None:
             return monitor.stats().invalid
 
     assert asyncio.run(main()) == 2
+
+
+def test_unusable_values_and_repeated_ids_never_raise(server: Server) -> None:
+    async def main() -> tuple[int, int, int]:
+        async with AsyncMonitor(server.url, MODEL, batch_size=100) as monitor:
+            assert not await monitor.log("big", 10**400)
+            assert not await monitor.log("fraction", Fraction(10**400))  # type: ignore[arg-type]
+            assert await monitor.log("d", 0.3, timestamp=RECENT)
+            assert await monitor.log("d", 0.9, timestamp=RECENT)
+            assert await monitor.flush(timeout=10)
+            stats = monitor.stats()
+            return stats.invalid, stats.new, stats.rejected
+
+    assert asyncio.run(main()) == (2, 1, 1)
+    assert server.stored() == {"d": (0.3, None)}

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -265,6 +266,43 @@ def test_invalid_arguments_are_counted_not_raised(server: Server) -> None:
     assert [i.kind for i in incidents] == ["invalid"] * 6
     assert "aware" in incidents[0].message
     assert server.count() == 0
+
+
+def test_values_that_cannot_become_numbers_are_counted_not_raised(server: Server) -> None:
+    class Unusable:
+        def __float__(self) -> float:
+            raise RuntimeError("no float")
+
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    incidents: list[Incident] = []
+    with Monitor(server.url, MODEL, on_error=incidents.append) as monitor:
+        assert not monitor.log("big", 10**400)
+        assert not monitor.log("fraction", Fraction(10**400))  # type: ignore[arg-type]
+        assert not monitor.log("odd", Unusable())  # type: ignore[arg-type]
+        assert not monitor.log(Unusable(), 0.5)  # type: ignore[arg-type]
+        assert not monitor.label("odd", Unusable())  # type: ignore[arg-type]
+        assert monitor.flush(timeout=5)
+        assert monitor.stats().invalid == 5
+    assert [i.kind for i in incidents] == ["invalid"] * 5
+    assert server.count() == 0
+
+
+def test_one_id_logged_twice_in_a_batch_keeps_the_first(server: Server) -> None:
+    incidents: list[Incident] = []
+    with Monitor(server.url, MODEL, batch_size=100, on_error=incidents.append) as monitor:
+        monitor.log("d", 0.3, timestamp=RECENT)
+        monitor.log("e", 0.4, timestamp=RECENT)
+        monitor.log("d", 0.9, timestamp=RECENT)
+        monitor.log("e", 0.4, timestamp=RECENT)  # the same again: a duplicate
+        assert monitor.flush(timeout=10)
+        stats = monitor.stats()
+    assert server.stored() == {"d": (0.3, None), "e": (0.4, None)}
+    assert (stats.new, stats.duplicates, stats.rejected) == (2, 1, 1)
+    assert [(i.kind, i.code, i.ids) for i in incidents] == [
+        ("rejected", "prediction_conflict", ("d",))
+    ]
 
 
 def test_a_raising_callback_does_not_reach_the_caller(unused_url: str) -> None:

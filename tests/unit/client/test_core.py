@@ -7,7 +7,8 @@ import email.utils
 import json
 import random
 import time
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from calmon_client._core import (
     Backoff,
     InvalidItemError,
     Queue,
+    described,
     encode,
     label_item,
     parse_retry_after,
@@ -149,6 +151,71 @@ def test_invalid_predictions(args: tuple[Any, ...], message: str) -> None:
     client_id, score, timestamp, label, segment = args
     with pytest.raises(InvalidItemError, match=message):
         prediction_item(client_id, score, timestamp, label, segment, 0.0)
+
+
+class Unfloatable:
+    """A value whose conversions raise what no check expects."""
+
+    def __float__(self) -> float:
+        raise RuntimeError("no float here")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr here")
+
+
+class Offsetless(tzinfo):
+    """A time zone whose offset cannot be read."""
+
+    def utcoffset(self, dt: datetime | None) -> timedelta:
+        raise RuntimeError("no offset here")
+
+    def dst(self, dt: datetime | None) -> timedelta:
+        return timedelta(0)
+
+    def tzname(self, dt: datetime | None) -> str:
+        return "nowhere"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("a", 10**400, None, None, None),
+        ("a", Fraction(10**400), None, None, None),
+        ("a", Unfloatable(), None, None, None),
+        ("a", 0.5, datetime(2026, 1, 1, tzinfo=Offsetless()), None, None),
+        ("a", 0.5, None, Unfloatable(), None),
+        (Unfloatable(), 0.5, None, None, None),
+    ],
+)
+def test_unusable_values_raise_only_invalid_item(args: tuple[Any, ...]) -> None:
+    client_id, score, timestamp, label, segment = args
+    with pytest.raises(InvalidItemError):
+        prediction_item(client_id, score, timestamp, label, segment, 0.0)
+
+
+def test_unusable_labels_and_ids_raise_only_invalid_item() -> None:
+    for label in (Unfloatable(), 10**400, Fraction(10**400)):
+        with pytest.raises(InvalidItemError):
+            label_item("a", label, 0.0)
+    with pytest.raises(InvalidItemError):
+        label_item(Unfloatable(), 1, 0.0)
+    assert described(Unfloatable()) == "<unprintable Unfloatable>"
+    assert len(described("x" * 1000)) == 100
+
+
+def test_a_batch_never_sends_one_id_twice_and_keeps_the_order() -> None:
+    """The server refuses every copy of an id sent twice in one request with other content,
+    and keeps the first across requests: a later copy waits for the next batch."""
+    queue = Queue(batch_size=3, flush_interval=1.0, max_queue=10)
+    for client_id, score in (("d", 0.3), ("e", 0.4), ("d", 0.9), ("f", 0.5), ("d", 0.1)):
+        queue.put("predictions", prediction_item(client_id, score, None, None, None, 0.0))
+    sent = []
+    while (batch := queue.take(0.0, eager=True)) is not None:
+        sent.append([(item[0], item[2]) for item in batch.items])
+        queue.settle(batch)
+    assert sent == [[("d", 0.3), ("e", 0.4), ("f", 0.5)], [("d", 0.9)], [("d", 0.1)]]
+    assert queue.size() == 0
+    assert queue.flushed(dict(queue.queued))
 
 
 def test_the_url_is_the_server_root() -> None:
