@@ -33,6 +33,7 @@ from calmon_client._core import (
     prediction_item,
     root_url,
     safe_callback,
+    wait_seconds,
 )
 from calmon_client._sync import DROP_WARNING_PERIOD, JSON
 
@@ -122,6 +123,9 @@ class AsyncMonitor:
     async def flush(self, timeout: float | None = None) -> bool:
         """Send everything queued so far and wait until it is resolved (see
         :meth:`Monitor.flush`)."""
+        seconds, problem = wait_seconds(timeout, None)
+        if problem is not None:
+            self._invalid(problem, "")
         changed = self._started()
         target = dict(self._queue.queued)
         if self._queue.flushed(target):
@@ -130,7 +134,7 @@ class AsyncMonitor:
             self._flushing += 1
             changed.notify_all()
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(seconds):
                     await changed.wait_for(lambda: self._queue.flushed(target) or self._abandoned)
             except TimeoutError:
                 return False
@@ -140,7 +144,10 @@ class AsyncMonitor:
 
     async def aclose(self, timeout: float | None = None) -> None:
         """Send what is queued and stop (see :meth:`Monitor.close`)."""
-        wait = self._close_timeout if timeout is None else timeout
+        seconds, problem = wait_seconds(timeout, self._close_timeout)
+        if problem is not None:
+            self._invalid(problem, "")
+        wait = self._close_timeout if seconds is None else seconds  # closing always ends
         changed = self._started()
         async with changed:
             if not self._closing:

@@ -115,6 +115,23 @@ def described(value: object) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
+def wait_seconds(value: object, default: float | None) -> tuple[float | None, str | None]:
+    """A ``timeout`` given to ``flush`` or ``close`` as seconds (None: ``default``; infinite: no
+    limit; negative: 0), and what is wrong with it: an unusable one (text, NaN, an object whose
+    conversion raises) is ``default`` with a message, never an exception."""
+    if value is None:
+        return default, None
+    try:
+        if isinstance(value, bool | str | bytes):
+            raise TypeError(type(value).__name__)
+        seconds = float(value)  # type: ignore[arg-type]  # anything float() takes
+    except Exception:
+        return default, f"timeout {described(value)} is not a number of seconds"
+    if math.isnan(seconds):
+        return default, "timeout NaN is not a number of seconds"
+    return (None if math.isinf(seconds) and seconds > 0 else max(seconds, 0.0)), None
+
+
 def item_incident(kind: IncidentKind, message: str, client_id: object) -> Incident:
     """An incident of one item, named by its id (described when it is not a string)."""
     shown = client_id if type(client_id) is str else described(client_id)

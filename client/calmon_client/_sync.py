@@ -34,6 +34,7 @@ from calmon_client._core import (
     prediction_item,
     root_url,
     safe_callback,
+    wait_seconds,
 )
 
 logger = logging.getLogger("calmon_client")
@@ -158,6 +159,9 @@ class Monitor:
         """Send everything queued so far now, and wait until the server has acknowledged it
         (or rejected it, or ``close`` gave it up); at most ``timeout`` seconds (None: no
         limit). True when all of it was resolved in time."""
+        seconds, problem = wait_seconds(timeout, None)
+        if problem is not None:
+            self._invalid(problem, "")
         with self._lock:
             target = dict(self._queue.queued)
             if self._queue.flushed(target):
@@ -166,7 +170,7 @@ class Monitor:
             self._wake.notify()
             try:
                 return self._done.wait_for(
-                    lambda: self._queue.flushed(target) or self._abandoned, timeout
+                    lambda: self._queue.flushed(target) or self._abandoned, seconds
                 ) and self._queue.flushed(target)
             finally:
                 self._flushing -= 1
@@ -175,7 +179,10 @@ class Monitor:
         """Send what is queued and stop, waiting at most ``timeout`` seconds (None: the
         ``close_timeout`` given to the constructor); what is then unacknowledged is counted
         ``lost``. Later calls of ``log`` and ``label`` drop their item. Idempotent."""
-        wait = self._close_timeout if timeout is None else timeout
+        seconds, problem = wait_seconds(timeout, self._close_timeout)
+        if problem is not None:
+            self._invalid(problem, "")
+        wait = self._close_timeout if seconds is None else seconds  # closing always ends
         lost = 0
         with self._lock:
             if not self._closing:

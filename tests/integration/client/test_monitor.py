@@ -287,6 +287,12 @@ def test_values_that_cannot_become_numbers_are_counted_not_raised(server: Server
         assert monitor.stats().invalid == 5
     assert [i.kind for i in incidents] == ["invalid"] * 5
     assert server.count() == 0
+    monitor = Monitor(server.url, MODEL, on_error=incidents.append)
+    monitor.log("kept", 0.5, timestamp=RECENT)
+    assert monitor.flush(timeout="soon") is True  # type: ignore[arg-type]
+    monitor.close(timeout=Unusable())  # type: ignore[arg-type]
+    assert monitor.stats().invalid == 2
+    assert set(server.stored()) == {"kept"}
 
 
 def test_one_id_logged_twice_in_a_batch_keeps_the_first(server: Server) -> None:

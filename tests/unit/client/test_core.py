@@ -23,6 +23,7 @@ from calmon_client._core import (
     parse_retry_after,
     prediction_item,
     root_url,
+    wait_seconds,
 )
 
 
@@ -223,3 +224,15 @@ def test_the_url_is_the_server_root() -> None:
     assert root_url("http://h:8000/") == "http://h:8000"
     assert root_url("http://h:8000/v1/") == "http://h:8000"
     assert root_url("https://h/calmon/v1") == "https://h/calmon"
+
+
+def test_a_timeout_is_seconds_or_the_default_never_an_error() -> None:
+    assert wait_seconds(None, 30.0) == (30.0, None)
+    assert wait_seconds(2, None) == (2.0, None)
+    assert wait_seconds(-1.0, None) == (0.0, None)
+    assert wait_seconds(float("inf"), 5.0) == (None, None)
+    for unusable in ("10", float("nan"), Unfloatable(), 10**400, True):
+        seconds, problem = wait_seconds(unusable, 5.0)
+        assert seconds == 5.0
+        assert problem is not None
+        assert "timeout" in problem
