@@ -128,6 +128,12 @@ class Settings(BaseSettings):
         le=30 * 24 * 3600,
         description="seconds a web view login lasts (from logging in; the cookie's Max-Age)",
     )
+    ui_max_sessions: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="live web view sessions per token; a login beyond ends the token's oldest",
+    )
     login_failure_rate: float = Field(
         default=5.0,
         gt=0,

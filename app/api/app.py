@@ -11,6 +11,7 @@ refreshes it after each tick.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -88,6 +89,7 @@ def create_app(
             async with AsyncExitStack() as stack:
                 for hook in lifespan_hooks:
                     await stack.enter_async_context(hook(app))
+                await asyncio.to_thread(ui.forget_removed_tokens, app)
                 freeze_startup_objects()
                 yield
         finally:

@@ -341,7 +341,9 @@ class WebSession(Base):
 
     ``token_key`` is a slow, salted digest of the token that logged in: a session is honoured
     only while that token is configured with ``read``, and grants ``scopes`` (``read``) at
-    most. ``expires_at`` is fixed at login; expired rows are deleted by the next login.
+    most. ``expires_at`` is fixed at login; expired rows are deleted by the next login and the
+    retention run, a token's oldest beyond its cap by the next login
+    (:mod:`app.services.web_sessions`).
     """
 
     __tablename__ = "web_sessions"

@@ -47,6 +47,7 @@ from app.db.sqlstate import (
     is_statement_timeout,
     sqlstate,
 )
+from app.services.web_sessions import expire_web_sessions
 from app.services.window_locks import lock_model_for_scan
 from app.timeline import window_length
 
@@ -493,13 +494,17 @@ def run_retention(
     window_batch: int = WINDOW_BATCH,
     key_seconds: float = KEY_EXPIRY_SECONDS,
 ) -> RetentionResult:
-    """Make the coming days' partitions (PostgreSQL), then expire everything older than
-    ``retention_days`` before ``now``, batch by batch: predictions (whole days on PostgreSQL,
-    ``batch_size`` rows per statement on SQLite), windows (``window_batch``), pending labels."""
+    """Make the coming days' partitions (PostgreSQL) and delete expired web sessions, then
+    expire everything older than ``retention_days`` before ``now``, batch by batch: predictions
+    (whole days on PostgreSQL, ``batch_size`` rows per statement on SQLite), windows
+    (``window_batch``), pending labels."""
     with session_factory() as session:
         ensure_partitions(session, now=now)
+        sessions = expire_web_sessions(session, now=now)
         session.commit()
         partitioned = partitions_predictions(session)
+    if sessions:
+        logger.info("expired web sessions deleted", extra={"sessions": sessions})
     cutoff = retention_cutoff(now=now, retention_days=retention_days)
     if cutoff is None:
         return RetentionResult(cutoff=None, predictions=0, pending_labels=0)

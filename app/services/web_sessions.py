@@ -5,7 +5,11 @@ The browser's cookie holds a random session id; the table keeps only its SHA-256
 256 random bits, so a plain hash is enough), never the id or the token. A session records a
 slow digest of the token that made it (:func:`token_key`), so it is honoured only while that
 token is still configured with ``read``, and the scopes it grants (``read`` only: the web view
-reads). Callers commit.
+reads). Bounded: at most a configured number of live sessions per token (the oldest goes), the
+expired ones deleted at each login and by the scheduler's hourly retention run, and the ones of
+a token no longer configured deleted when an API process starts
+(:func:`forget_unconfigured_sessions`), so that configuring a removed token again does not
+bring its old cookies back. Callers commit.
 """
 
 from __future__ import annotations
@@ -41,6 +45,20 @@ def _hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
+def expire_web_sessions(session: Session, *, now: datetime) -> int:
+    """Delete the sessions expired by ``now``; how many."""
+    deleted = session.execute(delete(WebSession).where(WebSession.expires_at <= now))
+    return int(getattr(deleted, "rowcount", 0) or 0)
+
+
+def forget_unconfigured_sessions(session: Session, *, token_keys: Iterable[str]) -> int:
+    """Delete the sessions of tokens whose keys are not among ``token_keys`` (the tokens an API
+    process is configured with); how many."""
+    keys = list(set(token_keys))
+    deleted = session.execute(delete(WebSession).where(WebSession.token_key.not_in(keys)))
+    return int(getattr(deleted, "rowcount", 0) or 0)
+
+
 def start_web_session(
     session: Session,
     *,
@@ -48,10 +66,21 @@ def start_web_session(
     scopes: Iterable[str],
     now: datetime,
     lifetime: timedelta,
+    per_token: int,
 ) -> str:
     """Store a new session lasting ``lifetime`` from ``now`` and return its id (for the cookie);
-    sessions expired by ``now`` are deleted on the way."""
-    session.execute(delete(WebSession).where(WebSession.expires_at <= now))
+    sessions expired by ``now`` are deleted on the way, and the token's oldest live ones beyond
+    ``per_token`` - 1 (with the new one, ``per_token`` remain)."""
+    expire_web_sessions(session, now=now)
+    kept = (
+        select(WebSession.id_hash)
+        .where(WebSession.token_key == token_key)
+        .order_by(WebSession.created_at.desc(), WebSession.id_hash.desc())
+        .limit(max(per_token - 1, 0))
+    )
+    session.execute(
+        delete(WebSession).where(WebSession.token_key == token_key, WebSession.id_hash.not_in(kept))
+    )
     session_id = secrets.token_urlsafe(32)
     session.add(
         WebSession(

@@ -20,13 +20,14 @@ latest windows as the exporter reads them (:func:`load_latest_windows`).
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Hashable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-from fastapi import APIRouter, Query, Request, Response, Security
+from fastapi import APIRouter, FastAPI, Query, Request, Response, Security
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.security import SecurityScopes
 from fastapi.staticfiles import StaticFiles
@@ -51,6 +52,7 @@ from app.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
 from app.services.model_registry import get_model, list_models
 from app.services.web_sessions import (
     end_web_session,
+    forget_unconfigured_sessions,
     session_scopes,
     start_web_session,
     token_key,
@@ -60,6 +62,8 @@ from app.settings import Settings
 from app.timeline import window_length
 from app.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
 from app.ui.verdict import alerts, is_stale
+
+logger = logging.getLogger("calmon.ui")
 
 STATIC: Final = Path(__file__).resolve().parents[2] / "ui" / "static"
 COOKIE: Final = "calmon_ui_session"
@@ -99,9 +103,25 @@ def _safe_next(path: str | None) -> str:
     return "/ui"
 
 
-def _read_token_keys(tokens: list[tuple[bytes, frozenset[str]]]) -> list[str]:
+def read_token_keys(tokens: list[tuple[bytes, frozenset[str]]]) -> list[str]:
     """The session keys of the configured tokens that may read."""
     return [token_key(token) for token, scopes in tokens if "read" in granted_scopes(scopes)]
+
+
+def forget_removed_tokens(app: FastAPI) -> None:
+    """Delete the web sessions of tokens this process is not configured with (at start-up), so
+    that a token configured again after its removal does not bring its old cookies back. A
+    database that does not answer is logged, not raised: the sessions stay refused anyway."""
+    keys = read_token_keys(app.state.tokens)
+    try:
+        with app.state.session_factory() as session:
+            deleted = forget_unconfigured_sessions(session, token_keys=keys)
+            session.commit()
+    except Exception:
+        logger.warning("web sessions of removed tokens not deleted", exc_info=True)
+        return
+    if deleted:
+        logger.info("web sessions of removed tokens deleted", extra={"sessions": deleted})
 
 
 def has_access(request: Request, session: Session, *, scope: str) -> bool:
@@ -121,7 +141,7 @@ def has_access(request: Request, session: Session, *, scope: str) -> bool:
         session,
         session_id=session_id,
         now=get_clock(request).now(),
-        token_keys=_read_token_keys(tokens),
+        token_keys=read_token_keys(tokens),
     )
     return scope in scopes
 
@@ -336,6 +356,7 @@ def _login(request: Request, session: Session, body: bytes) -> Response:
         scopes=SESSION_SCOPES,
         now=get_clock(request).now(),
         lifetime=timedelta(seconds=settings.ui_session_ttl),
+        per_token=settings.ui_max_sessions,
     )
     session.commit()
     response = RedirectResponse(target, status_code=303)

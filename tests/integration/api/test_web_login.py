@@ -230,6 +230,37 @@ def test_a_session_never_outlives_its_token(make_client: ClientFactory) -> None:
     assert opens_ui(make_client(api_tokens=f"{READ}:write"), value) == 401
 
 
+def test_a_removed_token_configured_again_does_not_revive_its_sessions(
+    make_client: ClientFactory,
+) -> None:
+    value = session_cookie(login(make_client(api_tokens=TOKENS), READ))
+    make_client(api_tokens=f"{ADMIN}:admin")  # a restart without the token forgets its sessions
+    again = make_client(api_tokens=TOKENS)
+    assert opens_ui(again, value) == 401
+    assert stored_sessions(again) == []
+
+
+def test_sessions_per_token_are_bounded_the_oldest_ending(make_client: ClientFactory) -> None:
+    client = make_client(api_tokens=TOKENS, ui_max_sessions=3)
+    values = [session_cookie(login(client, READ)) for _ in range(5)]
+    other = session_cookie(login(client, ADMIN))
+    assert len(stored_sessions(client)) == 4  # three of READ's, one of ADMIN's
+    assert [opens_ui(client, value) for value in values] == [401, 401, 200, 200, 200]
+    assert opens_ui(client, other) == 200
+
+
+def test_the_retention_run_deletes_expired_sessions(make_client: ClientFactory) -> None:
+    from app.services.retention import run_retention
+
+    client = make_client(api_tokens=TOKENS, ui_session_ttl=60)
+    session_cookie(login(client, READ))
+    factory = client.app.state.session_factory  # type: ignore[attr-defined]
+    run_retention(factory, now=datetime.now(UTC), retention_days=0)
+    assert len(stored_sessions(client)) == 1
+    run_retention(factory, now=datetime.now(UTC) + timedelta(seconds=61), retention_days=0)
+    assert stored_sessions(client) == []
+
+
 def test_pages_check_the_read_scope_first_as_the_api_does(make_client: ClientFactory) -> None:
     """Pages and API routes share the scopes and their order: without the ``read`` scope a
     request learns nothing, not even that its query is invalid (API: 401 or 403 before 422;
