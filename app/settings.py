@@ -142,6 +142,12 @@ class Settings(BaseSettings):
     login_failure_burst: int = Field(
         default=10, ge=1, description="failed web view logins an address may make at once"
     )
+    allowed_hosts: str = Field(
+        default="",
+        max_length=4096,
+        description="names (Host headers) a server without tokens answers besides localhost, "
+        "127.0.0.1, ::1 and the address a request arrives on; separated by commas",
+    )
     forwarded_allow_ips: str = Field(
         default="",
         max_length=4096,

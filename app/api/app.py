@@ -20,6 +20,7 @@ from functools import cache
 from fastapi import FastAPI
 
 from app import __version__
+from app.api.browser_guard import BrowserGuardMiddleware, parse_allowed_hosts
 from app.api.docs_pages import router as docs_router
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
@@ -133,6 +134,11 @@ def create_app(
     app.include_router(ui.router)
     app.add_exception_handler(ui.LoginRequiredError, ui.login_required)
     app.mount("/ui/static", ui.static_files(), name="ui-static")
+    app.add_middleware(
+        BrowserGuardMiddleware,
+        token_less=not settings.tokens,
+        allowed_hosts=parse_allowed_hosts(settings.allowed_hosts),
+    )
     app.add_middleware(
         RequestContextMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -9,8 +9,9 @@ session grants ``read`` only, whatever the token's scopes, and is accepted by th
 never by the JSON API, so a browser holding it cannot be made to write. Without access a page
 answers 401 with the login form.
 
-Login and logout are POST only and refused (403) when a browser says the form came from
-another site (``Origin``, ``Sec-Fetch-Site``). Failed logins are limited per client address;
+Login and logout are POST only, and refused (403) when a browser says the form came from
+another site (``Origin``, ``Sec-Fetch-Site``), as every state-changing request is
+(:mod:`app.api.browser_guard`). Failed logins are limited per client address;
 past the limit the form answers 429 whatever the token, so guessing learns nothing more.
 
 Records are read with the services the window API uses (:func:`list_window_results`) and the
@@ -25,7 +26,7 @@ from collections.abc import Hashable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, FastAPI, Query, Request, Response, Security
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -43,7 +44,6 @@ from app.api.deps import (
     granted_scopes,
     matched_token,
 )
-from app.api.errors import ApiError
 from app.api.ratelimit import RateLimiter
 from app.catalogue import REGULAR_METRICS
 from app.db.models import Model
@@ -69,8 +69,6 @@ STATIC: Final = Path(__file__).resolve().parents[2] / "ui" / "static"
 COOKIE: Final = "calmon_ui_session"
 #: what a web session may do, whatever the token that started it: the pages only read
 SESSION_SCOPES: Final = frozenset({"read"})
-#: ``Sec-Fetch-Site`` values of a request a page of this server (or the user) made
-SAME_ORIGIN_FETCH: Final = frozenset({"same-origin", "none"})
 #: windows shown by default on a model page, and at most
 DEFAULT_LAST: Final = 500
 MAX_LAST: Final = 5_000
@@ -280,27 +278,6 @@ def _cookie_attributes(request: Request) -> dict[str, Any]:
     }
 
 
-def refuse_cross_site(request: Request) -> None:
-    """403 for a form a page of another site made the browser send: its ``Sec-Fetch-Site`` is
-    not same-origin, or its ``Origin`` names another host and port than the request's
-    ``Host``. Clients that are no browser send neither and pass. The scheme is not compared:
-    behind a proxy that ends TLS the request arrives over http from an https page."""
-    fetch_site = request.headers.get("sec-fetch-site")
-    origin = request.headers.get("origin")
-    same = fetch_site is None or fetch_site.lower() in SAME_ORIGIN_FETCH
-    if same and origin is not None:
-        parts = urlsplit(origin)
-        host = request.headers.get("host", "").lower()
-        same = parts.scheme in ("http", "https") and bool(host) and parts.netloc.lower() == host
-    if not same:
-        raise ApiError(
-            403,
-            "cross_site_request",
-            "this form may only be sent from the server's own pages",
-            [{"field": "Origin", "message": "another site sent this form; nothing was done"}],
-        )
-
-
 def client_key(request: Request) -> Hashable:
     """The address failed logins are counted against: the client's IP, its /64 for IPv6 (one
     subscriber's block), as the server sees it (behind a proxy, as uvicorn's
@@ -371,7 +348,6 @@ async def ui_login(request: Request, session: SessionDep) -> Response:
     """Check the form's token (compared as UTF-8): with the ``read`` scope, start a web session
     (``read`` only), set its cookie and go back to the page asked for; otherwise show the form
     again with the reason (401), or 429 once the address failed too often."""
-    refuse_cross_site(request)
     body = await request.body()
     return await run_in_threadpool(_login, request, session, body)
 
@@ -380,7 +356,6 @@ async def ui_login(request: Request, session: SessionDep) -> Response:
 def ui_logout(request: Request, session: SessionDep) -> Response:
     """End the web session (a copy of its cookie opens nothing any more) and forget the
     cookie; POST only."""
-    refuse_cross_site(request)
     if end_web_session(session, session_id=request.cookies.get(COOKIE, "")):
         session.commit()
     response = RedirectResponse("/ui/login" if request.app.state.tokens else "/ui", 303)
