@@ -19,14 +19,18 @@ def scheduler_lifespan(
     *,
     after_tick: Callable[[TickReport], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    before_commit: Callable[[], None] | None = None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """A lifespan hook of the API app that runs a :class:`WindowScheduler` on ``clock`` beside
     it (``calmon serve``) and adds the scheduler's metrics to the API's ``/metrics``;
-    ``after_tick`` is called after each background tick."""
+    ``after_tick`` is called after each background tick, ``before_commit`` as the scheduler's
+    (None in production)."""
 
     @asynccontextmanager
     async def hook(app: FastAPI) -> AsyncIterator[None]:
-        scheduler = WindowScheduler(settings, after_tick=after_tick, clock=clock)
+        scheduler = WindowScheduler(
+            settings, after_tick=after_tick, clock=clock, before_commit=before_commit
+        )
         app.state.scrape_collectors.append(instruments.SCHEDULER_REGISTRY)
         app.state.scheduler = scheduler
         scheduler.start()

@@ -8,6 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from app.api.app import LifespanHook
     from app.clock import Clock
     from app.settings import Settings
@@ -25,10 +27,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def lifespan_hooks(settings: Settings, *, clock: Clock | None = None) -> list[LifespanHook]:
+def lifespan_hooks(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> list[LifespanHook]:
     """What starts and stops with the API in `calmon serve` (each an async context manager):
-    the window exporter, refreshed after every tick of the scheduler that runs beside it, both
-    on ``clock`` (default: the machine's)."""
+    the window exporter, refreshed every ``CALMON_SCHEDULER_INTERVAL`` on its own timer and
+    after every tick of the scheduler that runs beside it, both on ``clock`` (default: the
+    machine's). The timer keeps the series fresh while one long tick back-fills or recomputes
+    many windows (a tick ends only once no window is due). ``before_commit``: the scheduler's
+    (None in production)."""
     from app.api.lifespan import scheduler_lifespan
     from app.clock import SYSTEM_CLOCK
     from app.exporter.refresh import WindowExporter
@@ -36,8 +46,10 @@ def lifespan_hooks(settings: Settings, *, clock: Clock | None = None) -> list[Li
     clock = clock or SYSTEM_CLOCK
     exporter = WindowExporter(clock=clock)
     return [
-        exporter.lifespan(refresh_every=None),
-        scheduler_lifespan(settings, after_tick=exporter.after_tick, clock=clock),
+        exporter.lifespan(refresh_every=settings.scheduler_interval),
+        scheduler_lifespan(
+            settings, after_tick=exporter.after_tick, clock=clock, before_commit=before_commit
+        ),
     ]
 
 

@@ -3,9 +3,10 @@
 :meth:`WindowExporter.lifespan` is a lifespan hook of the API app: it registers the
 collector with the app's scrape collectors and, given ``refresh_every``, reloads the snapshot
 on a background thread at that period (``calmon api``, whose processes run no scheduler;
-every worker keeps its own snapshot). Without it the owner calls :meth:`WindowExporter.refresh`
-itself: ``calmon serve`` does so after every scheduler tick, so a computed window shows on
-the next scrape.
+every worker keeps its own snapshot; ``calmon serve`` too). The owner may also call
+:meth:`WindowExporter.refresh` itself: ``calmon serve`` does so after every scheduler tick, so
+a computed window shows on the next scrape, and its timer keeps the series fresh during a
+tick that back-fills many windows.
 
 A refresh is a bounded read (:func:`app.exporter.snapshot.load_snapshot`: which windows
 exist, then the records of those that fit in ``CALMON_METRICS_MAX_SERIES``) under the same

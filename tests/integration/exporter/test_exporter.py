@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import time
 from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -362,6 +363,32 @@ def test_serve_refreshes_after_each_scheduler_tick(
         timeout=20,
         interval=0.2,
     )
+
+
+def test_serve_exports_during_a_long_back_fill(env: Env, clock: SettledClock) -> None:
+    """A tick ends only once no window is due: during a back-fill the exporter's own timer
+    shows each window computed so far, long before the tick ends."""
+    create_model(env.client, "fraud", **FRAUD)
+    create_model(env.client, "ads", **ADS)
+    for seed, ago in enumerate(range(6, 0, -1)):
+        _send_window(clock, env.client, ago, seed)
+    settings = Settings(
+        database_url=env.url, scheduler_interval=0.3, scheduler_scan_margin=5, retention_days=0
+    )
+    slow = lambda: time.sleep(1.0)  # noqa: E731 - each window's commit waits a second
+    hooks = lifespan_hooks(settings, clock=clock, before_commit=slow)
+    with TestClient(create_app(settings, lifespan_hooks=hooks)) as client:
+        wait_for(
+            "a window of the back-fill exported",
+            lambda: (
+                key("calmon_window_start_timestamp_seconds", model="fraud", segment="*")
+                in scrape(client)
+            ),
+            timeout=30,
+            interval=0.1,
+        )
+        computed = len(windows(client, "fraud", segment="*"))
+        assert computed < 6, "the series appeared only once the back-fill was over"
 
 
 def test_promtool_check_metrics_passes_on_the_real_output(
