@@ -8,17 +8,15 @@ other sites cannot do").
   a token-less server has no other defence, and a token's session cookie is not sent on such
   requests anyway. Clients that are no browser send neither header and pass. The scheme is not
   compared: behind a proxy that ends TLS the request arrives over http from an https page.
-- **Form bodies.** A form content type (``application/x-www-form-urlencoded``,
-  ``multipart/form-data``, ``text/plain``: what an HTML form, or a page without a CORS
-  preflight, can send) is refused with 415 on every state-changing route but the login and
-  logout forms, body or no body, so that an old browser that sends no ``Origin`` cannot
-  trigger a body-less POST such as a recompute either.
 - **DNS rebinding.** A server without tokens answers only requests whose ``Host`` names it:
   ``localhost``, ``127.0.0.1``, ``::1``, the address the request arrived on, or a name of
   ``CALMON_ALLOWED_HOSTS``; any other ``Host`` is 421 ``misdirected_request``. A page on a
   rebound name reaches the server with its own name in ``Host``, so it reads nothing.
 
-Nothing of a refused request reaches the routes: nothing is stored.
+Nothing of a refused request reaches the routes: nothing is stored. Form bodies are refused by
+the routes themselves, after the token is checked: the JSON routes take JSON only, and the
+body-less POST (``…/recompute``) no form type (:func:`app.api.deps.no_form_body`), so that a
+browser that sends no ``Origin`` cannot trigger it with a form either.
 """
 
 from __future__ import annotations
@@ -35,12 +33,6 @@ from app.api.errors import error_response
 SAME_ORIGIN_FETCH: Final = frozenset({"same-origin", "none"})
 #: methods that change nothing
 SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
-#: what an HTML form (or a page without a CORS preflight) can send
-FORM_TYPES: Final = frozenset(
-    {"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"}
-)
-#: the routes that take a form: the web view's login and logout
-FORM_PATHS: Final = frozenset({"/ui/login", "/ui/logout"})
 #: names a token-less server always answers to
 LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -73,8 +65,8 @@ def cross_site(headers: dict[bytes, bytes]) -> bool:
 
 
 class BrowserGuardMiddleware:
-    """Refuse cross-site writes and form bodies on JSON routes, and, on a server without
-    tokens, a foreign ``Host`` (module docstring)."""
+    """Refuse cross-site writes and, on a server without tokens, a foreign ``Host`` (module
+    docstring)."""
 
     def __init__(self, app: ASGIApp, *, token_less: bool, allowed_hosts: Iterable[str]) -> None:
         self.app = app
@@ -95,26 +87,15 @@ class BrowserGuardMiddleware:
             )
             await response(scope, receive, send)
             return
-        if scope["method"] not in SAFE_METHODS:
-            if cross_site(headers):
-                response = error_response(
-                    403,
-                    "cross_site_request",
-                    "this request may only be sent from the server's own pages",
-                    [{"field": "Origin", "message": "another site sent it; nothing was done"}],
-                )
-                await response(scope, receive, send)
-                return
-            kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-            if kind.decode("latin-1") in FORM_TYPES and scope["path"] not in FORM_PATHS:
-                response = error_response(
-                    415,
-                    "unsupported_media_type",
-                    "a form body is not accepted here; send JSON (or no body)",
-                    [{"field": "Content-Type", "message": kind.decode("latin-1")}],
-                )
-                await response(scope, receive, send)
-                return
+        if scope["method"] not in SAFE_METHODS and cross_site(headers):
+            response = error_response(
+                403,
+                "cross_site_request",
+                "this request may only be sent from the server's own pages",
+                [{"field": "Origin", "message": "another site sent it; nothing was done"}],
+            )
+            await response(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     def _known_host(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:

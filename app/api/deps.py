@@ -193,7 +193,27 @@ async def json_body(request: Request) -> bytes:
     return body
 
 
+#: what an HTML form, or a page without a CORS preflight, can send
+FORM_MEDIA_TYPES: Final = frozenset(
+    {"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"}
+)
+
+
+def no_form_body(request: Request) -> None:
+    """415 for a form media type on a route that takes no body: a form another site's page
+    submits (a browser that sends no ``Origin`` included) reaches nothing."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type in FORM_MEDIA_TYPES:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "this request takes no body, and no form",
+            [{"field": "Content-Type", "message": f"got {media_type!r}"}],
+        )
+
+
 JsonBody = Annotated[bytes, Depends(json_body)]
+NoFormBody = Depends(no_form_body)
 ReadScope = Security(authorize, scopes=["read"])
 WriteScope = Security(authorize, scopes=["write"])
 AdminScope = Security(authorize, scopes=["admin"])

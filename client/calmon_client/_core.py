@@ -174,14 +174,7 @@ def _prediction_item(
     if type(client_id) is not str or not client_id:
         raise InvalidItemError("id must be a non-empty string")
     if type(score) is not float:
-        if isinstance(score, bool | str | bytes):
-            raise InvalidItemError("score must be a number")
-        try:
-            score = float(score)  # type: ignore[arg-type]  # anything float() takes
-        except (TypeError, ValueError):
-            raise InvalidItemError("score must be a number") from None
-        except OverflowError:  # an int or Fraction beyond the float range (10**400)
-            raise InvalidItemError("score must be within the float range") from None
+        score = _score_value(score)
     if not math.isfinite(score):
         raise InvalidItemError("score must be finite")
     if type(timestamp) is str:
@@ -203,6 +196,18 @@ def _prediction_item(
     if label is not None and not (type(label) is int and (label == 0 or label == 1)):
         label = _label_value(label, optional=True)
     return (client_id, stamp, score, label, segment, now)
+
+
+def _score_value(score: object) -> float:
+    """A score that is not a float already, as one; raises :class:`InvalidItemError`."""
+    if isinstance(score, bool | str | bytes):
+        raise InvalidItemError("score must be a number")
+    try:
+        return float(score)  # type: ignore[arg-type]  # anything float() takes
+    except (TypeError, ValueError):
+        raise InvalidItemError("score must be a number") from None
+    except OverflowError:  # an int or Fraction beyond the float range (10**400)
+        raise InvalidItemError("score must be within the float range") from None
 
 
 def label_item(client_id: object, label: object, now: float) -> LabelItem:

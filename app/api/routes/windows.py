@@ -20,6 +20,7 @@ from app.api.deps import (
     AdminScope,
     ClockDep,
     ModelName,
+    NoFormBody,
     ReadScope,
     ReadSessionDep,
     SessionDep,
@@ -189,7 +190,7 @@ def read_calibration(
 @router.post(
     "/{model}/recompute",
     summary="Recompute a range of windows",
-    dependencies=[AdminScope],
+    dependencies=[AdminScope, NoFormBody],
     status_code=202,
     responses=MODEL_ERRORS,
 )

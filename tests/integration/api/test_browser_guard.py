@@ -1,5 +1,5 @@
 """What another site's page cannot make a browser do to calmon: state-changing requests sent
-cross-site are refused with tokens or without, form bodies only reach the login forms, and a
+cross-site are refused with tokens or without, a form reaches no body-less POST, and a
 server without tokens answers only its own names (DNS rebinding). Nothing refused is stored.
 SQLite and PostgreSQL."""
 
@@ -50,9 +50,7 @@ def test_a_cross_site_write_is_refused_with_tokens_too(make_client: ClientFactor
 @pytest.mark.parametrize(
     "content_type", ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"]
 )
-def test_a_form_body_reaches_no_json_route_even_without_a_body(
-    client: TestClient, content_type: str
-) -> None:
+def test_a_form_reaches_no_body_less_post(client: TestClient, content_type: str) -> None:
     create_model(client, "m")
     refused = client.post(RECOMPUTE, headers={"Content-Type": content_type})
     assert refused.status_code == 415
