@@ -28,6 +28,7 @@ from tests.integration.deploy.test_packaging import SOURCES
 from tests.support import QuietHandler, assert_required_or_skipped, http_server
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
+GRAFANA_PASSWORD = "GRAFANA_ADMIN_PASSWORD"
 DOCKERFILE = REPO / "Dockerfile"
 PYTHON_IMAGE = "python:3.11-slim-bookworm"
 INDEX_URL = "https://pypi.org/simple"
@@ -325,15 +326,21 @@ def test_healthcheck_command_exits_0_when_healthy_and_1_otherwise(health_server:
 
 
 def _compose_config(
-    compose_command: list[str], tmp_path: Path, tokens: str | None
+    compose_command: list[str],
+    tmp_path: Path,
+    tokens: str | None,
+    grafana_password: str | None = "a-fresh-password-0123",
 ) -> subprocess.CompletedProcess[str]:
-    """`compose config -q` with ``CALMON_API_TOKENS`` set to ``tokens`` (unset for None) and
-    an empty env file, so that a developer's .env does not decide the outcome."""
+    """`compose config -q` with ``CALMON_API_TOKENS`` set to ``tokens`` and
+    ``GRAFANA_ADMIN_PASSWORD`` to ``grafana_password`` (unset for None) and an empty env file,
+    so that a developer's .env does not decide the outcome."""
     env_file = tmp_path / "empty.env"
     env_file.write_text("")
-    env = {k: v for k, v in os.environ.items() if k != API_TOKENS}
+    env = {k: v for k, v in os.environ.items() if k not in (API_TOKENS, GRAFANA_PASSWORD)}
     if tokens is not None:
         env[API_TOKENS] = tokens
+    if grafana_password is not None:
+        env[GRAFANA_PASSWORD] = grafana_password
     return subprocess.run(
         [*compose_command, "--env-file", str(env_file), "-f", str(COMPOSE_FILE), "config", "-q"],
         cwd=REPO,
@@ -357,6 +364,24 @@ def test_docker_compose_refuses_to_start_without_api_tokens(
     result = _compose_config(compose_command, tmp_path, tokens)
     assert result.returncode != 0
     assert "set CALMON_API_TOKENS (token:scope+scope)" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("password", [None, ""])
+def test_docker_compose_refuses_to_start_without_a_grafana_password(
+    compose_command: list[str], tmp_path: Path, password: str | None
+) -> None:
+    result = _compose_config(compose_command, tmp_path, "0123456789abcdef:write+read", password)
+    assert result.returncode != 0
+    assert "set GRAFANA_ADMIN_PASSWORD" in result.stdout + result.stderr
+
+
+def test_the_env_example_names_every_required_variable_and_env_is_ignored() -> None:
+    example = (REPO / ".env.example").read_text()
+    assert {line.split("=")[0] for line in example.splitlines() if line.endswith("=")} == {
+        API_TOKENS,
+        GRAFANA_PASSWORD,
+    }
+    assert ".env" in (REPO / ".gitignore").read_text().splitlines()
 
 
 def test_a_missing_compose_client_fails_when_required(
