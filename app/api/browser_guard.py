@@ -78,25 +78,22 @@ class BrowserGuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        refusal = None
         if self.token_less and not self._known_host(scope, headers):
-            response = error_response(
+            refusal = error_response(
                 421,
                 "misdirected_request",
                 "this server answers only its own names (CALMON_ALLOWED_HOSTS adds more)",
                 [{"field": "Host", "message": "not a name of this server"}],
             )
-            await response(scope, receive, send)
-            return
-        if scope["method"] not in SAFE_METHODS and cross_site(headers):
-            response = error_response(
+        elif scope["method"] not in SAFE_METHODS and cross_site(headers):
+            refusal = error_response(
                 403,
                 "cross_site_request",
                 "this request may only be sent from the server's own pages",
                 [{"field": "Origin", "message": "another site sent it; nothing was done"}],
             )
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        await (self.app if refusal is None else refusal)(scope, receive, send)
 
     def _known_host(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
         name = host_name(headers.get(b"host", b"").decode("latin-1"))

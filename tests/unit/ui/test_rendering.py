@@ -150,6 +150,21 @@ def window_records(count: int) -> list[Any]:
     return out
 
 
+def one_segment_page(records: list[Any], selected: str | None) -> str:
+    """The model page of ``records`` (segment ``*``, ROC AUC charted), ``selected`` shown."""
+    return model_page(
+        name="m",
+        window="1h",
+        segment="*",
+        segments=["*"],
+        metric="roc_auc",
+        metrics=["roc_auc"],
+        records=records,
+        selected=selected,
+        model_alerts=[],
+    )
+
+
 def test_model_page_holds_every_chart_and_verdict() -> None:
     records = window_records(6)
     html = model_page(
@@ -186,24 +201,11 @@ def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
         r.update(n=100, unlabelled=19_900)
         r["estimated"].update(verdict=verdict, positive_class_ratio_interval=interval, n=20_000)
 
-    def page(selected: str) -> str:
-        return model_page(
-            name="m",
-            window="1h",
-            segment="*",
-            segments=["*"],
-            metric="roc_auc",
-            metrics=["roc_auc"],
-            records=records,
-            selected=selected,
-            model_alerts=[],
-        )
-
-    steady = page(records[0]["start"])
+    steady = one_segment_page(records, records[0]["start"])
     assert (
         "Scores alone cannot tell fewer positives from positives scoring like negatives" in steady
     )
-    fell = page(records[1]["start"])
+    fell = one_segment_page(records, records[1]["start"])
     assert "That reads as fewer positives, or as positives scoring lower" in fell
     assert "fewer positives, or positives scoring lower (estimated without labels)" in fell
 
@@ -211,17 +213,7 @@ def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
 def test_model_page_of_500_windows_renders_fast() -> None:
     records = window_records(500)
     started = time.perf_counter()
-    html = model_page(
-        name="m",
-        window="1h",
-        segment="*",
-        segments=["*"],
-        metric="roc_auc",
-        metrics=["roc_auc"],
-        records=records,
-        selected=None,
-        model_alerts=[],
-    )
+    html = one_segment_page(records, None)
     assert time.perf_counter() - started < 0.5
     assert html.count("<tr") == 501
 
