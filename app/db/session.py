@@ -5,7 +5,8 @@ PostgreSQL connections time out after ``db_connect_timeout`` seconds, statements
 apart from a slow database: SQLSTATE 55P03), waiting for a pooled connection after
 ``db_pool_timeout``, and pooled connections are pinged before use with a client-side deadline
 of ``PING_TIMEOUT`` (a frozen server still acknowledges TCP, so only the client can notice it
-does not answer: the watchdog shuts the socket down). Once a connection attempt fails or a
+does not answer: the watchdog shuts the socket down; behind a transaction pooler the statement
+timeout, :func:`ping_deadline`). Once a connection attempt fails or a
 ping goes unanswered, an :class:`OutageGate` fails every further connection at once, without
 waiting for the connect timeout, while one background probe reconnects; its first success
 reopens the gate. A database outage thus costs the first request that meets it at most one
@@ -96,7 +97,7 @@ def create_db_engine(settings: Settings) -> Engine:
     if settings.db_transaction_pooler:
         _set_timeouts_per_transaction(engine, statement_ms=statement_ms, lock_ms=lock_ms)
     engine.pool.transaction_pooler = settings.db_transaction_pooler  # type: ignore[attr-defined]
-    gate = OutageGate()
+    gate = OutageGate(ping_deadline=ping_deadline(settings))
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
@@ -106,7 +107,7 @@ def create_db_engine(settings: Settings) -> Engine:
     def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         if gate.down:
             raise DisconnectionError("the database is down")
-        if not _ping_with_deadline(dbapi_connection):
+        if not _ping_with_deadline(dbapi_connection, gate.ping_deadline):
             gate.close("a pooled connection did not answer its ping in time")
             raise DisconnectionError("the database did not answer in time")
 
@@ -153,12 +154,14 @@ class OutageGate:
     connection, so callers need no new case.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, ping_deadline: float = PING_TIMEOUT) -> None:
         self._lock = threading.Lock()
         self._reason: str | None = None
         self._opener: Callable[[], Any] | None = None
         #: outages seen so far (each one closes the gate once)
         self.outages = 0
+        #: seconds a ping may wait for its answer before the database counts as down
+        self.ping_deadline = ping_deadline
 
     @property
     def down(self) -> bool:
@@ -229,8 +232,11 @@ def _probe_once(
 ) -> None:
     try:
         connection = opener()
+        gate = gate_ref()
+        deadline = PING_TIMEOUT if gate is None else gate.ping_deadline
+        del gate
         try:
-            answered = _ping_with_deadline(connection)
+            answered = _ping_with_deadline(connection, deadline)
         finally:
             with contextlib.suppress(Exception):
                 connection.close()
@@ -310,17 +316,26 @@ def cut_connection(dbapi_connection: Any) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-def _ping_with_deadline(dbapi_connection: Any) -> bool:
+def ping_deadline(settings: Settings) -> float:
+    """Seconds a ping may wait: :data:`PING_TIMEOUT` straight to PostgreSQL, where a server
+    that does not answer within it is frozen; behind a transaction pooler
+    (``db_transaction_pooler``) the statement timeout, since a ping waits in the pooler's
+    queue for a server connection like any statement, for seconds under load, and counting
+    that wait as an outage answered 503 to everything."""
+    return settings.db_statement_timeout if settings.db_transaction_pooler else PING_TIMEOUT
+
+
+def _ping_with_deadline(dbapi_connection: Any, deadline: float) -> bool:
     """``SELECT 1`` on a connection: True if it answered, False if it stayed silent past
-    ``PING_TIMEOUT`` (its socket is then shut down). A connection that fails at once (closed
-    by the server, say) raises ``DisconnectionError``, and the pool replaces it."""
+    ``deadline`` seconds (its socket is then shut down). A connection that fails at once
+    (closed by the server, say) raises ``DisconnectionError``, and the pool replaces it."""
     fired = threading.Event()
 
     def cut() -> None:
         fired.set()
         cut_connection(dbapi_connection)
 
-    alarm = WATCHDOG.arm(PING_TIMEOUT, cut, name="ping deadline")
+    alarm = WATCHDOG.arm(deadline, cut, name="ping deadline")
     autocommit = dbapi_connection.autocommit
     try:
         dbapi_connection.autocommit = True

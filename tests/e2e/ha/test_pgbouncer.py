@@ -7,6 +7,8 @@ prepared statements, advisory locks)."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +18,11 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
+from app.api.app import create_app
+from app.db.session import PING_TIMEOUT, outage_gate
+from app.settings import Settings
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import Bouncer, start_bouncer
 from tests.e2e.ha.workload import FIVE_MINUTES, Scheduler, start_scheduler, unsettled
@@ -187,3 +193,46 @@ def test_transaction_pooling_gives_the_results_of_a_direct_connection(
     assert advisory == (0,)
     # The leader's lease was taken through PgBouncer and given back on shutdown.
     assert leader == (0,)
+
+
+@pytest.fixture
+def single_connection_bouncer(
+    postgres_admin_url: str, databases: tuple[str, str]
+) -> Iterator[Bouncer]:
+    """PgBouncer with one server connection in front of the pooled database."""
+    port = urlsplit(postgres_admin_url).port or 5432
+    pgbouncer = start_bouncer(target_port=port, databases=[databases[1]], pool_size=1)
+    try:
+        yield pgbouncer
+    finally:
+        pgbouncer.stop()
+
+
+def test_a_wait_in_the_poolers_queue_is_not_an_outage(
+    postgres_admin_url: str, databases: tuple[str, str], single_connection_bouncer: Bouncer
+) -> None:
+    """Every server connection of the pool busy for longer than a direct ping's deadline: the
+    API's requests wait in PgBouncer's queue and are answered, not declared an outage (503),
+    and the database is not marked down."""
+    base, _, _ = postgres_admin_url.rpartition("/")
+    upgraded(f"{base}/{databases[1]}".replace("postgresql://", "postgresql+psycopg://", 1))
+    through = single_connection_bouncer.url(databases[1])
+    settings = Settings(database_url=through, db_transaction_pooler=True, retention_days=0)
+    libpq_through = through.replace("postgresql+psycopg://", "postgresql://", 1)
+    with TestClient(create_app(settings, lifespan_hooks=[])) as client:
+        assert client.put("/v1/models/queued", json={}).status_code == 201
+        engine = client.app.state.engine  # type: ignore[attr-defined]
+        gate = outage_gate(engine)
+        assert gate is not None
+        busy = threading.Thread(target=_hold_the_server, args=(libpq_through, 3 * PING_TIMEOUT))
+        busy.start()
+        time.sleep(PING_TIMEOUT / 2)  # the holder has the only server connection by now
+        engine.dispose()  # each request now pings a fresh pooled connection
+        statuses = [client.get(path).status_code for path in ("/readyz", "/v1/models/queued")]
+        busy.join()
+        assert (statuses, gate.outages) == ([200, 200], 0)
+
+
+def _hold_the_server(url: str, seconds: float) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_sleep(%s)", (seconds,))
