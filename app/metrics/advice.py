@@ -32,14 +32,14 @@ advice and the record says why (:func:`window_prior`, ``docs/acting.md``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Final
 
 import numpy as np
 
-from app.arrays import FloatArray, IntArray
+from app.arrays import BoolArray, FloatArray, IntArray
 from app.metrics.intervals import wilson_interval
 from app.metrics.prepared import PreparedSet
 from app.metrics.ranking import Ranking
@@ -55,6 +55,8 @@ ALPHA: Final = 0.01
 ASSUMPTION_METHOD: Final = "ks_by_class"
 #: Terms of the Kolmogorov series (its terms fall as exp(-2 j² λ²)).
 KS_TERMS: Final = 100
+#: Thresholds whose bounds :func:`advise` computes at a time (:func:`_last`).
+_CHUNK: Final = 2048
 #: Level of the expected values' intervals (the reference's sampling only).
 LEVEL: Final = 0.95
 #: A target precision is held when a window's precision is within this of it ...
@@ -123,18 +125,23 @@ def _precision(prior: float, tpr: FloatArray, fpr: FloatArray) -> FloatArray:
     return out
 
 
-def expected_bounds(ranking: Ranking, prior: float) -> dict[str, tuple[FloatArray, FloatArray]]:
-    """(lower, upper), each (K,), of ``recall``, ``fpr``, ``precision`` and ``alert_rate`` at
-    ``prior`` at each threshold of :func:`expected_curves`, over the reference's sampling at
-    :data:`LEVEL` (two-sided; each end fails with probability at most (1 - LEVEL)/2).
+def expected_bounds(
+    ranking: Ranking, prior: float, at: IntArray | None = None
+) -> dict[str, tuple[FloatArray, FloatArray]]:
+    """(lower, upper) of ``recall``, ``tpr``, ``fpr``, ``precision`` and ``alert_rate`` at
+    ``prior`` at each threshold of :func:`expected_curves` (K,), or at its indices ``at``
+    only, over the reference's sampling at :data:`LEVEL` (two-sided; each end fails with
+    probability at most (1 - LEVEL)/2).
 
     TPR and FPR are bounded one-sided with Wilson at √(1 - (1 - LEVEL)/2) each; as the
-    classes are independent samples, both hold at once with probability 1 - (1 - LEVEL)/2, and every
-    quantity monotone in both is then bounded by its value at the corner: precision ≥
-    precision(TPR_lo, FPR_hi), alert_rate ≤ π·TPR_hi + (1 - π)·FPR_hi, and so on. ``recall``
-    alone is Wilson's two-sided interval at LEVEL. The prior is taken as known: its own error
-    is not in these bounds."""
+    classes are independent samples, both hold at once with probability 1 - (1 - LEVEL)/2,
+    and every quantity monotone in both is then bounded by its value at the corner:
+    precision ≥ precision(TPR_lo, FPR_hi), alert_rate ≤ π·TPR_hi + (1 - π)·FPR_hi, and so on.
+    ``recall`` alone is Wilson's two-sided interval at LEVEL. The prior is taken as known:
+    its own error is not in these bounds."""
     tp, fp = ranking.tp, ranking.fp
+    if at is not None:
+        tp, fp = tp[at], fp[at]
     t_lo, t_hi = wilson_arrays(tp, ranking.n_pos, _Z_CLASS)
     f_lo, f_hi = wilson_arrays(fp, ranking.n_neg, _Z_CLASS)
     return {
@@ -147,6 +154,20 @@ def expected_bounds(ranking: Ranking, prior: float) -> dict[str, tuple[FloatArra
             prior * t_hi + (1.0 - prior) * f_hi,
         ),
     }
+
+
+def _last(candidates: IntArray, qualifies: Callable[[IntArray], BoolArray]) -> int | None:
+    """The last of ``candidates`` (ascending indices) that ``qualifies``, or None; bounds are
+    computed a chunk of :data:`_CHUNK` from the end at a time, as the answer is nearly always
+    among the last few candidates (K runs to 10^5 and more)."""
+    end = candidates.size
+    while end > 0:
+        chunk = candidates[max(0, end - _CHUNK) : end]
+        found = np.flatnonzero(qualifies(chunk))
+        if found.size:
+            return int(chunk[found[-1]])
+        end -= _CHUNK
+    return None
 
 
 def _costs(costs: Mapping[str, Any], prior: float, tpr: FloatArray, fpr: FloatArray) -> FloatArray:
@@ -173,34 +194,40 @@ def advise(ranking: Ranking, *, prior: float, objective: Mapping[str, Any]) -> A
     if ranking.n_pos == 0 or ranking.n_neg == 0:
         return None
     curves = expected_curves(ranking, prior)
-    bounds = expected_bounds(ranking, prior)
     costs = objective.get("costs")
     cost = np.full(ranking.thresholds.size, np.nan)
     if costs is not None:
         cost = _costs(costs, prior, curves["recall"], curves["fpr"])
     kind = objective_kind(objective)
+    found: int | None
     if kind == "costs":
-        k = int(np.argmin(cost))
+        found = int(np.argmin(cost))
+    elif kind == "target_precision":
+        target = float(objective["target_precision"])
+        found = _last(
+            np.flatnonzero(curves["precision"] >= target),
+            lambda at: (
+                expected_bounds(ranking, prior, at)["precision"][0] >= target - PRECISION_TOLERANCE
+            ),
+        )
     else:
-        if kind == "target_precision":
-            target = float(objective["target_precision"])
-            meets = (curves["precision"] >= target) & (
-                bounds["precision"][0] >= target - PRECISION_TOLERANCE
-            )
-        else:
-            meets = bounds["alert_rate"][1] <= float(objective["alert_rate"])
-        found = np.flatnonzero(meets)
-        if found.size == 0:
-            return None
-        k = int(found[-1])
+        budget = float(objective["alert_rate"])
+        found = _last(
+            np.flatnonzero(curves["alert_rate"] <= budget),
+            lambda at: expected_bounds(ranking, prior, at)["alert_rate"][1] <= budget,
+        )
+    if found is None:
+        return None
+    k = found
+    bounds = expected_bounds(ranking, prior, np.array([k]))
     intervals = {
-        name: [float(bounds[name][0][k]), float(bounds[name][1][k])]
+        name: [float(bounds[name][0][0]), float(bounds[name][1][0])]
         for name in ("precision", "recall", "alert_rate")
     }
     if costs is not None:
         (t_lo, t_hi), (f_lo, f_hi) = bounds["tpr"], bounds["fpr"]
-        low = _costs(costs, prior, t_hi[k : k + 1], f_lo[k : k + 1])
-        high = _costs(costs, prior, t_lo[k : k + 1], f_hi[k : k + 1])
+        low = _costs(costs, prior, t_hi, f_lo)
+        high = _costs(costs, prior, t_lo, f_hi)
         intervals["cost"] = [float(low[0]), float(high[0])]
     return Advice(
         threshold=float(curves["threshold"][k]),
