@@ -215,6 +215,16 @@ class AdviceExpected(TypedDict):
     cost: float | None
 
 
+class AdviceIntervals(TypedDict):
+    """95% intervals of the expected values over the reference's sampling (``docs/acting.md``);
+    ``cost`` only with a cost objective."""
+
+    precision: Interval
+    recall: Interval
+    alert_rate: Interval
+    cost: Interval
+
+
 class AdviceAssumption(TypedDict):
     """Whether the label-shift assumption of the advice was checked and held."""
 
@@ -232,7 +242,7 @@ class Advice(TypedDict):
     prior_source: Literal["measured", "estimated"] | None
     threshold: float | None
     expected: AdviceExpected | None
-    expected_intervals: None
+    expected_intervals: AdviceIntervals | None
     assumption: AdviceAssumption | None
     reason: str | None
 

@@ -284,6 +284,19 @@ class AdviceExpected(_Closed):
     )
 
 
+class AdviceIntervals(_Closed):
+    """95% intervals of the expected values, [lower, upper], over the reference's sampling
+    (each class's rates bounded by Wilson): not the next window's own noise nor the class
+    ratio's error (`docs/acting.md`)."""
+
+    precision: Interval = Field(description="expected precision's interval")
+    recall: Interval = Field(description="expected recall's interval")
+    alert_rate: Interval = Field(description="expected alert rate's interval")
+    cost: Interval = Field(
+        description="expected cost's interval; null unless the objective is `costs`"
+    )
+
+
 class AdviceAssumption(_Closed):
     """Whether label shift (the window's P(score | class) is the reference's) was checked and
     held: from the window's labels (`ks_by_class`), or the label-free check of `estimated`."""
@@ -305,7 +318,10 @@ class Advice(_Closed):
     )
     threshold: float | None = Field(description="the advised threshold (predict s >= it)")
     expected: AdviceExpected | None = Field(description="what it is expected to give")
-    expected_intervals: None = Field(description="always null: no interval is published")
+    expected_intervals: AdviceIntervals | None = Field(
+        description="95% intervals of `expected` over the reference's sampling; null with "
+        "`expected`"
+    )
     assumption: AdviceAssumption | None = Field(description="the label-shift check")
     reason: str | None = Field(description="why there is no advice, else null")
 

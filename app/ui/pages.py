@@ -600,19 +600,33 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
         reason = str(advice["reason"] or "no threshold meets the objective")
         return head + f'<p class="muted" id="advice">No advice: {escape(reason)}.</p>'
     expected = advice["expected"]
+    intervals = advice.get("expected_intervals")
     values = (
         {}
         if expected is None
         else {
-            "precision": number(expected["precision"]),
-            "recall": number(expected["recall"]),
-            "alert rate": number(expected["alert_rate"]),
-            "cost per prediction": number(expected["cost"]),
+            "precision": (
+                number(expected["precision"]),
+                None if intervals is None else bounds(intervals["precision"]),
+            ),
+            "recall": (
+                number(expected["recall"]),
+                None if intervals is None else bounds(intervals["recall"]),
+            ),
+            "alert rate": (
+                number(expected["alert_rate"]),
+                None if intervals is None else bounds(intervals["alert_rate"]),
+            ),
+            "cost per prediction": (
+                number(expected["cost"]),
+                None if intervals is None else bounds(intervals["cost"]),
+            ),
         }
     )
     rows = "".join(
-        f'<tr><td class="text">{label}</td><td>{format_number(value, 4)}</td></tr>'
-        for label, value in values.items()
+        f'<tr><td class="text">{label}</td><td>{format_number(value, 4)}</td>'
+        f"<td>{interval_text(interval, 4).strip() or DASH}</td></tr>"
+        for label, (value, interval) in values.items()
         if value is not None
     )
     source = (
@@ -639,7 +653,10 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
         + f'<p id="advice">Advised threshold: <strong>{format_number(threshold, 4)}</strong> at '
         f"the window's class ratio {format_number(number(advice['prior']), 4)} "
         f"({source}).</p>"
-        + f'<table><caption class="muted">Expected at the advised threshold</caption>{rows}</table>'
+        + '<table><caption class="muted">Expected at the advised threshold, with 95% intervals '
+        "over the reference's sampling (not the next window's own noise)</caption>"
+        f'<tr><th class="text">quantity</th><th>expected</th><th>95% interval</th></tr>{rows}'
+        "</table>"
         + check
         + '<p class="muted">Recalibrated probabilities for this ratio: <code>GET '
         f"{escape(f'/v1/models/{name}/calibration?{query}')}</code> (docs/acting.md).</p>"

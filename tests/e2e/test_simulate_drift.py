@@ -241,22 +241,27 @@ def _scores(truth: dict[str, Any], index: int) -> tuple[Any, Any]:
 def _check_advice(
     base: str, model: str, records: list[dict[str, Any]], truth: dict[str, Any]
 ) -> None:
-    """Prior-shift windows: advice at their measured ratio with the label-shift check held,
-    and a recalibration map that brings their ECE under the bound (raw scores: over 3 times
-    it); likelihood-drift windows: advice marked as resting on a broken assumption. The web
-    view shows the advice."""
+    """Prior-shift windows: at their measured ratio, with the label-shift check held, the
+    threshold that keeps precision 0.5 flags a few dozen of a window's predictions, too few for
+    its precision to hold the target, or the reference cannot vouch for any: no advice, and the
+    reason says which; their recalibration
+    map brings their ECE under the bound (raw scores: over 3 times it). Likelihood-drift
+    windows: advice marked as resting on a broken assumption. The web view shows the advice."""
     for index, (record, row) in enumerate(zip(records, truth["windows"], strict=True)):
         advice = record["advice"]
         assert advice["objective"] == {"target_precision": 0.5}
         if row["phase"] == "stable":
             continue
         assert advice["prior_source"] == "measured"
-        assert advice["threshold"] is not None
         if row["phase"] == "likelihood":
+            assert advice["threshold"] is not None
             assert advice["assumption"]["holds"] is False, advice
             continue
         assert advice["assumption"]["holds"] is True, advice
-        assert advice["threshold"] > advice["configured_threshold"]
+        assert advice["threshold"] is None
+        assert advice["reason"].startswith(
+            ("the target would not hold", "no threshold meets the objective")
+        ), advice
         # the first request builds the fixed reference from the predictions (the API's
         # reference cache is cold) beside a scheduler still computing: allow it time
         response = httpx.get(

@@ -194,7 +194,5 @@ def test_the_computed_records_between_them_hold_every_typed_key() -> None:
     keys = {path for path in _paths(records.WindowRecord) if not path.endswith("[]")}
     assert sorted(keys - present) == [
         "record.advice.objective.alert_rate",
-        "record.advice.objective.costs",
-        "record.advice.objective.costs.false_negative",
-        "record.advice.objective.costs.false_positive",
+        "record.advice.objective.target_precision",
     ]

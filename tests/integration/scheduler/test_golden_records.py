@@ -47,7 +47,7 @@ def _stored_records(env: Env) -> dict[str, str]:
         pi0=[0.1, 0.3],
         reference={"kind": "trailing", "windows": 2},
         decision={"min_positives": 60},
-        objective={"target_precision": 0.6},
+        objective={"costs": {"false_positive": 1.0, "false_negative": 4.0}},
     )
     batch = make_batch(
         prefix="golden",

@@ -139,7 +139,12 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "prior_source": "measured",
             "threshold": 0.71,
             "expected": {name: _value() for name in ADVICE_QUANTITIES},
-            "expected_intervals": None,
+            "expected_intervals": {
+                "precision": [0.5, 0.7],
+                "recall": [0.2, 0.3],
+                "alert_rate": [0.01, 0.02],
+                "cost": None,
+            },
             "assumption": {"holds": True, "p_value": 0.4, "method": "ks_by_class"},
             "reason": None,
         },

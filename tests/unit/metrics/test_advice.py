@@ -11,21 +11,29 @@ from the first (its measured prior, or its label-free estimate) and judged on th
 from __future__ import annotations
 
 from collections.abc import Callable
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 
 from app.arrays import FloatArray, Int8Array
 from app.metrics.advice import (
+    PRECISION_TOLERANCE,
     advise,
     class_shift_p_value,
+    expected_bounds,
     expected_curves,
     kolmogorov_p_value,
+    wilson_arrays,
+    window_advice,
 )
 from app.metrics.evaluation import evaluate
+from app.metrics.intervals import wilson_bounds
 from app.metrics.label_free import LabelShiftReference, assess_window, label_shift_reference
+from app.metrics.prepared import prepare
 from app.metrics.ranking import Ranking, rank
 from app.metrics.recalibration import MAX_KNOTS, calibration_map, too_small
+from tests.unit.metrics import advice_study as study
 
 PI_REF = 0.1
 MULTIPLIERS = (1 / 5, 1 / 3, 1 / 2, 2, 3, 5)
@@ -162,19 +170,34 @@ def test_advice_holds_on_the_next_window_under_pure_prior_shifts(source: str) ->
 def test_expected_values_follow_the_reference_at_the_prior() -> None:
     scores = np.array([0.9, 0.8, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2])
     labels = np.array([1, 1, 0, 0, 1, 0, 0, 0], dtype=np.int8)
-    ranking = rank(scores, labels)
-    curves = expected_curves(ranking, 0.5)
+    small = rank(scores, labels)
+    curves = expected_curves(small, 0.5)
     # thresholds 0.9, 0.8, 0.6: TPR 1/3, 2/3, 1; FPR 0, 1/5, 2/5
     np.testing.assert_allclose(curves["recall"], [1 / 3, 2 / 3, 1.0])
     np.testing.assert_allclose(curves["fpr"], [0.0, 0.2, 0.4])
     np.testing.assert_allclose(curves["precision"], [1.0, (2 / 3) / (2 / 3 + 0.2), 1 / 1.4])
+    # 3 positives and 5 negatives bound nothing: precision 0.77 at 0.8 is no promise of 0.75
+    assert advise(small, prior=0.5, objective={"target_precision": 0.75}) is None
+    # the same rates from 20,000 copies: the bounds close in on the point values
+    ranking = rank(np.tile(scores, 20_000), np.tile(labels, 20_000))
+    np.testing.assert_allclose(expected_curves(ranking, 0.5)["precision"], curves["precision"])
     advice = advise(ranking, prior=0.5, objective={"target_precision": 0.75})
     assert advice is not None
     assert advice.threshold == 0.8
+    lower, upper = advice.intervals["precision"]
+    assert lower < advice.precision < upper
+    assert upper - lower < 0.02
+    assert "cost" not in advice.intervals
     budget = advise(ranking, prior=0.5, objective={"alert_rate": 0.5})
     assert budget is not None
     assert budget.threshold == 0.8
     assert budget.alert_rate == pytest.approx(0.5 * (2 / 3) + 0.5 * 0.2)
+    assert budget.intervals["alert_rate"][1] <= 0.5
+    # a budget is kept at the alert rate's upper bound: 0.8 flags 0.4333 on average, which is
+    # not a budget of 0.4333 kept whatever the reference's sampling hid
+    tight = advise(ranking, prior=0.5, objective={"alert_rate": budget.alert_rate})
+    assert tight is not None
+    assert tight.threshold == 0.9
     cheap = advise(
         ranking, prior=0.5, objective={"costs": {"false_positive": 1.0, "false_negative": 1.0}}
     )
@@ -182,6 +205,8 @@ def test_expected_values_follow_the_reference_at_the_prior() -> None:
     assert cheap is not None
     assert cheap.threshold == 0.6
     assert cheap.cost == pytest.approx(0.2)
+    cost_lower, cost_upper = cheap.intervals["cost"]
+    assert cost_lower < 0.2 < cost_upper
     assert advise(ranking, prior=0.5, objective={"alert_rate": 0.1}) is None
     assert advise(ranking, prior=0.01, objective={"alert_rate": 0.003}) is None
     assert np.isnan(advice.cost)
@@ -251,3 +276,115 @@ def test_a_small_reference_gets_no_map() -> None:
     assert "1000" in reason
     _, large = fitted(*draw(rng, "beta", 5_000, PI_REF))
     assert too_small(large) is None
+
+
+def test_no_promise_of_precision_one_at_a_rare_prior() -> None:
+    """A reference whose top rows are positives has FPR 0 above its top negative: the point
+    precision there is 1 at any prior. At π 0.01 the advice must not promise it: either no
+    threshold, with a reason, or one whose precision the next window holds."""
+    rng = np.random.default_rng(3)
+    reference = rank(*study.draw(rng, "logistic", 100_000, 0.1))
+    assert reference.neg_above[0] == 0  # the top block is positives only
+    curves = expected_curves(reference, 0.01)
+    assert curves["precision"][0] == 1.0
+    lower = expected_bounds(reference, 0.01)["precision"][0]
+    assert np.all(lower < 1.0)
+    assert np.all(expected_bounds(reference, 0.01)["fpr"][1] > 0.0)
+    scores, labels = study.draw(rng, "logistic", study.WINDOW_ROWS, 0.01)
+    result = {"n": labels.size, "n_pos": int(labels.sum()), "prior": float(labels.mean())}
+    advice = window_advice(
+        objective={"target_precision": 0.8},
+        threshold=0.5,
+        prepared=prepare(scores, labels, score_kind="probability"),
+        result=result,
+        unlabelled=0,
+        reference=reference,
+        estimated=None,
+    )
+    assert advice["threshold"] is None
+    assert advice["expected"] is None
+    assert advice["expected_intervals"] is None
+    assert advice["reason"].startswith("the target would not hold on a window of this size")
+    assert "mostly from the window's own sampling (too few flagged rows)" in advice["reason"]
+    assert f"of a window's {study.WINDOW_ROWS} predictions" in advice["reason"]
+    # the same reference and window with more rows a window: enough flagged to hold it
+    wide = window_advice(
+        objective={"target_precision": 0.8},
+        threshold=0.5,
+        prepared=prepare(scores, labels, score_kind="probability"),
+        result=result,
+        unlabelled=4 * study.WINDOW_ROWS,
+        reference=reference,
+        estimated={
+            "positive_class_ratio": result["prior"],
+            "positive_class_ratio_interval": [0.009, 0.011],
+            "label_shift": {"holds": True, "p_value": 0.5, "method": "m"},
+        },
+    )
+    assert wide["reason"] is None, wide["reason"]
+    assert wide["threshold"] is not None
+    intervals = wide["expected_intervals"]
+    for name in ("precision", "recall", "alert_rate"):
+        lo, hi = intervals[name]
+        assert lo <= wide["expected"][name] <= hi
+    assert intervals["cost"] is None
+    assert intervals["precision"][0] >= 0.8 - PRECISION_TOLERANCE
+
+
+def test_advice_is_held_on_the_next_window_at_rare_priors() -> None:
+    """The study in small (``bench/advice.py`` runs it in full): where advice is given at
+    priors ≤ 0.02 it holds the target on the next window; the former rule gave advice in
+    nearly every window and missed in most of them at 0.005 and 0.002."""
+    cells = study.run(3, families=("logistic", "tree"), seed=5)
+    rare = [p for p in study.PRIORS if p <= 0.02]
+    after = [cells[("design", p, "after")] for p in rare]
+    before = [cells[("design", p, "before")] for p in rare]
+    given = sum(c.given for c in after)
+    assert given >= 3
+    assert sum(c.held for c in after) >= 0.8 * given
+    # withheld with a reason, never a silent gap
+    assert all(sum(c.reasons.values()) == c.windows - c.given for c in after)
+    lowest = [cells[("design", p, "before")] for p in (0.005, 0.002)]
+    assert sum(c.held for c in lowest) < 0.5 * sum(c.given for c in lowest)
+    assert sum(c.given for c in before) > 2 * given
+    common = [cells[("design", p, "after")] for p in study.PRIORS if p >= 0.1]
+    assert sum(c.held for c in common) >= 0.95 * sum(c.given for c in common)
+    assert all(c.given == c.windows for c in common)
+
+
+def test_expected_bounds_cover_the_population_rates() -> None:
+    """At a fixed threshold far in the negatives' tail (latent scores in steps of 0.5, the
+    rates at it known exactly), the precision and alert-rate intervals of references of 3,000
+    rows at π 0.1 hold the population's values at π 0.01 in at least 95% of references,
+    including those that count no negative above it (FPR 0, point precision 1)."""
+    rng = np.random.default_rng(9)
+    cut = 5.75  # the scores 6.0 and above
+    fpr = 1 - NormalDist(0.0, 1.8).cdf(cut)
+    tpr = 1 - NormalDist(1.8 * 1.8, 1.8).cdf(cut)
+    prior = 0.01
+    truth = prior * tpr / (prior * tpr + (1 - prior) * fpr)
+    rate = prior * tpr + (1 - prior) * fpr
+    held, alert_held, zero_fp, references = 0, 0, 0, 400
+    for _ in range(references):
+        labels = (rng.random(3_000) < PI_REF).astype(np.int8)
+        latent = np.round(2 * 1.8 * (rng.normal(size=labels.size) + 1.8 * labels)) / 2
+        ranking = rank(latent, labels)
+        (k,) = np.flatnonzero(ranking.thresholds == 6.0)
+        bounds = expected_bounds(ranking, prior)
+        held += bool(bounds["precision"][0][k] <= truth <= bounds["precision"][1][k])
+        alert_held += bool(bounds["alert_rate"][0][k] <= rate <= bounds["alert_rate"][1][k])
+        zero_fp += int(ranking.fp[k] == 0)
+        assert bounds["fpr"][1][k] > 0.0
+    assert held >= 0.95 * references
+    assert alert_held >= 0.95 * references
+    assert zero_fp >= 0.05 * references
+
+
+def test_wilson_arrays_agree_with_the_scalar_bounds() -> None:
+    successes = np.array([0, 1, 7, 50, 100])
+    lower, upper = wilson_arrays(successes, 100, 2.2)
+    for i, x in enumerate(successes):
+        lo, hi = wilson_bounds(x / 100, 100, 2.2)
+        assert lower[i] == pytest.approx(lo, abs=1e-15)
+        assert upper[i] == pytest.approx(hi, abs=1e-15)
+    assert upper[0] == pytest.approx(2.2**2 / (100 + 2.2**2))

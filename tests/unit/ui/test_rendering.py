@@ -354,11 +354,18 @@ def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
         "prior_source": "measured",
         "threshold": 0.9123,
         "expected": {"precision": 0.81, "recall": 0.4, "alert_rate": 0.005, "cost": None},
-        "expected_intervals": None,
+        "expected_intervals": {
+            "precision": [0.7612, 0.8433],
+            "recall": [0.37, 0.43],
+            "alert_rate": [0.0046, 0.0055],
+            "cost": None,
+        },
         "assumption": {"holds": True, "p_value": 0.3, "method": "ks_by_class"},
         "reason": None,
     }
     shown = advice_section(_window(advice), name="m", segment="*")
+    assert "<td>0.8100</td><td>[0.7612, 0.8433]</td>" in shown
+    assert "over the reference's sampling" in shown
     assert "Advised threshold: <strong>0.9123</strong>" in shown
     assert "Configured threshold: <strong>0.5000</strong>" in shown
     assert "precision at least 0.800" in shown
