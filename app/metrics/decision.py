@@ -9,15 +9,18 @@ splits the pooled set's change from the reference exactly as a window's
 
 - the class ratio moved when the pooled set's 95% Wilson interval of the positive class ratio
   and the reference's are disjoint (needs no metric interval, so it answers at 30 positives);
-- the model got worse when the likelihood part's 95% interval lies below 0;
-- stable when both intervals exist and neither says so; not enough data when the likelihood
-  interval is absent and the ratio did not visibly move.
+- the model got worse when the page's rule holds (below), the same evidence as the alert;
+- the model may be worse (not yet significant) when only the likelihood part's 95% interval
+  lies below 0: every hour's decision is another look at nearly the same windows, so that
+  interval alone would say "worse" some hour of a day under a pure class-ratio change;
+- stable when the likelihood interval exists and none says so; not enough data when it is
+  absent and the ratio did not visibly move.
 
 The page (:func:`page`, ``CalmonDecisionMetricDrop``) asks a sharper question at a stricter level:
 did the positives' scores fall relative to the reference's positives
 (:func:`positives_shift`)? Under a pure class-ratio change the scores of each class keep their
-distribution, so this rank test keeps its level at any ratio, with ties and at 20 positives,
-which the bootstrap interval of the AP part does not promise in its far tail.
+distribution, so its permutation tests keep their level at any ratio, with ties and at 20
+positives, which the bootstrap interval of the AP part does not promise in its far tail.
 """
 
 from __future__ import annotations
