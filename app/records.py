@@ -267,13 +267,21 @@ class SegmentsOverflow(TypedDict):
 class PositivesShift(TypedDict):
     """Whether the pooled positives score lower than the reference's positives."""
 
-    method: Literal["mann_whitney"]
+    method: Literal["mann_whitney", "mann_whitney_and_placement"]
     z: float
     p_value: float
+    mann_whitney_z: NotRequired[float | None]
+    placement_z: NotRequired[float | None]
 
 
 DecisionVerdict = Literal[
-    "model_got_worse", "class_ratio_moved", "both", "stable", "not_enough_data"
+    "model_got_worse",
+    "class_ratio_moved",
+    "both",
+    "stable",
+    "not_enough_data",
+    "model_may_be_worse",
+    "class_ratio_moved_model_may_be_worse",
 ]
 
 

@@ -349,12 +349,25 @@ class PositivesShift(_Closed):
     """Whether the pooled positives score lower than the reference's positives: the test the
     page `CalmonDecisionMetricDrop` reads (`docs/metrics.md`, "Decisions at few positives")."""
 
-    method: Literal["mann_whitney"] = Field(
-        description="one-sided Mann-Whitney test of the two sets' positive scores, ties "
-        "corrected, normal approximation"
+    method: Literal["mann_whitney", "mann_whitney_and_placement"] = Field(
+        description="`mann_whitney_and_placement`: the one-sided Mann-Whitney test of the two "
+        "sets' positive scores and the test of their placements among the pooled negatives, "
+        "the smaller p-value doubled; `mann_whitney` (windows computed before): the first alone"
     )
-    z: float = Field(description="its z, above 0 when the pooled positives score lower")
+    z: float = Field(
+        description="the larger of the tests' z (the Mann-Whitney z alone before), above 0 when "
+        "the pooled positives score lower"
+    )
     p_value: float = Field(description="its one-sided p-value")
+    mann_whitney_z: float | None = Field(
+        default=None,
+        description="z of the Mann-Whitney test (ties corrected); absent before it was stored",
+    )
+    placement_z: float | None = Field(
+        default=None,
+        description="skewness-corrected z of the placement test; null without pooled negatives, "
+        "absent before it was stored",
+    )
 
 
 class Decision(_Closed):
@@ -369,12 +382,23 @@ class Decision(_Closed):
     n: int = Field(description="labelled predictions pooled")
     n_pos: int = Field(description="positives pooled")
     verdict: Literal[
-        "model_got_worse", "class_ratio_moved", "both", "stable", "not_enough_data"
+        "model_got_worse",
+        "class_ratio_moved",
+        "both",
+        "stable",
+        "not_enough_data",
+        "model_may_be_worse",
+        "class_ratio_moved_model_may_be_worse",
     ] = Field(
         description="`class_ratio_moved` when the pooled and the reference class ratios' 95% "
-        "Wilson intervals are disjoint; `model_got_worse` when the likelihood part's 95% "
-        "interval lies below 0; `both`; `stable` when the likelihood interval exists and "
-        "neither holds; `not_enough_data` without a likelihood interval and a visible ratio move"
+        "Wilson intervals are disjoint; `model_got_worse` when the page's rule holds (the "
+        "positives' shift test below p 0.000233 and the likelihood part below -5% of the "
+        "reference value), `both` with a moved ratio; `model_may_be_worse` (or "
+        "`class_ratio_moved_model_may_be_worse`) when only the likelihood part's 95% interval "
+        "lies below 0, not yet significant at the page's level; `stable` when the likelihood "
+        "interval exists and none holds; `not_enough_data` without a likelihood interval and "
+        "a visible ratio move. Windows computed before the page's rule decided read "
+        "`model_got_worse` / `both` from the interval alone"
     )
     metric: Literal["precision", "f1", "average_precision"] = Field(
         description="the metric whose change is split"

@@ -22,7 +22,13 @@ import numpy.typing as npt
 
 from app.arrays import FloatArray
 from app.metrics.advice import window_advice
-from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
+from app.metrics.decision import (
+    DECISION_METRIC,
+    decide,
+    decision_from_split,
+    finite_or_none,
+    positives_shift,
+)
 from app.metrics.evaluation import SetSums, evaluate_prepared, evaluate_ranked
 from app.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
 from app.metrics.label_free import LabelShiftReference, estimate_window
@@ -367,7 +373,10 @@ def window_decision(
             parts=None if split is None else split.get(DECISION_METRIC),
             shift=None
             if reference is None
-            else positives_shift(prepared.ranking, reference.ranking),
+            else positives_shift(prepared.ranking, reference.ranking, (prepared.neg_sorted,)),
+            reference_value=None
+            if reference is None
+            else finite_or_none(reference.evaluation["regular"].get(DECISION_METRIC)),
         )
     pool = Pool(
         np.sort(np.concatenate([prepared.pos_sorted, *trailing.positives])),
@@ -387,4 +396,5 @@ def window_decision(
         threshold=config.threshold,
         score_kind=config.score_kind,
         seed=seed,
+        negatives=(prepared.neg_sorted, *trailing.negatives),
     )

@@ -80,6 +80,19 @@ class _Part:
     stored: bool
 
 
+def pooling_bound(model: Model, *, start: datetime, earliest: datetime) -> datetime:
+    """The earliest start a window pooled with the window starting at ``start`` may have,
+    given ``earliest`` (from ``max_span``): for a window after a fixed reference period, no
+    earlier than the period's end, so that no pooled window shares rows with the reference it
+    is compared with (a drift that starts when the period ends would be diluted by the
+    period's own rows). A window that starts inside the period is part of its reference
+    anyway, and one before it pools only windows before it."""
+    end = model.reference_end
+    if model.reference_kind != "fixed" or end is None or start < end:
+        return earliest
+    return max(earliest, end)
+
+
 def _pooled_parts(
     session: Session,
     *,
@@ -91,14 +104,15 @@ def _pooled_parts(
     settings: DecisionSettings,
 ) -> tuple[list[_Part], dict[datetime, tuple[FloatArray, FloatArray]]]:
     """The windows of ``segment`` before ``start`` to pool, newest first: back until they and
-    the window hold ``min_positives`` positives, within ``max_span``; and the sorted classes of
+    the window hold ``min_positives`` positives, within ``max_span`` and not into a fixed
+    reference period (:func:`pooling_bound`); and the sorted classes of
     those among them not computed yet (read from their rows: a back-fill computes windows of
     a fixed reference newest first), by start. A computed window counts with its stored
     positives; its scores are read later from ``window_scores``."""
     if window_positives >= settings.min_positives:
         return [], {}
     length = window_length(model.window)
-    earliest = start + length - settings.max_span
+    earliest = pooling_bound(model, start=start, earliest=start + length - settings.max_span)
     stored = dict(
         session.execute(
             select(WindowResult.starts_at, WindowResult.n_pos).where(

@@ -57,6 +57,7 @@ th{background:#f4f4f4;position:sticky;top:0}
 td.text,th.text{text-align:left}td.text a,td.when{white-space:nowrap}
 .alert{color:#9b1c1c;font-weight:600}.ok{color:#23663a}.muted{color:#666}
 .v-both,.v-worse{color:#9b1c1c;font-weight:600}.v-ratio{color:#8a5300;font-weight:600}
+.v-maybe{color:#8a5300}
 .v-unknown{color:#666}
 .scroll{max-height:560px;overflow:auto;border:1px solid #ddd}
 tr.selected td{background:#fff6d6}
@@ -89,6 +90,8 @@ VERDICT_CLASS: Final[dict[Verdict, str]] = {
     Verdict.BOTH: "v-both",
     Verdict.WORSE: "v-worse",
     Verdict.RATIO: "v-ratio",
+    Verdict.MAYBE_WORSE: "v-maybe",
+    Verdict.RATIO_MAYBE_WORSE: "v-ratio",
     Verdict.NEITHER: "ok",
     Verdict.UNKNOWN: "v-unknown",
 }
@@ -545,11 +548,19 @@ def _explain_decision(decision: DecisionReading) -> str:
             + "the likelihood part has no interval yet (under 100 positives pooled within the "
             "model's decision.max_span, or no reference)."
         )
-    return (
+    parts = (
         pooled + ratio + "the prior part of the AP change is "
         f"{_part(decision.prior_part, decision.prior_interval)}, the likelihood part "
         f"{_part(decision.likelihood_part, decision.likelihood_interval)}."
     )
+    if decision.verdict in (Verdict.MAYBE_WORSE, Verdict.RATIO_MAYBE_WORSE):
+        parts += (
+            " Its interval lies below 0, but the positives' shift test"
+            f" (p = {_p_value(decision.shift_p_value)}) has not reached the page's level"
+            " (p < 0.000233, with the part below 5% of the reference AP): not yet significant;"
+            " the next windows will tell."
+        )
+    return parts
 
 
 def _verdict_sentence(record: WindowRecord, reading: WindowReading) -> str:

@@ -17,8 +17,10 @@ estimate speaks where the decision cannot (:func:`estimate_speaks`): its record'
 ``estimated.verdict``.
 
 The verdict shown is the record's pooled ``decision`` (:func:`record_verdict`,
-``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler; the
-window's own reading above stays for records computed before decisions existed.
+``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler: "model got
+worse" only where the page's rule holds, "may be worse; not yet significant" where only the
+likelihood part's 95% interval lies below 0. The window's own reading above stays for records
+computed before decisions existed.
 
 The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
 (``CalmonCalibratedMetricDrop``, ``CalmonPriorShift``, ``CalmonPriorShiftEstimated``,
@@ -34,7 +36,16 @@ from enum import StrEnum
 from typing import Any, Final
 
 from app.catalogue import VERDICT_WORDS, labels_decide
-from app.metrics.decision import BOTH, RATIO, STABLE, UNKNOWN, WORSE, page
+from app.metrics.decision import (
+    BOTH,
+    MAYBE_WORSE,
+    RATIO,
+    RATIO_MAYBE_WORSE,
+    STABLE,
+    UNKNOWN,
+    WORSE,
+    page,
+)
 from app.metrics.intervals import wilson_interval
 from app.metrics.label_free import CHECK_LEVEL
 from app.records import WindowRecord, metric_value, split_parts
@@ -59,6 +70,8 @@ class Verdict(StrEnum):
     RATIO = "class ratio moved"
     WORSE = "model got worse"
     BOTH = "class ratio moved and model got worse"
+    MAYBE_WORSE = "model may be worse; not yet significant"
+    RATIO_MAYBE_WORSE = "class ratio moved; model may be worse, not yet significant"
     NEITHER = "neither: stable"
     UNKNOWN = "not enough data"
 
@@ -146,13 +159,16 @@ DECISION_VERDICTS: Final[dict[str, Verdict]] = {
     BOTH: Verdict.BOTH,
     STABLE: Verdict.NEITHER,
     UNKNOWN: Verdict.UNKNOWN,
+    MAYBE_WORSE: Verdict.MAYBE_WORSE,
+    RATIO_MAYBE_WORSE: Verdict.RATIO_MAYBE_WORSE,
 }
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionReading:
     """A window's pooled decision (``decision`` of its record): the verdict, the pooled span
-    and counts, and the parts of the change of its metric with their intervals."""
+    and counts, the parts of the change of its metric with their intervals, and the p-value
+    of the positives' shift test the page reads (None without one)."""
 
     verdict: Verdict
     windows: int
@@ -166,6 +182,7 @@ class DecisionReading:
     prior_interval: Bounds | None
     likelihood_part: float | None
     likelihood_interval: Bounds | None
+    shift_p_value: float | None = None
 
 
 def read_decision(record: WindowRecord) -> DecisionReading | None:
@@ -174,6 +191,7 @@ def read_decision(record: WindowRecord) -> DecisionReading | None:
     decision = record.get("decision")
     if decision is None:
         return None
+    shift = decision.get("positives_shift")
     return DecisionReading(
         verdict=DECISION_VERDICTS.get(decision["verdict"], Verdict.UNKNOWN),
         windows=decision["windows"],
@@ -187,6 +205,7 @@ def read_decision(record: WindowRecord) -> DecisionReading | None:
         prior_interval=bounds(decision["prior_interval"]),
         likelihood_part=number(decision["likelihood_part"]),
         likelihood_interval=bounds(decision["likelihood_interval"]),
+        shift_p_value=None if shift is None else number(shift["p_value"]),
     )
 
 

@@ -196,3 +196,23 @@ def test_the_computed_records_between_them_hold_every_typed_key() -> None:
         "record.advice.objective.alert_rate",
         "record.advice.objective.target_precision",
     ]
+
+
+def test_a_decision_stored_before_the_placement_test_still_validates() -> None:
+    """A record of the Mann-Whitney page (no ``mann_whitney_z``/``placement_z``, verdict
+    "both" from the interval) validates as stored; the new verdicts validate too, and a verdict
+    outside the vocabulary does not."""
+    record = next(r for r in _golden() if r["decision"]["positives_shift"] is not None)
+    old = json.loads(json.dumps(record))
+    old["decision"]["positives_shift"] = {"method": "mann_whitney", "z": 0.4, "p_value": 0.34}
+    old["decision"]["verdict"] = "both"
+    window_schemas.WindowRecord.model_validate(old)
+    assert _missing_and_unknown(old, records.WindowRecord, "record") == []
+    for verdict in ("model_may_be_worse", "class_ratio_moved_model_may_be_worse"):
+        new = json.loads(json.dumps(record))
+        new["decision"]["verdict"] = verdict
+        window_schemas.WindowRecord.model_validate(new)
+    wrong = json.loads(json.dumps(record))
+    wrong["decision"]["verdict"] = "may_be_worse"
+    with pytest.raises(ValueError, match="verdict"):
+        window_schemas.WindowRecord.model_validate(wrong)

@@ -38,15 +38,23 @@ def _expected(
     clock: SettledClock, model: str, window: int, pooled: Batch, reference: Batch
 ) -> dict[str, object]:
     """The decision of ``pooled`` against ``reference`` computed from their rows."""
-    sets = []
+    sets, negatives = [], []
     for part in (pooled, reference):
         scores, labels = part.labelled()
         pos, neg = np.sort(scores[labels == 1]), np.sort(scores[labels == 0])
+        negatives.append(neg)
         sets.append(
             (rank_sorted(pos, neg), set_sums(pos, neg, threshold=0.5, score_kind="probability"))
         )
     seed = zlib.crc32(f"{model}|*|{iso(_start(clock, window))}".encode())
-    return decide(*sets[0], *sets[1], threshold=0.5, score_kind="probability", seed=seed)
+    return decide(
+        *sets[0],
+        *sets[1],
+        threshold=0.5,
+        score_kind="probability",
+        seed=seed,
+        negatives=negatives[:1],
+    )
 
 
 def _check(actual: dict[str, object], expected: dict[str, object]) -> None:
@@ -204,7 +212,8 @@ def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
     ]
     for window in range(2, 6):
         first = window
-        while sum(positives[first : window + 1]) < 40 and window - first + 1 < 4:
+        # back to 40 positives, within 20 minutes, not into the reference period (0 and 1)
+        while sum(positives[first : window + 1]) < 40 and window - first + 1 < 4 and first > 2:
             first -= 1
         decision = stars[iso(_start(clock, window))]["decision"]
         assert (decision["windows"], decision["start"]) == (
@@ -218,3 +227,44 @@ def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
                 clock, "cards", window, pooled, batch.where(_start(clock, 0), _start(clock, 2))
             ),
         )
+
+
+def test_a_window_after_a_fixed_reference_period_pools_no_window_of_the_period(
+    env: Env, clock: SettledClock
+) -> None:
+    """The first windows after a fixed reference period pool back only to its end, however
+    many positives they lack: a pooled window never shares rows with the reference it is
+    compared with. Windows inside the period pool as before."""
+    create_model(
+        env.client,
+        "cards",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 3))},
+        decision={"min_positives": 10_000, "max_span": "30m"},
+    )
+    batch = make_batch(
+        prefix="f",
+        start=_start(clock, 0),
+        count=6 * 60,
+        spacing=timedelta(seconds=5),
+        seed=5,
+        prior=0.25,
+    )
+    scheduler = env.scheduler()
+    send(env.client, "cards", batch.where(_start(clock, 0), _start(clock, 5)))
+    assert scheduler.tick().computed == 5
+    send(env.client, "cards", batch.where(_start(clock, 5), _start(clock, 6)))
+    assert scheduler.tick().computed == 1
+    stars = by_window(windows(env.client, "cards"))
+    reference = batch.where(_start(clock, 0), _start(clock, 3))
+    for window in (3, 4, 5):
+        decision = stars[iso(_start(clock, window))]["decision"]
+        assert (decision["windows"], decision["start"]) == (window - 2, iso(_start(clock, 3)))
+        pooled = batch.where(_start(clock, 3), _start(clock, window) + FIVE_MINUTES)
+        assert decision["n"] == pooled.labelled()[1].size
+        if window > 3:
+            _check(decision, _expected(clock, "cards", window, pooled, reference))
+    # inside the period the pool reaches back as far as max_span allows
+    inside = stars[iso(_start(clock, 2))]["decision"]
+    assert (inside["windows"], inside["start"]) == (3, iso(_start(clock, 0)))

@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from app.arrays import FloatArray
-from app.metrics.decision import DECISION_METRIC, PAGE_P, decide_all, page
+from app.metrics.decision import BOTH, DECISION_METRIC, PAGE_P, WORSE, decide_all, page
 from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from app.metrics.ranking import Ranking, rank_sorted
 from app.metrics.split import PART_INTERVAL_METRICS, shapley_parts
@@ -52,7 +52,33 @@ RARE_FAMILIES = (
     Family("rare tied", positives=((1.0, 3.0, 1.2),), negatives=((1.0, 1.0, 4.0),), decimals=2),
 )
 """Continuous unimodal, bimodal (each class a mixture) and 101-valued scores (ties); population
-AP 0.25, 0.40, 0.35 at π = 0.002 and 0.44, 0.60, 0.54 at π = 0.01."""
+AP 0.25, 0.40, 0.35 at π = 0.002 and 0.44, 0.60, 0.54 at π = 0.01. The page's test was designed
+on these."""
+HELD_OUT_FAMILIES = (
+    Family(
+        "label noise",
+        positives=((0.9, 5.0, 1.2), (0.1, 1.2, 7.0)),
+        negatives=((0.99, 1.2, 7.0), (0.01, 5.0, 1.2)),
+    ),
+    Family(
+        "confident mistakes",
+        positives=((1.0, 4.0, 2.0),),
+        negatives=((0.995, 1.0, 5.0), (0.005, 20.0, 1.0)),
+    ),
+    Family(
+        "label noise, tied",
+        positives=((0.92, 4.0, 1.0), (0.08, 1.0, 5.0)),
+        negatives=((0.99, 1.0, 5.0), (0.01, 4.0, 1.0)),
+        decimals=2,
+    ),
+)
+"""Families the page's test was not designed on, each with a rare component in a class: 10% of
+positives scoring like the negatives and 1% of negatives like the positives (label noise, also
+on 101 values), and a cluster of 0.5% confident negatives above most positives."""
+#: how a likelihood drift moves the positives: a share of them scored like the negatives
+#: (``mixture``), or every positive component's first Beta parameter moved toward 1, its scores
+#: shrunk toward the negatives' (``shrink``)
+DRIFT_KINDS = ("mixture", "shrink")
 GRID_CELLS = 50_000
 
 
@@ -128,6 +154,28 @@ def drifted(family: Family, prior: float, drop: float = DRIFT_DROP) -> Family:
 
 
 @cache
+def shrunk(family: Family, prior: float, drop: float = DRIFT_DROP) -> Family:
+    """``family`` with each positive component Beta(a, b) moved to Beta(a - c·(a - 1), b), c
+    chosen by bisection so that the population AP at ``prior`` is (1 - ``drop``) of the
+    family's (a component with a ≤ 1, already scoring like the negatives, stays)."""
+    target = (1 - drop) * population_ap(family, prior)
+    lo, hi = 0.0, 1.0
+    for _ in range(20):
+        share = (lo + hi) / 2
+        candidate = Family(
+            f"{family.name}, shrunk",
+            positives=tuple((w, a - share * max(a - 1.0, 0.0), b) for w, a, b in family.positives),
+            negatives=family.negatives,
+            decimals=family.decimals,
+        )
+        if population_ap(candidate, prior) > target:
+            lo = share
+        else:
+            hi = share
+    return candidate
+
+
+@cache
 def population_parts(
     window: Family, reference: Family, window_prior: float, ref_prior: float, metric: str
 ) -> tuple[float, float]:
@@ -148,7 +196,8 @@ def population_parts(
 @dataclass(frozen=True, slots=True)
 class Regime:
     """A family at π_ref with ``positives`` expected per window; after the warm-up the prior is
-    multiplied by ``factor`` and (``drift``) the positives drift."""
+    multiplied by ``factor`` and (``drift``) the positives drift as ``kind`` says
+    (DRIFT_KINDS)."""
 
     family: Family
     ref_prior: float
@@ -156,12 +205,22 @@ class Regime:
     factor: float = 1.0
     drift: bool = False
     reference_hours: int = REFERENCE_HOURS
+    kind: str = "mixture"
+
+    @property
+    def drifted_family(self) -> Family:
+        """The family of the windows after the change."""
+        if not self.drift:
+            return self.family
+        if self.kind == "shrink":
+            return shrunk(self.family, self.ref_prior)
+        return drifted(self.family, self.ref_prior)
 
     @property
     def name(self) -> str:
         change = f"prior x{self.factor:.3g}" if self.factor != 1.0 else "no prior shift"
         if self.drift:
-            change = f"AP -{DRIFT_DROP:.0%} likelihood drift"
+            change = f"AP -{DRIFT_DROP:.0%} likelihood drift ({self.kind})"
         days = self.reference_hours / 24
         return (
             f"{self.family.name}, π_ref = {self.ref_prior}, reference {days:g} d, "
@@ -181,17 +240,52 @@ class ModelRun:
     windows: list[int] = field(default_factory=list)
     covered: dict[str, int] = field(default_factory=dict)
     published: dict[str, int] = field(default_factory=dict)
+    #: per hour, the decision by DECISION_METRIC when computed with its intervals, else None
+    verdict_decisions: list[dict[str, Any] | None] = field(default_factory=list)
 
-    def first_page(self, metric: str = DECISION_METRIC, p: float = PAGE_P) -> int | None:
+    def first_page(
+        self, metric: str = DECISION_METRIC, p: float = PAGE_P, *, test: str = "after"
+    ) -> int | None:
         """Hours from the change to the end of the first window whose decision by ``metric``
-        pages at the level ``p``, None without a page."""
+        pages at the level ``p``, None without a page; ``test`` "before" reads the page of
+        the Mann-Whitney test alone (the page before the placement test joined it)."""
         for hour, decisions in enumerate(self.decisions):
-            if page(decisions[metric], reference_value=self.reference_values[metric], p=p):
+            decision = decisions[metric]
+            if test == "before":
+                decision = _mann_whitney_only(decision)
+            if page(decision, reference_value=self.reference_values[metric], p=p):
                 return hour + 1
         return None
 
+    def says_worse(self, hours: int, *, test: str = "after") -> bool | None:
+        """Whether a decision of the first ``hours`` reads "worse": ``model_got_worse`` or
+        ``both`` (which rest on the page, so every decision says it); "before", where the
+        likelihood part's 95% interval lies below 0 (the verdict before it rested on the page)
+        in a decision computed with its intervals (None when none was)."""
+        if test != "before":
+            return any(
+                decisions[DECISION_METRIC]["verdict"] in (WORSE, BOTH)
+                for decisions in self.decisions[:hours]
+            )
+        computed = [d for d in self.verdict_decisions[:hours] if d is not None]
+        if not computed:
+            return None
+        return any(
+            d["likelihood_interval"] is not None and d["likelihood_interval"][1] < 0.0
+            for d in computed
+        )
+
 
 Pool = tuple[FloatArray, FloatArray]
+
+
+def _mann_whitney_only(decision: dict[str, Any]) -> dict[str, Any]:
+    """``decision`` with its positives' shift read from the Mann-Whitney test alone."""
+    shift = decision["positives_shift"]
+    if shift is None:
+        return decision
+    z = shift["mann_whitney_z"]
+    return {**decision, "positives_shift": {"z": z, "p_value": stats.norm.sf(z)}}
 
 
 def _sorted_classes(family: Family, rng: np.random.Generator, n: int, prior: float) -> Pool:
@@ -200,8 +294,8 @@ def _sorted_classes(family: Family, rng: np.random.Generator, n: int, prior: flo
 
 
 def _ranked(pools: list[Pool]) -> tuple[Ranking, SetSums]:
-    pos = np.sort(np.concatenate([p for p, _ in pools]))
-    neg = np.sort(np.concatenate([n for _, n in pools]))
+    pos = np.sort(np.concatenate([p for p, _ in pools]), kind="stable")
+    neg = np.sort(np.concatenate([n for _, n in pools]), kind="stable")
     return rank_sorted(pos, neg), set_sums(pos, neg, threshold=THRESHOLD, score_kind="score")
 
 
@@ -212,9 +306,11 @@ def run_model(
     seed: list[int],
     min_positives: int = MIN_POSITIVES,
     coverage_every: int = COVERAGE_EVERY,
+    verdict_hours: int = 0,
 ) -> ModelRun:
     """One model of ``regime`` over ``hours`` hourly windows after the change, its decisions
-    pooling ``min_positives``, every ``coverage_every``-th with its intervals."""
+    pooling ``min_positives``, every ``coverage_every``-th with its intervals, and every one of
+    the first ``verdict_hours`` (for the verdicts read over them)."""
     rng = np.random.default_rng(seed)
     n = round(regime.positives / regime.ref_prior)
     ref_pos, ref_neg = _sorted_classes(
@@ -225,7 +321,7 @@ def run_model(
         reference, ref_sums, threshold=THRESHOLD, pi0=(), score_kind="score"
     )["regular"]
     prior = regime.ref_prior * regime.factor
-    family = drifted(regime.family, regime.ref_prior) if regime.drift else regime.family
+    family = regime.drifted_family
     windows = [
         _sorted_classes(regime.family, rng, n, regime.ref_prior) for _ in range(WARMUP_HOURS)
     ]
@@ -246,9 +342,13 @@ def run_model(
             threshold=THRESHOLD,
             score_kind="score",
             seed=hour,
-            intervals=full,
+            intervals=full or hour - WARMUP_HOURS < verdict_hours,
+            negatives=[n for _, n in windows[first : hour + 1]],
         )
         run.decisions.append(decisions)
+        run.verdict_decisions.append(
+            decisions[DECISION_METRIC] if full or hour - WARMUP_HOURS < verdict_hours else None
+        )
         run.windows.append(hour - first + 1)
         if first < WARMUP_HOURS or not full:
             continue
@@ -274,6 +374,8 @@ class RegimeResult:
     covered: dict[str, int]
     published: dict[str, int]
     median_windows: float
+    #: models whose verdict read "worse" in the first hours (None: not measured)
+    said_worse: int | None = None
 
     def coverage(self, part: str) -> float:
         return (
@@ -289,6 +391,7 @@ def run_regime(
     seed: int,
     min_positives: int = MIN_POSITIVES,
     coverage_every: int = COVERAGE_EVERY,
+    verdict_hours: int = 0,
 ) -> list[ModelRun]:
     """``models`` seeded models of ``regime`` over ``hours`` hours after the change."""
     return [
@@ -298,16 +401,25 @@ def run_regime(
             seed=[seed, i],
             min_positives=min_positives,
             coverage_every=coverage_every,
+            verdict_hours=verdict_hours,
         )
         for i in range(models)
     ]
 
 
 def summarise(
-    runs: list[ModelRun], *, metric: str = DECISION_METRIC, p: float = PAGE_P
+    runs: list[ModelRun],
+    *,
+    metric: str = DECISION_METRIC,
+    p: float = PAGE_P,
+    test: str = "after",
+    verdict_hours: int = 24,
 ) -> RegimeResult:
-    """What :class:`RegimeResult` says of ``runs`` by ``metric`` with pages at level ``p``."""
-    firsts = [run.first_page(metric, p) for run in runs]
+    """What :class:`RegimeResult` says of ``runs`` by ``metric`` with pages at level ``p`` by
+    the page's ``test`` ("after", or "before": the Mann-Whitney test alone), and how many
+    models read "worse" in the first ``verdict_hours`` (:meth:`ModelRun.says_worse`)."""
+    firsts = [run.first_page(metric, p, test=test) for run in runs]
+    said = [run.says_worse(verdict_hours, test=test) for run in runs]
     found = [f for f in firsts if f is not None]
     parts = ("prior", "likelihood")
     return RegimeResult(
@@ -318,4 +430,5 @@ def summarise(
         covered={p: sum(r.covered.get(f"{metric} {p}", 0) for r in runs) for p in parts},
         published={p: sum(r.published.get(f"{metric} {p}", 0) for r in runs) for p in parts},
         median_windows=float(np.median([w for run in runs for w in run.windows])),
+        said_worse=None if None in said else sum(bool(x) for x in said),
     )

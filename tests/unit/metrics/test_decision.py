@@ -3,6 +3,7 @@ change decided without a metric interval, a likelihood drift found, the page's l
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -10,11 +11,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from app.arrays import FloatArray
 from app.metrics.decision import (
     BOTH,
+    MAYBE_WORSE,
     PAGE_MATERIAL,
     PAGE_P,
     RATIO,
+    RATIO_MAYBE_WORSE,
+    SHIFT_METHOD,
     STABLE,
     UNKNOWN,
     WORSE,
@@ -34,29 +39,68 @@ LOW, HIGH = [0.01, 0.02], [0.04, 0.05]
 
 
 @pytest.mark.parametrize(
-    ("ratio", "reference", "likelihood", "verdict"),
+    ("ratio", "reference", "likelihood", "paged", "verdict"),
     [
-        (LOW, HIGH, [-0.2, -0.1], BOTH),
-        (LOW, HIGH, [-0.1, 0.1], RATIO),
-        (LOW, HIGH, None, RATIO),
-        ([0.015, 0.045], HIGH, [-0.2, -0.1], WORSE),
-        ([0.015, 0.045], HIGH, [-0.1, 0.1], STABLE),
-        ([0.015, 0.045], HIGH, [0.05, 0.1], STABLE),
-        ([0.015, 0.045], HIGH, None, UNKNOWN),
-        (LOW, None, None, UNKNOWN),
-        (None, HIGH, [-0.2, -0.1], WORSE),
+        (LOW, HIGH, [-0.2, -0.1], True, BOTH),
+        (LOW, HIGH, [-0.2, -0.1], False, RATIO_MAYBE_WORSE),
+        (LOW, HIGH, [-0.1, 0.1], False, RATIO),
+        (LOW, HIGH, None, False, RATIO),
+        (LOW, HIGH, None, True, BOTH),
+        ([0.015, 0.045], HIGH, [-0.2, -0.1], True, WORSE),
+        ([0.015, 0.045], HIGH, [-0.2, -0.1], False, MAYBE_WORSE),
+        ([0.015, 0.045], HIGH, None, True, WORSE),
+        ([0.015, 0.045], HIGH, [-0.1, 0.1], False, STABLE),
+        ([0.015, 0.045], HIGH, [0.05, 0.1], False, STABLE),
+        ([0.015, 0.045], HIGH, None, False, UNKNOWN),
+        (LOW, None, None, False, UNKNOWN),
+        (None, HIGH, [-0.2, -0.1], True, WORSE),
+        (None, HIGH, [-0.2, -0.1], False, MAYBE_WORSE),
     ],
 )
-def test_the_verdict_reads_the_ratio_intervals_and_the_likelihood_interval(
+def test_the_verdict_says_worse_only_where_the_page_holds(
     ratio: list[float] | None,
     reference: list[float] | None,
     likelihood: list[float] | None,
+    paged: bool,
     verdict: str,
 ) -> None:
+    """ "Worse" rests on the page's evidence; a likelihood interval below 0 without it reads
+    "may be worse"."""
     got = verdict_of(
-        ratio_interval=ratio, reference_interval=reference, likelihood_interval=likelihood
+        ratio_interval=ratio,
+        reference_interval=reference,
+        likelihood_interval=likelihood,
+        paged=paged,
     )
     assert got == verdict
+
+
+def test_a_decision_reads_worse_from_the_page_not_from_the_interval() -> None:
+    """The same split and shift test: worse when the page's rule holds for the reference's
+    value, "may be worse" when the part is not material for a larger reference value."""
+    parts = {
+        "prior": 0.0,
+        "likelihood": -0.04,
+        "prior_interval": [-0.01, 0.01],
+        "likelihood_interval": [-0.07, -0.01],
+    }
+    shift = {"method": SHIFT_METHOD, "z": 4.0, "p_value": PAGE_P / 4}
+
+    def verdict(shift: dict[str, object], reference_value: float) -> str:
+        decision = decision_from_split(
+            n=40_000,
+            n_pos=200,
+            reference_n=80_000,
+            reference_n_pos=400,
+            parts=parts,
+            shift=shift,
+            reference_value=reference_value,
+        )
+        return str(decision["verdict"])
+
+    assert verdict(shift, 0.5) == WORSE
+    assert verdict(shift, 0.9) == MAYBE_WORSE
+    assert verdict({**shift, "p_value": PAGE_P * 2}, 0.5) == MAYBE_WORSE
 
 
 def _set(rng: np.random.Generator, n: int, prior: float, a: float) -> tuple[Ranking, SetSums]:
@@ -167,11 +211,60 @@ def test_the_positives_shift_is_the_mann_whitney_test_of_the_positive_scores(
     got = positives_shift(rank_sorted(pos, neg), rank_sorted(ref_pos, ref_neg))
     expected = stats.mannwhitneyu(pos, ref_pos, alternative="less", method="asymptotic")
     assert got is not None
-    assert got["method"] == "mann_whitney"
+    assert got["method"] == SHIFT_METHOD
+    assert got["placement_z"] is None
     assert got["p_value"] == pytest.approx(expected.pvalue, rel=1e-9)
     assert got["z"] == pytest.approx(stats.norm.isf(expected.pvalue), rel=1e-6)
+    assert got["mann_whitney_z"] == pytest.approx(stats.norm.isf(expected.pvalue), rel=1e-6)
     other = positives_shift(rank_sorted(pos, ref_neg), rank_sorted(ref_pos, neg))
     assert other == got
+    # with negatives to place the positives among, the smaller of the two p-values, doubled
+    both = positives_shift(rank_sorted(pos, neg), rank_sorted(ref_pos, ref_neg), (neg,))
+    assert both is not None
+    assert both["placement_z"] is not None
+    assert both["mann_whitney_z"] == got["mann_whitney_z"]
+    tails = stats.norm.sf([both["mann_whitney_z"], both["placement_z"]])
+    assert both["p_value"] == pytest.approx(min(1.0, 2 * tails.min()), rel=1e-9)
+
+
+def test_the_placement_moments_are_those_of_every_split_of_the_positives() -> None:
+    """The placement test's mean, variance and skewness are exact permutation moments: with
+    6 positives (3 pooled, 3 in the reference, ties included) every one of the 20 splits is
+    enumerated, and the skewness-corrected z of each split is Hall's transformation of its
+    standardized sum under those moments."""
+    neg = np.sort(np.array([0.05, 0.1, 0.2, 0.2, 0.3, 0.5, 0.6, 0.6, 0.9]))
+    values = np.array([0.2, 0.35, 0.6, 0.7, 0.95, 0.95])
+    placement = np.array([(np.sum(neg > v) + 0.5 * np.sum(neg == v)) / neg.size for v in values])
+    sums = []
+    for chosen in itertools.combinations(range(6), 3):
+        sums.append(placement[list(chosen)].sum())
+    sums_array = np.array(sums)
+    mean, sd = sums_array.mean(), sums_array.std()
+    skew = np.mean((sums_array - mean) ** 3) / sd**3
+    for chosen, total in zip(itertools.combinations(range(6), 3), sums, strict=True):
+        rest = [i for i in range(6) if i not in chosen]
+        pos, ref_pos = np.sort(values[list(chosen)]), np.sort(values[rest])
+        got = positives_shift(rank_sorted(pos, neg), rank_sorted(ref_pos, neg), (neg,))
+        assert got is not None
+        z = (total - mean) / sd
+        expected = z - skew / 6 * (z * z - 1) + skew**2 / 108 * z**3
+        assert got["placement_z"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_the_placement_test_finds_positives_that_moved_in_among_the_negatives() -> None:
+    """A fifth of the positives scored like the negatives, the others' scores spread: the
+    placement test sees it clearly where the Mann-Whitney test barely does."""
+    rng = np.random.default_rng(11)
+    neg = np.sort(rng.beta(1.0, 6.0, 200_000))
+    ref_pos = np.sort(rng.beta(3.0, 1.2, 1000))
+    moved = rng.random(400) < 0.2
+    pos = np.sort(np.where(moved, rng.beta(1.0, 6.0, 400), rng.beta(3.0, 1.2, 400)))
+    few = np.sort(neg[:1]).astype(np.float64)
+    got = positives_shift(rank_sorted(pos, few), rank_sorted(ref_pos, few), (neg,))
+    assert got is not None
+    assert got["placement_z"] > 6.0
+    assert got["placement_z"] > got["mann_whitney_z"] + 2.0
+    assert got["p_value"] < PAGE_P
 
 
 def test_the_positives_shift_keeps_its_level_under_a_prior_shift() -> None:
@@ -179,19 +272,24 @@ def test_the_positives_shift_keeps_its_level_under_a_prior_shift() -> None:
     shift, 20 positives each, tied scores): p-values below 0.05 in about 5% of them."""
     rng = np.random.default_rng(6)
 
-    def tied(n: int, prior: float) -> Ranking:
+    def tied(n: int, prior: float) -> tuple[Ranking, FloatArray]:
         labels = rng.random(n) < prior
         scores = np.round(np.where(labels, rng.beta(3.0, 1.5, n), rng.random(n)), 2)
-        return rank_sorted(np.sort(scores[labels]), np.sort(scores[~labels]))
+        neg: FloatArray = np.sort(scores[~labels]).astype(np.float64)
+        return rank_sorted(np.sort(scores[labels]), neg), neg
 
-    reference = tied(100_000, 0.005)
-    p_values = []
+    reference, negatives = tied(100_000, 0.005)
+    p_values, placement = [], []
     for _ in range(400):
-        shift = positives_shift(tied(12_000, 0.005 / 3), reference)
+        pooled, pooled_negatives = tied(12_000, 0.005 / 3)
+        shift = positives_shift(pooled, reference, (pooled_negatives,))
         if shift is not None:
             p_values.append(shift["p_value"])
+            placement.append(stats.norm.sf(shift["placement_z"]))
     assert len(p_values) > 390
-    assert 0.02 <= np.mean(np.array(p_values) < 0.05) <= 0.08
+    assert 0.01 <= np.mean(np.array(p_values) < 0.05) <= 0.08
+    assert 0.02 <= np.mean(np.array(placement) < 0.05) <= 0.08
+    assert negatives.size > 90_000
 
 
 def test_no_positives_no_shift() -> None:

@@ -108,7 +108,8 @@ def test_a_window_alone_decides_from_its_own_split() -> None:
         reference_n=reference.n,
         reference_n_pos=reference.ranking.n_pos,
         parts=evaluation.split[DECISION_METRIC],
-        shift=positives_shift(prepared.ranking, reference.ranking),
+        shift=positives_shift(prepared.ranking, reference.ranking, (prepared.neg_sorted,)),
+        reference_value=reference.evaluation["regular"][DECISION_METRIC],
     )
     assert evaluation.decision == expected
 
@@ -139,6 +140,7 @@ def test_a_pooled_decision_is_the_decision_of_the_concatenated_set() -> None:
         threshold=0.5,
         score_kind="probability",
         seed=evaluation.seed,
+        negatives=(pooled.neg_sorted,),
     )
     assert evaluation.decision == expected
     assert evaluation.decision["n_pos"] == pooled.ranking.n_pos

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from app.metrics.intervals import wilson_interval
+from app.ui.pages import VERDICT_CLASS, window_verdict
+from app.ui.pages import _verdict_sentence as sentence
 from app.ui.verdict import (
     Verdict,
     alerts,
@@ -245,6 +247,11 @@ def test_the_verdict_is_the_decisions_and_falls_back_to_the_windows_reading() ->
     assert record_verdict(_with_decision("both")) is Verdict.BOTH
     assert record_verdict(_with_decision("stable")) is Verdict.NEITHER
     assert record_verdict(_with_decision("not_enough_data")) is Verdict.UNKNOWN
+    assert record_verdict(_with_decision("model_may_be_worse")) is Verdict.MAYBE_WORSE
+    assert (
+        record_verdict(_with_decision("class_ratio_moved_model_may_be_worse"))
+        is Verdict.RATIO_MAYBE_WORSE
+    )
     old = record(likelihood_interval=[-0.2, -0.1])
     assert read_decision(old) is None
     assert record_verdict(old) is Verdict.WORSE
@@ -291,3 +298,19 @@ def test_a_decision_of_one_window_is_left_to_the_windows_own_alert() -> None:
     alone = _with_decision("model_got_worse", windows=1)
     assert not decision_drop(alone)
     assert "pooled AP drop: the model got worse over the pooled windows" not in alerts(alone)
+
+
+def test_a_weaker_signal_reads_may_be_worse_with_the_tests_p_value() -> None:
+    """A decision whose likelihood interval lies below 0 without the page's rule reads "may
+    be worse; not yet significant", and the sentence beside it gives the test's p-value; a
+    decision that pages reads "model got worse" without that sentence."""
+    maybe = _with_decision("model_may_be_worse", shift_p=0.0031)
+    text, css, _ = window_verdict(maybe, read_window(maybe))
+    assert text == "model may be worse; not yet significant"
+    assert css == VERDICT_CLASS[Verdict.MAYBE_WORSE] != VERDICT_CLASS[Verdict.WORSE]
+    assert "not yet significant" in sentence(maybe, read_window(maybe))
+    assert "p = 0.0031" in sentence(maybe, read_window(maybe))
+    worse = _with_decision("model_got_worse")
+    assert window_verdict(worse, read_window(worse))[0] == "model got worse"
+    assert "not yet significant" not in sentence(worse, read_window(worse))
+    assert set(VERDICT_CLASS) == set(Verdict)
