@@ -234,10 +234,13 @@ class, so every interval of a curve metric or a mean holds the value the set wou
 them (``docs/intervals.md``, "What a sample cannot show")."""
 
 
+UNSEEN_LOSS_ROWS = 1
 UNSEEN_LOSS_EPS = 1e-3
-"""The added rows' scores are clipped to [UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS] in log loss: a
-score of exactly 0 or 1 would make the added row's term 34.5 (the clip of the point value),
-which says more about the clip than about the population."""
+"""Log loss adds UNSEEN_LOSS_ROWS rows per class (not UNSEEN_ROWS), their scores clipped to
+[UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS]: its terms are unbounded, and three rows at the set's
+extreme scores over-covered on every family (0.96-0.99 at 20 and 60 positives); a score of
+exactly 0 or 1 would make an added term 34.5 (the clip of the point value), which says more
+about the clip than about the population (``docs/intervals.md``)."""
 
 
 def unseen_row_sets(ranking: Ranking) -> Replicates:
@@ -562,6 +565,7 @@ def unseen_mean_values(
     low, high = (float(v) for v in np.clip([lowest, highest], UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS))
 
     u = UNSEEN_ROWS
+    v = min(u, UNSEEN_LOSS_ROWS)
 
     def abc(p: float, q: float) -> float:
         return (sum_pos + u * p) / (n1 + u) - (sum_neg + u * q) / (n0 + u)
@@ -570,7 +574,7 @@ def unseen_mean_values(
         return (brier_pos + u * (1.0 - p) ** 2 + brier_neg + u * q * q) / (n1 + n0 + 2 * u)
 
     def loss(p: float, q: float) -> float:
-        return (loss_pos - u * math.log(p) + loss_neg - u * math.log1p(-q)) / (n1 + n0 + 2 * u)
+        return (loss_pos - v * math.log(p) + loss_neg - v * math.log1p(-q)) / (n1 + n0 + 2 * v)
 
     spread = (n1 + u) * (n0 + u) / (n1 + n0 + 2 * u) ** 2
     return {
