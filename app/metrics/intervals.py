@@ -7,6 +7,9 @@
   AP only at priors where it covers (:func:`ap_interval_published`).
 - best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): Student's t
   intervals on a logit, log or identity scale (:func:`mean_intervals`).
+- The curve metrics' and the means' intervals hold the values the set would have with a few
+  rows of each class added beyond the other class's extreme (:func:`unseen_row_sets`,
+  :func:`unseen_mean_values`, :func:`hull_unseen`): a rare component a sample did not draw.
 
 :func:`bootstrap_intervals` puts them together for a prepared set.
 """
@@ -509,7 +512,8 @@ def mean_intervals(
     [1e-15, 1 - 1e-15]) on the log scale, with Student's t at m - 1 degrees of freedom
     (:func:`_mean_interval`; the terms are skewed, squares of small gaps, and at a few dozen
     rows a symmetric interval misses on the high side), and ``brier_skill`` by the delta
-    method (:func:`_brier_skill_interval`). None when a needed class has fewer than
+    method (:func:`_brier_skill_interval`). Each is widened to hold the mean with the unseen
+    rows added (:func:`unseen_mean_values`). None when a needed class has fewer than
     MIN_MEAN_TERMS rows or its terms do not vary (a class of constant scores). O(n), or
     O(distinct scores) for heavily tied sets.
     """
@@ -664,7 +668,7 @@ def bootstrap_intervals(
     metrics at τ from their counts (:func:`count_intervals`); ROC AUC and AP from ``replicates``
     Poisson-bootstrap replicates (by default :func:`default_replicates`; a calibrated
     replicate uses its own prior, as the point value does; :func:`replicate_interval` with
-    min(n_pos, n_neg) events);
+    min(n_pos, n_neg) events), widened to hold the unseen rows (:func:`hull_unseen`);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
     under "regular" (Student's t, see :func:`mean_intervals`). None also when the
     point value is undefined or too few replicates are defined. The same ``seed`` gives the
