@@ -247,14 +247,14 @@ about the clip than about the population (``docs/intervals.md``)."""
 
 
 def unseen_row_sets(ranking: Ranking) -> Replicates:
-    """The set of ``ranking`` with one row of each class added beyond the other class's
-    extreme, as two one-set replicates: index 0 the *worse* set (a positive below every
-    negative and a negative above every positive), index 1 the *better* set (a positive above
-    every negative and a negative below every positive). Shape (2, K + 2): a block above the
+    """The set of ``ranking`` with UNSEEN_ROWS rows of each class added beyond the other
+    class's extreme, as two one-set replicates: index 0 the *worse* set (positives below every
+    negative and negatives above every positive), index 1 the *better* set (positives above
+    every negative and negatives below every positive). Shape (2, K + 2): a block above the
     first and one below the last, each holding at most the added positive.
 
-    A sample of n rows of a class can miss a component of that class of share about 1/n or
-    less (label noise, a cluster of confident mistakes) with good probability, and its
+    A sample of n rows of a class misses a component of that class of share up to about 3/n
+    (label noise, a cluster of confident mistakes) with probability above 5%, and its
     bootstrap then cannot show it: :func:`hull_unseen` widens an interval to hold the metric of
     both sets (``docs/intervals.md``, "What a sample cannot show"). ``tp`` and ``fp`` are not
     meaningful (no threshold)."""
@@ -284,7 +284,7 @@ def unseen_thresholds(thresholds: FloatArray) -> FloatArray:
 
 
 def hull_unseen(interval: Interval, worse: float, better: float) -> Interval:
-    """``interval`` widened to hold ``worse`` and ``better`` (the metric with one unseen row of
+    """``interval`` widened to hold ``worse`` and ``better`` (the metric with the unseen rows of
     each class added, :func:`unseen_row_sets`, :func:`unseen_mean_values`); unchanged when it
     is None or a value is undefined."""
     if interval is None:
@@ -556,11 +556,12 @@ def unseen_mean_values(
     loss_pos: float,
     loss_neg: float,
 ) -> dict[str, tuple[float, float]]:
-    """(worse, better) value of each mean metric on the set with one row of each class added
-    at the other end of the scores (:func:`unseen_row_sets` for the means): worse, a positive
-    at the set's lowest score and a negative at its highest; better, the reverse. ``brier_pos``
+    """(worse, better) value of each mean metric on the set with UNSEEN_ROWS rows of each class
+    added at the other end of the scores (:func:`unseen_row_sets` for the means; log loss
+    UNSEEN_LOSS_ROWS): worse, positives at the set's lowest score and negatives at its
+    highest; better, the reverse. ``brier_pos``
     ... ``loss_neg`` are the sums of each class's terms. A metric of one class (``brier_pos``,
-    ``brier_neg``) adds that class's row only; ``brier_skill`` uses the prior of the set with
+    ``brier_neg``) adds that class's rows only; ``brier_skill`` uses the prior of the set with
     both rows added. Both classes must be present."""
     n1, n0 = pos_sorted.size, neg_sorted.size
     lowest = float(min(pos_sorted[0], neg_sorted[0]))
