@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.interval_coverage [--sets 1500]
     .venv/bin/python -m bench.interval_coverage --split [--sets 1500]
     .venv/bin/python -m bench.interval_coverage --means [--sets 2000]
+    .venv/bin/python -m bench.interval_coverage --noisy [--sets 300] [--before] [--family NAME]
 
 Runs the regimes of the coverage study (``tests/unit/metrics/coverage_study.py``, the same
 seeds as ``test_interval_coverage.py``) and prints, per regime (a row), the share of sets whose
@@ -10,7 +11,9 @@ published 95% interval covers the population value, as a Markdown table (``—``
 metric publishes no interval in that regime), then the mean widths. With ``--split``, the
 same for the prior and likelihood parts of the drift split (SPLIT_REGIMES, ``--sets`` pairs
 per regime, by default SPLIT_PAIRS as in the test). With ``--means``, the same for the means'
-intervals (MEAN_REGIMES, the study families and the held-out ones at π = 0.2).
+intervals (MEAN_REGIMES, the study families and the held-out ones at π = 0.2). With
+``--noisy``, every published metric on the families with rare components (NOISY_REGIMES);
+``--before`` turns the unseen-row bound off (``UNSEEN_ROWS = 0``) to show what it changes.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from __future__ import annotations
 import argparse
 import time
 
+from app.metrics import intervals
 from tests.unit.metrics.coverage_study import (
+    ALL_MEAN_METRICS,
     MEAN_METRICS,
     MEAN_REGIMES,
     MEAN_SETS,
     METRICS,
+    NOISY_REGIMES,
     REGIMES,
     SPLIT_PAIRS,
     SPLIT_PARTS,
@@ -54,9 +60,25 @@ def main() -> int:
     parser.add_argument("--sets", type=int, default=None)
     parser.add_argument("--split", action="store_true", help="the drift split's parts")
     parser.add_argument("--means", action="store_true", help="the means (Brier, ks_abc, ...)")
+    parser.add_argument("--noisy", action="store_true", help="families with rare components")
+    parser.add_argument("--before", action="store_true", help="without the unseen-row bound")
+    parser.add_argument("--family", default=None, help="only this family (with --noisy)")
     args = parser.parse_args()
     started = time.perf_counter()
     results: list[tuple[str, Coverage]] = []
+    if args.before:
+        intervals.UNSEEN_ROWS = 0
+    if args.noisy:
+        sets = 300 if args.sets is None else args.sets
+        for index, (family, prior, positives) in enumerate(NOISY_REGIMES):
+            if args.family is not None and family.name != args.family:
+                continue
+            result = coverage(family, prior, positives, sets, seed=[20261128, index], means=True)
+            results.append((f"{family.name}, π = {prior}, {positives} pos.", result))
+            print(f"{results[-1][0]} done, {time.perf_counter() - started:.0f} s", flush=True)
+        _print_table(results, (*METRICS, *ALL_MEAN_METRICS))
+        print(f"\n{sets} sets per regime, {time.perf_counter() - started:.0f} s")
+        return 0
     if args.means:
         sets = MEAN_SETS if args.sets is None else args.sets
         for index, (family, positives) in enumerate(MEAN_REGIMES):

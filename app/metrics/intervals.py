@@ -7,6 +7,9 @@
   AP only at priors where it covers (:func:`ap_interval_published`).
 - best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): Student's t
   intervals on a logit, log or identity scale (:func:`mean_intervals`).
+- The curve metrics' and the means' intervals hold the values the set would have with a few
+  rows of each class added beyond the other class's extreme (:func:`unseen_row_sets`,
+  :func:`unseen_mean_values`, :func:`hull_unseen`): a rare component a sample did not draw.
 
 :func:`bootstrap_intervals` puts them together for a prepared set.
 """
@@ -223,6 +226,72 @@ def roc_auc_df(ranking: Ranking) -> float | None:
     if denominator <= 0:
         return None
     return (s1 + s0) ** 2 / denominator
+
+
+UNSEEN_ROWS = 3
+"""Rows of each class the unseen-row bound adds beyond the other class's extreme
+(:func:`unseen_row_sets`, :func:`unseen_mean_values`). A component of a class with share q
+is missing from a sample of n rows of that class with probability (1 - q)^n ≈ e^(-nq), above
+5% while nq < 3 (the rule of three): the sample cannot rule out about three such rows per
+class, so every interval of a curve metric or a mean holds the value the set would have with
+them (``docs/intervals.md``, "What a sample cannot show")."""
+
+
+UNSEEN_LOSS_ROWS = 1
+UNSEEN_LOSS_EPS = 1e-3
+"""Log loss adds UNSEEN_LOSS_ROWS rows per class (not UNSEEN_ROWS), their scores clipped to
+[UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS]: its terms are unbounded, and three rows at the set's
+extreme scores over-covered on every family (0.96-0.99 at 20 and 60 positives); a score of
+exactly 0 or 1 would make an added term 34.5 (the clip of the point value), which says more
+about the clip than about the population (``docs/intervals.md``)."""
+
+
+def unseen_row_sets(ranking: Ranking) -> Replicates:
+    """The set of ``ranking`` with UNSEEN_ROWS rows of each class added beyond the other
+    class's extreme, as two one-set replicates: index 0 the *worse* set (positives below every
+    negative and negatives above every positive), index 1 the *better* set (positives above
+    every negative and negatives below every positive). Shape (2, K + 2): a block above the
+    first and one below the last, each holding at most the added positive.
+
+    A sample of n rows of a class misses a component of that class of share up to about 3/n
+    (label noise, a cluster of confident mistakes) with probability above 5%, and its
+    bootstrap then cannot show it: :func:`hull_unseen` widens an interval to hold the metric of
+    both sets (``docs/intervals.md``, "What a sample cannot show"). ``tp`` and ``fp`` are not
+    meaningful (no threshold)."""
+    k = ranking.thresholds.size
+    zero = np.zeros((2, 1), dtype=np.int64)
+    pos = np.concatenate([zero, np.tile(ranking.pos, (2, 1)), zero], axis=1)
+    tied = np.concatenate([zero, np.tile(ranking.neg_tied, (2, 1)), zero], axis=1)
+    above = np.concatenate([zero, np.tile(ranking.neg_above, (2, 1)), zero], axis=1)
+    above[:, k + 1] = ranking.neg_below
+    pos[0, k + 1] = UNSEEN_ROWS
+    above[0, 0] = UNSEEN_ROWS
+    pos[1, 0] = UNSEEN_ROWS
+    below = np.array([0, UNSEEN_ROWS], dtype=np.int64)
+    none = np.zeros(2, dtype=np.int64)
+    return Replicates(pos=pos, neg_tied=tied, neg_above=above, neg_below=below, tp=none, fp=none)
+
+
+def unseen_thresholds(thresholds: FloatArray) -> FloatArray:
+    """The thresholds of :func:`unseen_row_sets`: one above the highest, one below the lowest
+    (K = 0: 1 and 0)."""
+    if thresholds.size == 0:
+        return np.array([1.0, 0.0])
+    out: FloatArray = np.concatenate(
+        [[thresholds[0] + 1.0], thresholds, [thresholds[-1] - 1.0]]
+    ).astype(np.float64)
+    return out
+
+
+def hull_unseen(interval: Interval, worse: float, better: float) -> Interval:
+    """``interval`` widened to hold ``worse`` and ``better`` (the metric with the unseen rows of
+    each class added, :func:`unseen_row_sets`, :func:`unseen_mean_values`); unchanged when it
+    is None or a value is undefined."""
+    if interval is None:
+        return None
+    lo, hi = interval
+    values = [v for v in (worse, better) if math.isfinite(v)]
+    return [min([lo, *values]), max([hi, *values])]
 
 
 def wilson_bounds(proportion: float, trials: float, z: float) -> tuple[float, float]:
@@ -443,7 +512,8 @@ def mean_intervals(
     [1e-15, 1 - 1e-15]) on the log scale, with Student's t at m - 1 degrees of freedom
     (:func:`_mean_interval`; the terms are skewed, squares of small gaps, and at a few dozen
     rows a symmetric interval misses on the high side), and ``brier_skill`` by the delta
-    method (:func:`_brier_skill_interval`). None when a needed class has fewer than
+    method (:func:`_brier_skill_interval`). Each is widened to hold the mean with the unseen
+    rows added (:func:`unseen_mean_values`). None when a needed class has fewer than
     MIN_MEAN_TERMS rows or its terms do not vary (a class of constant scores). O(n), or
     O(distinct scores) for heavily tied sets.
     """
@@ -453,6 +523,9 @@ def mean_intervals(
     pos_w, neg_w = _weighted(pos), _weighted(neg)
     out: dict[str, Interval] = {"ks_abc": _difference_interval(pos_w, pos.size, neg_w, neg.size, z)}
     if score_kind != "probability":
+        if pos.size and neg.size:
+            worse, better = unseen_mean_values(pos, neg, 0.0, 0.0, 0.0, 0.0)["ks_abc"]
+            out["ks_abc"] = hull_unseen(out["ks_abc"], worse, better)
         return out
     brier_pos = _term_sums(pos_w, lambda v: np.square(1.0 - v))
     brier_neg = _term_sums(neg_w, np.square)
@@ -468,7 +541,64 @@ def mean_intervals(
     for name, (total, squares, m, scale) in terms.items():
         out[name] = _mean_interval(total, squares, m, level, scale)
     out["brier_skill"] = _brier_skill_interval(pos.size, neg.size, brier_pos, brier_neg, z)
+    if pos.size and neg.size:
+        unseen = unseen_mean_values(pos, neg, brier_pos[0], brier_neg[0], loss_pos[0], loss_neg[0])
+        for name, (worse, better) in unseen.items():
+            out[name] = hull_unseen(out[name], worse, better)
     return out
+
+
+def unseen_mean_values(
+    pos_sorted: FloatArray,
+    neg_sorted: FloatArray,
+    brier_pos: float,
+    brier_neg: float,
+    loss_pos: float,
+    loss_neg: float,
+) -> dict[str, tuple[float, float]]:
+    """(worse, better) value of each mean metric on the set with UNSEEN_ROWS rows of each class
+    added at the other end of the scores (:func:`unseen_row_sets` for the means; log loss
+    UNSEEN_LOSS_ROWS): worse, positives at the set's lowest score and negatives at its
+    highest; better, the reverse. ``brier_pos``
+    ... ``loss_neg`` are the sums of each class's terms. A metric of one class (``brier_pos``,
+    ``brier_neg``) adds that class's rows only; ``brier_skill`` uses the prior of the set with
+    both rows added. Both classes must be present."""
+    n1, n0 = pos_sorted.size, neg_sorted.size
+    lowest = float(min(pos_sorted[0], neg_sorted[0]))
+    highest = float(max(pos_sorted[-1], neg_sorted[-1]))
+    sum_pos, sum_neg = float(pos_sorted.sum()), float(neg_sorted.sum())
+    low, high = (float(v) for v in np.clip([lowest, highest], UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS))
+
+    u = UNSEEN_ROWS
+    v = min(u, UNSEEN_LOSS_ROWS)
+
+    def abc(p: float, q: float) -> float:
+        return (sum_pos + u * p) / (n1 + u) - (sum_neg + u * q) / (n0 + u)
+
+    def brier(p: float, q: float) -> float:
+        return (brier_pos + u * (1.0 - p) ** 2 + brier_neg + u * q * q) / (n1 + n0 + 2 * u)
+
+    def loss(p: float, q: float) -> float:
+        return (loss_pos - v * math.log(p) + loss_neg - v * math.log1p(-q)) / (n1 + n0 + 2 * v)
+
+    spread = (n1 + u) * (n0 + u) / (n1 + n0 + 2 * u) ** 2
+    return {
+        "ks_abc": (abc(lowest, highest), abc(highest, lowest)),
+        "brier": (brier(lowest, highest), brier(highest, lowest)),
+        "brier_pos": (
+            (brier_pos + u * (1.0 - lowest) ** 2) / (n1 + u),
+            (brier_pos + u * (1.0 - highest) ** 2) / (n1 + u),
+        ),
+        "brier_neg": (
+            (brier_neg + u * highest**2) / (n0 + u),
+            (brier_neg + u * lowest**2) / (n0 + u),
+        ),
+        "log_loss": (loss(low, high), loss(high, low)),
+        "brier_skill": (
+            1.0 - brier(lowest, highest) / spread,
+            min(1.0, 1.0 - brier(highest, lowest) / spread),
+        ),
+    }
 
 
 def _difference_interval(
@@ -539,7 +669,7 @@ def bootstrap_intervals(
     metrics at τ from their counts (:func:`count_intervals`); ROC AUC and AP from ``replicates``
     Poisson-bootstrap replicates (by default :func:`default_replicates`; a calibrated
     replicate uses its own prior, as the point value does; :func:`replicate_interval` with
-    min(n_pos, n_neg) events);
+    min(n_pos, n_neg) events), widened to hold the unseen rows (:func:`hull_unseen`);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
     under "regular" (Student's t, see :func:`mean_intervals`). None also when the
     point value is undefined or too few replicates are defined. The same ``seed`` gives the
@@ -576,6 +706,13 @@ def bootstrap_intervals(
         if published[name]
         else None
         for name, values in parts.items()
+    }
+    unseen = _curve_replicates(
+        unseen_thresholds(ranking.thresholds), unseen_row_sets(ranking), pi0s
+    )
+    curve_intervals = {
+        name: hull_unseen(interval, float(unseen[name][0]), float(unseen[name][1]))
+        for name, interval in curve_intervals.items()
     }
     at_tau, at_tau_calibrated = count_intervals(
         int(point.tp[0]), int(point.fp[0]), n_pos, n_neg, pi0=pi0s, level=level

@@ -224,9 +224,11 @@ def _mean_values(family: Family, prior: float) -> dict[str, float]:
     brier_neg = family.expect(0, np.square)
     loss_pos = family.expect(1, lambda v: -np.log(clipped(v)))
     loss_neg = family.expect(0, lambda v: -np.log1p(-clipped(v)))
+    brier = prior * brier_pos + (1 - prior) * brier_neg
     return {
         "ks_abc": family.expect(1, lambda v: v) - family.expect(0, lambda v: v),
-        "brier": prior * brier_pos + (1 - prior) * brier_neg,
+        "brier": brier,
+        "brier_skill": 1.0 - brier / (prior * (1 - prior)),
         "brier_pos": brier_pos,
         "brier_neg": brier_neg,
         "log_loss": prior * loss_pos + (1 - prior) * loss_neg,
@@ -266,13 +268,69 @@ unequal-variance binormal on the logit scale (positives N(0.8, 1.8²), negatives
 N(-1.2, 0.8²)), and a score with three levels (0.1, 0.5, 0.9)."""
 
 
+NOISY = (
+    Family(
+        "label noise",
+        positives=((0.9, 5.0, 1.5), (0.1, 1.5, 5.0)),
+        negatives=((0.99, 1.5, 5.0), (0.01, 5.0, 1.5)),
+    ),
+    Family(
+        "confident mistakes",
+        positives=((0.96, 4.0, 2.0), (0.04, 1.0, 40.0)),
+        negatives=((0.985, 2.0, 5.0), (0.015, 40.0, 1.0)),
+    ),
+    Family(
+        "label noise, sharp",
+        positives=((0.92, 12.0, 1.5), (0.08, 1.0, 15.0)),
+        negatives=((0.985, 1.0, 15.0), (0.015, 12.0, 1.5)),
+    ),
+)
+"""Families with a rare component in each class, used to design the intervals' unseen-row
+bound (``docs/intervals.md``, "What a sample cannot show"): *label noise*, a tenth of the
+positives drawn from the negatives' Beta(1.5, 5) and 1% of the negatives from the positives'
+Beta(5, 1.5) (population ROC AUC 0.93); *confident mistakes*, 4% of the positives at the
+bottom (Beta(1, 40)) and 1.5% of the negatives at the top (Beta(40, 1)) of a Beta(4, 2) /
+Beta(2, 5) model (0.88); *label noise, sharp*, 8% and 1.5% label noise on a sharp model, where
+the rare rows carry most of the Brier scores of each class."""
+
+NOISY_HELD_OUT = (
+    Family(
+        "label noise, strong model",
+        positives=((0.93, 10.0, 1.2), (0.07, 1.2, 18.0)),
+        negatives=((0.993, 1.2, 18.0), (0.007, 10.0, 1.2)),
+    ),
+    Family(
+        "label noise, tree",
+        positives=((0.88, 3.0, 1.5), (0.12, 1.5, 4.0)),
+        negatives=((0.98, 1.5, 4.0), (0.02, 3.0, 1.5)),
+        levels=(0.02, 0.07, 0.15, 0.26, 0.38, 0.5, 0.63, 0.77, 0.9, 0.97),
+    ),
+    Family(
+        "rare missed positives",
+        positives=((0.95, 6.0, 2.0), (0.05, 1.0, 25.0)),
+        negatives=((1.0, 1.5, 6.0),),
+    ),
+)
+"""Families with rare components held out from the design of the unseen-row bound and only
+evaluated on: a strong model with label noise (7% of positives and 0.5% of negatives drawn
+from the other class, ROC AUC about 0.93), a tree model's ten leaf values with 12% and 2%
+label noise, and a model whose only rare component is 5% of positives scored near 0."""
+
+
 def set_intervals(
-    scores: FloatArray, labels: npt.NDArray[np.int8], seed: int, pi0: float = PI0
+    scores: FloatArray,
+    labels: npt.NDArray[np.int8],
+    seed: int,
+    pi0: float = PI0,
+    score_kind: str = "score",
 ) -> dict[str, Interval]:
     """What a user gets for one set (default replicates), keyed like METRICS (calibrated at
-    ``pi0``, by default PI0, under the names ending in SUFFIX)."""
-    prepared = prepare(scores, labels, score_kind="score")
-    out = bootstrap_intervals(prepared, threshold=THRESHOLD, pi0=[pi0], seed=seed)
+    ``pi0``, by default PI0, under the names ending in SUFFIX), and with ``score_kind``
+    "probability" the means (ALL_MEAN_METRICS) too."""
+    prepared = prepare(scores, labels, score_kind=score_kind)
+    out = bootstrap_intervals(
+        prepared, threshold=THRESHOLD, pi0=[pi0], seed=seed, score_kind=score_kind
+    )
     intervals: dict[str, Interval] = dict(out["regular"])
     for name, value in out["calibrated"][repr(pi0)].items():
         intervals[f"{name}{SUFFIX}"] = value
@@ -324,17 +382,21 @@ def coverage(
     *,
     seed: int | list[int],
     pi0: float = PI0,
+    means: bool = False,
 ) -> Coverage:
     """Run ``sets`` seeded sets of ``family`` at ``prior`` with ``positives`` expected positives
-    each (the calibrated metrics at ``pi0``, keyed with SUFFIX)."""
+    each (the calibrated metrics at ``pi0``, keyed with SUFFIX); with ``means`` the scores are
+    read as probabilities and ALL_MEAN_METRICS are counted too."""
     truth = population_values(family, prior, pi0)
     n = round(positives / prior)
     rng = np.random.default_rng(seed)
-    tally = _Tally(METRICS)
+    keys = (*METRICS, *ALL_MEAN_METRICS) if means else METRICS
+    kind = "probability" if means else "score"
+    tally = _Tally(keys)
     for i in range(sets):
         scores, labels = family.draw(rng, n, prior)
-        intervals = set_intervals(scores, labels, seed=i, pi0=pi0)
-        for name in METRICS:
+        intervals = set_intervals(scores, labels, seed=i, pi0=pi0, score_kind=kind)
+        for name in keys:
             tally.add(name, intervals[name], truth[name])
     return tally.coverage(sets)
 
@@ -342,6 +404,19 @@ def coverage(
 MEAN_METRICS = ("ks_abc", "brier", "brier_pos", "brier_neg", "log_loss")
 """The means with normal-approximation intervals (:func:`~app.metrics.intervals.mean_intervals`,
 scores read as probabilities)."""
+ALL_MEAN_METRICS = (*MEAN_METRICS, "brier_skill")
+"""The means and ``brier_skill`` (delta method)."""
+
+NOISY_PRIORS = (0.2, 0.01, 0.002)
+NOISY_REGIMES: tuple[tuple[Family, float, int], ...] = tuple(
+    (family, prior, positives)
+    for family in (*NOISY, *NOISY_HELD_OUT)
+    for prior in NOISY_PRIORS
+    for positives in (20, 60, 200)
+)
+"""(family, π, expected positives) of the study of families with rare components: each of
+NOISY (designed on) and NOISY_HELD_OUT (evaluated only) at π = 0.2, 0.01 and 0.002 with 20, 60
+and 200 expected positives, every published metric (:func:`coverage` with ``means``)."""
 
 
 def mean_coverage(

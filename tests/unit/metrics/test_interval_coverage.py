@@ -47,6 +47,8 @@ from tests.unit.metrics.coverage_study import (
     MEAN_METRICS,
     MEAN_REGIMES,
     MEAN_SETS,
+    NOISY,
+    NOISY_HELD_OUT,
     REGIMES,
     SPLIT_PAIRS,
     SPLIT_PARTS,
@@ -204,15 +206,19 @@ STUDY_SETS = 1500
 """Sets per regime of the study: the coverage estimate's standard error is then
 √(0.05·0.95/1500) ≈ 0.56%, so the band [0.93, 0.97] is ±3.6 standard errors around 0.95."""
 BAND = (0.93, 0.97)
-SMALL_AUC_BAND = (0.93, 0.98)
-"""ROC AUC at about 20 positives: its bootstrap standard error on the logit scale overestimates
-the sampling one by about 8% for the Beta family (0.421 against 0.391 at π = 0.2), so the
-interval over-covers (0.973); conservative, not misleading (``docs/intervals.md``)."""
+UNSEEN_BANDS = {20: (0.93, 0.99), 60: (0.93, 0.98)}
+"""The curve metrics (ROC AUC, AP) and the means at 20 and 60 expected positives: their
+intervals hold the values with three unseen rows of each class beyond the other class's
+extreme (``UNSEEN_ROWS``), a worst case that over-covers on families without a rare component
+(ROC AUC 0.980-0.988 at 20 positives, 0.965-0.976 before; ``docs/intervals.md``)."""
+UNSEEN_METRICS = ("roc_auc", "average_precision", "average_precision@0.5")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "family", [*FAMILIES, *DRIFTED.values(), *HELD_OUT], ids=lambda family: family.name
+    "family",
+    [*FAMILIES, *DRIFTED.values(), *HELD_OUT, *NOISY, *NOISY_HELD_OUT],
+    ids=lambda family: family.name,
 )
 def test_study_population_values_match_a_large_set(family: Family) -> None:
     """The population values agree with the point values of one set of 10^6 rows, to within
@@ -254,7 +260,9 @@ def test_intervals_cover_at_nominal_level(family: Family, prior: float, positive
             assert result.published[name] == 0
             continue
         assert result.published[name] >= 0.99 * STUDY_SETS, name
-        low, high = SMALL_AUC_BAND if name == "roc_auc" and positives <= 20 else BAND
+        low, high = BAND
+        if name in UNSEEN_METRICS and positives in UNSEEN_BANDS:
+            low, high = UNSEEN_BANDS[positives]
         assert low <= result.rate(name) <= high, (name, result.rate(name))
 
 
@@ -398,7 +406,7 @@ def test_mean_intervals_cover_the_population_values() -> None:
         assert 0.90 <= value <= 0.99, (name, value)
 
 
-LOG_LOSS_BAND = (0.92, 0.97)
+LOG_LOSS_LOW = 0.92
 """Log loss on the unequal-variance binormal at 20 positives covers 0.925: its terms are
 unbounded and heavy-tailed (``docs/intervals.md``, known weak spots)."""
 
@@ -410,10 +418,10 @@ unbounded and heavy-tailed (``docs/intervals.md``, known weak spots)."""
     ids=[f"{family.name}-pos{positives}" for family, positives in MEAN_REGIMES],
 )
 def test_mean_intervals_cover_on_the_study_families(family: Family, positives: int) -> None:
-    """The means' intervals (Student's t on the logit or log scale, Welch's for ks_abc) cover
-    in 93-97% of MEAN_SETS sets at π = 0.2 with 20 and 60 expected positives, on the study
-    families and the held-out ones (the normal interval gave brier_pos 0.901-0.925 at 20), and
-    publish in at least 99% of them."""
+    """The means' intervals (Student's t on the logit or log scale, Welch's for ks_abc, with
+    the unseen rows) cover in 93-99% of MEAN_SETS sets at π = 0.2 with 20 expected positives
+    and 93-98% with 60, on the study families and the held-out ones (the normal interval gave
+    brier_pos 0.901-0.925 at 20), and publish in at least 99% of them."""
     seed = [20261127, MEAN_REGIMES.index((family, positives))]
     result = mean_coverage(family, 0.2, positives, MEAN_SETS, seed=seed)
     print(f"\n{family.name}, {positives} positives, {MEAN_SETS} sets:")
@@ -421,5 +429,32 @@ def test_mean_intervals_cover_on_the_study_families(family: Family, positives: i
         print(f"  {name:10s} coverage {result.rate(name):.3f}  published {result.published[name]}")
     for name in MEAN_METRICS:
         assert result.published[name] >= 0.99 * MEAN_SETS, name
-        low, high = LOG_LOSS_BAND if name == "log_loss" else BAND
+        low, high = UNSEEN_BANDS[positives]
+        if name == "log_loss":
+            low = LOG_LOSS_LOW
         assert low <= result.rate(name) <= high, (name, result.rate(name))
+
+
+NOISY_FAMILIES = {family.name: family for family in NOISY}
+
+
+def test_roc_auc_covers_at_20_positives_with_label_noise() -> None:
+    """Label noise (a tenth of the positives scored like negatives, 1% of the negatives like
+    positives) at π = 0.01 with 20 expected positives: a set that drew none or few of the
+    noisy positives had a tight bootstrap interval above the population ROC AUC (0.867 of
+    300 sets covered without the unseen-row bound); with it at least 0.93 of 200 sets."""
+    family = NOISY_FAMILIES["label noise"]
+    result = coverage(family, 0.01, 20, 200, seed=[20261128, 1])
+    assert result.published["roc_auc"] == 200
+    assert result.rate("roc_auc") >= 0.93, result.rate("roc_auc")
+
+
+def test_brier_neg_covers_at_80_negatives_with_label_noise() -> None:
+    """A sharp model with 1.5% of its negatives scored like positives, π = 0.2 and 20 expected
+    positives (about 80 negatives): brier_neg rests on the rare noisy negatives, which about
+    three sets in ten do not draw; their Student's t interval covered 0.68 of 1,000 sets, with
+    the unseen-row bound at least 0.93."""
+    family = NOISY_FAMILIES["label noise, sharp"]
+    result = mean_coverage(family, 0.2, 20, 1000, seed=[20261128, 2])
+    assert result.published["brier_neg"] >= 990
+    assert 0.93 <= result.rate("brier_neg") <= 0.99, result.rate("brier_neg")

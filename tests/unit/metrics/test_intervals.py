@@ -15,6 +15,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from app.arrays import FloatArray, Int8Array
 from app.metrics import evaluate
+from app.metrics.curves import curve_metrics
 from app.metrics.intervals import (
     BELOW_ONE,
     CALIBRATED_INTERVAL_METRICS,
@@ -25,6 +26,7 @@ from app.metrics.intervals import (
     REAL,
     REGULAR_INTERVAL_METRICS,
     UNIT,
+    UNSEEN_ROWS,
     ap_interval_published,
     bootstrap_intervals,
     count_intervals,
@@ -32,6 +34,8 @@ from app.metrics.intervals import (
     replicate_interval,
     roc_auc_df,
     t_quantile,
+    unseen_row_sets,
+    unseen_thresholds,
     wilson_interval,
 )
 from app.metrics.prepared import prepare
@@ -835,3 +839,65 @@ def test_count_intervals_hold_their_point_and_have_width(
         lo, hi = interval
         assert 0.0 <= lo <= float(value) <= hi <= 1.0
         assert lo < hi
+
+
+def test_unseen_row_sets_are_the_set_with_rows_added_beyond_the_extremes() -> None:
+    """Worse: UNSEEN_ROWS positives below every row and as many negatives above every row;
+    better: the reverse. Their ROC AUC and AP are scikit-learn's on those rows."""
+    rng = np.random.default_rng(5)
+    scores = np.round(rng.random(80), 1)
+    labels = (rng.random(80) < 0.3).astype(np.int8)
+    ranking = rank(scores, labels)
+    sets = unseen_row_sets(ranking)
+    curves = curve_metrics(
+        unseen_thresholds(ranking.thresholds),
+        sets.pos,
+        sets.neg_tied,
+        sets.neg_above,
+        sets.neg_below,
+        pi0=[],
+    )
+    u = UNSEEN_ROWS
+    added = np.r_[np.ones(u), np.zeros(u)].astype(np.int8)
+    worse = np.r_[scores, np.full(u, -1.0), np.full(u, 2.0)]
+    better = np.r_[scores, np.full(u, 2.0), np.full(u, -1.0)]
+    for index, rows in enumerate((worse, better)):
+        y = np.r_[labels, added]
+        assert curves.regular["roc_auc"][index] == pytest.approx(roc_auc_score(y, rows))
+        assert curves.regular["average_precision"][index] == pytest.approx(
+            average_precision_score(y, rows)
+        )
+    point = roc_auc_score(labels, scores)
+    assert curves.regular["roc_auc"][0] < point < curves.regular["roc_auc"][1]
+
+
+def test_curve_and_mean_intervals_hold_the_unseen_rows() -> None:
+    """A set whose positives all score above its negatives (a sample that drew none of a rare
+    component): ROC AUC's and AP's intervals reach the values with UNSEEN_ROWS rows of each
+    class added beyond the other class's extreme, and each mean's interval the mean with them
+    (brier_neg: UNSEEN_ROWS negatives at the highest score)."""
+    rng = np.random.default_rng(9)
+    labels = np.r_[np.ones(20), np.zeros(80)].astype(np.int8)
+    scores = np.r_[rng.uniform(0.8, 0.99, 20), rng.uniform(0.0, 0.1, 80)]
+    prepared = prepare(scores, labels, score_kind="probability")
+    out = bootstrap_intervals(prepared, threshold=0.5, pi0=[], seed=1, score_kind="probability")[
+        "regular"
+    ]
+    u = UNSEEN_ROWS
+    y = np.r_[labels, np.ones(u), np.zeros(u)].astype(np.int8)
+    worse = np.r_[scores, np.full(u, -1.0), np.full(u, 2.0)]
+    assert out["roc_auc"][0] <= roc_auc_score(y, worse) + 1e-12
+    assert out["average_precision"][0] <= average_precision_score(y, worse) + 1e-12
+    neg = scores[labels == 0]
+    highest = scores.max()
+    assert out["brier_neg"][1] >= (np.sum(neg**2) + u * highest**2) / (neg.size + u) - 1e-12
+    lowest = scores.min()
+    pos = scores[labels == 1]
+    assert (
+        out["brier_pos"][1]
+        >= (np.sum((1 - pos) ** 2) + u * (1 - lowest) ** 2) / (pos.size + u) - 1e-12
+    )
+    abc_worse = (pos.sum() + u * lowest) / (pos.size + u) - (neg.sum() + u * highest) / (
+        neg.size + u
+    )
+    assert out["ks_abc"][0] <= abc_worse + 1e-12
