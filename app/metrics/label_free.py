@@ -22,18 +22,27 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
 3. Saerens' EM iterates π ← mean of p'(π) over the window's rows; its fixed point is the
    maximum-likelihood π of the mixture π·a + (1 - π)·b, whose score equation
    Σ_j m_j (a_j - b_j) / (π a_j + (1 - π) b_j) = 0 (m_j window rows in level j) is decreasing
-   in π. It is solved here by bisection on [0, 1] (:data:`BISECTIONS` steps, to 2^-60), which
-   reaches the EM fixed point exactly instead of iterating EM to a tolerance; 0 or 1 when the
-   score equation keeps its sign.
-4. 95% interval: π̂ ± 1.96·sd, sd the standard deviation of π̂ over a Poisson bootstrap of
-   the window and of the reference at once, by level (window counts m_j, reference counts
-   pos_j and neg_j), the levels kept fixed; clipped to [0, 1]. Any fixed grouping keeps
-   P(level | y) unchanged under label shift, so the replicates estimate the same π. The
-   normal form, not the percentile interval: π̂ is skewed and slightly biased upwards at small
-   π (the levels are fitted on the same reference), and percentiles then covered 0.82 at
-   π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/metrics.md``).
+   in π. It is solved by bisection on [0, 1] (:data:`BISECTIONS` steps, to 2^-60): the
+   fixed point exactly, without a tolerance; 0 or 1 when the equation keeps its sign.
+4. Cross-fitting (:func:`level_fit`). Fitted and counted on the same reference rows, the
+   levels favour the reference's sampling noise: a top level the reference happens to see
+   with few negatives gets a small b_j, and a window's negatives there count as positives
+   (π̂ 12-30% too high at π = 0.002-0.005 with 20,000 reference rows). So π̂ uses other
+   levels than the recalibration: the reference's rows are split in two halves, levels are
+   fitted on each half and counted on the other, and the equation is written as
+   Σ_j d_j(π)·(m_j - n(π a_j + (1 - π) b_j)) = 0 over both sets of levels, where the weights
+   d_j = (a'_j - b'_j)/(π a'_j + (1 - π) b'_j) come from the half the level was fitted on
+   (with :data:`PSEUDOCOUNT`) and the expected counts from the other half (raw counts). It is
+   the score equation when both are the same rows; split, it is linear in the shares it
+   subtracts, so their noise no longer biases it (:func:`solve_shares`).
+5. 95% interval: π̂ ± 1.96·sd, sd the standard deviation of π̂ over a Poisson bootstrap of
+   the window (its rows per cell, the cells where both halves' levels are constant) and of
+   each half of the reference, the levels kept fixed; clipped to [0, 1]. Any fixed grouping
+   keeps P(level | y) unchanged under label shift, so the replicates estimate the same π. The
+   normal form, not the percentile interval: π̂ is skewed at small π, and percentiles
+   covered 0.82 at π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/metrics.md``).
 
-5. Where the score equation has no interior root, π̂ is exactly 0 (or 1) and the bootstrap's
+6. Where the score equation has no interior root, π̂ is exactly 0 (or 1) and the bootstrap's
    replicates pile up there: the interval is then also bounded by the profile likelihood of
    π on the level counts (the reference's shares fixed), one-sided at the boundary, so it is
    never of zero width. Each end is the wider of the two.
@@ -43,12 +52,17 @@ window's unlabelled scores: under label shift the window's score distribution is
 reference's class mixture π·F_1 + (1 - π)·F_0. The reference's groups are merged into
 :data:`CHECK_BINS_PER_CLASS` quantile bins of each class (a bin ends wherever either class's
 cumulative share crosses a multiple of 1/Q, ties kept together); π is fitted on the bins by
-maximum likelihood and the statistic is a Cramér-von Mises distance between the window's
-cumulative bin counts and the fitted mixture's, weighted by the mixture's bin shares. Its
-null law is a parametric bootstrap that redraws the reference's classes (multinomial over the
+maximum likelihood and two statistics compare the window's bin counts with the fitted
+mixture's: a Cramér-von Mises distance between the cumulative counts, weighted by the
+mixture's bin shares (it sees a change of the bulk), and Pearson's Σ (m - e)²/e, which weighs
+each bin by its expected count and so sees the upper tail, where rare positives live
+(negatives whose scores rose inflate π̃, and the top bins then disagree with it). Their null
+law is a parametric bootstrap that redraws the reference's classes (multinomial over the
 bins at their observed shares, class totals fixed) and the window from the fitted mixture,
-refitting π each time: the reference's own sampling noise is part of the null. p-value
-(1 + #{T* ≥ T}) / (B + 1), B = :data:`CHECK_REPLICATES`; the assumption "holds" when
+refitting π each time: the reference's own sampling noise is part of the null. Each
+statistic's p-value is (1 + #{T* ≥ T}) / (B + 1), and the check's p-value is that of the
+smaller of the two, calibrated on the same replicates (the share of replicates whose smaller
+p-value is at most the window's): B = :data:`CHECK_REPLICATES`; the assumption "holds" when
 p ≥ :data:`CHECK_LEVEL`. What it cannot see (``app.catalogue.CANNOT_SEE``): a change inside
 a class whose window is still (nearly) a mixture of the reference's classes at another π. A
 share f of the positives scoring like the negatives makes the window exactly the mixture at
@@ -93,6 +107,8 @@ BISECTIONS = 60
 PSEUDOCOUNT = 0.5
 #: Bootstrap replicates of the interval of π̂.
 REPLICATES = 400
+#: Bisection steps of each replicate (2^-24 = 6e-8: below any spread of the replicates).
+REPLICATE_BISECTIONS = 24
 #: Method of the label-shift check named in window records.
 CHECK_METHOD = "cvm_pearson_mixture_bootstrap"
 #: Quantile bins per class of the check (up to 2Q bins in all).
@@ -425,15 +441,18 @@ def solve_shares(
     a: FloatArray,
     b: FloatArray,
     weights: tuple[FloatArray, FloatArray] | None = None,
+    *,
+    steps: int = BISECTIONS,
 ) -> FloatArray:
     """:func:`solve_prior` from the class shares of each level ``a``, ``b`` (..., J) (NaN where
-    the reference lacks a class, then the result is NaN too).
+    the reference lacks a class, then the result is NaN too), by ``steps`` bisection steps.
 
     With ``weights`` = (a', b'), shares of the same levels from other reference rows, the root
     of Σ_j d_j(π)·(m_j - n(π a_j + (1 - π) b_j)) with d_j = (a'_j - b'_j)/(π a'_j + (1 - π) b'_j):
     the score equation (which it is when a' = a, b' = b, as Σ_j (a_j - b_j) = 0) with the
     weights taken from rows independent of the expected counts, so that the equation is linear,
-    hence unbiased, in the shares it subtracts (:func:`level_fit`)."""
+    hence unbiased, in the shares it subtracts (:func:`level_fit`). The weights' shares must be
+    positive (:data:`PSEUDOCOUNT`)."""
     valid = (counts.sum(axis=-1) > 0) & np.all(np.isfinite(a), axis=-1)
     valid &= np.all(np.isfinite(b), axis=-1)
     wa, wb = (a, b) if weights is None else weights
@@ -441,15 +460,17 @@ def solve_shares(
     # each of the H sets of levels counts every window row once; a sums to H over them
     with np.errstate(invalid="ignore"):
         n = counts.sum(axis=-1, keepdims=True) / a.sum(axis=-1, keepdims=True)
+    weight_gap = wa - wb
+    surplus = counts - n * b
+    expected_gap = n * (a - b)
     lo = np.zeros(lead)
     hi = np.ones(lead)
-    for _ in range(BISECTIONS):
+    for _ in range(steps):
         mid = 0.5 * (lo + hi)
         at = mid[..., None]
         with np.errstate(divide="ignore", invalid="ignore"):
-            direction = (wa - wb) / (at * wa + (1.0 - at) * wb)
-        residual = counts - n * (at * a + (1.0 - at) * b)
-        slope = np.where(np.isfinite(direction), direction * residual, 0.0).sum(axis=-1)
+            terms = weight_gap / (wb + at * weight_gap) * (surplus - at * expected_gap)
+        slope = np.nansum(terms, axis=-1)
         up = slope > 0
         lo = np.where(up, mid, lo)
         hi = np.where(up, hi, mid)
@@ -508,6 +529,7 @@ def prior_from_counts(
         fit.level_counts(drawn),
         *fit.shares(drawn_pos, drawn_neg, pseudocount=unbiased),
         fit.shares(drawn_pos[:, ::-1], drawn_neg[:, ::-1]) if mirrored else None,
+        steps=REPLICATE_BISECTIONS,
     )
     draws = draws[np.isfinite(draws)]
     spread = float(np.std(draws, ddof=1)) if draws.size > 1 else float("nan")
