@@ -149,12 +149,14 @@ class Cell:
     flagged: int
     covered: int
     safe: int
-    relative_error: float
+    estimated: float
+    measured: float
 
     @property
     def bias(self) -> float:
-        """Mean of π̂/π - 1 over the windows, π each window's measured ratio."""
-        return self.relative_error / self.windows
+        """Relative bias of π̂: Σ π̂ / Σ π - 1 over the windows, π each window's measured
+        ratio (not the mean of π̂/π, which 1/π inflates by about 1/(positives) alone)."""
+        return self.estimated / self.measured - 1.0
 
 
 def reference_of(draw: Drawer, rng: np.random.Generator, rows: int) -> LabelShiftReference:
@@ -180,7 +182,7 @@ def run_cell(
     rng = np.random.default_rng(seed)
     share, shift = rise or (0.0, 0.0)
     flagged = covered = safe = 0
-    error = 0.0
+    estimated = measured = 0.0
     count = 0
     for _ in range(references):
         reference = reference_of(draw, rng, reference_rows)
@@ -197,7 +199,10 @@ def run_cell(
             flagged += flag
             covered += holds
             safe += flag or holds
-            error += estimate.ratio / truth - 1.0
+            estimated += estimate.ratio
+            measured += truth
             count += 1
     scenario = "label_shift" if rise is None else f"negatives_rise {share:g}/{shift:g}"
-    return Cell(name, reference_rows, prior, scenario, count, flagged, covered, safe, error)
+    return Cell(
+        name, reference_rows, prior, scenario, count, flagged, covered, safe, estimated, measured
+    )
