@@ -27,7 +27,8 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
 4. Cross-fitting (:func:`level_fit`). Fitted and counted on the same reference rows, the
    levels favour the reference's sampling noise: a top level the reference happens to see
    with few negatives gets a small b_j, and a window's negatives there count as positives
-   (π̂ 12-30% too high at π = 0.002-0.005 with 20,000 reference rows). So π̂ uses other
+   (π̂ up to 2.3 times the truth at π = 0.002 with 20,000 reference rows, a tree's tied
+   scores, ``docs/metrics.md``). So π̂ uses other
    levels than the recalibration: the reference's rows are split in two halves, levels are
    fitted on each half and counted on the other, and the equation is written as
    Σ_j d_j(π)·(m_j - n(π a_j + (1 - π) b_j)) = 0 over both sets of levels, where the weights
