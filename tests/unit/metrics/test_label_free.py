@@ -315,7 +315,13 @@ def test_level_bounds_path_equals_a_search_per_distinct_score(decimals: int | No
     assert fast is not None
     ascending, run_sizes = np.unique(scores, return_counts=True)
     run_levels = reference.levels(ascending)
-    counts = np.bincount(run_levels, weights=run_sizes, minlength=levels.size).astype(float)
+    groups = np.searchsorted(reference.ascending, ascending, side="left") + np.searchsorted(
+        reference.ascending, ascending, side="right"
+    )
+    run_cells = reference.fit.group_cell[groups]
+    cells = int(reference.fit.group_cell[-1]) + 1
+    counts = np.bincount(run_cells, weights=run_sizes, minlength=cells).astype(float)
+    np.testing.assert_array_equal(counts, np.diff(reference.cell_bounds(scores)))
     prior = prior_from_counts(reference, counts, seed=5)
     assert prior is not None
     pos_runs = adjusted_probabilities(reference, prior.ratio)[run_levels] * run_sizes
