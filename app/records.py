@@ -164,7 +164,7 @@ class LabelShiftCheck(TypedDict):
 
     p_value: float | None
     holds: bool | None
-    method: Literal["cvm_mixture_bootstrap"]
+    method: Literal["cvm_pearson_mixture_bootstrap", "cvm_mixture_bootstrap"]
 
 
 EstimateVerdict = Literal[

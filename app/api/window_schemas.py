@@ -222,7 +222,10 @@ class LabelShiftCheck(_Closed):
         description="the check does not reject at level 0.01 (the estimate's assumption "
         "holds as far as scores can tell); null where the p-value is"
     )
-    method: Literal["cvm_mixture_bootstrap"] = Field(description="how it was tested")
+    method: Literal["cvm_pearson_mixture_bootstrap", "cvm_mixture_bootstrap"] = Field(
+        description="how it was tested (cvm_mixture_bootstrap: records computed before the "
+        "check gained its upper-tail statistic)"
+    )
 
 
 class Estimated(_Closed):

@@ -22,18 +22,28 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
 3. Saerens' EM iterates π ← mean of p'(π) over the window's rows; its fixed point is the
    maximum-likelihood π of the mixture π·a + (1 - π)·b, whose score equation
    Σ_j m_j (a_j - b_j) / (π a_j + (1 - π) b_j) = 0 (m_j window rows in level j) is decreasing
-   in π. It is solved here by bisection on [0, 1] (:data:`BISECTIONS` steps, to 2^-60), which
-   reaches the EM fixed point exactly instead of iterating EM to a tolerance; 0 or 1 when the
-   score equation keeps its sign.
-4. 95% interval: π̂ ± 1.96·sd, sd the standard deviation of π̂ over a Poisson bootstrap of
-   the window and of the reference at once, by level (window counts m_j, reference counts
-   pos_j and neg_j), the levels kept fixed; clipped to [0, 1]. Any fixed grouping keeps
-   P(level | y) unchanged under label shift, so the replicates estimate the same π. The
-   normal form, not the percentile interval: π̂ is skewed and slightly biased upwards at small
-   π (the levels are fitted on the same reference), and percentiles then covered 0.82 at
-   π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/metrics.md``).
+   in π. It is solved by bisection on [0, 1] (:data:`BISECTIONS` steps, to 2^-60): the
+   fixed point exactly, without a tolerance; 0 or 1 when the equation keeps its sign.
+4. Cross-fitting (:func:`level_fit`). Fitted and counted on the same reference rows, the
+   levels favour the reference's sampling noise: a top level the reference happens to see
+   with few negatives gets a small b_j, and a window's negatives there count as positives
+   (π̂ up to 2.3 times the truth at π = 0.002 with 20,000 reference rows, a tree's tied
+   scores, ``docs/metrics.md``). So π̂ uses other
+   levels than the recalibration: the reference's rows are split in two halves, levels are
+   fitted on each half and counted on the other, and the equation is written as
+   Σ_j d_j(π)·(m_j - n(π a_j + (1 - π) b_j)) = 0 over both sets of levels, where the weights
+   d_j = (a'_j - b'_j)/(π a'_j + (1 - π) b'_j) come from the half the level was fitted on
+   (with :data:`PSEUDOCOUNT`) and the expected counts from the other half (raw counts). It is
+   the score equation when both are the same rows; split, it is linear in the shares it
+   subtracts, so their noise no longer biases it (:func:`solve_shares`).
+5. 95% interval: π̂ ± 1.96·sd, sd the standard deviation of π̂ over a Poisson bootstrap of
+   the window (its rows per cell, the cells where both halves' levels are constant) and of
+   each half of the reference, the levels kept fixed; clipped to [0, 1]. Any fixed grouping
+   keeps P(level | y) unchanged under label shift, so the replicates estimate the same π. The
+   normal form, not the percentile interval: π̂ is skewed at small π, and percentiles
+   covered 0.82 at π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/metrics.md``).
 
-5. Where the score equation has no interior root, π̂ is exactly 0 (or 1) and the bootstrap's
+6. Where the score equation has no interior root, π̂ is exactly 0 (or 1) and the bootstrap's
    replicates pile up there: the interval is then also bounded by the profile likelihood of
    π on the level counts (the reference's shares fixed), one-sided at the boundary, so it is
    never of zero width. Each end is the wider of the two.
@@ -43,12 +53,17 @@ window's unlabelled scores: under label shift the window's score distribution is
 reference's class mixture π·F_1 + (1 - π)·F_0. The reference's groups are merged into
 :data:`CHECK_BINS_PER_CLASS` quantile bins of each class (a bin ends wherever either class's
 cumulative share crosses a multiple of 1/Q, ties kept together); π is fitted on the bins by
-maximum likelihood and the statistic is a Cramér-von Mises distance between the window's
-cumulative bin counts and the fitted mixture's, weighted by the mixture's bin shares. Its
-null law is a parametric bootstrap that redraws the reference's classes (multinomial over the
+maximum likelihood and two statistics compare the window's bin counts with the fitted
+mixture's: a Cramér-von Mises distance between the cumulative counts, weighted by the
+mixture's bin shares (it sees a change of the bulk), and Pearson's Σ (m - e)²/e, which weighs
+each bin by its expected count and so sees the upper tail, where rare positives live
+(negatives whose scores rose inflate π̃, and the top bins then disagree with it). Their null
+law is a parametric bootstrap that redraws the reference's classes (multinomial over the
 bins at their observed shares, class totals fixed) and the window from the fitted mixture,
-refitting π each time: the reference's own sampling noise is part of the null. p-value
-(1 + #{T* ≥ T}) / (B + 1), B = :data:`CHECK_REPLICATES`; the assumption "holds" when
+refitting π each time: the reference's own sampling noise is part of the null. Each
+statistic's p-value is (1 + #{T* ≥ T}) / (B + 1), and the check's p-value is that of the
+smaller of the two, calibrated on the same replicates (the share of replicates whose smaller
+p-value is at most the window's): B = :data:`CHECK_REPLICATES`; the assumption "holds" when
 p ≥ :data:`CHECK_LEVEL`. What it cannot see (``app.catalogue.CANNOT_SEE``): a change inside
 a class whose window is still (nearly) a mixture of the reference's classes at another π. A
 share f of the positives scoring like the negatives makes the window exactly the mixture at
@@ -85,14 +100,20 @@ from app.metrics.thresholded import threshold_metrics
 
 #: The method named in window records.
 METHOD = "saerens_em_isotonic"
+#: Seed of the split of a reference into the halves of the cross-fit (:func:`level_fit`).
+CROSS_FIT_SEED = 20_021
 #: Bisection steps of the score equation (interval width 2^-60).
 BISECTIONS = 60
 #: Added to each class count of each level (see :func:`class_shares`).
 PSEUDOCOUNT = 0.5
 #: Bootstrap replicates of the interval of π̂.
 REPLICATES = 400
+#: From this mean on, a replicate's Poisson count is drawn from its normal approximation.
+NORMAL_FROM = 1000.0
+#: Bisection steps of each replicate (2^-24 = 6e-8: below any spread of the replicates).
+REPLICATE_BISECTIONS = 24
 #: Method of the label-shift check named in window records.
-CHECK_METHOD = "cvm_mixture_bootstrap"
+CHECK_METHOD = "cvm_pearson_mixture_bootstrap"
 #: Quantile bins per class of the check (up to 2Q bins in all).
 CHECK_BINS_PER_CLASS = 16
 #: Bootstrap replicates of the check's null law.
@@ -122,6 +143,7 @@ class LabelShiftReference:
         group_bin: (2K + 2,) the check's bin of each elementary group, indexed as
             ``group_level``.
         bin_pos, bin_neg: (L,) reference positives and negatives of each of the check's bins.
+        fit: π̂'s own (cross-fitted) levels, see :class:`LevelFit`.
     """
 
     group_level: IntArray
@@ -131,6 +153,7 @@ class LabelShiftReference:
     group_bin: IntArray
     bin_pos: FloatArray
     bin_neg: FloatArray
+    fit: LevelFit
 
     @property
     def prior(self) -> float:
@@ -162,6 +185,63 @@ class LabelShiftReference:
     def bin_bounds(self, sorted_values: FloatArray) -> IntArray:
         """(L + 1,) where each of the check's bins begins in an ascending array, then n."""
         return group_bounds(self.group_bin, self.ascending, sorted_values)
+
+    def cell_bounds(self, sorted_values: FloatArray) -> IntArray:
+        """(C + 1,) where each of π̂'s cells (:class:`LevelFit`) begins in an ascending array,
+        then n."""
+        return group_bounds(self.fit.group_cell, self.ascending, sorted_values)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelFit:
+    """The levels π̂ is estimated on: H sets of isotonic levels, each fitted on one part of the
+    reference and counted on another (cross-fitting, H = 2: the levels of each half counted on
+    the other half), and the cells where every set is constant.
+
+    Attributes:
+        group_cell: (2K + 2,) the cell of each elementary group, indexed as ``group_level``.
+        cell_level: (H, C) the level of each cell in each set; nondecreasing along C, the
+            levels of set h numbered after those of set h - 1 (J levels in all).
+        pos, neg: (H, C) the reference rows each set is counted on, per cell.
+        fit_pos, fit_neg: (H, C) the reference rows each set was fitted on, per cell.
+    """
+
+    group_cell: IntArray
+    cell_level: IntArray
+    pos: FloatArray
+    neg: FloatArray
+    fit_pos: FloatArray
+    fit_neg: FloatArray
+
+    def level_counts(self, cells: FloatArray) -> FloatArray:
+        """(..., J) rows per level of every set from rows per cell ``cells`` (..., C)."""
+        out: FloatArray = np.concatenate(
+            [np.add.reduceat(cells, start, axis=-1) for start in self._starts()], axis=-1
+        )
+        return out
+
+    def shares(
+        self, pos: FloatArray, neg: FloatArray, *, pseudocount: float = PSEUDOCOUNT
+    ) -> tuple[FloatArray, FloatArray]:
+        """(a, b) (..., J): :func:`class_shares` of each set's levels from the rows each set is
+        counted on, per cell ``pos``, ``neg`` (..., H, C)."""
+        parts = [
+            class_shares(
+                np.add.reduceat(pos[..., h, :], start, axis=-1),
+                np.add.reduceat(neg[..., h, :], start, axis=-1),
+                pseudocount=pseudocount,
+            )
+            for h, start in enumerate(self._starts())
+        ]
+        return (
+            np.concatenate([a for a, _ in parts], axis=-1),
+            np.concatenate([b for _, b in parts], axis=-1),
+        )
+
+    def _starts(self) -> list[IntArray]:
+        return [
+            np.flatnonzero(np.concatenate(([True], np.diff(row) != 0))) for row in self.cell_level
+        ]
 
 
 def group_bounds(
@@ -249,15 +329,8 @@ def label_shift_reference(ranking: Ranking) -> LabelShiftReference | None:
     neg[0] = ranking.neg_below
     neg[2::2][:-1] = ranking.neg_above[:0:-1]
     neg[-1] = ranking.neg_above[0]
-    size = pos + neg
-    kept = np.flatnonzero(size > 0)
-    kept_level = pav(pos[kept] / size[kept], size[kept])
-    levels = int(kept_level[-1]) + 1
-    marks = np.zeros(2 * k + 1, dtype=np.int64)
-    marks[kept] = 1
-    # each group takes the level of the last nonempty group at or below it (or the first)
-    last_kept = np.maximum(np.cumsum(marks) - 1, 0)
-    group_level = kept_level[last_kept]
+    group_level = isotonic_levels(pos, neg)
+    levels = int(group_level[-1]) + 1
     # index 2k+1 is never produced for finite scores; pad so indexing is always in range
     group_level = np.append(group_level, group_level[-1])
     group_bin = check_bins(pos, neg, CHECK_BINS_PER_CLASS)
@@ -265,11 +338,62 @@ def label_shift_reference(ranking: Ranking) -> LabelShiftReference | None:
     return LabelShiftReference(
         group_level=group_level.astype(np.int64),
         ascending=ranking.thresholds[::-1].copy(),
-        pos=np.bincount(kept_level, weights=pos[kept], minlength=levels).astype(np.float64),
-        neg=np.bincount(kept_level, weights=neg[kept], minlength=levels).astype(np.float64),
+        pos=np.bincount(group_level[:-1], weights=pos, minlength=levels).astype(np.float64),
+        neg=np.bincount(group_level[:-1], weights=neg, minlength=levels).astype(np.float64),
         group_bin=np.append(group_bin, group_bin[-1]),
         bin_pos=np.bincount(group_bin, weights=pos, minlength=bins).astype(np.float64),
         bin_neg=np.bincount(group_bin, weights=neg, minlength=bins).astype(np.float64),
+        fit=level_fit(pos, neg, group_level[:-1]),
+    )
+
+
+def isotonic_levels(pos: FloatArray, neg: FloatArray) -> IntArray:
+    """(G,) the isotonic level (0, 1, …) of each of G ordered groups with ``pos`` and ``neg``
+    rows (G,): pool-adjacent-violators on the groups with rows; a group without rows takes the
+    level of the last group with rows below it (the lowest level when it is first)."""
+    size = pos + neg
+    kept = np.flatnonzero(size > 0)
+    kept_level = pav(pos[kept] / size[kept], size[kept])
+    marks = np.zeros(pos.size, dtype=np.int64)
+    marks[kept] = 1
+    last_kept = np.maximum(np.cumsum(marks) - 1, 0)
+    out: IntArray = kept_level[last_kept].astype(np.int64)
+    return out
+
+
+def level_fit(pos: FloatArray, neg: FloatArray, group_level: IntArray) -> LevelFit:
+    """π̂'s levels for a reference's G ordered groups with ``pos`` and ``neg`` rows (G,), cross-
+    fitted: each group's rows are split at random into two halves (binomially, seeded with
+    :data:`CROSS_FIT_SEED`, so a reference always gives the same halves), isotonic levels are
+    fitted on each half and counted on the other. When a half lacks a class (a reference with a
+    single row of a class), the reference's own levels ``group_level`` (G,), counted on itself.
+    """
+    rng = np.random.default_rng(CROSS_FIT_SEED)
+    half_pos = rng.binomial(pos.astype(np.int64), 0.5).astype(np.float64)
+    half_neg = rng.binomial(neg.astype(np.int64), 0.5).astype(np.float64)
+    halves_pos = np.stack([half_pos, pos - half_pos])
+    halves_neg = np.stack([half_neg, neg - half_neg])
+    if np.any(halves_pos.sum(axis=1) == 0) or np.any(halves_neg.sum(axis=1) == 0):
+        fitted, fitted_pos, fitted_neg = group_level[None, :], pos[None, :], neg[None, :]
+        counted_pos, counted_neg = fitted_pos, fitted_neg
+    else:
+        fitted = np.stack([isotonic_levels(halves_pos[h], halves_neg[h]) for h in (0, 1)])
+        fitted_pos, fitted_neg = halves_pos, halves_neg
+        counted_pos, counted_neg = halves_pos[::-1], halves_neg[::-1]
+    changes = np.any(np.diff(fitted, axis=1) != 0, axis=0)
+    group_cell = np.concatenate(([0], np.cumsum(changes))).astype(np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], changes)))
+    cells = starts.size
+    cell_level = fitted[:, starts]
+    for h in range(1, cell_level.shape[0]):
+        cell_level[h] += cell_level[h - 1, -1] + 1
+    return LevelFit(
+        group_cell=np.append(group_cell, group_cell[-1]),
+        cell_level=cell_level,
+        pos=np.stack([np.bincount(group_cell, weights=c, minlength=cells) for c in counted_pos]),
+        neg=np.stack([np.bincount(group_cell, weights=c, minlength=cells) for c in counted_neg]),
+        fit_pos=np.stack([np.bincount(group_cell, weights=c, minlength=cells) for c in fitted_pos]),
+        fit_neg=np.stack([np.bincount(group_cell, weights=c, minlength=cells) for c in fitted_neg]),
     )
 
 
@@ -288,15 +412,17 @@ def check_bins(pos: FloatArray, neg: FloatArray, per_class: int) -> IntArray:
     return out
 
 
-def class_shares(pos: FloatArray, neg: FloatArray) -> tuple[FloatArray, FloatArray]:
+def class_shares(
+    pos: FloatArray, neg: FloatArray, *, pseudocount: float = PSEUDOCOUNT
+) -> tuple[FloatArray, FloatArray]:
     """(a, b) = P(level | y = 1), P(level | y = 0) from reference counts (..., J), each count
     plus :data:`PSEUDOCOUNT`: a level the reference saw with one class only (the extreme
     levels of the isotonic fit) would otherwise make a window row there certain of its class,
     and a few such rows of the other class in a large window bias π̂ (by 30% at π = 0.01 and
     10^5 rows without it). NaN where the reference has no rows of a class."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(pos.sum(axis=-1, keepdims=True) > 0, pos + PSEUDOCOUNT, np.nan)
-        b = np.where(neg.sum(axis=-1, keepdims=True) > 0, neg + PSEUDOCOUNT, np.nan)
+        a = np.where(pos.sum(axis=-1, keepdims=True) > 0, pos + pseudocount, np.nan)
+        b = np.where(neg.sum(axis=-1, keepdims=True) > 0, neg + pseudocount, np.nan)
         a = a / a.sum(axis=-1, keepdims=True)
         b = b / b.sum(axis=-1, keepdims=True)
     return a, b
@@ -310,22 +436,44 @@ def solve_prior(counts: FloatArray, pos: FloatArray, neg: FloatArray) -> FloatAr
     empty or the reference lacks a class. Levels with no reference rows carry no information
     and are left out.
     """
-    a, b = class_shares(pos, neg)
-    informative = (a + b) > 0
-    m = np.where(informative, counts, 0.0)
-    a = np.where(informative, a, 0.0)
-    b = np.where(informative, b, 0.0)
-    lead = np.broadcast_shapes(m.shape, a.shape)[:-1]
+    return solve_shares(counts, *class_shares(pos, neg))
+
+
+def solve_shares(
+    counts: FloatArray,
+    a: FloatArray,
+    b: FloatArray,
+    weights: tuple[FloatArray, FloatArray] | None = None,
+    *,
+    steps: int = BISECTIONS,
+) -> FloatArray:
+    """:func:`solve_prior` from the class shares of each level ``a``, ``b`` (..., J) (NaN where
+    the reference lacks a class, then the result is NaN too), by ``steps`` bisection steps.
+
+    With ``weights`` = (a', b'), shares of the same levels from other reference rows, the root
+    of Σ_j d_j(π)·(m_j - n(π a_j + (1 - π) b_j)) with d_j = (a'_j - b'_j)/(π a'_j + (1 - π) b'_j):
+    the score equation (which it is when a' = a, b' = b, as Σ_j (a_j - b_j) = 0) with the
+    weights taken from rows independent of the expected counts, so that the equation is linear,
+    hence unbiased, in the shares it subtracts (:func:`level_fit`). The weights' shares must be
+    positive (:data:`PSEUDOCOUNT`)."""
+    valid = (counts.sum(axis=-1) > 0) & np.all(np.isfinite(a), axis=-1)
+    valid &= np.all(np.isfinite(b), axis=-1)
+    wa, wb = (a, b) if weights is None else weights
+    lead = np.broadcast_shapes(counts.shape, a.shape, wa.shape)[:-1]
+    # each of the H sets of levels counts every window row once; a sums to H over them
+    with np.errstate(invalid="ignore"):
+        n = counts.sum(axis=-1, keepdims=True) / a.sum(axis=-1, keepdims=True)
+    weight_gap = wa - wb
+    surplus = counts - n * b
+    expected_gap = n * (a - b)
     lo = np.zeros(lead)
     hi = np.ones(lead)
-    weighted_diff = m * (a - b)
-    empty = m <= 0
-    for _ in range(BISECTIONS):
+    for _ in range(steps):
         mid = 0.5 * (lo + hi)
+        at = mid[..., None]
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = weighted_diff / (mid[..., None] * a + (1.0 - mid[..., None]) * b)
-        np.copyto(terms, 0.0, where=empty)
-        slope = terms.sum(axis=-1)
+            terms = weight_gap / (wb + at * weight_gap) * (surplus - at * expected_gap)
+        slope = np.nansum(terms, axis=-1)
         up = slope > 0
         lo = np.where(up, mid, lo)
         hi = np.where(up, hi, mid)
@@ -333,7 +481,6 @@ def solve_prior(counts: FloatArray, pos: FloatArray, neg: FloatArray) -> FloatAr
     estimate = np.where(
         estimate < BOUNDARY, 0.0, np.where(estimate > 1.0 - BOUNDARY, 1.0, estimate)
     )
-    valid = (m.sum(axis=-1) > 0) & (pos.sum(axis=-1) > 0) & (neg.sum(axis=-1) > 0)
     return np.where(valid, estimate, np.nan)
 
 
@@ -347,9 +494,12 @@ def estimate_prior(
 ) -> PriorEstimate | None:
     """π̂ of a window's scores (n,) with its bootstrap interval (module docstring); None when
     the window is empty."""
-    counts = np.bincount(reference.levels(scores), minlength=reference.pos.size)
     return prior_from_counts(
-        reference, counts.astype(np.float64), level=level, replicates=replicates, seed=seed
+        reference,
+        np.diff(reference.cell_bounds(np.sort(scores))).astype(np.float64),
+        level=level,
+        replicates=replicates,
+        seed=seed,
     )
 
 
@@ -361,17 +511,27 @@ def prior_from_counts(
     replicates: int = REPLICATES,
     seed: int | None = None,
 ) -> PriorEstimate | None:
-    """:func:`estimate_prior` from the window's rows per level ``counts`` (J,)."""
+    """:func:`estimate_prior` from the window's rows per cell of π̂'s levels ``counts`` (C,)
+    (:class:`LevelFit`)."""
     n = int(counts.sum())
     if n == 0:
         return None
-    ratio = float(solve_prior(counts, reference.pos, reference.neg))
+    fit = reference.fit
+    mirrored = fit.cell_level.shape[0] == 2
+    unbiased = 0.0 if mirrored else PSEUDOCOUNT
+    a, b = fit.shares(fit.pos, fit.neg, pseudocount=unbiased)
+    weights = fit.shares(fit.fit_pos, fit.fit_neg)
+    ratio = float(solve_shares(fit.level_counts(counts), a, b, weights))
     rng = np.random.default_rng(seed)
-    shape = (replicates, counts.size)
-    draws = solve_prior(
-        rng.poisson(counts, shape).astype(np.float64),
-        rng.poisson(reference.pos, shape).astype(np.float64),
-        rng.poisson(reference.neg, shape).astype(np.float64),
+    drawn = poisson(rng, counts, replicates)
+    drawn_pos = poisson(rng, fit.pos, replicates)
+    drawn_neg = poisson(rng, fit.neg, replicates)
+    # the halves are each other's weights: one draw of each half serves both roles
+    draws = solve_shares(
+        fit.level_counts(drawn),
+        *fit.shares(drawn_pos, drawn_neg, pseudocount=unbiased),
+        fit.shares(drawn_pos[:, ::-1], drawn_neg[:, ::-1]) if mirrored else None,
+        steps=REPLICATE_BISECTIONS,
     )
     draws = draws[np.isfinite(draws)]
     spread = float(np.std(draws, ddof=1)) if draws.size > 1 else float("nan")
@@ -380,7 +540,10 @@ def prior_from_counts(
     if not np.isfinite(ratio):
         return PriorEstimate(ratio=ratio, lower=lower, upper=upper, n=n)
     profile_lower, profile_upper = profile_bounds(
-        counts, reference.pos, reference.neg, ratio, level=level
+        fit.level_counts(counts) / fit.cell_level.shape[0],
+        *fit.shares(fit.pos, fit.neg),
+        ratio,
+        level=level,
     )
     return PriorEstimate(
         ratio=ratio,
@@ -390,15 +553,29 @@ def prior_from_counts(
     )
 
 
+def poisson(rng: np.random.Generator, mean: FloatArray, replicates: int) -> FloatArray:
+    """(replicates, *mean.shape) Poisson draws of means ``mean``; from :data:`NORMAL_FROM` on,
+    the normal approximation rounded (its skewness 1/√mean is then under 3%), several times
+    faster for the large counts of a big reference's negatives."""
+    shape = (replicates, *mean.shape)
+    large = mean >= NORMAL_FROM
+    small: FloatArray = rng.poisson(np.where(large, 0.0, mean), shape).astype(np.float64)
+    if not large.any():
+        return small
+    normal = np.rint(mean + np.sqrt(mean) * rng.standard_normal(shape))
+    out: FloatArray = np.where(large, np.maximum(normal, 0.0), small)
+    return out
+
+
 def profile_bounds(
-    counts: FloatArray, pos: FloatArray, neg: FloatArray, ratio: float, *, level: float
+    counts: FloatArray, a: FloatArray, b: FloatArray, ratio: float, *, level: float
 ) -> tuple[float, float]:
     """The profile-likelihood interval of π at ``level`` on the level ``counts`` (J,), the
-    reference's shares (``pos``, ``neg`` (J,)) held fixed: the π whose log-likelihood
+    reference's class shares ``a``, ``b`` (J,) held fixed: the π whose log-likelihood
     Σ_j m_j log(π a_j + (1 - π) b_j) is within χ²_1(level)/2 of its maximum at ``ratio``;
     one-sided (χ²_1(2·level - 1)) when ``ratio`` is 0 or 1, where the bound is the only end.
-    By bisection on each side (the log-likelihood is concave)."""
-    a, b = class_shares(pos, neg)
+    By bisection on each side (the log-likelihood is concave). With H cross-fitted sets of
+    levels each window row is counted H times: ``counts`` are then divided by H."""
     informative = (a + b) > 0
     m, a, b = counts[informative], a[informative], b[informative]
 
@@ -438,7 +615,7 @@ def label_shift_check(
         return LabelShiftCheck(p_value=None, holds=None)
     pos, neg = reference.bin_pos, reference.bin_neg
     prior = solve_prior(bin_counts, pos, neg)
-    observed = mixture_distance(bin_counts, prior, pos, neg)
+    observed = check_statistics(bin_counts, prior, pos, neg)
     rng = np.random.default_rng(seed)
     n_pos, n_neg = int(pos.sum()), int(neg.sum())
     pos_share, neg_share = pos / n_pos, neg / n_neg
@@ -446,9 +623,30 @@ def label_shift_check(
     drawn_pos = rng.multinomial(n_pos, pos_share, size=replicates).astype(np.float64)
     drawn_neg = rng.multinomial(n_neg, neg_share, size=replicates).astype(np.float64)
     drawn = rng.multinomial(n, mixed / mixed.sum(), size=replicates).astype(np.float64)
-    null = mixture_distance(drawn, solve_prior(drawn, drawn_pos, drawn_neg), drawn_pos, drawn_neg)
-    p_value = float((1 + np.count_nonzero(null >= observed)) / (replicates + 1))
+    null = check_statistics(drawn, solve_prior(drawn, drawn_pos, drawn_neg), drawn_pos, drawn_neg)
+    # each statistic's p-value, then the smaller one's own null law from the same replicates
+    observed_p = (1 + np.count_nonzero(null >= observed, axis=0)) / (replicates + 1)
+    null_p = (1 + np.count_nonzero(null[None, :, :] >= null[:, None, :], axis=1)) / (replicates + 1)
+    smallest = null_p.min(axis=1)
+    p_value = float((1 + np.count_nonzero(smallest <= observed_p.min())) / (replicates + 1))
     return LabelShiftCheck(p_value=p_value, holds=p_value >= CHECK_LEVEL)
+
+
+def check_statistics(
+    counts: FloatArray, prior: FloatArray, pos: FloatArray, neg: FloatArray
+) -> FloatArray:
+    """(..., 2) the check's statistics of window ``counts`` (..., L) against the reference
+    mixture at ``prior`` (...,): the Cramér-von Mises distance (:func:`mixture_distance`),
+    which weighs each bin by its share and so sees a change of the bulk, and Pearson's
+    Σ_l (m_l - e_l)²/e_l, which weighs a bin's gap by its expected count e_l and so sees a
+    misfit in the upper tail, where rare positives live: negatives whose scores rose inflate
+    π̃, and the top bins then hold fewer rows than π̃ predicts."""
+    a, b = class_shares(pos, neg)
+    n = counts.sum(axis=-1, keepdims=True)
+    expected = n * (prior[..., None] * a + (1.0 - prior[..., None]) * b)
+    pearson = ((counts - expected) ** 2 / expected).sum(axis=-1)
+    out: FloatArray = np.stack([mixture_distance(counts, prior, pos, neg), pearson], axis=-1)
+    return out
 
 
 def mixture_distance(
@@ -563,7 +761,7 @@ def assess_window(
 ) -> tuple[PriorEstimate, LabelShiftCheck] | None:
     """π̂ of a window's scores (n,, ascending) with its interval, and the label-shift check
     of the same scores; None for an empty window."""
-    counts = np.diff(reference.level_bounds(sorted_scores)).astype(np.float64)
+    counts = np.diff(reference.cell_bounds(sorted_scores)).astype(np.float64)
     estimate = prior_from_counts(reference, counts, seed=seed)
     if estimate is None or not np.isfinite(estimate.ratio):
         return None
