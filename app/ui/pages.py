@@ -557,7 +557,8 @@ def _explain_decision(decision: DecisionReading) -> str:
         parts += (
             " Its interval lies below 0, but the positives' shift test"
             f" (p = {_p_value(decision.shift_p_value)}) has not reached the page's level"
-            " (p < 0.000233, with the part below 5% of the reference AP): not yet significant;"
+            " (p < 0.000233, with a fall of the part by more than 5% of the reference AP):"
+            " not yet significant;"
             " the next windows will tell."
         )
     return parts

@@ -229,8 +229,8 @@ def _pooled_speaks(record: WindowRecord) -> bool:
 def decision_drop(record: WindowRecord) -> bool:
     """``CalmonDecisionMetricDrop``: where the pooled alerts speak (:func:`_pooled_speaks`;
     elsewhere it is :func:`calibrated_drop`'s), the decision's positives score lower than the
-    reference's (p < 0.000233) and its likelihood part is below 5% of the reference's value
-    of its metric (:func:`app.metrics.decision.page`)."""
+    reference's (p < 0.000233) and its likelihood part is below -5% of the reference's value
+    of its metric, a fall of more than 5% (:func:`app.metrics.decision.page`)."""
     decision = record.get("decision")
     if decision is None or not _pooled_speaks(record):
         return False
@@ -246,9 +246,10 @@ def decision_drop(record: WindowRecord) -> bool:
 def pooled_prior_shift(record: WindowRecord) -> str | None:
     """``CalmonPriorShiftPooled``: "up" or "down" where the pooled alerts speak
     (:func:`_pooled_speaks`) and the decision's ratio moved by more than a factor 1.5 with a
-    Wilson interval excluding the reference ratio, else None."""
+    Wilson interval excluding the reference ratio, else None. None too where the window alone
+    shows a shift (:func:`prior_shift`): that is ``CalmonPriorShift``'s, one alert, not two."""
     decision = record.get("decision")
-    if decision is None or not _pooled_speaks(record):
+    if decision is None or not _pooled_speaks(record) or prior_shift(record) is not None:
         return None
     return _ratio_shift(
         number(decision["positive_class_ratio"]),

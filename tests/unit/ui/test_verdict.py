@@ -314,3 +314,19 @@ def test_a_weaker_signal_reads_may_be_worse_with_the_tests_p_value() -> None:
     assert window_verdict(worse, read_window(worse))[0] == "model got worse"
     assert "not yet significant" not in sentence(worse, read_window(worse))
     assert set(VERDICT_CLASS) == set(Verdict)
+
+
+def test_a_shift_the_window_shows_alone_is_left_to_the_windows_own_alert() -> None:
+    """At 60 positives the window has no AP interval but its Wilson interval can leave the
+    band: CalmonPriorShift speaks, CalmonPriorShiftPooled stays quiet (one alert, not two)."""
+    shifted = _with_decision("class_ratio_moved", ratio=0.02, ratio_interval=[0.012, 0.03])
+    shifted.update(record(n=3000, ratio=0.02))
+    shifted["split"]["average_precision"]["likelihood_interval"] = None
+    assert shifted["n_pos"] == 60
+    assert prior_shift(shifted) == "down"
+    assert pooled_prior_shift(shifted) is None
+    assert not [a for a in alerts(shifted) if a.startswith("pooled prior shift")]
+    # the same pooled shift where the window alone stays in the band: the pooled alert's
+    steady = _with_decision("class_ratio_moved", ratio=0.02, ratio_interval=[0.012, 0.03])
+    assert prior_shift(steady) is None
+    assert pooled_prior_shift(steady) == "down"
