@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from app.db.backend import insert_ignoring_duplicates
 from app.db.models import SharedSetting
 from app.services.retention import retention_cutoff
 
@@ -67,11 +67,10 @@ def seed_retention(session: Session, *, days: int, now: datetime) -> StoredReten
     found = stored_retention(session)
     if found is not None:
         return found
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     session.execute(
-        dialect.insert(SharedSetting)
-        .values(name=RETENTION_DAYS, value=days, changed_at=now)
-        .on_conflict_do_nothing(index_elements=["name"])
+        insert_ignoring_duplicates(session.get_bind(), SharedSetting).values(
+            name=RETENTION_DAYS, value=days, changed_at=now
+        )
     )
     found = stored_retention(session)
     assert found is not None
