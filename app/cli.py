@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "api": ("api", "the HTTP API under uvicorn (production)"),
     "scheduler": ("scheduler", "the window scheduler (production)"),
     "migrate": ("migrate", "upgrade the database of CALMON_DATABASE_URL to the latest schema"),
+    "retention": ("retention", "show or change the retention period every process uses"),
     "evaluate": ("evaluate", "compute every metric of a CSV file offline"),
     "simulate": ("simulate", "send a synthetic stream with known drifts to a running server"),
     "windows": ("windows", "show a model's stored windows as a table, from a running server"),

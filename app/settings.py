@@ -179,7 +179,10 @@ class Settings(BaseSettings):
     )
     sqlite_busy_timeout: float = _seconds(5.0, "seconds")
     retention_days: int = Field(
-        default=400, ge=0, description="keep predictions this many days of event time; 0 = ever"
+        default=400,
+        ge=0,
+        description="keep predictions this many days of event time; 0 = ever. Seeds the period "
+        "stored in the database, which every process uses (`calmon retention --days` changes it)",
     )
     scheduler_interval: float = _seconds(
         15.0, "seconds between two scheduler ticks (scan, compute)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from functools import cache
@@ -33,7 +34,10 @@ from app.exporter.refresh import WindowExporter
 from app.exporter.replica import ReplicaLagCollector
 from app.log import configure_logging
 from app.services.reference_cache import ReferenceCache
+from app.services.retention_bound import RetentionBound
 from app.settings import Settings, get_settings
+
+logger = logging.getLogger(__name__)
 
 LifespanHook = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 #: references the API keeps built for the calibration maps it serves
@@ -58,6 +62,19 @@ def freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def read_retention(app: FastAPI) -> None:
+    """Read (or seed) the stored retention period at start-up, so that a disagreement with
+    ``CALMON_RETENTION_DAYS`` is logged at once. A database that does not answer is logged,
+    not raised: ingestion reads the period at its first request."""
+    clock: Clock = app.state.clock
+    try:
+        with app.state.session_factory() as session:
+            app.state.retention.refresh(session, now=clock.now(), monotonic=clock.monotonic())
+            session.commit()
+    except Exception:
+        logger.warning("retention period not read at start-up", exc_info=True)
 
 
 def create_app(
@@ -91,6 +108,7 @@ def create_app(
                 for hook in lifespan_hooks:
                     await stack.enter_async_context(hook(app))
                 await asyncio.to_thread(ui.forget_removed_tokens, app)
+                await asyncio.to_thread(read_retention, app)
                 freeze_startup_objects()
                 yield
         finally:
@@ -125,6 +143,7 @@ def create_app(
     )
     app.state.login_limiter = ui.login_limiter(settings)
     app.state.reference_cache = ReferenceCache(entries=API_REFERENCE_ENTRIES)
+    app.state.retention = RetentionBound(settings.retention_days)
     install_error_handlers(app)
     install_openapi(app)
     routers = (models.router, ingest.router, windows.router, health.router)

@@ -32,6 +32,7 @@ from app.db.models import Model
 from app.db.session import session_deadline
 from app.names import MODEL_NAME_PATTERN
 from app.services.model_registry import get_model
+from app.services.retention_bound import RetentionBound
 from app.settings import Settings
 
 IMPLIED_SCOPES: Final[dict[str, frozenset[str]]] = {
@@ -66,6 +67,12 @@ def get_clock(request: Request) -> Clock:
     return clock
 
 
+def get_retention(request: Request) -> RetentionBound:
+    """The retention period of the database as this process reads it (cached)."""
+    retention: RetentionBound = request.app.state.retention
+    return retention
+
+
 def _session(request: Request, factory: sessionmaker[Session]) -> Iterator[Session]:
     settings: Settings = request.app.state.settings
     deadline = settings.db_statement_timeout + REQUEST_DEADLINE_MARGIN
@@ -91,6 +98,7 @@ def get_read_session(request: Request) -> Iterator[Session]:
 
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 ClockDep = Annotated[Clock, Depends(get_clock)]
+RetentionDep = Annotated[RetentionBound, Depends(get_retention)]
 SessionDep = Annotated[Session, Depends(get_session)]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="model name")]

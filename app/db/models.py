@@ -370,6 +370,19 @@ class SchedulerLeader(Base):
     expires_at: Mapped[datetime]
 
 
+class SharedSetting(Base):
+    """A setting every process of one database reads from here rather than from its own
+    environment (``retention_days``: ``docs/storage.md``, "Retention"), so that no two
+    processes act on different values. ``changed_at`` is when the value was stored (seeded by
+    the first process that found none, or changed by ``calmon retention``)."""
+
+    __tablename__ = "shared_settings"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer)
+    changed_at: Mapped[datetime]
+
+
 @event.listens_for(Prediction, "before_insert")
 def _make_partition(_mapper: Any, connection: Connection, target: Prediction) -> None:
     """On PostgreSQL, make the day partition of a prediction stored through the ORM if it is

@@ -2,16 +2,16 @@
 
 A tick takes (or keeps) the leader lock. The leader does the once-only work: it scans every
 model for changed windows (:func:`app.services.planning.scan_model`) and, once an hour (the
-first time ten minutes after start), expires old predictions and their windows
-(``CALMON_RETENTION_DAYS``). Then every process on PostgreSQL, leader or not, lists the due
-windows and tries them in a fair order (:func:`app.scheduler.ordering.fair_order`: round-robin
-across models), each in its own session and transaction
-(:func:`app.services.window_compute.compute_window`), which claims the window first and computes it
-only if it is still due; a window claimed elsewhere is skipped. The plan (and, on the leader,
-the scan) is made again every interval while windows remain, so fresh windows do not wait
-behind a back-fill. On SQLite only the leader computes. A failure is logged with the model and
-window, counted in ``calmon_window_compute_failures_total{model}`` and retried after a
-back-off; other windows and models go on.
+first time ten minutes after start), expires old predictions and their windows (the retention
+period stored in the database, :mod:`app.services.retention_bound`). Then every process on
+PostgreSQL, leader or not, lists the due windows and tries them in a fair order
+(:func:`app.scheduler.ordering.fair_order`: round-robin across models), each in its own session
+and transaction (:func:`app.services.window_compute.compute_window`), which claims the window
+first and computes it only if it is still due; a window claimed elsewhere is skipped. The plan
+(and, on the leader, the scan) is made again every interval while windows remain, so fresh
+windows do not wait behind a back-fill. On SQLite only the leader computes. A failure is logged
+with the model and window, counted in ``calmon_window_compute_failures_total{model}`` and
+retried after a back-off; other windows and models go on.
 
 Ticks run on a :class:`app.clock.RepeatingTimer` thread, never two at once; ``calmon
 scheduler`` runs it alone, ``calmon serve`` beside the API.
@@ -51,7 +51,8 @@ from app.services.planning import (
     scan_model,
 )
 from app.services.reference_cache import ReferenceCache
-from app.services.retention import retention_cutoff, run_retention
+from app.services.retention import run_retention
+from app.services.retention_bound import RetentionBound, StoredRetention, settled
 from app.services.window_compute import WindowChangedError, compute_window
 from app.services.window_locks import lock_model_for_scan
 from app.settings import Settings
@@ -115,6 +116,8 @@ class WindowScheduler:
         self._tick_lock = threading.Lock()
         self._timer: RepeatingTimer | None = None
         self._last_retention = self.clock.monotonic() - RETENTION_EVERY + RETENTION_FIRST_AFTER
+        #: the retention period of the database (``CALMON_RETENTION_DAYS`` seeds it)
+        self.retention = RetentionBound(settings.retention_days)
         #: every process computes (claiming windows) on PostgreSQL; on SQLite the leader alone
         self._claims = not single_writer(self.engine)
 
@@ -181,11 +184,12 @@ class WindowScheduler:
         scans or listings failed; ``scan``: the leader scans each model first."""
         with self.read_session_factory() as session:
             models = list(session.scalars(select(Model).order_by(Model.id)))
+        retention = self._retention(fresh=False)
         due: dict[int, list[DueWindow]] = {}
         failed = 0
         for model in models:
             try:
-                due[model.id] = self._plan_model(model, scan=scan)
+                due[model.id] = self._plan_model(model, scan=scan, retention=retention)
             except Exception:
                 failed += 1
                 instruments.COMPUTE_FAILURES.labels(model.name).inc()
@@ -194,12 +198,27 @@ class WindowScheduler:
         instruments.WINDOWS_PENDING.set(len(planned))
         return planned, failed
 
-    def _plan_model(self, model: Model, *, scan: bool) -> list[DueWindow]:
-        """Scan the model (``scan``), then list its due windows. A scan that waits for the
-        model's lock beyond ``lock_timeout`` (one of its windows computed for that long) is
-        left to the next plan; the listing goes on."""
+    def _retention(self, *, fresh: bool) -> StoredRetention:
+        """The database's retention period: as cached (``fresh``: read now), seeded from
+        ``CALMON_RETENTION_DAYS`` when none is stored."""
+        now, monotonic = self.clock.now(), self.clock.monotonic()
+        with self.session_factory() as session:
+            if fresh:
+                stored = self.retention.refresh(session, now=now, monotonic=monotonic)
+            else:
+                stored = self.retention.read(session, now=now, monotonic=monotonic)
+            session.commit()
+        return stored
+
+    def _plan_model(
+        self, model: Model, *, scan: bool, retention: StoredRetention
+    ) -> list[DueWindow]:
+        """Scan the model (``scan``), then list its due windows, none that ended before
+        ``retention``'s cutoff. A scan that waits for the model's lock beyond ``lock_timeout``
+        (one of its windows computed for that long) is left to the next plan; the listing goes
+        on."""
         now = self.clock.now()
-        expired_before = retention_cutoff(now=now, retention_days=self.settings.retention_days)
+        expired_before = retention.cutoff(now)
         if scan:
             with self.session_factory() as session:
                 try:
@@ -322,16 +341,24 @@ class WindowScheduler:
         return Outcome.COMPUTED
 
     def _expire(self) -> None:
-        """Once an hour: expire old predictions and the windows they held."""
+        """Once an hour: expire old predictions and the windows they held, by the period
+        stored in the database once every process plans with it (a period stored too
+        recently waits for the next run; partitions and web sessions are kept up all the
+        same)."""
         if self.clock.monotonic() - self._last_retention < RETENTION_EVERY:
             return
         self._last_retention = self.clock.monotonic()
+        now = self.clock.now()
         try:
-            result = run_retention(
-                self.session_factory,
-                now=self.clock.now(),
-                retention_days=self.settings.retention_days,
-            )
+            retention = self._retention(fresh=True)
+            days = retention.days
+            if not settled(retention, now=now, scheduler_interval=self.settings.scheduler_interval):
+                logger.info(
+                    "retention period changed recently; expiry waits for the next run",
+                    extra={"days": days, "changed_at": iso(retention.changed_at)},
+                )
+                days = 0
+            result = run_retention(self.session_factory, now=now, retention_days=days)
         except Exception:
             logger.exception("retention failed")
             return

@@ -50,7 +50,16 @@ def test_migrate_check_reads_an_existing_empty_sqlite_file(
 
 
 def test_help_is_plain_text_and_names_what_matters(capsys: pytest.CaptureFixture[str]) -> None:
-    commands = ["migrate", "evaluate", "windows", "simulate", "serve", "api", "scheduler"]
+    commands = [
+        "migrate",
+        "retention",
+        "evaluate",
+        "windows",
+        "simulate",
+        "serve",
+        "api",
+        "scheduler",
+    ]
     for command in ([], *([name] for name in commands)):
         with pytest.raises(SystemExit):
             main([*command, "--help"])
@@ -62,6 +71,45 @@ def test_help_is_plain_text_and_names_what_matters(capsys: pytest.CaptureFixture
             assert "sqlite:///calmon.db" in text
         if command == ["evaluate"]:
             assert "default probability" in " ".join(text.split())
+
+
+def _retention_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """`calmon retention` on a migrated database that holds no period yet."""
+    assert main(["retention"]) == 0
+    assert capsys.readouterr().out == (
+        "retention: none stored yet; the first process to start stores its "
+        "CALMON_RETENTION_DAYS (here 400 days)\n"
+    )
+    assert main(["retention", "--days", "30"]) == 0
+    assert capsys.readouterr().out == "retention: 30 days (was none stored)\n"
+    assert main(["retention"]) == 0
+    assert capsys.readouterr().out.startswith("retention: 30 days, stored 20")
+    assert main(["retention", "--days", "0"]) == 0
+    assert capsys.readouterr().out == "retention: 0 (keep everything) (was 30 days)\n"
+    with pytest.raises(SystemExit):
+        main(["retention", "--days", "-1"])
+    assert "must be at least 0" in capsys.readouterr().err
+    assert main(["retention"]) == 0
+    assert capsys.readouterr().out.startswith("retention: 0 (keep everything), stored 20")
+
+
+def test_retention_shows_and_changes_the_stored_period(
+    sqlite_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CALMON_RETENTION_DAYS", raising=False)
+    assert main(["retention"]) == 1
+    assert "run `calmon migrate`" in capsys.readouterr().err
+    assert main(["migrate"]) == 0
+    _retention_commands(capsys)
+
+
+def test_retention_postgres(
+    postgres_database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CALMON_DATABASE_URL", postgres_database)
+    monkeypatch.delenv("CALMON_RETENTION_DAYS", raising=False)
+    assert main(["migrate"]) == 0
+    _retention_commands(capsys)
 
 
 def test_migrate_postgres(postgres_database: str, monkeypatch: pytest.MonkeyPatch) -> None:

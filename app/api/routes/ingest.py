@@ -2,10 +2,11 @@
 
 Bodies are read raw and validated in one pass by pydantic's Rust JSON parser. A batch is all
 or nothing: any invalid item (422, with ``predictions[i].field``; a timestamp before the
-retention period, or the epoch when retention is off, or more than a day past the server's
-clock is invalid) or conflicting id (409) and nothing of it is stored. A prediction batch holds
-its model's row ``FOR SHARE`` from the moment it reads ``score_kind`` to its commit, so a
-configuration change waits for it (or it for the change). Each request's work runs in
+retention period stored in the database (:mod:`app.services.retention_bound`), or the epoch
+when retention is off, or more than a day past the server's clock is invalid) or conflicting
+id (409) and nothing of it is stored. A prediction batch holds its model's row ``FOR SHARE``
+from the moment it reads ``score_kind`` to its commit, so a configuration change waits for it
+(or it for the change). Each request's work runs in
 :func:`app.api.transactions.in_transaction`, which runs it again when the database aborts it
 for a concurrent transaction.
 """
@@ -19,8 +20,8 @@ from app.api.deps import (
     ClockDep,
     JsonBody,
     ModelName,
+    RetentionDep,
     SessionDep,
-    SettingsDep,
     WriteScope,
     existing_model,
 )
@@ -60,16 +61,16 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
     },
 )
 def send_predictions(
-    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep, clock: ClockDep
+    model: ModelName, body: JsonBody, session: SessionDep, retention: RetentionDep, clock: ClockDep
 ) -> PredictionsOut:
     """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
     now = clock.now()
+    monotonic = clock.monotonic()
 
     def work() -> PredictionsResult:
         stored = existing_model(session, model, share_lock=True)
-        validate = predictions_schema(stored.score_kind).at(
-            now, retention_days=settings.retention_days
-        )
+        days = retention.read(session, now=now, monotonic=monotonic).days
+        validate = predictions_schema(stored.score_kind).at(now, retention_days=days)
         rows = prediction_rows(parse_json(validate, body)["predictions"])
         return ingest_predictions(session, model=stored, rows=rows, now=now)
 
@@ -91,15 +92,17 @@ def send_predictions(
     responses=WRITE_ERRORS,
 )
 def send_labels(
-    model: ModelName, body: JsonBody, session: SessionDep, settings: SettingsDep, clock: ClockDep
+    model: ModelName, body: JsonBody, session: SessionDep, retention: RetentionDep, clock: ClockDep
 ) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction, and
     labels of predictions older than the retention period are ignored."""
     now = clock.now()
-    earliest = earliest_timestamp(now, settings.retention_days)
+    monotonic = clock.monotonic()
 
     def work() -> LabelsResult:
         stored = existing_model(session, model)
+        days = retention.read(session, now=now, monotonic=monotonic).days
+        earliest = earliest_timestamp(now, days)
         labels = parse_json(LABEL_BATCH.validate_json, body)["labels"]
         return ingest_labels(session, model=stored, labels=labels, now=now, earliest=earliest)
 

@@ -43,6 +43,7 @@ TABLES = {
     "window_changes",
     "web_sessions",
     "scheduler_leader",
+    "shared_settings",
 }
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from app.db.models import Model, Prediction, WindowChange
 from app.services.reference_cache import ReferenceCache
 from app.services.retention import expire_windows_batch, run_retention
+from app.services.retention_bound import change_retention
 from app.services.window_compute import compute_window
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
@@ -228,13 +229,17 @@ def test_windows_retention_expired_do_not_come_back(env: Env, clock: SettledCloc
     assert set(env.results(model_id)) == {clock.recent(2), clock.recent(1)}
     # Ten days on, with ten days' retention: the cutoff falls inside the next window.
     later = clock.recent(0) + timedelta(days=10, minutes=7, seconds=30)
+    with env.session_factory() as session:
+        change_retention(session, days=10, now=clock.now())
+        session.commit()
     run_retention(env.session_factory, now=later, retention_days=10)
     assert set(env.states(model_id)) == {clock.recent(-1)}
     assert env.results(model_id) == {}
     late = {item["id"]: 1 for item in old.items if "label" not in item}
     send_labels(env.client, "kept", late)
-    # the same scheduler ten days on (the leader: on SQLite only the leader computes)
-    scheduler.settings = scheduler.settings.model_copy(update={"retention_days": 10})
+    # the same scheduler ten days on (the leader: on SQLite only the leader computes), its
+    # cached period read again as it is after CACHE_SECONDS
+    scheduler.retention.forget()
     scheduler.clock = SetClock(at=later)
     scheduler.tick()
     assert set(env.states(model_id)) == {clock.recent(-1)}
@@ -258,6 +263,8 @@ def test_labels_of_predictions_older_than_retention_are_ignored(
     assert response.status_code == 200, response.text
     with env.session_factory() as session:
         before = set(session.scalars(select(WindowChange.starts_at)))
+        change_retention(session, days=2, now=clock.now())
+        session.commit()
     client = make_client(retention_days=2)
     response = client.post(
         "/v1/models/labels/labels",
