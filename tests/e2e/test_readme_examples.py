@@ -208,6 +208,7 @@ def test_running_it_lines_work_as_written(tmp_path: Path) -> None:
     lines = [line.split("  #")[0].strip() for line in block[0].splitlines()]
     assert lines == [
         ".venv/bin/calmon migrate",
+        ".venv/bin/calmon retention",
         ".venv/bin/calmon api --workers 2",
         ".venv/bin/calmon serve",
         ".venv/bin/calmon scheduler",
@@ -216,6 +217,9 @@ def test_running_it_lines_work_as_written(tmp_path: Path) -> None:
     migrated = _sh(lines[0], DOCUMENTED, cwd=clone)
     assert migrated == ""
     assert (clone / "calmon.db").is_file()
+    retention = _sh(lines[1], DOCUMENTED, cwd=clone)
+    assert retention.startswith("retention: none stored yet"), retention
+    lines.pop(1)
     for line in lines[1:3]:
         port = free_port()
         env = _environment(CALMON_PORT=str(port), CALMON_SCHEDULER_INTERVAL="60")
