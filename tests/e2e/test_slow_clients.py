@@ -88,7 +88,7 @@ def test_an_oversized_header_is_refused_without_reading_it(
 
     with socket.create_connection(("127.0.0.1", port)) as sock:
         started = time.monotonic()
-        sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: calmon\r\nAuthorization: Bearer ")
+        sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ")
 
         def flood() -> None:
             chunk = b"a" * MIB
@@ -115,10 +115,10 @@ def test_an_oversized_header_is_refused_without_reading_it(
 @pytest.mark.parametrize(
     ("request_bytes", "bound"),
     [
-        (b"GET /healthz HTTP/1.1\r\nHost: calmon\r\nAccept: application/json", HEADER_TIMEOUT),
+        (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json", HEADER_TIMEOUT),
         (b"", HEADER_TIMEOUT),
         (
-            b"PUT /v1/models/slow HTTP/1.1\r\nHost: calmon\r\nContent-Type: application/json\r\n"
+            b"PUT /v1/models/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n{",
             BODY_TIMEOUT,
         ),
@@ -144,7 +144,7 @@ def test_a_slow_but_timely_request_is_served(api: tuple[int, subprocess.Popen[by
     with socket.create_connection(("127.0.0.1", port)) as sock:
         for part in (
             b"GET /healthz HTTP/1.1\r\n",
-            b"Host: calmon\r\n",
+            b"Host: 127.0.0.1\r\n",
             b"Connection: close\r\n\r\n",
         ):
             sock.sendall(part)
