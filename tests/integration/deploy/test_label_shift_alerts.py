@@ -22,6 +22,7 @@ import pytest
 
 from app.db.models import Model
 from app.exporter.snapshot import LatestWindow
+from app.metrics.label_free import CHECK_METHOD
 from app.services.window_compute import evaluate_segment
 from tests.integration.deploy.promql import selectors
 from tests.integration.deploy.test_calibrated_drop_alert import (
@@ -128,7 +129,7 @@ def test_scores_changed_fires_on_drift_and_the_estimated_shift_only_where_it_hol
     assert records["tiny-0"]["label_shift"] == {
         "p_value": None,
         "holds": None,
-        "method": "cvm_mixture_bootstrap",
+        "method": CHECK_METHOD,
     }
     assert records["tiny-0"]["verdict"] == "not_enough_data"
     lower, upper = records["tiny-0"]["positive_class_ratio_interval"]
