@@ -18,7 +18,7 @@ COPY requirements/build.txt requirements/runtime.txt ./requirements/
 RUN /opt/build/bin/pip install --require-hashes --no-deps -r requirements/build.txt \
  && /opt/calmon/bin/pip install --require-hashes --no-deps -r requirements/runtime.txt
 COPY pyproject.toml setup.py README.md ./
-COPY app ./app
+COPY calmon ./calmon
 COPY migrations ./migrations
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
  && /opt/calmon/bin/pip install --no-deps --no-index /wheels/calmon-*.whl \

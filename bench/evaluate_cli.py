@@ -50,9 +50,9 @@ def write_csv(path: Path, *, rows: int, seed: int = 0) -> None:
 
 
 def command() -> list[str]:
-    """The installed console script next to this interpreter, else ``python -m app.cli``."""
+    """The installed console script next to this interpreter, else ``python -m calmon.cli``."""
     script = Path(sys.executable).with_name("calmon")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "calmon.cli"]
 
 
 def end_to_end(path: Path, options: list[str], repeats: int) -> tuple[list[float], list[float]]:
@@ -92,11 +92,11 @@ class Stages:
 
 def breakdown(path: Path, options: list[str]) -> dict[str, tuple[float, float]]:
     """(wall, cpu) seconds of each stage of the command, run in this process."""
-    from app.cli import build_parser
-    from app.commands.evaluate import evaluate_groups, read_input, required_columns
-    from app.offline.csv_input import parse_csv
-    from app.offline.grouping import split_rows
-    from app.offline.report import render_json, render_table
+    from calmon.cli import build_parser
+    from calmon.commands.evaluate import evaluate_groups, read_input, required_columns
+    from calmon.offline.csv_input import parse_csv
+    from calmon.offline.grouping import split_rows
+    from calmon.offline.report import render_json, render_table
 
     args = build_parser().parse_args(["evaluate", str(path), *options])
     stages = Stages()

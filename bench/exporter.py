@@ -34,11 +34,11 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 from sqlalchemy import insert
 
-from app.api.app import create_app
-from app.db.models import Model, ModelSegment, WindowResult
-from app.exporter.refresh import WindowExporter
-from app.settings import Settings
 from bench.scratch import Scratch, migrated_scratch
+from calmon.api.app import create_app
+from calmon.db.models import Model, ModelSegment, WindowResult
+from calmon.exporter.refresh import WindowExporter
+from calmon.settings import Settings
 from tests.unit.exporter.records import make_record
 
 UNBOUNDED = 10**9

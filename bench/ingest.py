@@ -83,13 +83,13 @@ import orjson
 import psycopg
 from psycopg import sql
 
-from app.db import migrate
-from app.db.session import create_db_engine, create_session_factory
-from app.services.ingest import ingest_predictions
-from app.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH, prediction_rows
-from app.services.model_registry import get_model
-from app.settings import Settings
 from bench.scratch import create_scratch, drop_scratch
+from calmon.db import migrate
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.services.ingest import ingest_predictions
+from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH, prediction_rows
+from calmon.services.model_registry import get_model
+from calmon.settings import Settings
 
 RATE_TARGET = 80_000
 RATIO_TARGET = 0.5

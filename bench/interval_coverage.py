@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from app.metrics import intervals
+from calmon.metrics import intervals
 from tests.unit.metrics.coverage_study import (
     ALL_MEAN_METRICS,
     MEAN_METRICS,

@@ -4,7 +4,7 @@
 
 NannyML (``nannyml`` 0.13 from PyPI) pulls in pandas, lightgbm, plotly and more, so it lives in
 a separate benchmark environment, never in calmon's dependencies; calmon's estimator
-(``app.metrics.label_free``) needs only NumPy, so the same interpreter runs both.
+(``calmon.metrics.label_free``) needs only NumPy, so the same interpreter runs both.
 
 The streams: a reference of ``--reference`` rows at π_ref = 0.1 with labels; then, for each
 π in 0.01, 0.02, 0.05, 0.1, 0.2, ``--windows`` windows of ``--rows`` rows drawn with the same
@@ -28,10 +28,10 @@ import warnings
 import numpy as np
 import numpy.typing as npt
 
-from app.arrays import FloatArray
-from app.metrics.evaluation import evaluate
-from app.metrics.label_free import estimate_window, label_shift_reference
-from app.metrics.ranking import rank
+from calmon.arrays import FloatArray
+from calmon.metrics.evaluation import evaluate
+from calmon.metrics.label_free import estimate_window, label_shift_reference
+from calmon.metrics.ranking import rank
 
 METRICS = ("precision", "f1", "roc_auc")
 PRIORS = (0.01, 0.02, 0.05, 0.1, 0.2)

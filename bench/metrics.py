@@ -35,7 +35,7 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from app.metrics import evaluate, split_from_arrays
+from calmon.metrics import evaluate, split_from_arrays
 
 PRIOR = 0.01
 PI0 = (0.5, 0.1, 0.01)
@@ -134,9 +134,9 @@ def main() -> int:
             )
 
     try:
-        import app.metrics.intervals  # noqa: F401
+        import calmon.metrics.intervals  # noqa: F401
     except ImportError:
-        print("intervals: app.metrics.intervals is not available; skipped")
+        print("intervals: calmon.metrics.intervals is not available; skipped")
     else:
         for ties in (False, True):
             scores, labels = make_set(10**6, ties=ties)

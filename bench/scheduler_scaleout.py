@@ -45,9 +45,9 @@ from types import ModuleType
 
 import psycopg
 
-from app.db.partitions import ensure_days
-from app.services.model_registry import ModelConfig, ReferenceConfig, put_model
 from bench.scratch import migrated_scratch
+from calmon.db.partitions import ensure_days
+from calmon.services.model_registry import ModelConfig, ReferenceConfig, put_model
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 3600.0
@@ -116,7 +116,7 @@ def _run(
         log = logs / f"p{processes}-{i}.log"
         with log.open("wb") as handle:
             process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", "0"],
+                [sys.executable, "-m", "calmon.cli", "scheduler", "--metrics-port", "0"],
                 env=env,
                 stdout=handle,
                 stderr=subprocess.STDOUT,

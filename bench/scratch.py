@@ -14,9 +14,9 @@ from psycopg import sql
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import migrate
-from app.db.session import create_db_engine, create_session_factory
-from app.settings import Settings
+from calmon.db import migrate
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.settings import Settings
 
 #: the server the benchmarks create their scratch databases on (a database to connect to
 #: while creating and dropping them)
@@ -54,7 +54,7 @@ class Scratch:
 @contextmanager
 def migrated_scratch(*, keep: bool = False, **settings: Any) -> Iterator[Scratch]:
     """A scratch database upgraded to the latest revision, with ``settings`` (fields of
-    :class:`~app.settings.Settings`) beside its URL; at the end its engine is disposed and,
+    :class:`~calmon.settings.Settings`) beside its URL; at the end its engine is disposed and,
     unless ``keep``, the database dropped."""
     name, libpq_url = create_scratch()
     url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)

@@ -28,12 +28,12 @@ from typing import Any
 import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Model
-from app.db.partitions import ensure_days, partition_name
-from app.services.model_registry import ModelConfig, put_model
-from app.services.planning import scan_model
-from app.services.retention import run_retention
 from bench.scratch import migrated_scratch
+from calmon.db.models import Model
+from calmon.db.partitions import ensure_days, partition_name
+from calmon.services.model_registry import ModelConfig, put_model
+from calmon.services.planning import scan_model
+from calmon.services.retention import run_retention
 
 DAY = date(2026, 1, 5)
 CHUNK = 1_000_000

@@ -45,24 +45,24 @@ import numpy.typing as npt
 import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.arrays import FloatArray
-from app.db.models import Model
-from app.db.partitions import ensure_days
-from app.metrics.advice import window_advice
-from app.metrics.label_free import estimate_window
-from app.metrics.prepared import prepare
-from app.metrics.recalibration import calibration_map
-from app.metrics.window_evaluation import all_sorted, window_decision
-from app.names import ALL_SEGMENTS
-from app.services.changes import record_changes
-from app.services.decisions import pooled_set, trailing_pool
-from app.services.model_registry import ModelConfig, Objective, ReferenceConfig, put_model
-from app.services.planning import due_windows, scan_model
-from app.services.reference_cache import Reference, ReferenceCache
-from app.services.references import references_for
-from app.services.window_compute import compute_window, evaluate_segment, window_config
-from app.services.window_rows import load_rows
 from bench.scratch import migrated_scratch
+from calmon.arrays import FloatArray
+from calmon.db.models import Model
+from calmon.db.partitions import ensure_days
+from calmon.metrics.advice import window_advice
+from calmon.metrics.label_free import estimate_window
+from calmon.metrics.prepared import prepare
+from calmon.metrics.recalibration import calibration_map
+from calmon.metrics.window_evaluation import all_sorted, window_decision
+from calmon.names import ALL_SEGMENTS
+from calmon.services.changes import record_changes
+from calmon.services.decisions import pooled_set, trailing_pool
+from calmon.services.model_registry import ModelConfig, Objective, ReferenceConfig, put_model
+from calmon.services.planning import due_windows, scan_model
+from calmon.services.reference_cache import Reference, ReferenceCache
+from calmon.services.references import references_for
+from calmon.services.window_compute import compute_window, evaluate_segment, window_config
+from calmon.services.window_rows import load_rows
 
 PRIOR = 0.01
 #: Shares of unlabelled predictions at which the label-free estimate is timed.

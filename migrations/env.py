@@ -1,4 +1,4 @@
-"""Alembic environment: runs on the connection that :mod:`app.db.migrate` hands over.
+"""Alembic environment: runs on the connection that :mod:`calmon.db.migrate` hands over.
 
 On PostgreSQL the run holds a session advisory lock so that replicas starting together
 migrate one after the other; on SQLite, operations run in batch mode (table copies) so that
@@ -10,9 +10,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, text
 
-from app.db.models import Base
-from app.db.session import create_db_engine
-from app.settings import Settings
+from calmon.db.models import Base
+from calmon.db.session import create_db_engine
+from calmon.settings import Settings
 
 MIGRATION_LOCK_KEY = 0x63616C6D6F6E  # "calmon"
 

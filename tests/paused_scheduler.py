@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app import cli
-from app.scheduler import runner
+from calmon import cli
+from calmon.scheduler import runner
 
 #: the directory to put on ``PYTHONPATH`` so that ``-m tests.paused_scheduler`` is found
 ROOT = str(Path(__file__).resolve().parents[1])

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from app.db.models import UTCDateTime
+from calmon.db.models import UTCDateTime
 
 revision: str = "0001"
 down_revision: str | None = None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from app.db.models import PENDING_WINDOW, UTCDateTime
+from calmon.db.models import PENDING_WINDOW, UTCDateTime
 
 revision: str = "0002"
 down_revision: str | None = "0001"

@@ -21,9 +21,9 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from alembic import op
 
-from app.db.backend import WINDOW_START_SQL, backend
-from app.db.models import UTCDateTime
-from app.timeline import WINDOW_SECONDS
+from calmon.db.backend import WINDOW_START_SQL, backend
+from calmon.db.models import UTCDateTime
+from calmon.timeline import WINDOW_SECONDS
 
 revision: str = "0004"
 down_revision: str | None = "0003"

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from app.db.models import UTCDateTime
+from calmon.db.models import UTCDateTime
 
 revision: str = "0009"
 down_revision: str | None = "0008"

@@ -34,9 +34,9 @@ from typing import Any, Final
 
 import yaml
 
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.settings import Settings
+from calmon.db import migrate
+from calmon.db.session import create_db_engine
+from calmon.settings import Settings
 from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
 from tests.support import free_port, wait_for
 

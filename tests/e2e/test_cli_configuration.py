@@ -20,7 +20,13 @@ def test_bad_setting_exits_2_naming_the_setting(command: str, tmp_path: Path) ->
         "CALMON_PORT": "70000",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", command, *(["--once"] if command == "scheduler" else [])],
+        [
+            sys.executable,
+            "-m",
+            "calmon.cli",
+            command,
+            *(["--once"] if command == "scheduler" else []),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

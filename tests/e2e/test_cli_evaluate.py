@@ -27,7 +27,7 @@ EXPECTED = json.loads((VECTORS / "expected.json").read_text())
 def calmon(
     *args: str | Path, stdin: str | None = None, program: list[str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    command = program or [sys.executable, "-m", "app.cli"]
+    command = program or [sys.executable, "-m", "calmon.cli"]
     return subprocess.run(
         [*command, "evaluate", *map(str, args)],
         input=stdin,
@@ -367,7 +367,7 @@ def test_reader_going_away_is_not_an_error(tmp_path: Path) -> None:
     ]
     path = write(tmp_path / "many.csv", lines)
     with subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "evaluate", str(path), "--window", "5m"],
+        [sys.executable, "-m", "calmon.cli", "evaluate", str(path), "--window", "5m"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.timeline import iso
+from calmon.timeline import iso
 from tests.e2e.stack import api_workers
 
 THREADS = 16

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.db.migrate import head_revision
+from calmon.db.migrate import head_revision
 from tests.e2e import conftest
 from tests.e2e.conftest import docker, find_engine
 from tests.e2e.stack import (
@@ -165,7 +165,7 @@ def test_image_metadata_and_no_packaging_tools(calmon_image: str) -> None:
     assert system.strip() == "[]"
     files = docker(
         "run", "--rm", "--entrypoint", "python", calmon_image, "-c",
-        "from app.db.migrate import migrations_directory as d; print(sorted(p.name for p in "
+        "from calmon.db.migrate import migrations_directory as d; print(sorted(p.name for p in "
         "(d() / 'versions').glob('0*.py')))",
     ).stdout  # fmt: skip
     assert "0001_initial.py" in files

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.settings import parse_tokens
+from calmon.settings import parse_tokens
 from tests.e2e.stack import SERVE, LocalStack, running
 from tests.e2e.test_serve_quickstart import clean_environment, wait_until_up
 from tests.support import free_port, wait_for
@@ -43,7 +43,7 @@ NOT_RUN = {
     '{"error": {"code": "validation_error"': (
         "an answer, not a command: tests/integration/api/test_ingest.py"
     ),
-    "from app.notebook import evaluate_frame, report": (
+    "from calmon.notebook import evaluate_frame, report": (
         "needs the reader's data frames; tests/unit/test_notebook.py runs both calls"
     ),
     ".venv/bin/python bench/metrics.py": ("benchmarks take minutes each; docs/benchmarks.md"),
@@ -93,7 +93,7 @@ def _clone(directory: Path) -> Path:
     bin_dir = directory / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     calmon = bin_dir / "calmon"
-    calmon.write_text(f'#!/bin/sh\nexec {sys.executable} -m app.cli "$@"\n')
+    calmon.write_text(f'#!/bin/sh\nexec {sys.executable} -m calmon.cli "$@"\n')
     calmon.chmod(0o755)
     (directory / "examples").symlink_to(REPO / "examples")
     return directory

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.simulation.stream import PHASES, generate_window, plan_windows
+from calmon.simulation.stream import PHASES, generate_window, plan_windows
 from tests.e2e.browser import Offline, chromium, require_chromium
 from tests.e2e.test_serve_quickstart import calmon_command
 

@@ -22,7 +22,7 @@ STARTUP_SECONDS = 30
 
 def calmon_command() -> list[str]:
     script = Path(sys.executable).parent / "calmon"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "calmon.cli"]
 
 
 def clean_environment() -> dict[str, str]:
@@ -92,7 +92,7 @@ def test_serve_with_no_configuration(tmp_path: Path) -> None:
     assert any('"route":"/v1/models/{model}/predictions"' in line for line in lines)
     records = [json.loads(line) for line in lines]
     assert not [r for r in records if r["logger"].startswith("alembic")]
-    [migrated] = [r for r in records if r["logger"] == "app.db.migrate"]
+    [migrated] = [r for r in records if r["logger"] == "calmon.db.migrate"]
     assert migrated["message"] == "database schema upgraded"
     assert migrated["from_revision"] == "empty"
     [ready] = [r for r in records if r["logger"] == "calmon.serve"]

@@ -14,7 +14,7 @@ per window, 4 windows per phase) and checks every window of each phase:
   interval below 0, |prior part| <= 0.15 |likelihood part|, and the prior part's interval
   holds 0 in at least 3 of the 4 windows.
 
-Why every window and not "all but one": the stream is stratified (``app.simulation.stream``),
+Why every window and not "all but one": the stream is stratified (``calmon.simulation.stream``),
 so its windows sit much closer to the population than independent draws would, and the
 service's bootstrap intervals (which assume independent draws) are wide for it. Over 600
 windows per phase of the default stream (150 seeds, evaluated offline with the same metric
@@ -51,8 +51,8 @@ import httpx
 import numpy as np
 import pytest
 
-from app.metrics.evaluation import evaluate
-from app.simulation.stream import PHASES, WindowPlan, generate_window
+from calmon.metrics.evaluation import evaluate
+from calmon.simulation.stream import PHASES, WindowPlan, generate_window
 from tests.e2e.stack import API, MIGRATE, SCHEDULER, SERVE, LocalStack
 from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
 

@@ -1,6 +1,6 @@
 """`calmon api` against clients that send too much or too little, over raw sockets: an oversized
 request head is refused after reading a bounded part of it, and a request whose head or body
-never arrives is closed once its time is up (``app.api.server``). Two workers, so the bounds
+never arrives is closed once its time is up (``calmon.api.server``). Two workers, so the bounds
 hold in uvicorn's worker processes too."""
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ from playwright.sync_api import Browser
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Model, WindowResult
-from app.timeline import iso
+from calmon.db.models import Model, WindowResult
+from calmon.timeline import iso
 from tests.e2e.browser import Offline, chromium, load_seconds, require_chromium
 from tests.e2e.stack import API, API_TOKENS, MIGRATE, SERVE, LocalStack
 from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up

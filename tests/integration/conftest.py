@@ -11,10 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 from psycopg import sql
 
-from app.api.app import create_app
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.db import migrate
+from calmon.db.session import create_db_engine
+from calmon.settings import Settings
 from tests.integration.scheduler.helpers import SettledClock, settle
 from tests.support import database_url, throwaway_database
 

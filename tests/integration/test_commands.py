@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from app.cli import main
-from app.settings import is_loopback
+from calmon.cli import main
+from calmon.settings import is_loopback
 
 
 @pytest.fixture

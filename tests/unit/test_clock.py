@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from app.clock import SYSTEM_CLOCK, RepeatingTimer
+from calmon.clock import SYSTEM_CLOCK, RepeatingTimer
 
 
 def _until(condition: threading.Event, seconds: float = 5.0) -> None:

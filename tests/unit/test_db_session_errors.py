@@ -11,7 +11,7 @@ import weakref
 import psycopg
 import pytest
 
-from app.db.session import OutageGate, Watchdog, _probe_once
+from calmon.db.session import OutageGate, Watchdog, _probe_once
 
 
 def test_a_failing_watchdog_callback_is_logged_with_its_name(
@@ -23,7 +23,7 @@ def test_a_failing_watchdog_callback_is_logged_with_its_name(
     def broken() -> None:
         raise RuntimeError("cut failed")
 
-    with caplog.at_level(logging.DEBUG, logger="app.db.session"):
+    with caplog.at_level(logging.DEBUG, logger="calmon.db.session"):
         watchdog.arm(0.05, broken, name="session deadline")
         watchdog.arm(0.1, broken)
         watchdog.arm(0.15, done.set)
@@ -52,7 +52,7 @@ def test_a_probe_attempt_that_fails_is_logged(caplog: pytest.LogCaptureFixture) 
     def broken() -> None:
         raise RuntimeError("a bug")
 
-    with caplog.at_level(logging.DEBUG, logger="app.db.session"):
+    with caplog.at_level(logging.DEBUG, logger="calmon.db.session"):
         _attempt(down)
         _attempt(broken)
     [expected] = [r for r in caplog.records if r.getMessage() == "database probe failed"]

@@ -1,19 +1,19 @@
 """The import graph of ``app`` points one way: api and commands -> services -> db, and a pure
 metric engine that imports nothing else of the service.
 
-Every module under ``app/`` is parsed with :mod:`ast`; every ``import`` and ``from ... import``
+Every module under ``calmon/`` is parsed with :mod:`ast`; every ``import`` and ``from ... import``
 counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks alike. The rules:
 
-- ``app.metrics`` (the metric engine) imports nothing from ``app`` but itself,
-  ``app.arrays`` and ``app.catalogue`` (names only);
-- ``app.db`` imports none of ``app.services``, ``app.api``, ``app.scheduler``,
-  ``app.commands``;
-- ``app.services`` imports none of ``app.api``, ``app.commands``, ``app.scheduler``;
-- ``app.services`` imports of the metric engine only its entry points
-  (:data:`SERVICE_ENGINE_ENTRY_POINTS`): the package ``app.metrics`` (the names it exports)
+- ``calmon.metrics`` (the metric engine) imports nothing from ``app`` but itself,
+  ``calmon.arrays`` and ``calmon.catalogue`` (names only);
+- ``calmon.db`` imports none of ``calmon.services``, ``calmon.api``, ``calmon.scheduler``,
+  ``calmon.commands``;
+- ``calmon.services`` imports none of ``calmon.api``, ``calmon.commands``, ``calmon.scheduler``;
+- ``calmon.services`` imports of the metric engine only its entry points
+  (:data:`SERVICE_ENGINE_ENTRY_POINTS`): the package ``calmon.metrics`` (the names it exports)
   and the modules ``window_evaluation`` (a window's evaluation, its pooled decision
   included), ``advice`` and ``recalibration``;
-- ``app.scheduler`` imports neither ``app.api`` nor FastAPI;
+- ``calmon.scheduler`` imports neither ``calmon.api`` nor FastAPI;
 - the top-level parts of ``app`` (its subpackages and top-level modules) form no import cycle:
   every import between two parts of one strongly connected component is a violation.
 
@@ -30,14 +30,14 @@ from pathlib import Path
 
 import pytest
 
-APP = Path(__file__).resolve().parents[2] / "app"
+APP = Path(__file__).resolve().parents[2] / "calmon"
 
 #: violation -> why it is still there. A violation is "rule: importer -> imported".
 KNOWN_VIOLATIONS: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:
-    """``app/a/b.py`` -> ``app.a.b``; ``app/a/__init__.py`` -> ``app.a``."""
+    """``calmon/a/b.py`` -> ``calmon.a.b``; ``calmon/a/__init__.py`` -> ``calmon.a``."""
     parts = path.relative_to(APP.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -94,8 +94,8 @@ def within(name: str, *prefixes: str) -> bool:
 
 
 def part(name: str) -> str:
-    """The top-level part of ``app`` a module belongs to: ``app.services.window_compute`` ->
-    ``app.services``; ``app`` itself is its own part."""
+    """The top-level part of ``app`` a module belongs to: ``calmon.services.window_compute`` ->
+    ``calmon.services``; ``app`` itself is its own part."""
     return ".".join(name.split(".")[:2])
 
 
@@ -147,38 +147,48 @@ def strongly_connected(graph: Mapping[str, Iterable[str]]) -> list[set[str]]:
 
 #: (rule, importers, forbidden imports, exceptions to the forbidden ones), as dotted prefixes.
 RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
-    ("metrics", ("app.metrics",), ("app",), ("app.metrics", "app.arrays", "app.catalogue")),
-    ("db", ("app.db",), ("app.services", "app.api", "app.scheduler", "app.commands"), ()),
-    ("services", ("app.services",), ("app.api", "app.commands", "app.scheduler"), ()),
-    ("scheduler", ("app.scheduler",), ("app.api", "fastapi"), ()),
+    (
+        "metrics",
+        ("calmon.metrics",),
+        ("calmon",),
+        ("calmon.metrics", "calmon.arrays", "calmon.catalogue"),
+    ),
+    (
+        "db",
+        ("calmon.db",),
+        ("calmon.services", "calmon.api", "calmon.scheduler", "calmon.commands"),
+        (),
+    ),
+    ("services", ("calmon.services",), ("calmon.api", "calmon.commands", "calmon.scheduler"), ()),
+    ("scheduler", ("calmon.scheduler",), ("calmon.api", "fastapi"), ()),
 )
 
 
-#: What ``app.services`` may import of the metric engine, exactly (a module inside one of these
+#: What ``calmon.services`` may import of the metric engine, exactly (a module inside one of these
 #: is not allowed): the package, whose names are what the service needs to build and cache
 #: reference sets and to check a configuration, and the engine's entry modules (a window's
 #: evaluation with its pooled decision, the advice and the recalibration map).
 SERVICE_ENGINE_ENTRY_POINTS: frozenset[str] = frozenset(
     {
-        "app.metrics",
-        "app.metrics.window_evaluation",
-        "app.metrics.advice",
-        "app.metrics.recalibration",
+        "calmon.metrics",
+        "calmon.metrics.window_evaluation",
+        "calmon.metrics.advice",
+        "calmon.metrics.recalibration",
     }
 )
 
 
 def layering_violations(graph: Mapping[str, Iterable[str]]) -> set[str]:
-    """Every import that breaks one of RULES, or imports into ``app.services`` an engine
+    """Every import that breaks one of RULES, or imports into ``calmon.services`` an engine
     module other than SERVICE_ENGINE_ENTRY_POINTS (rule ``engine entry``), as
     ``"rule: importer -> imported"``."""
     found: set[str] = set()
     for importer, targets in graph.items():
-        if within(importer, "app.services"):
+        if within(importer, "calmon.services"):
             found.update(
                 f"engine entry: {importer} -> {target}"
                 for target in targets
-                if within(target, "app.metrics") and target not in SERVICE_ENGINE_ENTRY_POINTS
+                if within(target, "calmon.metrics") and target not in SERVICE_ENGINE_ENTRY_POINTS
             )
         for rule, importers, forbidden, allowed in RULES:
             if not within(importer, *importers):
@@ -197,7 +207,7 @@ def cycle_violations(graph: Mapping[str, Iterable[str]]) -> set[str]:
     parts: dict[str, set[str]] = {}
     for importer, targets in graph.items():
         for target in targets:
-            if within(target, "app") and part(target) != part(importer):
+            if within(target, "calmon") and part(target) != part(importer):
                 parts.setdefault(part(importer), set()).add(part(target))
     component_of = {
         member: frozenset(component)
@@ -210,7 +220,7 @@ def cycle_violations(graph: Mapping[str, Iterable[str]]) -> set[str]:
         for target in targets:
             source, dest = part(importer), part(target)
             same_cycle = source in component_of and component_of[source] == component_of.get(dest)
-            if within(target, "app") and source != dest and same_cycle:
+            if within(target, "calmon") and source != dest and same_cycle:
                 found.add(f"cycle: {importer} -> {target}")
     return found
 
@@ -223,29 +233,29 @@ def graph() -> dict[str, set[str]]:
 def test_the_parser_sees_imports_at_module_level_and_inside_functions(
     graph: dict[str, set[str]],
 ) -> None:
-    assert "app.metrics.prepared" in graph["app.metrics.evaluation"]
+    assert "calmon.metrics.prepared" in graph["calmon.metrics.evaluation"]
     # ``check_pi0`` is imported inside a function of the command, from the prepared set.
-    assert "app.metrics.prepared" in graph["app.commands.evaluate"]
-    assert {"app.arrays", "numpy"} <= graph["app.metrics.ranking"]
+    assert "calmon.metrics.prepared" in graph["calmon.commands.evaluate"]
+    assert {"calmon.arrays", "numpy"} <= graph["calmon.metrics.ranking"]
     assert len(graph) > 50
 
 
 def test_relative_imports_resolve_against_the_package() -> None:
     tree = ast.parse("from . import b\nfrom .c import d\nfrom .. import e\n")
-    known = {"app.x.b", "app.x.c", "app.e"}
-    assert imported_names(tree, "app.x.a", is_package=False, known=known) == {
-        "app.x",
-        "app.x.b",
-        "app.x.c",
-        "app",
-        "app.e",
+    known = {"calmon.x.b", "calmon.x.c", "calmon.e"}
+    assert imported_names(tree, "calmon.x.a", is_package=False, known=known) == {
+        "calmon.x",
+        "calmon.x.b",
+        "calmon.x.c",
+        "calmon",
+        "calmon.e",
     }
-    assert imported_names(tree, "app.x", is_package=True, known=known) == {
-        "app.x",
-        "app.x.b",
-        "app.x.c",
-        "app",
-        "app.e",
+    assert imported_names(tree, "calmon.x", is_package=True, known=known) == {
+        "calmon.x",
+        "calmon.x.b",
+        "calmon.x.c",
+        "calmon",
+        "calmon.e",
     }
 
 
@@ -253,34 +263,40 @@ def test_strongly_connected_components_find_cycles_and_only_them() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
     components = sorted(sorted(c) for c in strongly_connected(graph))
     assert components == [["a", "b", "c"], ["d", "e"], ["f"]]
-    cycles = cycle_violations({"app.a.x": {"app.b.y"}, "app.b.y": {"app.a.z"}, "app.c": {"app.a"}})
-    assert cycles == {"cycle: app.a.x -> app.b.y", "cycle: app.b.y -> app.a.z"}
+    cycles = cycle_violations(
+        {"calmon.a.x": {"calmon.b.y"}, "calmon.b.y": {"calmon.a.z"}, "calmon.c": {"calmon.a"}}
+    )
+    assert cycles == {"cycle: calmon.a.x -> calmon.b.y", "cycle: calmon.b.y -> calmon.a.z"}
 
 
 def test_the_rules_catch_each_kind_of_violation() -> None:
     graph = {
-        "app.metrics.x": {"app.metrics.y", "app.arrays", "app.db.models", "numpy"},
-        "app.db.models": {"app.services.a"},
-        "app.services.a": {"app.scheduler.planning", "app.db.models"},
-        "app.scheduler.runner": {"fastapi", "app.services.a"},
+        "calmon.metrics.x": {"calmon.metrics.y", "calmon.arrays", "calmon.db.models", "numpy"},
+        "calmon.db.models": {"calmon.services.a"},
+        "calmon.services.a": {"calmon.scheduler.planning", "calmon.db.models"},
+        "calmon.scheduler.runner": {"fastapi", "calmon.services.a"},
     }
     assert layering_violations(graph) == {
-        "metrics: app.metrics.x -> app.db.models",
-        "db: app.db.models -> app.services.a",
-        "services: app.services.a -> app.scheduler.planning",
-        "scheduler: app.scheduler.runner -> fastapi",
+        "metrics: calmon.metrics.x -> calmon.db.models",
+        "db: calmon.db.models -> calmon.services.a",
+        "services: calmon.services.a -> calmon.scheduler.planning",
+        "scheduler: calmon.scheduler.runner -> fastapi",
     }
 
 
 def test_the_services_reach_the_engine_only_through_its_entry_points() -> None:
     graph = {
-        "app.services.a": {"app.metrics", "app.metrics.window_evaluation", "app.metrics.ranking"},
-        "app.services.b": {"app.metrics.prepared", "app.metrics.advice"},
-        "app.api.c": {"app.metrics.prepared"},
+        "calmon.services.a": {
+            "calmon.metrics",
+            "calmon.metrics.window_evaluation",
+            "calmon.metrics.ranking",
+        },
+        "calmon.services.b": {"calmon.metrics.prepared", "calmon.metrics.advice"},
+        "calmon.api.c": {"calmon.metrics.prepared"},
     }
     assert layering_violations(graph) == {
-        "engine entry: app.services.a -> app.metrics.ranking",
-        "engine entry: app.services.b -> app.metrics.prepared",
+        "engine entry: calmon.services.a -> calmon.metrics.ranking",
+        "engine entry: calmon.services.b -> calmon.metrics.prepared",
     }
 
 
@@ -289,9 +305,9 @@ def test_every_engine_entry_point_is_used_by_the_services(graph: dict[str, set[s
     used = {
         target
         for importer, targets in graph.items()
-        if within(importer, "app.services")
+        if within(importer, "calmon.services")
         for target in targets
-        if within(target, "app.metrics")
+        if within(target, "calmon.metrics")
     }
     assert used == SERVICE_ENGINE_ENTRY_POINTS
 
@@ -299,9 +315,11 @@ def test_every_engine_entry_point_is_used_by_the_services(graph: dict[str, set[s
 def test_the_metric_engine_imports_only_itself_and_the_array_aliases(
     graph: dict[str, set[str]],
 ) -> None:
-    found = {v for v in layering_violations(graph) | cycle_violations(graph) if "app.metrics" in v}
+    found = {
+        v for v in layering_violations(graph) | cycle_violations(graph) if "calmon.metrics" in v
+    }
     assert found == set()
-    assert not any("app.metrics" in known for known in KNOWN_VIOLATIONS)
+    assert not any("calmon.metrics" in known for known in KNOWN_VIOLATIONS)
 
 
 def test_no_import_breaks_the_layering_beyond_the_known_violations(
@@ -318,8 +336,8 @@ def test_every_known_violation_still_exists(graph: dict[str, set[str]]) -> None:
 
 def test_the_metric_engine_has_no_import_cycle_inside(graph: dict[str, set[str]]) -> None:
     engine = {
-        name: {t for t in targets if within(t, "app.metrics")}
+        name: {t for t in targets if within(t, "calmon.metrics")}
         for name, targets in graph.items()
-        if within(name, "app.metrics")
+        if within(name, "calmon.metrics")
     }
     assert [sorted(c) for c in strongly_connected(engine) if len(c) > 1] == []

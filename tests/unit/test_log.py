@@ -1,4 +1,4 @@
-"""Structured logs (:mod:`app.log`): every line on stderr is one JSON object."""
+"""Structured logs (:mod:`calmon.log`): every line on stderr is one JSON object."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def test_numpy_runtime_warnings_become_json_lines() -> None:
         """
         import logging
         import numpy as np
-        from app.log import configure_logging
+        from calmon.log import configure_logging
 
         configure_logging("INFO")
         np.log(np.array([-1.0]))
@@ -41,7 +41,7 @@ def test_uncaught_exceptions_become_json_lines() -> None:
     script = textwrap.dedent(
         """
         import threading
-        from app.log import configure_logging
+        from calmon.log import configure_logging
 
         configure_logging("INFO")
         worker = threading.Thread(target=lambda: 1 / 0, name="worker")
@@ -65,12 +65,12 @@ def test_alembic_steps_show_at_debug_only() -> None:
     script = textwrap.dedent(
         """
         import logging, sys
-        from app.log import configure_logging
+        from calmon.log import configure_logging
 
         configure_logging(sys.argv[1])
         logging.getLogger("alembic.runtime.migration").info("Running upgrade")
         logging.getLogger("alembic.runtime.migration").warning("odd")
-        logging.getLogger("app.db.migrate").info("database schema upgraded")
+        logging.getLogger("calmon.db.migrate").info("database schema upgraded")
         """
     )
     messages = {}

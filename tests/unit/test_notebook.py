@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.db.models import Model
-from app.metrics import evaluate
-from app.notebook import evaluate_frame, report
-from app.services.references import reference_from_scores
-from app.services.window_compute import evaluate_segment
-from app.simulation.stream import PHASES, generate_window, plan_windows
+from calmon.db.models import Model
+from calmon.metrics import evaluate
+from calmon.notebook import evaluate_frame, report
+from calmon.services.references import reference_from_scores
+from calmon.services.window_compute import evaluate_segment
+from calmon.simulation.stream import PHASES, generate_window, plan_windows
 
 
 class Column:

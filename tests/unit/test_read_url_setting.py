@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import ConfigError, get_settings
+from calmon.settings import ConfigError, get_settings
 
 PRIMARY = "postgresql+psycopg://calmon@db1/calmon"
 REPLICA = "postgresql+psycopg://calmon@db2/calmon"

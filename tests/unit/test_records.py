@@ -1,5 +1,5 @@
-"""The window record's TypedDicts (:mod:`app.records`) and its OpenAPI schema
-(:mod:`app.api.window_schemas`) describe one shape: both are walked from the record down, and
+"""The window record's TypedDicts (:mod:`calmon.records`) and its OpenAPI schema
+(:mod:`calmon.api.window_schemas`) describe one shape: both are walked from the record down, and
 every path must have the same keys, the same required/optional split and the same kinds of
 value (null included). Real computed records (the golden file, which
 ``tests/integration/scheduler/test_golden_records.py`` proves the scheduler stores byte for byte)
@@ -17,8 +17,8 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
-from app import records
-from app.api import window_schemas
+from calmon import records
+from calmon.api import window_schemas
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "windows" / "golden_records.json"
 

@@ -1,4 +1,4 @@
-"""The one rendering of an instant (:func:`app.timeline.iso`)."""
+"""The one rendering of an instant (:func:`calmon.timeline.iso`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from app.timeline import iso
+from calmon.timeline import iso
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.cli import build_parser
-from app.commands.windows import LEGEND, format_table
+from calmon.cli import build_parser
+from calmon.commands.windows import LEGEND, format_table
 
 REFERENCE = {
     "kind": "fixed",
@@ -163,9 +163,9 @@ def test_options_and_defaults() -> None:
 
 
 def test_the_command_loads_without_numpy() -> None:
-    """Its metric names come from ``app.catalogue``, not from the engine: the command line
+    """Its metric names come from ``calmon.catalogue``, not from the engine: the command line
     starts without importing NumPy."""
-    probe = "import sys, app.commands.windows; print('numpy' in sys.modules)"
+    probe = "import sys, calmon.commands.windows; print('numpy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -20,9 +20,9 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
-from app.db.session import PING_TIMEOUT, outage_gate
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.db.session import PING_TIMEOUT, outage_gate
+from calmon.settings import Settings
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import Bouncer, start_bouncer
 from tests.e2e.ha.workload import FIVE_MINUTES, Scheduler, start_scheduler, unsettled

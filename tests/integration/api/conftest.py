@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
+from calmon.scheduler.runner import WindowScheduler
+from calmon.settings import Settings
 from tests.integration.scheduler.helpers import SettledClock
 
 

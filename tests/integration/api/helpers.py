@@ -46,7 +46,7 @@ def stored_predictions(client: TestClient) -> dict[str, dict[str, Any]]:
     """Every stored prediction of every model by client id, read from the database."""
     from sqlalchemy import select
 
-    from app.db.models import Prediction
+    from calmon.db.models import Prediction
 
     factory = client.app.state.session_factory  # type: ignore[attr-defined]
     with factory() as session:

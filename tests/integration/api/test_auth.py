@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.log import JsonFormatter
-from app.settings import ConfigError, Settings, get_settings, parse_tokens
+from calmon.log import JsonFormatter
+from calmon.settings import ConfigError, Settings, get_settings, parse_tokens
 from tests.integration.api.helpers import error_of, prediction
 from tests.integration.conftest import ClientFactory
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.browser_guard import host_name, parse_allowed_hosts
+from calmon.api.browser_guard import host_name, parse_allowed_hosts
 from tests.integration.api.helpers import error_of
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import create_model

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
-from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.scheduler.runner import WindowScheduler
+from calmon.settings import Settings
 from tests.integration.scheduler.helpers import SetClock, create_model, iso, windows
 
 NOW = datetime(2025, 3, 1, 0, 2, tzinfo=UTC)

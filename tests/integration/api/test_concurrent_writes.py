@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Model, Prediction
-from app.db.session import outage_gate
-from app.services.model_registry import ModelConfig, get_model, put_model
+from calmon.db.models import Model, Prediction
+from calmon.db.session import outage_gate
+from calmon.services.model_registry import ModelConfig, get_model, put_model
 from tests.integration.api.helpers import (
     create_model,
     error_of,

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import uvicorn
 
-from app.api.app import create_app
-from app.api.server import server_options
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.api.server import server_options
+from calmon.settings import Settings
 from tests.integration.conftest import upgraded
 from tests.support import server_started, wait_for
 

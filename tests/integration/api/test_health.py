@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
-from app.db import migrate
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.db import migrate
+from calmon.settings import Settings
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
 from tests.integration.conftest import upgraded
 from tests.integration.tcp_proxy import Mode, TcpProxy

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from app.db.models import Model
+from calmon.db.models import Model
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
 from tests.integration.conftest import ClientFactory
 

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import __version__
-from app.instruments import REJECT_OTHER, REJECT_REASONS
-from app.log import JsonFormatter, configure_logging
+from calmon import __version__
+from calmon.instruments import REJECT_OTHER, REJECT_REASONS
+from calmon.log import JsonFormatter, configure_logging
 from tests.integration.api.helpers import create_model, post_labels, post_predictions, prediction
 from tests.integration.conftest import ClientFactory
 

@@ -43,10 +43,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app.api.app import create_app
-from app.services.model_registry import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
-from app.settings import Settings
-from app.timeline import WINDOW_SECONDS
+from calmon.api.app import create_app
+from calmon.services.model_registry import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
+from calmon.settings import Settings
+from calmon.timeline import WINDOW_SECONDS
 from tests.integration.conftest import _empty_postgres, upgraded
 from tests.support import server_started, wait_for
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, update
 
-from app.api.app import create_app
-from app.db.models import Model, WindowResult
-from app.db.session import create_db_engine, create_session_factory
-from app.exporter.refresh import WindowExporter
-from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.db.models import Model, WindowResult
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.exporter.refresh import WindowExporter
+from calmon.scheduler.runner import WindowScheduler
+from calmon.settings import Settings
 from tests.integration.api.helpers import error_of, post_predictions, prediction
 from tests.integration.conftest import ClientFactory, upgraded
 from tests.integration.scheduler.helpers import (

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.server import HEAD_TOO_LARGE, MALFORMED, REQUEST_TIMEOUT
+from calmon.api.server import HEAD_TOO_LARGE, MALFORMED, REQUEST_TIMEOUT
 from tests.integration.conftest import ClientFactory
 
 #: a script element without a ``src``: inline code
@@ -106,7 +106,7 @@ def test_the_docs_load_their_start_up_script_from_the_package(sqlite_client: Tes
 
 
 def test_answers_written_before_the_application_say_nosniff() -> None:
-    """The 400, 408 and 431 the server writes to the socket itself (``app.api.server``;
+    """The 400, 408 and 431 the server writes to the socket itself (``calmon.api.server``;
     ``tests/e2e/test_slow_clients.py`` provokes them)."""
     for answer in (MALFORMED, REQUEST_TIMEOUT, HEAD_TOO_LARGE):
         head = answer.split(b"\r\n\r\n")[0].lower().split(b"\r\n")

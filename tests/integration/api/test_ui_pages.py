@@ -13,8 +13,8 @@ import httpx
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from app.api.routes.ui import COOKIE
-from app.scheduler.runner import WindowScheduler
+from calmon.api.routes.ui import COOKIE
+from calmon.scheduler.runner import WindowScheduler
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     SettledClock,

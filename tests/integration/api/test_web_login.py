@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
-from app.api.routes.ui import COOKIE
+from calmon.api.routes.ui import COOKIE
 from tests.integration.api.helpers import error_of
 from tests.integration.conftest import ClientFactory
 
@@ -57,7 +57,7 @@ def opens_ui(client: TestClient, value: str) -> int:
 
 def stored_sessions(client: TestClient) -> list[Any]:
     """Every stored web session."""
-    from app.db.models import WebSession
+    from calmon.db.models import WebSession
 
     factory = client.app.state.session_factory  # type: ignore[attr-defined]
     with factory() as session:
@@ -208,7 +208,7 @@ def test_a_session_expires(make_client: ClientFactory) -> None:
     assert "max-age=60" in response.headers["set-cookie"].lower()
     value = session_cookie(response)
     assert opens_ui(client, value) == 200
-    from app.db.models import WebSession
+    from calmon.db.models import WebSession
 
     factory = client.app.state.session_factory  # type: ignore[attr-defined]
     with factory() as session:
@@ -250,7 +250,7 @@ def test_sessions_per_token_are_bounded_the_oldest_ending(make_client: ClientFac
 
 
 def test_the_retention_run_deletes_expired_sessions(make_client: ClientFactory) -> None:
-    from app.services.retention import run_retention
+    from calmon.services.retention import run_retention
 
     client = make_client(api_tokens=TOKENS, ui_session_ttl=60)
     session_cookie(login(client, READ))

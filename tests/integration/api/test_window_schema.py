@@ -15,8 +15,8 @@ import jsonschema_rs
 import pytest
 from fastapi.testclient import TestClient
 
-from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
+from calmon.scheduler.runner import WindowScheduler
+from calmon.settings import Settings
 from tests.integration.scheduler.helpers import SettledClock, create_model, make_batch, send
 
 

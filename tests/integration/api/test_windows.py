@@ -11,12 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from app.metrics import REGULAR_METRICS, evaluate
-from app.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
-from app.metrics.split import SPLIT_METRICS
-from app.scheduler.runner import WindowScheduler
-from app.services.model_registry import get_model
-from app.services.window_results import request_recompute
+from calmon.metrics import REGULAR_METRICS, evaluate
+from calmon.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
+from calmon.metrics.split import SPLIT_METRICS
+from calmon.scheduler.runner import WindowScheduler
+from calmon.services.model_registry import get_model
+from calmon.services.window_results import request_recompute
 from tests.integration.api.helpers import error_of
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import uvicorn
 
-from app.api.app import create_app
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.settings import Settings
 from tests.integration.conftest import upgraded
 from tests.support import free_port, server_started, wait_for
 

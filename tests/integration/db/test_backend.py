@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, literal, select, union_all
 from sqlalchemy.orm import Session
 
-from app.db.backend import (
+from calmon.db.backend import (
     backend,
     bytewise,
     epoch_microseconds,
@@ -22,8 +22,8 @@ from app.db.backend import (
     single_writer,
     window_start_seconds,
 )
-from app.db.models import UTCDateTime
-from app.timeline import EPOCH
+from calmon.db.models import UTCDateTime
+from calmon.timeline import EPOCH
 
 INSTANTS = [
     datetime(2024, 3, 1, 12, 34, 56, 789012, tzinfo=UTC),

@@ -1,4 +1,4 @@
-"""Errors of the engines made by :func:`app.db.session.create_db_engine` carry no statement
+"""Errors of the engines made by :func:`calmon.db.session.create_db_engine` carry no statement
 parameters (they hold model data), so neither do the log lines that report them."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.db.session import create_db_engine
-from app.log import JsonFormatter
-from app.settings import Settings
+from calmon.db.session import create_db_engine
+from calmon.log import JsonFormatter
+from calmon.settings import Settings
 
 SECRET = "client-7f3a-never-logged"
 

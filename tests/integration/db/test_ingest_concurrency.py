@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Model, PendingLabel, Prediction
-from app.db.session import create_db_engine, create_session_factory
-from app.services.ingest import ingest_labels, ingest_predictions
-from app.services.ingest_schemas import PredictionRow
-from app.services.model_registry import ModelConfig, put_model
-from app.settings import Settings
+from calmon.db.models import Model, PendingLabel, Prediction
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.services.ingest import ingest_labels, ingest_predictions
+from calmon.services.ingest_schemas import PredictionRow
+from calmon.services.model_registry import ModelConfig, put_model
+from calmon.settings import Settings
 
 TS = datetime(2024, 5, 1, 10, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, create_engine
 
-from app.db.ingest_statements import EXPIRED_LABELS, UPDATE_LABELS, label_stage
+from calmon.db.ingest_statements import EXPIRED_LABELS, UPDATE_LABELS, label_stage
 from tests.integration.conftest import upgraded
 
 

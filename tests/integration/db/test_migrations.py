@@ -13,8 +13,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, insert, inspect, select, text
 from sqlalchemy.orm import Session
 
-from app.db import migrate
-from app.db.models import (
+from calmon.db import migrate
+from calmon.db.models import (
     Base,
     Model,
     ModelScan,
@@ -23,10 +23,10 @@ from app.db.models import (
     WindowState,
     postgresql_metadata,
 )
-from app.db.session import create_db_engine, create_session_factory
-from app.services.model_registry import ModelConfig, _columns, config_of, put_model
-from app.services.planning import scan_model
-from app.settings import Settings
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.services.model_registry import ModelConfig, _columns, config_of, put_model
+from calmon.services.planning import scan_model
+from calmon.settings import Settings
 
 #: the scan margin that revision 0004 back-fills with: the default one
 DEFAULT_MARGIN = timedelta(seconds=Settings.model_fields["scheduler_scan_margin"].default)

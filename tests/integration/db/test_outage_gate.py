@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from app.db.session import PING_TIMEOUT, OutageGate, create_db_engine, outage_gate
-from app.settings import Settings
+from calmon.db.session import PING_TIMEOUT, OutageGate, create_db_engine, outage_gate
+from calmon.settings import Settings
 from tests.integration.tcp_proxy import Mode, TcpProxy
 from tests.support import wait_for
 

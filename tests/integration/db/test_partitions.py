@@ -17,9 +17,9 @@ from sqlalchemy import Connection, Engine, event, func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import migrate
-from app.db.models import Model, Prediction, prediction_keys
-from app.db.partitions import (
+from calmon.db import migrate
+from calmon.db.models import Model, Prediction, prediction_keys
+from calmon.db.partitions import (
     AHEAD_DAYS,
     DayState,
     attached_days,
@@ -29,21 +29,21 @@ from app.db.partitions import (
     forget,
     partition_name,
 )
-from app.db.session import create_db_engine, create_session_factory
-from app.services import retention
-from app.services.errors import ConflictError
-from app.services.ingest import ingest_labels, ingest_predictions
-from app.services.ingest_schemas import PredictionRow
-from app.services.model_registry import ModelConfig, put_model
-from app.services.planning import fingerprint, scan_model
-from app.services.retention import (
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.services import retention
+from calmon.services.errors import ConflictError
+from calmon.services.ingest import ingest_labels, ingest_predictions
+from calmon.services.ingest_schemas import PredictionRow
+from calmon.services.model_registry import ModelConfig, put_model
+from calmon.services.planning import fingerprint, scan_model
+from calmon.services.retention import (
     detach_expired_days,
     expire_partitions,
     expired_tables,
     run_retention,
 )
-from app.services.window_rows import load_rows
-from app.settings import Settings
+from calmon.services.window_rows import load_rows
+from calmon.settings import Settings
 from tests.support import wait_for
 
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
@@ -583,7 +583,7 @@ def test_a_detach_left_pending_is_finished_by_the_next_run(
     _fill_day(engine, model.id, old, 500)
     window = _window_transaction(engine, model.id)
     try:
-        with caplog.at_level(logging.WARNING, logger="app.services.retention"):
+        with caplog.at_level(logging.WARNING, logger="calmon.services.retention"):
             assert detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=0.5) == []
         assert _state(engine, old) is DayState.DETACH_PENDING
         assert [(r.partition, r.state) for r in caplog.records] == [  # type: ignore[attr-defined]
@@ -716,7 +716,7 @@ def test_a_detach_waiting_for_a_lock_is_left_to_the_next_run(
     old = date(2026, 1, 4)
     _fill_day(engine, model.id, old, 10)
     tried = _failing_detach(monkeypatch, psycopg.errors.LockNotAvailable)
-    with caplog.at_level(logging.DEBUG, logger="app.services.retention"):
+    with caplog.at_level(logging.DEBUG, logger="calmon.services.retention"):
         assert detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=0.3) == []
     assert len(tried) > 1  # tried again within the run
     contended = [
@@ -738,7 +738,7 @@ def test_a_detach_failing_otherwise_stops_retention_loudly(
     _fill_day(engine, model.id, old, 10)
     tried = _failing_detach(monkeypatch, psycopg.errors.AdminShutdown)
     with (
-        caplog.at_level(logging.DEBUG, logger="app.services.retention"),
+        caplog.at_level(logging.DEBUG, logger="calmon.services.retention"),
         pytest.raises(OperationalError),
     ):
         run_retention(sessions, now=NOW, retention_days=30)

@@ -10,12 +10,19 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Model, PendingLabel, Prediction, WindowResult, WindowScores, WindowState
-from app.db.session import create_db_engine, create_session_factory
-from app.services.ingest import ingest_labels, ingest_predictions
-from app.services.model_registry import ModelConfig, put_model
-from app.services.retention import retention_cutoff, run_retention
-from app.settings import Settings
+from calmon.db.models import (
+    Model,
+    PendingLabel,
+    Prediction,
+    WindowResult,
+    WindowScores,
+    WindowState,
+)
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.services.ingest import ingest_labels, ingest_predictions
+from calmon.services.model_registry import ModelConfig, put_model
+from calmon.services.retention import retention_cutoff, run_retention
+from calmon.settings import Settings
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
 _TICK = timedelta(microseconds=1)

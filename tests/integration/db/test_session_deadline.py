@@ -12,14 +12,14 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from app.db.session import (
+from calmon.db.session import (
     WATCHDOG,
     Watchdog,
     create_db_engine,
     create_session_factory,
     session_deadline,
 )
-from app.settings import Settings
+from calmon.settings import Settings
 from tests.integration.tcp_proxy import TcpProxy
 from tests.support import wait_for
 

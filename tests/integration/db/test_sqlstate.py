@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from app.db.sqlstate import aborted_for_concurrency, is_lock_timeout
+from calmon.db.sqlstate import aborted_for_concurrency, is_lock_timeout
 
 pytestmark = pytest.mark.postgres
 

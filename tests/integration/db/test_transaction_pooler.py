@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine, text
 
-from app.db.session import create_db_engine
-from app.settings import Settings
+from calmon.db.session import create_db_engine
+from calmon.settings import Settings
 
 
 @pytest.fixture(params=[False, True], ids=["direct", "pooler"])

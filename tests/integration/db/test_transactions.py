@@ -10,10 +10,10 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from app.api.errors import ApiError
-from app.api.transactions import TRANSACTION_ATTEMPTS, in_transaction
-from app.db.session import create_db_engine, create_session_factory
-from app.settings import Settings
+from calmon.api.errors import ApiError
+from calmon.api.transactions import TRANSACTION_ATTEMPTS, in_transaction
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.settings import Settings
 
 pytestmark = pytest.mark.parametrize("migrated_url", ["postgresql"], indirect=True)
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from app.cli import build_parser
+from calmon.cli import build_parser
 from tests.e2e.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
 from tests.integration.deploy import conftest
 from tests.integration.deploy.conftest import DEPLOY, REPO, find_compose
@@ -211,7 +211,7 @@ def test_dockerfile_multi_stage_non_root_and_entrypoint() -> None:
     assert all(part.isdigit() and int(part) > 0 for part in user.split(":")), user
     assert json.loads(_args(runtime, "ENTRYPOINT")[-1]) == ["calmon"]
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["calmon"] == "app.cli:main"
+    assert scripts["calmon"] == "calmon.cli:main"
     cmd = json.loads(_args(runtime, "CMD")[-1])
     assert cmd == ["api", "--host", COMPOSE.host, "--port", str(COMPOSE.api_port)]
     assert _option(_parse_cli(cmd), "api", "--port") == COMPOSE.api_port
@@ -240,7 +240,7 @@ def test_dockerfile_copies_the_installed_packages_and_dockerignore_keeps_them() 
     copied = {source for group in sources for source in group}
     locks = {"requirements/build.txt", "requirements/runtime.txt"}
     assert copied == {*SOURCES, *locks}
-    prefixes = {"app", "migrations"}
+    prefixes = {"calmon", "migrations"}
     patterns = [
         line.strip()
         for line in (REPO / ".dockerignore").read_text().splitlines()
@@ -269,7 +269,7 @@ def test_dockerfile_copies_the_installed_packages_and_dockerignore_keeps_them() 
     assert files
     for path in [*files, *locks, "pyproject.toml", "setup.py", "README.md"]:
         assert not ignored(path), path
-    for path in [".venv/bin/python", "tests/conftest.py", ".git/HEAD", "app/__pycache__/x.pyc"]:
+    for path in [".venv/bin/python", "tests/conftest.py", ".git/HEAD", "calmon/__pycache__/x.pyc"]:
         assert ignored(path), path
 
 

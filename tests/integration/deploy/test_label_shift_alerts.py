@@ -6,8 +6,8 @@ parameters drawn per model, rounded to 3 decimals (ties). "shift" models: only t
 moves (x1/3 or x3); "drift" models: the class ratio stays and the negatives' scores rise (a
 covariate change inside a class); "labelled" models: a x3 shift whose window has its labels
 (the measured ratio decides); "tiny": four unlabelled predictions. Records come from the
-scheduler's own code (:func:`app.services.window_compute.evaluate_segment`) and series from
-the exporter's (:func:`app.exporter.snapshot.build_snapshot`); promtool evaluates the real
+scheduler's own code (:func:`calmon.services.window_compute.evaluate_segment`) and series from
+the exporter's (:func:`calmon.exporter.snapshot.build_snapshot`); promtool evaluates the real
 rules and counts the firing alerts through ``ALERTS``.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.db.models import Model
-from app.exporter.snapshot import LatestWindow
-from app.metrics.label_free import CHECK_METHOD
-from app.services.window_compute import evaluate_segment
+from calmon.db.models import Model
+from calmon.exporter.snapshot import LatestWindow
+from calmon.metrics.label_free import CHECK_METHOD
+from calmon.services.window_compute import evaluate_segment
 from tests.integration.deploy.promql import selectors
 from tests.integration.deploy.test_calibrated_drop_alert import (
     THRESHOLD,

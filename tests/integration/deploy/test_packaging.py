@@ -1,5 +1,5 @@
 """The wheel the image installs: one top-level package, ``app``, with the Alembic migrations
-inside it as ``app.migrations`` (setup.py maps the repository's ``migrations/`` folder there),
+inside it as ``calmon.migrations`` (setup.py maps the repository's ``migrations/`` folder there),
 so that no top-level ``migrations`` package can collide with another distribution's."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from app.db.migrate import MIGRATIONS_PACKAGE, migrations_directory
+from calmon.db.migrate import MIGRATIONS_PACKAGE, migrations_directory
 from tests.integration.deploy.conftest import REPO
 
 #: what the Dockerfile copies into the build context
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "app", "migrations")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "calmon", "migrations")
 
 
 def _build_wheel(tmp_path: Path) -> Path:
@@ -50,18 +50,18 @@ def test_wheel_ships_the_migrations_inside_app(tmp_path: Path) -> None:
     with zipfile.ZipFile(_build_wheel(tmp_path)) as wheel:
         names = set(wheel.namelist())
         (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
-        assert wheel.read(top_level).decode().split() == ["app"]
-    assert {"app/migrations/__init__.py", "app/migrations/env.py"} <= names
-    assert "app/migrations/script.py.mako" in names
+        assert wheel.read(top_level).decode().split() == ["calmon"]
+    assert {"calmon/migrations/__init__.py", "calmon/migrations/env.py"} <= names
+    assert "calmon/migrations/script.py.mako" in names
     versions = sorted(p.name for p in (REPO / "migrations" / "versions").glob("*.py"))
     assert "0001_initial.py" in versions
-    assert {f"app/migrations/versions/{v}" for v in versions} <= names
+    assert {f"calmon/migrations/versions/{v}" for v in versions} <= names
     assert not [n for n in names if n.startswith("migrations/")]
     # the start-up script of /docs, which its policy allows only as a file of the server
-    assert "app/ui/static/docs/swagger-init.js" in names
+    assert "calmon/ui/static/docs/swagger-init.js" in names
     packages = {
         str(init.parent.relative_to(REPO))
-        for init in (REPO / "app").rglob("__init__.py")
+        for init in (REPO / "calmon").rglob("__init__.py")
         if "__pycache__" not in init.parts
     }
     missing = {p for p in packages if f"{p}/__init__.py" not in names}
@@ -69,7 +69,7 @@ def test_wheel_ships_the_migrations_inside_app(tmp_path: Path) -> None:
 
 
 def test_code_finds_the_migrations_through_the_package() -> None:
-    assert MIGRATIONS_PACKAGE == "app.migrations"
+    assert MIGRATIONS_PACKAGE == "calmon.migrations"
     directory = migrations_directory()
     assert (directory / "env.py").is_file()
     installed = sorted(p.name for p in (directory / "versions").glob("*.py"))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.instruments import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
+from calmon.instruments import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
 from tests.integration.deploy.conftest import DEPLOY
 from tests.integration.deploy.contract import contract_violations
 

@@ -22,9 +22,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 
-from app.db.models import Prediction
-from app.instruments import build_scrape_registry
-from app.scheduler.instruments import SCHEDULER_REGISTRY
+from calmon.db.models import Prediction
+from calmon.instruments import build_scrape_registry
+from calmon.scheduler.instruments import SCHEDULER_REGISTRY
 from tests.integration.deploy.contract import FAMILIES, SCHEDULER, SERIES
 from tests.integration.exporter.test_exporter import _exporter, _populate
 from tests.integration.scheduler.helpers import (

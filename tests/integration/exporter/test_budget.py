@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.db.models import ModelSegment
+from calmon.db.models import ModelSegment
 from tests.integration.conftest import ClientFactory
 from tests.integration.exporter.test_exporter import (
     WINDOW_SERIES,

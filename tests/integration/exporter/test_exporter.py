@@ -19,12 +19,12 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import event, text
 
-from app.api.app import create_app
-from app.commands.serve import lifespan_hooks
-from app.exporter.refresh import WindowExporter
-from app.exporter.snapshot import QUIET_SEGMENT_WINDOWS, load_latest_windows
-from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.commands.serve import lifespan_hooks
+from calmon.exporter.refresh import WindowExporter
+from calmon.exporter.snapshot import QUIET_SEGMENT_WINDOWS, load_latest_windows
+from calmon.scheduler.runner import WindowScheduler
+from calmon.settings import Settings
 from tests.integration.conftest import ClientFactory
 from tests.integration.deploy.contract import SERIES
 from tests.integration.scheduler.helpers import (
@@ -287,11 +287,11 @@ def test_a_failed_refresh_keeps_the_last_snapshot(
         session.execute(text("ALTER TABLE window_results RENAME TO window_results_away"))
         session.commit()
     try:
-        with caplog.at_level(logging.WARNING, logger="app.exporter.refresh"):
+        with caplog.at_level(logging.WARNING, logger="calmon.exporter.refresh"):
             assert exporter.refresh() is None
             assert exporter.refresh() is None
         assert scrape(quiet_client) == served
-        warnings = [r for r in caplog.records if r.name == "app.exporter.refresh"]
+        warnings = [r for r in caplog.records if r.name == "calmon.exporter.refresh"]
         assert len(warnings) == 1, "one warning per run of failures"
     finally:
         with env.session_factory() as session:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.db.session import create_db_engine, create_session_factory
-from app.settings import Settings
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.settings import Settings
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import Env, SettledClock
 

@@ -14,10 +14,10 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from app.arrays import FloatArray, Int8Array
-from app.db.models import Model, WindowResult, WindowState
-from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
+from calmon.arrays import FloatArray, Int8Array
+from calmon.db.models import Model, WindowResult, WindowState
+from calmon.scheduler.runner import WindowScheduler
+from calmon.settings import Settings
 
 
 @dataclass

@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from app.metrics.advice import PRECISION_TOLERANCE, advise
-from app.metrics.label_free import label_shift_reference
-from app.metrics.ranking import rank
-from app.metrics.recalibration import MAX_KNOTS, calibration_map
+from calmon.metrics.advice import PRECISION_TOLERANCE, advise
+from calmon.metrics.label_free import label_shift_reference
+from calmon.metrics.ranking import rank
+from calmon.metrics.recalibration import MAX_KNOTS, calibration_map
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
-from app.db.models import Model, WindowChange
-from app.services.planning import scan_model
+from calmon.db.models import Model, WindowChange
+from calmon.services.planning import scan_model
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     Env,

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from app.db.models import Model
-from app.scheduler import instruments
-from app.services.planning import scan_model
-from app.services.window_locks import WINDOW_LOCK_CLASS
+from calmon.db.models import Model
+from calmon.scheduler import instruments
+from calmon.services.planning import scan_model
+from calmon.services.window_locks import WINDOW_LOCK_CLASS
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,

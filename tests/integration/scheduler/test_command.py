@@ -21,12 +21,12 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app import __version__
-from app.api.app import create_app
-from app.cli import main
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.settings import Settings
+from calmon import __version__
+from calmon.api.app import create_app
+from calmon.cli import main
+from calmon.db import migrate
+from calmon.db.session import create_db_engine
+from calmon.settings import Settings
 from tests.integration.scheduler.helpers import SettledClock, make_batch, send, windows
 from tests.integration.tcp_proxy import TcpProxy
 from tests.support import free_port, wait_for
@@ -130,7 +130,7 @@ def _start(
     ``log`` (None: discarded), stopped at the end of the test."""
     with log.open("wb") if log is not None else contextlib.nullcontext() as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", *args],
+            [sys.executable, "-m", "calmon.cli", *args],
             env=_environment(url),
             cwd=cwd,
             stdout=subprocess.DEVNULL if out is None else out,
@@ -252,7 +252,7 @@ def test_scheduler_reports_a_busy_metrics_port_in_one_line(sqlite_url: str) -> N
         port = busy.getsockname()[1]
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "app.cli", "scheduler", "--metrics-port", str(port)],
+            [sys.executable, "-m", "calmon.cli", "scheduler", "--metrics-port", str(port)],
             env=_environment(sqlite_url),
             capture_output=True,
             text=True,
@@ -291,7 +291,7 @@ def test_scheduler_metrics_follow_the_api_bind_rule(
     )
     assert _listening_address(port) == "127.0.0.1"
     refused = subprocess.run(
-        [sys.executable, "-m", "app.cli", "scheduler", "--metrics-host", "0.0.0.0",
+        [sys.executable, "-m", "calmon.cli", "scheduler", "--metrics-host", "0.0.0.0",
          "--metrics-port", str(free_port())],
         env=_environment(sqlite_url),
         capture_output=True,

@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from app.metrics.decision import decide
-from app.metrics.evaluation import set_sums
-from app.metrics.ranking import rank_sorted
+from calmon.metrics.decision import decide
+from calmon.metrics.evaluation import set_sums
+from calmon.metrics.ranking import rank_sorted
 from tests.integration.scheduler.helpers import (
     Batch,
     Env,

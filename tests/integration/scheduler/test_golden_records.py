@@ -4,7 +4,7 @@ computed at fixed instants on each backend and compared, as the JSON text stored
 ``tests/data/windows/golden_records.json``.
 
 The golden file was written by the code before the window's evaluation moved into the metric
-engine (``app.metrics.window_evaluation``); a change to a stored record shows here. To write it
+engine (``calmon.metrics.window_evaluation``); a change to a stored record shows here. To write it
 again after a deliberate change of the record: ``CALMON_WRITE_GOLDEN=1`` (then review the diff).
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 from sqlalchemy import Text, cast, select
 
-from app.db.models import Model, WindowResult
-from app.services.reference_cache import ReferenceCache
-from app.services.window_compute import compute_window
+from calmon.db.models import Model, WindowResult
+from calmon.services.reference_cache import ReferenceCache
+from calmon.services.window_compute import compute_window
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,

@@ -1,4 +1,4 @@
-"""The scheduler's leader lease on PostgreSQL (``app.scheduler.lock.LeaseLeaderLock``): one
+"""The scheduler's leader lease on PostgreSQL (``calmon.scheduler.lock.LeaseLeaderLock``): one
 holder at a time, handed over at once on release and after the lease when the holder is cut
 off from the database, renewed on its own timer, and no session state left behind (what a
 transaction-pooling PgBouncer needs)."""
@@ -13,9 +13,9 @@ import psycopg
 import pytest
 from sqlalchemy import Engine
 
-from app.db.session import create_db_engine
-from app.scheduler.lock import LeaseLeaderLock
-from app.settings import Settings
+from calmon.db.session import create_db_engine
+from calmon.scheduler.lock import LeaseLeaderLock
+from calmon.settings import Settings
 from tests.integration.conftest import upgraded
 from tests.integration.tcp_proxy import TcpProxy
 from tests.support import wait_for

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from app.db.models import Model, Prediction
-from app.metrics import evaluate
-from app.scheduler import instruments, runner
-from app.scheduler.runner import TickReport
-from app.services.changes import record_changes
-from app.services.planning import (
+from calmon.db.models import Model, Prediction
+from calmon.metrics import evaluate
+from calmon.scheduler import instruments, runner
+from calmon.scheduler.runner import TickReport
+from calmon.services.changes import record_changes
+from calmon.services.planning import (
     DueWindow,
     ScanResult,
     due_windows,
@@ -475,7 +475,7 @@ def test_windows_beyond_a_plan_bound_are_computed_by_the_next_plans(
             seed=ago,
         )
         send(env.client, "fraud", batch)
-    monkeypatch.setattr("app.scheduler.runner.MAX_DUE_WINDOWS", 2)
+    monkeypatch.setattr("calmon.scheduler.runner.MAX_DUE_WINDOWS", 2)
     listed: list[list[datetime]] = []
     real = due_windows
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from app.db.models import Model, WindowState
-from app.metrics import Pool, evaluate
-from app.metrics.evaluation import evaluate_ranked
-from app.metrics.prepared import pi0_key
-from app.metrics.ranking import RankingAccumulator, rank
-from app.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS, ap_parts_published
-from app.services.planning import (
+from calmon.db.models import Model, WindowState
+from calmon.metrics import Pool, evaluate
+from calmon.metrics.evaluation import evaluate_ranked
+from calmon.metrics.prepared import pi0_key
+from calmon.metrics.ranking import RankingAccumulator, rank
+from calmon.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS, ap_parts_published
+from calmon.services.planning import (
     FIXED_REFRESH_WINDOWS,
     refresh_for_fixed_reference,
     scan_model,

@@ -20,10 +20,10 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.settings import Settings
+from calmon.api.app import create_app
+from calmon.db import migrate
+from calmon.db.session import create_db_engine
+from calmon.settings import Settings
 from tests import paused_scheduler
 from tests.integration.scheduler.helpers import Batch, floor, iso, make_batch, send, send_labels
 from tests.support import free_port, wait_for

@@ -13,18 +13,18 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, union
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.api.app import create_app
-from app.db.models import Model, WindowResult, WindowState
-from app.db.session import create_db_engine, create_session_factory
-from app.scheduler.runner import RETENTION_EVERY, WindowScheduler
-from app.services.retention_bound import (
+from calmon.api.app import create_app
+from calmon.db.models import Model, WindowResult, WindowState
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.scheduler.runner import RETENTION_EVERY, WindowScheduler
+from calmon.services.retention_bound import (
     CACHE_SECONDS,
     RetentionBound,
     change_retention,
     settled,
     stored_retention,
 )
-from app.settings import Settings
+from calmon.settings import Settings
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     SetClock,

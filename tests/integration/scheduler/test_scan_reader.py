@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import Connection, event, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Model, WindowState
-from app.db.session import READ_ONLY, create_session_factory
-from app.services.planning import ScanResult, scan_model
+from calmon.db.models import Model, WindowState
+from calmon.db.session import READ_ONLY, create_session_factory
+from calmon.services.planning import ScanResult, scan_model
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import Env, SettledClock, create_model, make_batch, send
 

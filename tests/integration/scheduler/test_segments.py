@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import numpy as np
 from sqlalchemy import select
 
-from app.db.models import ModelSegment
-from app.scheduler import instruments
+from calmon.db.models import ModelSegment
+from calmon.scheduler import instruments
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Batch,

@@ -14,11 +14,11 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
-from app.db.models import Model, Prediction, WindowChange
-from app.services.reference_cache import ReferenceCache
-from app.services.retention import expire_windows_batch, run_retention
-from app.services.retention_bound import change_retention
-from app.services.window_compute import compute_window
+from calmon.db.models import Model, Prediction, WindowChange
+from calmon.services.reference_cache import ReferenceCache
+from calmon.services.retention import expire_windows_batch, run_retention
+from calmon.services.retention_bound import change_retention
+from calmon.services.window_compute import compute_window
 from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from sqlalchemy import event, func, select
 
-from app.db.models import Model
-from app.services.window_rows import (
+from calmon.db.models import Model
+from calmon.services.window_rows import (
     NO_SEGMENT,
     UNTRACKED,
     _planner_settings,

@@ -7,7 +7,7 @@ import tracemalloc
 
 from starlette.types import Message, Receive, Scope, Send
 
-from app.api.middleware import RequestContextMiddleware, remember_body
+from calmon.api.middleware import RequestContextMiddleware, remember_body
 
 CHUNK = 64 * 1024
 CHUNKS = 128  # an 8 MiB body

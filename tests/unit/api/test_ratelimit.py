@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.api.ratelimit import RateLimiter
+from calmon.api.ratelimit import RateLimiter
 
 
 class Clock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.commands.serve import web_address
+from calmon.commands.serve import web_address
 
 
 @pytest.mark.parametrize(

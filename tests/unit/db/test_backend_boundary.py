@@ -1,11 +1,11 @@
-"""Backend differences live in ``app.db``: no module elsewhere in ``app`` reads the
-dialect's name (each asks :mod:`app.db.backend` a named question instead)."""
+"""Backend differences live in ``calmon.db``: no module elsewhere in ``app`` reads the
+dialect's name (each asks :mod:`calmon.db.backend` a named question instead)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[3] / "app"
+APP = Path(__file__).resolve().parents[3] / "calmon"
 
 
 def test_no_module_outside_app_db_reads_the_dialect_name() -> None:

@@ -12,9 +12,9 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from app.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
-from app.metrics.prepared import pi0_key
-from app.records import WindowRecord
+from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
+from calmon.metrics.prepared import pi0_key
+from calmon.records import WindowRecord
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,

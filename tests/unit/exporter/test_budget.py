@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.exporter.snapshot import (
+from calmon.exporter.snapshot import (
     PER_MODEL_SERIES,
     QUIET_SEGMENT_WINDOWS,
     Candidate,

@@ -7,8 +7,8 @@ import time
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.exporter.collector import WindowCollector
-from app.exporter.snapshot import build_snapshot
+from calmon.exporter.collector import WindowCollector
+from calmon.exporter.snapshot import build_snapshot
 from tests.unit.exporter.records import make_record, per_window_series, window
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.exporter.snapshot import (
+from calmon.exporter.snapshot import (
     QUIET_SEGMENT_WINDOWS,
     LatestWindow,
     Snapshot,

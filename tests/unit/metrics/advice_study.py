@@ -5,7 +5,7 @@ shift (each class's scores drawn as in the reference, only the class ratio moved
 A *model* is a score family and one reference drawn from it (:data:`REFERENCES`: 20,000 rows
 at π 0.1, or 100,000 rows at π 0.02; 2,000 positives either way). For each prior of
 :data:`PRIORS` the model draws two windows of :data:`WINDOW_ROWS` rows, all labelled: the
-advice is computed from the first (:func:`app.metrics.advice.window_advice`, its measured
+advice is computed from the first (:func:`calmon.metrics.advice.window_advice`, its measured
 ratio, as the service does) and judged on the second: the precision of the rows it flags,
 within ±:data:`TOLERANCE` of :data:`TARGET` or not (a threshold that flags nothing misses).
 ``before`` is the rule calmon had (:func:`advise_before`): the lowest threshold whose
@@ -37,10 +37,10 @@ from typing import Any, Final
 
 import numpy as np
 
-from app.arrays import FloatArray, Int8Array
-from app.metrics.advice import expected_curves, window_advice
-from app.metrics.prepared import prepare
-from app.metrics.ranking import Ranking, rank
+from calmon.arrays import FloatArray, Int8Array
+from calmon.metrics.advice import expected_curves, window_advice
+from calmon.metrics.prepared import prepare
+from calmon.metrics.ranking import Ranking, rank
 
 TARGET: Final = 0.8
 TOLERANCE: Final = 0.05

@@ -19,10 +19,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy import integrate, special, stats
 
-from app.arrays import FloatArray
-from app.metrics.intervals import Interval, bootstrap_intervals, mean_intervals, wilson_interval
-from app.metrics.prepared import prepare
-from app.metrics.split import (
+from calmon.arrays import FloatArray
+from calmon.metrics.intervals import Interval, bootstrap_intervals, mean_intervals, wilson_interval
+from calmon.metrics.prepared import prepare
+from calmon.metrics.split import (
     PART_INTERVAL_METRICS,
     ap_parts_published,
     shapley_parts,
@@ -402,7 +402,7 @@ def coverage(
 
 
 MEAN_METRICS = ("ks_abc", "brier", "brier_pos", "brier_neg", "log_loss")
-"""The means with normal-approximation intervals (:func:`~app.metrics.intervals.mean_intervals`,
+"""The means with normal-approximation intervals (:func:`~calmon.metrics.intervals.mean_intervals`,
 scores read as probabilities)."""
 ALL_MEAN_METRICS = (*MEAN_METRICS, "brier_skill")
 """The means and ``brier_skill`` (delta method)."""
@@ -478,7 +478,7 @@ def population_parts(
     window_family: Family, ref_family: Family, window_prior: float, ref_prior: float
 ) -> dict[str, float]:
     """The population prior and likelihood parts, keyed like SPLIT_PARTS: the split's formula
-    (:func:`~app.metrics.split.shapley_parts`) on the population values of each family at both
+    (:func:`~calmon.metrics.split.shapley_parts`) on the population values of each family at both
     priors (a family calibrated at a prior is the same family at that prior)."""
     window = population_values(window_family, window_prior)
     window_at_ref = population_values(window_family, ref_prior)
@@ -506,10 +506,10 @@ def split_coverage(
     SPLIT_WINDOW_PRIOR with ``positives`` expected positives, the reference of ``ref_family`` at
     SPLIT_REF_PRIOR with as many expected positives (so twice the window's rows: a reference of
     two windows), or at ``priors`` (window, reference) with as many expected positives each;
-    intervals as users get them (:func:`~app.metrics.split.split_from_arrays`, default
+    intervals as users get them (:func:`~calmon.metrics.split.split_from_arrays`, default
     replicates). Every metric outside PART_INTERVAL_METRICS must publish no interval,
     nor AP where either set has too few positives
-    (:func:`~app.metrics.split.ap_parts_published`)."""
+    (:func:`~calmon.metrics.split.ap_parts_published`)."""
     window_prior, ref_prior = priors
     truth = population_parts(window_family, ref_family, window_prior, ref_prior)
     n_window = round(positives / window_prior)

@@ -9,8 +9,8 @@ times a factor (a pure prior shift) or the positives' scores drawn partly from t
 distribution (a likelihood drift that lowers the calibrated AP at π_ref by ``DRIFT_DROP``). Each
 hour's decision pools the windows back from it until they hold ``MIN_POSITIVES`` positives (the
 default setting), exactly as the scheduler does, and is computed by
-:func:`app.metrics.decision.decide_all`. The page is the decision's alert
-(:func:`app.metrics.decision.page`); it needs no interval, so the hourly decisions skip the
+:func:`calmon.metrics.decision.decide_all`. The page is the decision's alert
+(:func:`calmon.metrics.decision.page`); it needs no interval, so the hourly decisions skip the
 bootstrap, and every ``COVERAGE_EVERY``-th hour's decision is computed in full (default
 replicates, as users get it) for the coverage of its intervals. Used by
 ``test_decision_study.py`` (a small run) and by ``bench/decisions.py`` (the table of
@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from app.arrays import FloatArray
-from app.metrics.decision import BOTH, DECISION_METRIC, PAGE_P, WORSE, decide_all, page
-from app.metrics.evaluation import SetSums, evaluate_ranked, set_sums
-from app.metrics.ranking import Ranking, rank_sorted
-from app.metrics.split import PART_INTERVAL_METRICS, shapley_parts
-from app.services.model_registry import DEFAULT_DECISION_POSITIVES
+from calmon.arrays import FloatArray
+from calmon.metrics.decision import BOTH, DECISION_METRIC, PAGE_P, WORSE, decide_all, page
+from calmon.metrics.evaluation import SetSums, evaluate_ranked, set_sums
+from calmon.metrics.ranking import Ranking, rank_sorted
+from calmon.metrics.split import PART_INTERVAL_METRICS, shapley_parts
+from calmon.services.model_registry import DEFAULT_DECISION_POSITIVES
 from tests.unit.metrics.coverage_study import Family, Mixture
 
 REFERENCE_HOURS = 48

@@ -34,9 +34,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from app.arrays import FloatArray
-from app.metrics.label_free import LabelShiftReference, assess_window, label_shift_reference
-from app.metrics.ranking import rank
+from calmon.arrays import FloatArray
+from calmon.metrics.label_free import LabelShiftReference, assess_window, label_shift_reference
+from calmon.metrics.ranking import rank
 
 DESIGN: Final = ("beta", "gumbel")
 HELD_OUT: Final = ("binormal", "noise", "tree")

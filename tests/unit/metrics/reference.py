@@ -2,7 +2,7 @@
 
 It walks every distinct score from the highest down (negative-only scores included), builds
 the full curve point by point in plain Python, and applies the formulas as written. Nothing is
-shared with app.metrics.
+shared with calmon.metrics.
 """
 
 from __future__ import annotations

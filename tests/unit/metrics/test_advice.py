@@ -1,5 +1,5 @@
-"""Threshold advice and the recalibration map (:mod:`app.metrics.advice`,
-:mod:`app.metrics.recalibration`) under pure prior shifts and under a likelihood drift.
+"""Threshold advice and the recalibration map (:mod:`calmon.metrics.advice`,
+:mod:`calmon.metrics.recalibration`) under pure prior shifts and under a likelihood drift.
 
 Score families the methods were not tuned on: a binormal posterior (calibrated at the
 reference's prior), two beta distributions (miscalibrated at every prior) and a real-valued
@@ -16,8 +16,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from app.arrays import FloatArray, Int8Array
-from app.metrics.advice import (
+from calmon.arrays import FloatArray, Int8Array
+from calmon.metrics.advice import (
     PRECISION_TOLERANCE,
     advise,
     class_shift_p_value,
@@ -27,12 +27,12 @@ from app.metrics.advice import (
     wilson_arrays,
     window_advice,
 )
-from app.metrics.evaluation import evaluate
-from app.metrics.intervals import wilson_bounds
-from app.metrics.label_free import LabelShiftReference, assess_window, label_shift_reference
-from app.metrics.prepared import prepare
-from app.metrics.ranking import Ranking, rank
-from app.metrics.recalibration import MAX_KNOTS, calibration_map, too_small
+from calmon.metrics.evaluation import evaluate
+from calmon.metrics.intervals import wilson_bounds
+from calmon.metrics.label_free import LabelShiftReference, assess_window, label_shift_reference
+from calmon.metrics.prepared import prepare
+from calmon.metrics.ranking import Ranking, rank
+from calmon.metrics.recalibration import MAX_KNOTS, calibration_map, too_small
 from tests.unit.metrics import advice_study as study
 
 PI_REF = 0.1

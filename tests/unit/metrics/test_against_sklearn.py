@@ -18,7 +18,7 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from app.metrics import evaluate
+from calmon.metrics import evaluate
 from tests.unit.metrics import reference
 
 TOL = 1e-12

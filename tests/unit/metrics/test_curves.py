@@ -8,8 +8,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from app.metrics import curve_metrics, evaluate, threshold_metrics
-from app.metrics.curves import (
+from calmon.metrics import curve_metrics, evaluate, threshold_metrics
+from calmon.metrics.curves import (
     CALIBRATED_CURVE_METRICS,
     REGULAR_CURVE_METRICS,
     prior_dependent_at,

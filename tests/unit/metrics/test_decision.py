@@ -1,4 +1,4 @@
-"""The pooled decision (``app.metrics.decision``): verdicts from the intervals, a clear ratio
+"""The pooled decision (``calmon.metrics.decision``): verdicts from the intervals, a clear ratio
 change decided without a metric interval, a likelihood drift found, the page's level."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.arrays import FloatArray
-from app.metrics.decision import (
+from calmon.arrays import FloatArray
+from calmon.metrics.decision import (
     BOTH,
     MAYBE_WORSE,
     PAGE_MATERIAL,
@@ -30,9 +30,9 @@ from app.metrics.decision import (
     positives_shift,
     verdict_of,
 )
-from app.metrics.evaluation import SetSums, set_sums
-from app.metrics.ranking import Ranking, rank_sorted
-from app.metrics.split import split_from_arrays
+from calmon.metrics.evaluation import SetSums, set_sums
+from calmon.metrics.ranking import Ranking, rank_sorted
+from calmon.metrics.split import split_from_arrays
 
 RULES = Path(__file__).parents[3] / "deploy" / "prometheus" / "rules" / "calmon.yml"
 LOW, HIGH = [0.01, 0.02], [0.04, 0.05]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.metrics import evaluate
+from calmon.metrics import evaluate
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "metrics"
 RECORDS: list[dict[str, Any]] = json.loads((DATA / "expected.json").read_text())

@@ -1,20 +1,20 @@
 """Coverage studies: do the nominal 95% intervals cover the population value about 95% of the time?
 
-One set's intervals (:func:`app.metrics.intervals.bootstrap_intervals`, plus the Wilson
+One set's intervals (:func:`calmon.metrics.intervals.bootstrap_intervals`, plus the Wilson
 interval of the positive class ratio): the regimes of :mod:`tests.unit.metrics.coverage_study`
 (two non-binormal continuous score families and one with heavy ties, 20, 60 and 200 positives
 per set, π = 0.2 and π = 0.01), STUDY_SETS seeded sets each, population values by numerical
 integration or exact sums. With S sets a coverage estimate has a standard error of about
 √(0.05·0.95/S).
 
-Both parts of a drift split (:func:`app.metrics.split.split_from_arrays`) on the same families
+Both parts of a drift split (:func:`calmon.metrics.split.split_from_arrays`) on the same families
 (SPLIT_REGIMES: a pure prior shift and a likelihood drift per family, window π = 0.2 and
 reference π = 0.1, 20, 60 and 200 expected positives in each set).
 
-The intervals of the means (:func:`app.metrics.intervals.mean_intervals`) on the study
+The intervals of the means (:func:`calmon.metrics.intervals.mean_intervals`) on the study
 families and the held-out ones (MEAN_REGIMES).
 
-Both parts of a drift split (:func:`app.metrics.split.split_intervals`), and the intervals of
+Both parts of a drift split (:func:`calmon.metrics.split.split_intervals`), and the intervals of
 the means, also on a binormal model: negatives N(0, 1), positives
 N(µ, 1); each of the n = 20,000 rows is positive with probability π = 0.01; decision threshold
 1.5; the reference at µ = 1.5. Population values come from numerical integration along the
@@ -29,11 +29,11 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from app.metrics import evaluate
-from app.metrics.intervals import MIN_AP_PRIOR, mean_intervals
-from app.metrics.prepared import prepare
-from app.metrics.ranking import rank
-from app.metrics.split import (
+from calmon.metrics import evaluate
+from calmon.metrics.intervals import MIN_AP_PRIOR, mean_intervals
+from calmon.metrics.prepared import prepare
+from calmon.metrics.ranking import rank
+from calmon.metrics.split import (
     MIN_AP_PART_POSITIVES,
     PART_INTERVAL_METRICS,
     ap_parts_published,

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from scipy import special, stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from app.arrays import FloatArray, Int8Array
-from app.metrics import evaluate
-from app.metrics.curves import curve_metrics
-from app.metrics.intervals import (
+from calmon.arrays import FloatArray, Int8Array
+from calmon.metrics import evaluate
+from calmon.metrics.curves import curve_metrics
+from calmon.metrics.intervals import (
     BELOW_ONE,
     CALIBRATED_INTERVAL_METRICS,
     MEAN_METRICS,
@@ -38,9 +38,9 @@ from app.metrics.intervals import (
     unseen_thresholds,
     wilson_interval,
 )
-from app.metrics.prepared import prepare
-from app.metrics.ranking import Ranking, rank
-from app.metrics.resampling import (
+from calmon.metrics.prepared import prepare
+from calmon.metrics.ranking import Ranking, rank
+from calmon.metrics.resampling import (
     CHUNK_CELLS,
     MAX_REPLICATES,
     MIN_REPLICATES,
@@ -53,7 +53,7 @@ from app.metrics.resampling import (
     evaluate_replicates,
     observed,
 )
-from app.metrics.thresholded import threshold_metrics
+from calmon.metrics.thresholded import threshold_metrics
 
 
 def binormal(n: int, prior: float, mu: float, seed: int) -> tuple[FloatArray, Int8Array]:

@@ -1,4 +1,4 @@
-"""Label-free estimates (:mod:`app.metrics.label_free`) against a labelled truth.
+"""Label-free estimates (:mod:`calmon.metrics.label_free`) against a labelled truth.
 
 Streams are binormal scores passed through a logistic (probabilities that are not calibrated
 at any prior), rounded to 4 decimals so that ties occur; a label shift changes only π, a
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.arrays import BoolArray, FloatArray
-from app.metrics.evaluation import evaluate
-from app.metrics.label_free import (
+from calmon.arrays import BoolArray, FloatArray
+from calmon.metrics.evaluation import evaluate
+from calmon.metrics.label_free import (
     CHECK_BINS_PER_CLASS,
     CHECK_LEVEL,
     ESTIMATED_CALIBRATED,
@@ -30,7 +30,7 @@ from app.metrics.label_free import (
     pav,
     prior_from_counts,
 )
-from app.metrics.ranking import rank
+from calmon.metrics.ranking import rank
 
 
 def draw(

@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.arrays import BoolArray, FloatArray
-from app.catalogue import CANNOT_SEE, ESTIMATE_FELL
-from app.metrics.label_free import (
+from calmon.arrays import BoolArray, FloatArray
+from calmon.catalogue import CANNOT_SEE, ESTIMATE_FELL
+from calmon.metrics.label_free import (
     ESTIMATE_SHIFT_FACTOR,
     LabelShiftReference,
     estimate_window,
     label_shift_reference,
 )
-from app.metrics.ranking import rank
+from calmon.metrics.ranking import rank
 
 
 def _scores(rng: np.random.Generator, positive: BoolArray) -> FloatArray:

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 from scipy import integrate, stats
 
-from app.metrics import evaluate
+from calmon.metrics import evaluate
 
 MU_POS, MU_NEG, N = 2.0, 1.8, 10**6
 PRIORS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)

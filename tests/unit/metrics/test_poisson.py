@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.metrics.poisson import _SUPPORT, TABLE_MEANS, TABLE_SLICES, _tables, poisson
+from calmon.metrics.poisson import _SUPPORT, TABLE_MEANS, TABLE_SLICES, _tables, poisson
 
 
 def test_every_table_row_is_the_inverse_cdf_of_its_mean() -> None:

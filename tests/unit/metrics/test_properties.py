@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.metrics import curve_metrics, evaluate, split_from_arrays
-from app.metrics.curves import CALIBRATED_CURVE_METRICS, REGULAR_CURVE_METRICS
+from calmon.metrics import curve_metrics, evaluate, split_from_arrays
+from calmon.metrics.curves import CALIBRATED_CURVE_METRICS, REGULAR_CURVE_METRICS
 
 # Scores on a small integer grid so ties across classes are frequent.
 grid = st.integers(min_value=-12, max_value=12)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.metrics.ranking import rank
+from calmon.metrics.ranking import rank
 
 
 @pytest.mark.parametrize("seed", range(5))

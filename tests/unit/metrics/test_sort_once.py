@@ -1,7 +1,7 @@
 """`evaluate` sorts each class of a set once, however many π0 values and metrics it computes.
 
 Every curve metric, every π0 and the probability metrics are computed from the two sorted
-class arrays of :func:`app.metrics.prepared.prepare` (``docs/metrics.md``; the cost of a set
+class arrays of :func:`calmon.metrics.prepared.prepare` (``docs/metrics.md``; the cost of a set
 is its sort). A sort can hide in many places: ``np.sort``, ``ndarray.sort``, ``np.argsort``,
 ``np.unique``, ``np.percentile``, ``np.median``... All of NumPy's Python-level sorting
 functions end in one of the array methods ``sort``, ``argsort``, ``partition`` or
@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from app.metrics import evaluate, split_from_arrays
-from app.metrics.prepared import ScoreKind
+from calmon.metrics import evaluate, split_from_arrays
+from calmon.metrics.prepared import ScoreKind
 
 SORTING_METHODS = frozenset({"sort", "argsort", "partition", "argpartition"})
 PI0 = (0.5, 0.1, 0.01, 0.3, 0.002)

@@ -11,18 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.arrays import FloatArray, IntArray
-from app.metrics import SPLIT_METRICS, drift_split, evaluate, split_from_arrays
-from app.metrics import split as split_module
-from app.metrics.intervals import t_quantile
-from app.metrics.ranking import rank
-from app.metrics.resampling import (
+from calmon.arrays import FloatArray, IntArray
+from calmon.metrics import SPLIT_METRICS, drift_split, evaluate, split_from_arrays
+from calmon.metrics import split as split_module
+from calmon.metrics.intervals import t_quantile
+from calmon.metrics.ranking import rank
+from calmon.metrics.resampling import (
     cut_at,
     cut_with_fp,
     draw_replicates,
     evaluate_replicates,
 )
-from app.metrics.split import (
+from calmon.metrics.split import (
     MIN_AP_PART_POSITIVES,
     PART_INTERVAL_METRICS,
     ap_part_df,

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.metrics import evaluate, split_from_arrays
-from app.metrics.prepared import MIN_PI0
+from calmon.metrics import evaluate, split_from_arrays
+from calmon.metrics.prepared import MIN_PI0
 
 GOOD_S = [0.1, 0.4, 0.35, 0.8]
 GOOD_Y = [0, 0, 1, 1]

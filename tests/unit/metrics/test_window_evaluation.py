@@ -1,5 +1,5 @@
 """The engine's evaluation of a window against its reference
-(:func:`app.metrics.window_evaluation.evaluate_window`): what a record is built from, keyed as
+(:func:`calmon.metrics.window_evaluation.evaluate_window`): what a record is built from, keyed as
 stored, the same for the same data."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from app.arrays import FloatArray
-from app.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
-from app.metrics.evaluation import evaluate_ranked, set_sums
-from app.metrics.label_free import label_shift_reference
-from app.metrics.prepared import prepare
-from app.metrics.window_evaluation import (
+from calmon.arrays import FloatArray
+from calmon.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
+from calmon.metrics.evaluation import evaluate_ranked, set_sums
+from calmon.metrics.label_free import label_shift_reference
+from calmon.metrics.prepared import prepare
+from calmon.metrics.window_evaluation import (
     ReferenceSet,
     TrailingSet,
     WindowConfig,

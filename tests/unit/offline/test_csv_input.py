@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.offline.csv_input import (
+from calmon.offline.csv_input import (
     UNLABELLED,
     EvaluationRows,
     InputError,

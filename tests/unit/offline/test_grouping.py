@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from app.names import ALL_SEGMENTS
-from app.offline.csv_input import UNLABELLED, EvaluationRows
-from app.offline.grouping import Group, split_rows
-from app.timeline import window_length, window_start
+from calmon.names import ALL_SEGMENTS
+from calmon.offline.csv_input import UNLABELLED, EvaluationRows
+from calmon.offline.grouping import Group, split_rows
+from calmon.timeline import window_length, window_start
 
 
 def make_rows(

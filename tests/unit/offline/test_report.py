@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.metrics import evaluate
-from app.offline.grouping import Group
-from app.offline.report import (
+from calmon.metrics import evaluate
+from calmon.offline.grouping import Group
+from calmon.offline.report import (
     TABLE_WIDTH,
     format_number,
     make_record,

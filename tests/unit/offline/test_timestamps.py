@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.offline.timestamps import common_layout_seconds
+from calmon.offline.timestamps import common_layout_seconds
 
 
 def reference(value: str) -> float | None:

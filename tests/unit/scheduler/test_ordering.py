@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from app.db.models import Model
-from app.scheduler.ordering import fair_order
-from app.services.planning import DueWindow
+from calmon.db.models import Model
+from calmon.scheduler.ordering import fair_order
+from calmon.services.planning import DueWindow
 
 HOUR = timedelta(hours=1)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

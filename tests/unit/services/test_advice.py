@@ -1,4 +1,4 @@
-"""Which class ratio a window's advice uses (:func:`app.services.advice.window_prior`): its
+"""Which class ratio a window's advice uses (:func:`calmon.services.advice.window_prior`): its
 labels when it has enough, else the label-free estimate only where its check holds."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.services.advice import window_prior
+from calmon.services.advice import window_prior
 
 LABELLED = {"n": 1000, "n_pos": 100, "prior": 0.1}
 ESTIMATE = {"positive_class_ratio": 0.04}

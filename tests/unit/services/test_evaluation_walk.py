@@ -1,5 +1,5 @@
 """The walk from a window's rows to its record goes down to the metric engine once and comes
-back once: while :func:`app.services.window_compute.evaluate_segment` runs, the service calls
+back once: while :func:`calmon.services.window_compute.evaluate_segment` runs, the service calls
 the engine only to build its inputs (settings, what is pooled, the window's arrays) and to
 evaluate them once (the pooled decision included), and no engine code calls back into the
 service layer."""
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from app.db.models import Model
-from app.services.decisions import TrailingPool
-from app.services.window_compute import evaluate_segment
+from calmon.db.models import Model
+from calmon.services.decisions import TrailingPool
+from calmon.services.window_compute import evaluate_segment
 
 START = datetime(2026, 11, 1, 8, tzinfo=UTC)
 
@@ -54,12 +54,12 @@ def _walk() -> tuple[Counter[str], Counter[str]]:
         if event != "call":
             return
         callee, caller = _module(frame), _module(frame.f_back)
-        if callee.startswith("app.metrics") and caller.startswith("app.services"):
+        if callee.startswith("calmon.metrics") and caller.startswith("calmon.services"):
             name = frame.f_code.co_name
             if name == "__init__":
                 name = f"{type(frame.f_locals['self']).__name__}()"
             down[name] += 1
-        if callee.startswith("app.services") and caller.startswith("app.metrics"):
+        if callee.startswith("calmon.services") and caller.startswith("calmon.metrics"):
             up[frame.f_code.co_name] += 1
 
     sys.setprofile(profile)

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from app.db.models import Model
-from app.metrics.window_evaluation import segment_seed
-from app.records import WindowRecord
-from app.services.window_compute import evaluate_segment
+from calmon.db.models import Model
+from calmon.metrics.window_evaluation import segment_seed
+from calmon.records import WindowRecord
+from calmon.services.window_compute import evaluate_segment
 
 START = datetime(2026, 11, 1, 8, tzinfo=UTC)
 
@@ -77,7 +77,7 @@ def test_the_seed_does_not_depend_on_the_process() -> None:
     """Python salts ``hash`` per process; the seed must not."""
     code = (
         "import numpy as np;"
-        "from app.metrics.window_evaluation import segment_seed;"
+        "from calmon.metrics.window_evaluation import segment_seed;"
         "print(segment_seed('*', (np.array([0.1, 0.5]), np.array([0.2]))))"
     )
     seeds = {

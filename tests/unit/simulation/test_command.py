@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from app.cli import build_parser
-from app.commands.simulate import EPILOG, THRESHOLD, _model_config, _Progress
-from app.simulation.population import roc_auc
-from app.simulation.sender import SendTotals
-from app.simulation.stream import (
+from calmon.cli import build_parser
+from calmon.commands.simulate import EPILOG, THRESHOLD, _model_config, _Progress
+from calmon.simulation.population import roc_auc
+from calmon.simulation.sender import SendTotals
+from calmon.simulation.stream import (
     DEFAULT_PHASES,
     PHASES,
     WindowData,
@@ -158,7 +158,7 @@ def test_progress_is_a_bar_on_a_terminal() -> None:
 
 
 def test_the_rare_positive_preset_moves_every_phase_prior_by_the_same_factor() -> None:
-    from app.simulation.stream import STABLE_PRIOR, phases_for
+    from calmon.simulation.stream import STABLE_PRIOR, phases_for
 
     assert _parse("--prior", "0.005").prior == 0.005
     phases = phases_for(0.005)

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from app.metrics import evaluate
-from app.simulation.population import (
+from calmon.metrics import evaluate
+from calmon.simulation.population import (
     average_precision,
     population_values,
     roc_auc,
     truth_document,
     upper_tail,
 )
-from app.simulation.stream import (
+from calmon.simulation.stream import (
     DEFAULT_PHASES,
     PHASES,
     SCORE_MAP,

@@ -13,13 +13,13 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
-from app.db import migrate
-from app.db.session import create_db_engine
-from app.scheduler.runner import WindowScheduler
-from app.settings import Settings
-from app.simulation.population import truth_document
-from app.simulation.report import (
+from calmon.api.app import create_app
+from calmon.db import migrate
+from calmon.db.session import create_db_engine
+from calmon.scheduler.runner import WindowScheduler
+from calmon.settings import Settings
+from calmon.simulation.population import truth_document
+from calmon.simulation.report import (
     MixedWindowsError,
     WaitTimeoutError,
     _ratio_moved,
@@ -30,8 +30,8 @@ from app.simulation.report import (
     reference_size,
     wait_for_windows,
 )
-from app.simulation.sender import SendTotals, request_json, send_labels, send_windows
-from app.simulation.stream import (
+from calmon.simulation.sender import SendTotals, request_json, send_labels, send_windows
+from calmon.simulation.stream import (
     PHASES,
     SCORE_MAP,
     WindowData,
@@ -300,7 +300,7 @@ def test_a_second_stream_in_the_same_windows_stops_the_wait_at_once(
 
 
 def test_an_existing_model_name_gives_the_first_free_suffix(api: TestClient) -> None:
-    from app.commands.simulate import _free_name
+    from calmon.commands.simulate import _free_name
 
     assert _free_name(api, "sim") == "sim"
     _create(api, _plans())

@@ -13,13 +13,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.api.app import create_app
-from app.db import migrate
-from app.db.models import Prediction
-from app.db.session import create_db_engine
-from app.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
-from app.settings import Settings
-from app.simulation.sender import (
+from calmon.api.app import create_app
+from calmon.db import migrate
+from calmon.db.models import Prediction
+from calmon.db.session import create_db_engine
+from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
+from calmon.settings import Settings
+from calmon.simulation.sender import (
     RetryPolicy,
     SendError,
     SendTotals,
@@ -27,7 +27,7 @@ from app.simulation.sender import (
     request_json,
     send_windows,
 )
-from app.simulation.stream import PHASES, WindowData, WindowPlan, generate_window
+from calmon.simulation.stream import PHASES, WindowData, WindowPlan, generate_window
 
 START = datetime(2024, 5, 1, 11, 0, tzinfo=UTC)
 FAST = RetryPolicy(attempts=4, first_delay=0.01, max_delay=0.05)

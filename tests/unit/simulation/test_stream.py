@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.metrics import evaluate
-from app.simulation.population import roc_auc
-from app.simulation.stream import (
+from calmon.metrics import evaluate
+from calmon.simulation.population import roc_auc
+from calmon.simulation.stream import (
     DEFAULT_PHASES,
     PHASES,
     SCORE_MAP,
@@ -24,7 +24,7 @@ from app.simulation.stream import (
     plan_windows,
     separation_for_auc,
 )
-from app.timeline import WINDOW_SECONDS
+from calmon.timeline import WINDOW_SECONDS
 
 NOW = datetime(2024, 5, 1, 12, 7, 31, 250_000, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import pytest
 
-from app.records import ReliabilityBin, WindowRecord
-from app.ui.charts import (
+from calmon.records import ReliabilityBin, WindowRecord
+from calmon.ui.charts import (
     DASHES,
     LONE_HALF,
     TIME_AXIS,
@@ -26,7 +26,7 @@ from app.ui.charts import (
     time_chart,
     time_labels,
 )
-from app.ui.pages import ModelSummary, advice_section, index_page, login_page, model_page
+from calmon.ui.pages import ModelSummary, advice_section, index_page, login_page, model_page
 from tests.unit.ui.test_verdict import record
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from app.metrics.intervals import wilson_interval
-from app.ui.pages import VERDICT_CLASS, window_verdict
-from app.ui.pages import _verdict_sentence as sentence
-from app.ui.verdict import (
+from calmon.metrics.intervals import wilson_interval
+from calmon.ui.pages import VERDICT_CLASS, window_verdict
+from calmon.ui.pages import _verdict_sentence as sentence
+from calmon.ui.verdict import (
     Verdict,
     alerts,
     calibrated_drop,

@@ -1,7 +1,0 @@
-"""``calmon simulate``: a synthetic stream whose truth is known, sent to a running server.
-
-- :mod:`app.simulation.stream`: the phases, the window plan and the generated predictions.
-- :mod:`app.simulation.population`: the population value of each metric, by integration.
-- :mod:`app.simulation.sender`: the HTTP requests, with retries, and the batched upload.
-- :mod:`app.simulation.report`: waiting for the server's window results, and the summary.
-"""

@@ -1,0 +1,116 @@
+"""Ingestion routes: ``POST /v1/models/{model}/predictions`` and ``…/labels``.
+
+Bodies are read raw and validated in one pass by pydantic's Rust JSON parser. A batch is all
+or nothing: any invalid item (422, with ``predictions[i].field``; a timestamp before the
+retention period stored in the database (:mod:`calmon.services.retention_bound`), or the epoch
+when retention is off, or more than a day past the server's clock is invalid) or conflicting
+id (409) and nothing of it is stored. A prediction batch holds its model's row ``FOR SHARE``
+from the moment it reads ``score_kind`` to its commit, so a configuration change waits for it
+(or it for the change). Each request's work runs in
+:func:`calmon.api.transactions.in_transaction`, which runs it again when the database aborts it
+for a concurrent transaction.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from calmon import instruments
+from calmon.api.deps import (
+    ClockDep,
+    JsonBody,
+    ModelName,
+    RetentionDep,
+    SessionDep,
+    WriteScope,
+    existing_model,
+)
+from calmon.api.errors import parse_json
+from calmon.api.openapi import WRITE_ERRORS, described_error, json_request_body
+from calmon.api.schemas import LabelsOut, PredictionsOut
+from calmon.api.transactions import in_transaction
+from calmon.services.ingest import (
+    LabelsResult,
+    PredictionsResult,
+    ingest_labels,
+    ingest_predictions,
+)
+from calmon.services.ingest_schemas import (
+    LABEL_BATCH,
+    PREDICTION_BATCH,
+    earliest_timestamp,
+    prediction_rows,
+    predictions_schema,
+)
+
+router = APIRouter(prefix="/v1/models", tags=["ingestion"])
+
+
+@router.post(
+    "/{model}/predictions",
+    summary="Send predictions",
+    dependencies=[WriteScope],
+    openapi_extra=json_request_body("PredictionBatch", PREDICTION_BATCH),
+    responses={
+        **WRITE_ERRORS,
+        **described_error(
+            409,
+            "`prediction_conflict`: ids stored, or sent twice, with other content; details "
+            "name them",
+        ),
+    },
+)
+def send_predictions(
+    model: ModelName, body: JsonBody, session: SessionDep, retention: RetentionDep, clock: ClockDep
+) -> PredictionsOut:
+    """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
+    now = clock.now()
+    monotonic = clock.monotonic()
+
+    def work() -> PredictionsResult:
+        stored = existing_model(session, model, share_lock=True)
+        days = retention.read(session, now=now, monotonic=monotonic).days
+        validate = predictions_schema(stored.score_kind).at(now, retention_days=days)
+        rows = prediction_rows(parse_json(validate, body)["predictions"])
+        return ingest_predictions(session, model=stored, rows=rows, now=now)
+
+    result = in_transaction(session, work)
+    instruments.PREDICTIONS_INGESTED.labels(model).inc(result.new)
+    instruments.PREDICTIONS_DUPLICATE.labels(model).inc(result.duplicates)
+    return PredictionsOut(
+        new=result.new,
+        duplicates=result.duplicates,
+        pending_labels_applied=result.pending_labels_applied,
+    )
+
+
+@router.post(
+    "/{model}/labels",
+    summary="Send labels",
+    dependencies=[WriteScope],
+    openapi_extra=json_request_body("LabelBatch", LABEL_BATCH),
+    responses=WRITE_ERRORS,
+)
+def send_labels(
+    model: ModelName, body: JsonBody, session: SessionDep, retention: RetentionDep, clock: ClockDep
+) -> LabelsOut:
+    """Label up to 10,000 predictions; labels of unknown ids wait for their prediction, and
+    labels of predictions older than the retention period are ignored."""
+    now = clock.now()
+    monotonic = clock.monotonic()
+
+    def work() -> LabelsResult:
+        stored = existing_model(session, model)
+        days = retention.read(session, now=now, monotonic=monotonic).days
+        earliest = earliest_timestamp(now, days)
+        labels = parse_json(LABEL_BATCH.validate_json, body)["labels"]
+        return ingest_labels(session, model=stored, labels=labels, now=now, earliest=earliest)
+
+    result = in_transaction(session, work)
+    instruments.LABELS_INGESTED.labels(model).inc(result.updated + result.pending_changed)
+    return LabelsOut(
+        updated=result.updated,
+        unchanged=result.unchanged,
+        pending=result.pending,
+        expired=result.expired,
+    )

@@ -1,0 +1,304 @@
+"""Storage statements of ingestion: the per-connection stage tables and their loading (binary
+``COPY`` on PostgreSQL, ``executemany`` on SQLite), the model's advisory lock, and the SQL texts
+that move a staged batch into ``predictions`` (one table on SQLite; on PostgreSQL day partitions
+and the id registry ``prediction_keys``) and labels onto stored predictions.
+
+No value is ever part of a statement's text. The statements, their order and their locks are in
+``docs/storage.md`` ("Ingestion path").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from psycopg import sql as pg_sql
+from sqlalchemy import (
+    Column,
+    Connection,
+    Double,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    bindparam,
+    insert,
+    text,
+)
+from sqlalchemy.schema import CreateTable
+
+from calmon.db.models import UTCDateTime
+
+#: first key of the two-key advisory locks taken per model ("calm")
+MODEL_LOCK_CLASS: Final = 0x63616C6D
+
+_stage_metadata = MetaData()
+prediction_stage = Table(
+    "calmon_prediction_stage",
+    _stage_metadata,
+    Column("client_id", Text),
+    Column("ts", UTCDateTime()),
+    Column("score", Double),
+    Column("label", SmallInteger),
+    Column("segment", Text),
+    prefixes=["TEMPORARY"],
+    postgresql_on_commit="DELETE ROWS",
+)
+label_stage = Table(
+    "calmon_label_stage",
+    _stage_metadata,
+    Column("client_id", Text),
+    Column("label", SmallInteger),
+    prefixes=["TEMPORARY"],
+    postgresql_on_commit="DELETE ROWS",
+)
+_PG_TYPES: Final[dict[str, list[str]]] = {
+    prediction_stage.name: ["text", "timestamptz", "float8", "int2", "text"],
+    label_stage.name: ["text", "int2"],
+}
+
+
+#: per stage table on PostgreSQL: its ``CREATE … IF NOT EXISTS`` and ``DELETE`` as one text
+#: (one round trip, compiled on first use), and its binary ``COPY``
+_PG_EMPTY: dict[str, pg_sql.Composed] = {}
+_PG_COPY: Final[dict[str, pg_sql.Composed]] = {
+    table.name: pg_sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+        pg_sql.Identifier(table.name),
+        pg_sql.SQL(", ").join(pg_sql.Identifier(c.name) for c in table.columns),
+    )
+    for table in (prediction_stage, label_stage)
+}
+
+
+def load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Empty ``table`` (created on first use in this connection) and fill it with ``rows``.
+
+    On PostgreSQL the table is also emptied at each commit (``ON COMMIT DELETE ROWS``), so the
+    ``DELETE`` here only has work when one transaction ingests several batches; it goes with
+    the ``CREATE`` in one round trip, then the rows in one binary ``COPY``.
+    """
+    if connection.dialect.name == "postgresql":
+        driver_connection: Any = connection.connection.driver_connection
+        empty = _PG_EMPTY.get(table.name)
+        if empty is None:
+            create = CreateTable(table, if_not_exists=True).compile(dialect=connection.dialect)
+            empty = pg_sql.SQL("{}; DELETE FROM {}").format(
+                pg_sql.SQL(str(create)), pg_sql.Identifier(table.name)
+            )
+            _PG_EMPTY[table.name] = empty
+        with driver_connection.cursor() as cursor:
+            cursor.execute(empty)
+            with cursor.copy(_PG_COPY[table.name]) as copy:
+                copy.set_types(_PG_TYPES[table.name])
+                for row in rows:
+                    copy.write_row(row)
+        return
+    connection.execute(CreateTable(table, if_not_exists=True))
+    connection.execute(table.delete())
+    if rows:
+        names = [c.name for c in table.columns]
+        connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
+
+
+_LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:cls, :obj)")
+_LOCK_EXCLUSIVE = text("SELECT pg_advisory_xact_lock(:cls, :obj)")
+
+
+def lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> None:
+    if connection.dialect.name != "postgresql":
+        return
+    connection.execute(
+        _LOCK_EXCLUSIVE if exclusive else _LOCK_SHARED,
+        {"cls": MODEL_LOCK_CLASS, "obj": model_id},
+    )
+
+
+_NOW = bindparam("now", type_=UTCDateTime())
+#: the event-time range of a batch: bounds the day partitions a statement may touch
+_LO = bindparam("lo", type_=UTCDateTime())
+_HI = bindparam("hi", type_=UTCDateTime())
+#: the earliest event time retention keeps: older predictions take no label
+_EARLIEST = bindparam("earliest", type_=UTCDateTime())
+
+# SQLite: one table keyed by (model_id, client_id).
+
+#: the staged rows into ``predictions`` (a constant: no value is ever part of the text)
+_INSERT_STAGED: Final = (
+    "INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
+    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now"
+    " FROM calmon_prediction_stage WHERE true ORDER BY client_id, label IS NULL"
+)
+INSERT_NEW_ONLY = text(_INSERT_STAGED + " ON CONFLICT (model_id, client_id) DO NOTHING").bindparams(
+    _NOW
+)
+
+CONFLICTING_IDS = text(
+    "SELECT DISTINCT s.client_id FROM calmon_prediction_stage s"
+    " JOIN predictions p ON p.model_id = :model_id AND p.client_id = s.client_id"
+    " WHERE p.ts <> s.ts OR p.score <> s.score"
+    " OR COALESCE(p.segment, '') <> COALESCE(s.segment, '')"
+    " OR (s.label IS NOT NULL AND COALESCE(p.label, -1) <> s.label)"
+    " ORDER BY s.client_id"
+)
+
+# PostgreSQL: ``predictions`` is partitioned by day and has no unique index; ``prediction_keys``
+# holds the ids (and each one's event time, which names its partition). Statements that find a
+# stored prediction by id go through the registry and bound ``ts`` to the batch's range, so
+# only the partitions of those days are read.
+
+PG_INSERT_ALL_OR_FAIL = text(
+    "WITH keys AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
+    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage ORDER BY client_id)"
+    " INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT :model_id, client_id, ts, score, label, segment, :now,"
+    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now FROM calmon_prediction_stage"
+).bindparams(_NOW)
+PG_INSERT_NEW_ONLY = text(
+    "WITH new AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
+    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage"
+    " ORDER BY client_id, label IS NULL ON CONFLICT (model_id, client_id) DO NOTHING"
+    " RETURNING client_id, ts)"
+    " INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
+    " labelled_at, changed_at)"
+    " SELECT DISTINCT ON (s.client_id) :model_id, s.client_id, s.ts, s.score, s.label,"
+    " s.segment, :now, CASE WHEN s.label IS NULL THEN NULL ELSE :now END, :now"
+    " FROM calmon_prediction_stage s JOIN new ON new.client_id = s.client_id AND new.ts = s.ts"
+    " ORDER BY s.client_id, s.label IS NULL"
+).bindparams(_NOW)
+
+PG_STORED_RANGE = text(
+    "SELECT min(k.ts), max(k.ts) FROM calmon_prediction_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id"
+)
+PG_CONFLICTING_IDS = text(
+    "SELECT DISTINCT s.client_id FROM calmon_prediction_stage s"
+    " JOIN prediction_keys k ON k.model_id = :model_id AND k.client_id = s.client_id"
+    " JOIN predictions p ON p.model_id = :model_id AND p.client_id = k.client_id"
+    " AND p.ts = k.ts"
+    " WHERE p.ts >= :lo AND p.ts <= :hi AND (p.ts <> s.ts OR p.score <> s.score"
+    " OR COALESCE(p.segment, '') <> COALESCE(s.segment, '')"
+    " OR (s.label IS NOT NULL AND COALESCE(p.label, -1) <> s.label))"
+    " ORDER BY s.client_id"
+).bindparams(_LO, _HI)
+
+PG_APPLY_PENDING = text(
+    "UPDATE predictions p SET label = pl.label, labelled_at = pl.received_at, changed_at = :now"
+    " FROM pending_labels pl JOIN prediction_keys k"
+    " ON k.model_id = pl.model_id AND k.client_id = pl.client_id"
+    " WHERE pl.model_id = :model_id AND p.model_id = :model_id"
+    " AND p.client_id = k.client_id AND p.ts = k.ts AND p.ts >= :lo AND p.ts <= :hi"
+    " AND p.label IS NULL"
+    " AND pl.client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+).bindparams(_NOW, _LO, _HI)
+
+PG_UNKNOWN_LABEL_IDS = text(
+    "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+    " ORDER BY s.client_id"
+)
+PG_LABELLED_RANGE = text(
+    "SELECT min(k.ts), max(k.ts) FROM calmon_label_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id"
+)
+#: the batch's stored predictions, locked in id order before they are updated (an ``UPDATE …
+#: FROM`` locks rows in the order of its join, which differs between batches)
+PG_LOCK_LABELLED = text(
+    "SELECT 1 FROM calmon_label_stage s"
+    " JOIN prediction_keys k ON k.model_id = :model_id AND k.client_id = s.client_id"
+    " JOIN predictions p ON p.model_id = :model_id AND p.client_id = k.client_id"
+    " AND p.ts = k.ts"
+    " WHERE p.ts >= :lo AND p.ts <= :hi"
+    " ORDER BY p.client_id FOR NO KEY UPDATE OF p"
+).bindparams(_LO, _HI)
+#: returns the event time of every prediction whose label changed (their windows changed)
+PG_UPDATE_LABELS = (
+    text(
+        "UPDATE predictions p SET label = s.label, labelled_at = :now, changed_at = :now"
+        " FROM calmon_label_stage s JOIN prediction_keys k"
+        " ON k.model_id = :model_id AND k.client_id = s.client_id"
+        " WHERE p.model_id = :model_id AND p.client_id = k.client_id AND p.ts = k.ts"
+        " AND p.ts >= :lo AND p.ts <= :hi AND COALESCE(p.label, -1) <> s.label RETURNING p.ts"
+    )
+    .bindparams(_NOW, _LO, _HI)
+    .columns(ts=UTCDateTime())
+)
+PG_EXPIRED_LABELS = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN prediction_keys k"
+    " ON k.model_id = :model_id AND k.client_id = s.client_id WHERE k.ts < :earliest"
+).bindparams(_EARLIEST)
+PG_REPEATED_PENDING = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
+    " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
+    " WHERE NOT EXISTS (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+)
+PG_UPSERT_PENDING = text(
+    "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
+    " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM prediction_keys k WHERE k.model_id = :model_id"
+    " AND k.client_id = s.client_id)"
+    " ORDER BY s.client_id ON CONFLICT (model_id, client_id)"
+    " DO UPDATE SET label = excluded.label, received_at = excluded.received_at"
+).bindparams(_NOW)
+
+HAS_PENDING = text("SELECT 1 FROM pending_labels WHERE model_id = :model_id LIMIT 1")
+
+APPLY_PENDING = text(
+    "UPDATE predictions SET label = pl.label, labelled_at = pl.received_at, changed_at = :now"
+    " FROM pending_labels pl"
+    " WHERE pl.model_id = :model_id AND predictions.model_id = :model_id"
+    " AND predictions.client_id = pl.client_id AND predictions.label IS NULL"
+    " AND pl.client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+).bindparams(_NOW)
+
+DROP_APPLIED_PENDING = text(
+    "DELETE FROM pending_labels WHERE model_id = :model_id"
+    " AND client_id IN (SELECT client_id FROM calmon_prediction_stage)"
+)
+
+UNKNOWN_LABEL_IDS = text(
+    "SELECT s.client_id FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
+    " ORDER BY s.client_id"
+)
+
+#: returns the event time of every prediction whose label changed. SQLite only: the unary ``+``
+#: keeps the planner off the (model_id, ts) index, which would scan every prediction of the model
+#: in range and search the unindexed stage for each; the primary key finds each staged id.
+UPDATE_LABELS = (
+    text(
+        "UPDATE predictions SET label = s.label, labelled_at = :now, changed_at = :now"
+        " FROM calmon_label_stage s"
+        " WHERE predictions.model_id = :model_id AND predictions.client_id = s.client_id"
+        " AND +predictions.ts >= :earliest"
+        " AND COALESCE(predictions.label, -1) <> s.label RETURNING predictions.ts"
+    )
+    .bindparams(_NOW, _EARLIEST)
+    .columns(ts=UTCDateTime())
+)
+
+#: labels of stored predictions older than retention keeps (ignored); SQLite only (``+`` as in
+#: :data:`UPDATE_LABELS`)
+EXPIRED_LABELS = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN predictions p"
+    " ON p.model_id = :model_id AND p.client_id = s.client_id WHERE +p.ts < :earliest"
+).bindparams(_EARLIEST)
+
+REPEATED_PENDING = text(
+    "SELECT count(*) FROM calmon_label_stage s JOIN pending_labels pl"
+    " ON pl.model_id = :model_id AND pl.client_id = s.client_id AND pl.label = s.label"
+    " WHERE NOT EXISTS"
+    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
+)
+
+UPSERT_PENDING = text(
+    "INSERT INTO pending_labels (model_id, client_id, label, received_at)"
+    " SELECT :model_id, s.client_id, s.label, :now FROM calmon_label_stage s WHERE NOT EXISTS"
+    " (SELECT 1 FROM predictions p WHERE p.model_id = :model_id AND p.client_id = s.client_id)"
+    " ORDER BY s.client_id ON CONFLICT (model_id, client_id)"
+    " DO UPDATE SET label = excluded.label, received_at = excluded.received_at"
+).bindparams(_NOW)

@@ -1,0 +1,795 @@
+"""The latest stored window of each model and segment, as ready-made Prometheus samples.
+
+:func:`load_latest_windows` reads, in one statement, the latest ``window_results`` row of
+each (model, segment) pair the model exports: segment ``*`` and its first ``max_segments``
+tracked segments, at most models x (1 + max_segments) rows, each found by a descending probe of
+the primary key however much history is stored. A segment whose latest window is more than
+``QUIET_SEGMENT_WINDOWS`` windows older than the model's ``*`` window is left out. The web view
+reads every one of them.
+
+``/metrics`` reads fewer: :func:`load_snapshot` holds a scrape to ``max_series`` series
+(``CALMON_METRICS_MAX_SERIES``). It first reads which windows exist, without their records
+(:func:`load_candidates`), chooses within the budget (:func:`select_windows`: every model's
+``*`` window, then the segments in rounds of tracked position), and only then reads the records
+of the chosen windows (:func:`load_records`), so a refresh reads and builds what is exported,
+not everything stored. Segments left out are counted per model in
+``calmon_exporter_segments_omitted``.
+
+:func:`build_snapshot` turns those records into the gauges of ``docs/design.md`` ("Prometheus
+series"); undefined values are left out (a series is absent, never NaN). The samples are built
+once per refresh; a scrape only copies them. The snapshot's load time is read from the
+:class:`~calmon.clock.Clock` passed in (the machine's by default), like every other *when* of the
+scheduler and the exporter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Protocol, TypeVar, cast
+
+from prometheus_client.samples import Sample
+from sqlalchemy import ColumnElement, Subquery, and_, func, literal, select, tuple_, union_all
+from sqlalchemy.orm import Session, aliased
+
+from calmon.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
+from calmon.clock import SYSTEM_CLOCK, Clock
+from calmon.db.models import Model, ModelSegment, WindowResult
+from calmon.metrics.intervals import MEAN_METRICS, NO_INTERVAL, REGULAR_INTERVAL_METRICS
+from calmon.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
+from calmon.metrics.probability import PROBABILITY_METRICS
+from calmon.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS
+from calmon.names import ALL_SEGMENTS
+from calmon.records import WindowRecord, metric_interval, metric_value, split_parts
+
+#: a segment whose latest window is older than the model's by more windows is not exported
+QUIET_SEGMENT_WINDOWS: Final = 7
+COMPONENTS: Final = ("total", "prior", "likelihood")
+#: components of ``calmon_<metric>_change`` with a 95% interval (``_lower``/``_upper``)
+INTERVAL_COMPONENTS: Final = ("prior", "likelihood")
+WINDOW_LABELS: Final = ("model", "segment")
+OMITTED_FAMILY: Final = "calmon_exporter_segments_omitted"
+#: series of a model beside its windows': ``calmon_segments_overflow_predictions`` and
+#: ``calmon_exporter_segments_omitted``
+PER_MODEL_SERIES: Final = 2
+#: regular metrics with a 95% interval (docs/intervals.md), for every pi0 variant
+INTERVAL_METRICS: Final = frozenset(REGULAR_INTERVAL_METRICS).difference(NO_INTERVAL) | {
+    "ks_abc",
+    *MEAN_METRICS,
+}
+#: windows whose records one statement reads (three bound parameters each)
+RECORDS_PER_STATEMENT: Final = 500
+
+#: what each catalogue metric is (docs/metrics.md), for the HELP lines
+DESCRIPTIONS: Final[dict[str, str]] = {
+    "precision": "Precision TP/(TP+FP) at the decision threshold",
+    "recall": "Recall TP/n_pos at the decision threshold",
+    "fpr": "False positive rate FP/n_neg at the decision threshold",
+    "f1": "F1 score at the decision threshold",
+    "roc_auc": "Area under the ROC curve",
+    "average_precision": "Average precision",
+    "best_f1": "Best F1 score over the thresholds",
+    "best_f1_threshold": "Highest threshold reaching the best F1 score",
+    "pr_gain_auc": "Area under the precision-recall-gain curve",
+    "ks": "Kolmogorov-Smirnov statistic, max TPR - FPR",
+    "ks_abc": "Area between the class-conditional score CDFs",
+    "brier": "Brier score",
+    "brier_skill": "Brier skill score against predicting the prior",
+    "brier_pos": "Brier score over the positives",
+    "brier_neg": "Brier score over the negatives",
+    "ece": "Expected calibration error (10 equal-width bins)",
+    "mce": "Maximum calibration error (10 equal-width bins)",
+    "log_loss": "Log loss",
+}
+_WINDOW_FAMILIES: Final = (
+    ("calmon_positive_class_ratio", "Share of positives among the labelled predictions"),
+    ("calmon_positive_class_ratio_lower", "Lower end of the 95% Wilson interval of the ratio"),
+    ("calmon_positive_class_ratio_upper", "Upper end of the 95% Wilson interval of the ratio"),
+    ("calmon_reference_positive_class_ratio", "Positive class ratio of the reference set"),
+    ("calmon_window_predictions", "Labelled predictions of the latest window (n)"),
+    ("calmon_window_positives", "Positives of the latest window"),
+    ("calmon_window_unlabelled", "Predictions of the latest window still without a label"),
+    ("calmon_window_start_timestamp_seconds", "Start of the latest window (Unix time)"),
+    ("calmon_window_end_timestamp_seconds", "End of the latest window (Unix time)"),
+    (
+        "calmon_window_computed_timestamp_seconds",
+        "When the latest window was computed (Unix time)",
+    ),
+)
+_ESTIMATED_RATIO: Final = (
+    (
+        "calmon_estimated_positive_class_ratio",
+        "Positive class ratio estimated without labels from every scored prediction",
+    ),
+    (
+        "calmon_estimated_positive_class_ratio_lower",
+        "Lower end of the 95% interval of the estimated positive class ratio",
+    ),
+    (
+        "calmon_estimated_positive_class_ratio_upper",
+        "Upper end of the 95% interval of the estimated positive class ratio",
+    ),
+    (
+        "calmon_estimated_label_shift_p_value",
+        "p-value of the label-shift check of the estimate (below 0.01: the scores changed in a"
+        " way a class-ratio change does not explain)",
+    ),
+)
+#: the pooled decision's series (docs/metrics.md, "Decisions at few positives"); its parts and
+#: their bounds by ``component`` (INTERVAL_COMPONENTS)
+_DECISION_PARTS: Final = (
+    (
+        "calmon_decision_change",
+        "Prior or likelihood part of the pooled decision's change of its metric (average "
+        "precision) from the reference",
+    ),
+    ("calmon_decision_change_lower", "Lower end of the 95% interval of calmon_decision_change"),
+    ("calmon_decision_change_upper", "Upper end of the 95% interval of calmon_decision_change"),
+)
+_DECISION_FAMILIES: Final = (
+    ("calmon_decision_windows", "Windows the latest window's decision pools, itself included"),
+    ("calmon_decision_predictions", "Labelled predictions the latest decision pools"),
+    ("calmon_decision_positives", "Positives the latest decision pools"),
+    ("calmon_decision_positive_class_ratio", "Positive class ratio of the pooled windows"),
+    (
+        "calmon_decision_positive_class_ratio_lower",
+        "Lower end of the 95% Wilson interval of the pooled positive class ratio",
+    ),
+    (
+        "calmon_decision_positive_class_ratio_upper",
+        "Upper end of the 95% Wilson interval of the pooled positive class ratio",
+    ),
+    (
+        "calmon_decision_positives_shift_p_value",
+        "One-sided p-value of the test that the pooled positives score lower than the "
+        "reference's (the page's test, docs/metrics.md)",
+    ),
+)
+#: series of one window's decision
+DECISION_SERIES: Final = len(_DECISION_PARTS) * len(INTERVAL_COMPONENTS) + len(_DECISION_FAMILIES)
+#: what the advised threshold of a window is expected to give (``calmon_advised_expected``)
+ADVICE_QUANTITIES: Final = ("precision", "recall", "alert_rate", "cost")
+_ADVICE: Final = (
+    (
+        "calmon_advised_threshold",
+        "Threshold advised for the model's objective at the latest window's class ratio",
+    ),
+    (
+        "calmon_advised_expected",
+        "What the advised threshold is expected to give at the window's class ratio if "
+        "P(score | class) is the reference's; quantity: precision, recall, alert_rate, cost",
+    ),
+    (
+        "calmon_advice_assumption_holds",
+        "1 when the label-shift check behind the advice held, 0 when it failed",
+    ),
+)
+_PI0_HELP: Final = (
+    "; pi0: observed = regular, reference = calibrated at the reference prior, "
+    "or a configured prior"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LatestWindow:
+    """The latest stored window of one model and segment: its record as the API serves it."""
+
+    model: str
+    segment: str
+    start: datetime
+    end: datetime
+    computed_at: datetime
+    record: WindowRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One gauge family: its name, HELP text and finished samples."""
+
+    name: str
+    documentation: str
+    samples: tuple[Sample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Every window series at one moment: ``windows`` (model, segment) pairs, ``series``
+    samples in ``families``, read at ``loaded_at`` (Unix time)."""
+
+    families: tuple[Family, ...]
+    windows: int
+    series: int
+    loaded_at: float
+
+
+EMPTY_SNAPSHOT: Final = Snapshot(families=(), windows=0, series=0, loaded_at=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A model's latest stored window of one segment, before its record is read: where it
+    stands in the model's order (``position``: -1 for ``*``, else the tracked position) and
+    how many series its record can give at most (``series``)."""
+
+    model_id: int
+    model: str
+    segment: str
+    position: int
+    start: datetime
+    end: datetime
+    series: int
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The windows a scrape exports, ``*`` windows first, and per model how many of its
+    current segments the budget left out."""
+
+    windows: tuple[Candidate, ...]
+    omitted: dict[str, int]
+
+
+class _Dated(Protocol):
+    @property
+    def model(self) -> str: ...
+    @property
+    def segment(self) -> str: ...
+    @property
+    def start(self) -> datetime: ...
+    @property
+    def end(self) -> datetime: ...
+
+
+DatedT = TypeVar("DatedT", bound=_Dated)
+
+
+def window_series_bound(*, pi0: int, probability: bool) -> int:
+    """The most series one window of a model with ``pi0`` configured priors can export:
+    every value defined, and an interval wherever docs/intervals.md publishes one."""
+    count = 0
+    for metric in REGULAR_METRICS:
+        if not probability and metric in PROBABILITY_METRICS:
+            continue
+        variants = 2 + pi0 if metric in CALIBRATED_METRICS else 1
+        bounds = 2 if metric in INTERVAL_METRICS else 0
+        count += variants * (1 + bounds) + 1
+    count += len(SPLIT_METRICS) * len(COMPONENTS)
+    count += len(PART_INTERVAL_METRICS) * 2 * len(INTERVAL_COMPONENTS)
+    count += len(_ESTIMATED_RATIO) + sum(
+        1 + pi0 if metric in ESTIMATED_CALIBRATED else 1 for metric in ESTIMATED_REGULAR
+    )
+    count += len(ADVICE_QUANTITIES) + len(_ADVICE) - 1
+    return count + len(_WINDOW_FAMILIES) + DECISION_SERIES
+
+
+def current_windows(windows: Iterable[DatedT]) -> list[DatedT]:
+    """The windows still worth exporting: every model's ``*`` window, and the segments whose
+    latest window started at most ``QUIET_SEGMENT_WINDOWS`` window lengths before it.
+
+    A segment that stopped receiving predictions would otherwise show its last window's
+    values, and fire alerts on them, for ever; its history stays in Prometheus and in the
+    window API. ``windows`` is read once (a generator is fine).
+    """
+    windows = list(windows)
+    latest = {w.model: w.start for w in windows if w.segment == ALL_SEGMENTS}
+    return [
+        w
+        for w in windows
+        if w.segment == ALL_SEGMENTS
+        or w.model not in latest
+        or w.start >= latest[w.model] - QUIET_SEGMENT_WINDOWS * (w.end - w.start)
+    ]
+
+
+def _pairs(*, model_id: int | None = None) -> Subquery:
+    """Each model's (model, segment) pairs: ``*`` at position -1 and the tracked segments
+    below ``max_segments`` at theirs."""
+    models = select(
+        Model.id.label("model_id"),
+        Model.name.label("model"),
+        literal(ALL_SEGMENTS).label("segment"),
+        literal(-1).label("position"),
+    )
+    segments = (
+        select(ModelSegment.model_id, Model.name, ModelSegment.name, ModelSegment.position)
+        .join(Model, Model.id == ModelSegment.model_id)
+        .where(ModelSegment.position < Model.max_segments)
+    )
+    if model_id is not None:
+        models = models.where(Model.id == model_id)
+        segments = segments.where(Model.id == model_id)
+    return union_all(models, segments).subquery("pairs")
+
+
+def _is_latest(pairs: Subquery) -> ColumnElement[bool]:
+    """The join condition to the latest ``window_results`` row of each pair: a descending
+    probe of the primary key."""
+    inner = aliased(WindowResult)
+    latest = (
+        select(func.max(inner.starts_at))
+        .where(inner.model_id == pairs.c.model_id, inner.segment == pairs.c.segment)
+        .correlate(pairs)
+        .scalar_subquery()
+    )
+    return and_(
+        WindowResult.model_id == pairs.c.model_id,
+        WindowResult.segment == pairs.c.segment,
+        WindowResult.starts_at == latest,
+    )
+
+
+def load_latest_windows(session: Session, *, model_id: int | None = None) -> list[LatestWindow]:
+    """The latest stored window of each model (only of ``model_id`` when given) and exported
+    segment (see :func:`current_windows`), ordered by model name, then ``*`` first and the
+    other segments by name."""
+    pairs = _pairs(model_id=model_id)
+    rows = session.execute(
+        select(
+            pairs.c.model,
+            WindowResult.segment,
+            WindowResult.starts_at,
+            WindowResult.ends_at,
+            WindowResult.computed_at,
+            WindowResult.record,
+        ).join(WindowResult, _is_latest(pairs))
+    ).all()
+    windows = [
+        LatestWindow(
+            model=model,
+            segment=segment,
+            start=start,
+            end=end,
+            computed_at=computed_at,
+            record=cast(WindowRecord, record),
+        )
+        for model, segment, start, end, computed_at, record in rows
+    ]
+    windows.sort(key=lambda w: (w.model, w.segment != ALL_SEGMENTS, w.segment))
+    return current_windows(windows)
+
+
+def load_candidates(session: Session) -> list[Candidate]:
+    """Every model's latest ``*`` window and latest window of each tracked segment, without
+    their records (two statements: the models' configurations, then the windows)."""
+    bounds = {
+        model_id: window_series_bound(pi0=len(pi0 or ()), probability=kind == "probability")
+        for model_id, kind, pi0 in session.execute(select(Model.id, Model.score_kind, Model.pi0))
+    }
+    pairs = _pairs()
+    rows = session.execute(
+        select(
+            pairs.c.model_id,
+            pairs.c.model,
+            pairs.c.segment,
+            pairs.c.position,
+            WindowResult.starts_at,
+            WindowResult.ends_at,
+        ).join(WindowResult, _is_latest(pairs))
+    ).all()
+    return [
+        Candidate(
+            model_id=model_id,
+            model=model,
+            segment=segment,
+            position=position,
+            start=start,
+            end=end,
+            series=bounds[model_id],
+        )
+        for model_id, model, segment, position, start, end in rows
+        if model_id in bounds
+    ]
+
+
+def select_windows(candidates: Iterable[Candidate], *, max_series: int) -> Selection:
+    """The current windows (:func:`current_windows`) one scrape exports within ``max_series``
+    series, counting each window at its bound and :data:`PER_MODEL_SERIES` per model.
+
+    Every model's ``*`` window is kept, whatever the budget. Segments follow in rounds: each
+    model's first tracked segment (models by name), then each one's second, and so on; a model
+    whose next segment does not fit stops there, so the segments a model exports are always
+    its first ones by tracked position, stable from one refresh to the next (a new segment
+    takes a later position). Quiet segments are neither exported nor counted as omitted.
+    """
+    current = current_windows(candidates)
+    stars = sorted((c for c in current if c.segment == ALL_SEGMENTS), key=lambda c: c.model)
+    queues: dict[str, list[Candidate]] = {}
+    for candidate in current:
+        if candidate.segment != ALL_SEGMENTS:
+            queues.setdefault(candidate.model, []).append(candidate)
+    models = sorted({c.model for c in current})
+    for queue in queues.values():
+        queue.sort(key=lambda c: c.position)
+    used = sum(c.series for c in stars) + PER_MODEL_SERIES * len(models)
+    chosen = list(stars)
+    taken = dict.fromkeys(models, 0)
+    going = [model for model in models if model in queues]
+    while going:
+        still = []
+        for model in going:
+            candidate = queues[model][taken[model]]
+            if used + candidate.series > max_series:
+                continue
+            used += candidate.series
+            chosen.append(candidate)
+            taken[model] += 1
+            if taken[model] < len(queues[model]):
+                still.append(model)
+        going = still
+    omitted = {model: len(queues.get(model, ())) - taken[model] for model in models}
+    return Selection(windows=tuple(chosen), omitted=omitted)
+
+
+def load_records(session: Session, windows: Sequence[Candidate]) -> list[LatestWindow]:
+    """The records of ``windows``, in their order, read by primary key
+    (:data:`RECORDS_PER_STATEMENT` a statement); a window deleted meanwhile is skipped."""
+    found: dict[tuple[int, str, datetime], tuple[datetime, WindowRecord]] = {}
+    for first in range(0, len(windows), RECORDS_PER_STATEMENT):
+        part = windows[first : first + RECORDS_PER_STATEMENT]
+        rows = session.execute(
+            select(
+                WindowResult.model_id,
+                WindowResult.segment,
+                WindowResult.starts_at,
+                WindowResult.computed_at,
+                WindowResult.record,
+            ).where(
+                tuple_(WindowResult.model_id, WindowResult.segment, WindowResult.starts_at).in_(
+                    [(c.model_id, c.segment, c.start) for c in part]
+                )
+            )
+        )
+        for model_id, segment, start, computed_at, record in rows:
+            found[(model_id, segment, start)] = (computed_at, cast(WindowRecord, record))
+    out = []
+    for c in windows:
+        row = found.get((c.model_id, c.segment, c.start))
+        if row is not None:
+            out.append(
+                LatestWindow(
+                    model=c.model,
+                    segment=c.segment,
+                    start=c.start,
+                    end=c.end,
+                    computed_at=row[0],
+                    record=row[1],
+                )
+            )
+    return out
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for anything undefined."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _interval(value: Any) -> tuple[float | None, float | None]:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return None, None
+    return _number(value[0]), _number(value[1])
+
+
+class _Builder:
+    """Collects samples per family name, in first-seen order of the families."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[Sample]] = {}
+        self.help: dict[str, str] = {}
+        self.series = 0
+
+    def family(self, name: str, documentation: str) -> None:
+        self.samples.setdefault(name, [])
+        self.help.setdefault(name, documentation)
+
+    def add(self, name: str, labels: dict[str, str], value: Any) -> None:
+        number = _number(value)
+        if number is not None:
+            self.samples[name].append(Sample(name=name, labels=labels, value=number))
+            self.series += 1
+
+    def mark(self) -> dict[str, int]:
+        """Where every family ends now, for :meth:`rollback`."""
+        return {name: len(samples) for name, samples in self.samples.items()}
+
+    def rollback(self, mark: Mapping[str, int]) -> None:
+        """Drop every sample added since ``mark``."""
+        for name, size in mark.items():
+            samples = self.samples[name]
+            self.series -= len(samples) - size
+            del samples[size:]
+
+    def finish(self, windows: int, *, loaded_at: float) -> Snapshot:
+        families = tuple(
+            Family(name=name, documentation=self.help[name], samples=tuple(samples))
+            for name, samples in self.samples.items()
+            if samples
+        )
+        return Snapshot(
+            families=families,
+            windows=windows,
+            series=sum(len(f.samples) for f in families),
+            loaded_at=loaded_at,
+        )
+
+
+def _declare(builder: _Builder) -> None:
+    """Every family, so that the exposition's order does not depend on the data."""
+    for metric in REGULAR_METRICS:
+        name = f"calmon_{metric}"
+        about = DESCRIPTIONS[metric]
+        extra = _PI0_HELP if metric in CALIBRATED_METRICS else ""
+        builder.family(name, f"{about} of the latest window{extra}")
+        builder.family(f"{name}_lower", f"Lower end of the 95% interval of {name}{extra}")
+        builder.family(f"{name}_upper", f"Upper end of the 95% interval of {name}{extra}")
+        builder.family(f"{name}_reference", f"{about} of the reference set (regular)")
+    for metric in SPLIT_METRICS:
+        name = f"calmon_{metric}_change"
+        builder.family(
+            name,
+            f"Change of calmon_{metric} (observed) from its reference value: total, and its "
+            "prior and likelihood parts",
+        )
+        builder.family(
+            f"{name}_lower",
+            f"Lower end of the 95% interval of the prior or likelihood part of {name}",
+        )
+        builder.family(
+            f"{name}_upper",
+            f"Upper end of the 95% interval of the prior or likelihood part of {name}",
+        )
+    for name, documentation in (*_WINDOW_FAMILIES, *_ESTIMATED_RATIO, *_ADVICE):
+        builder.family(name, documentation)
+    for name, documentation in (*_DECISION_PARTS, *_DECISION_FAMILIES):
+        builder.family(name, documentation)
+    for metric in ESTIMATED_REGULAR:
+        extra = (
+            "; pi0: observed = at the estimated ratio, or a configured prior"
+            if metric in ESTIMATED_CALIBRATED
+            else ""
+        )
+        builder.family(
+            f"calmon_estimated_{metric}",
+            f"{DESCRIPTIONS[metric]} estimated without labels at the estimated ratio{extra}",
+        )
+    builder.family(
+        "calmon_segments_overflow_predictions",
+        "Predictions of the latest window in segments beyond max_segments (counted in * only)",
+    )
+    builder.family(
+        OMITTED_FAMILY,
+        "Segments with a current window left out of this export by CALMON_METRICS_MAX_SERIES "
+        "(the window API and the web view still have them)",
+    )
+
+
+def _add_metrics(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
+    record = window.record
+    regular = record["regular"]
+    regular_intervals = record["intervals"]["regular"]
+    calibrated_intervals = record["intervals"]["calibrated"]
+    reference = record["reference"]
+    for metric in REGULAR_METRICS:
+        name = f"calmon_{metric}"
+        variants: list[tuple[dict[str, str], Any, Any]]
+        if metric in CALIBRATED_METRICS:
+            variants = [
+                (
+                    {**labels, "pi0": "observed"},
+                    metric_value(regular, metric),
+                    metric_interval(regular_intervals, metric),
+                )
+            ]
+            for key, values in record["calibrated"].items():
+                bounds = calibrated_intervals.get(key)
+                variants.append(
+                    (
+                        {**labels, "pi0": key},
+                        None if values is None else metric_value(values, metric),
+                        None if bounds is None else metric_interval(bounds, metric),
+                    )
+                )
+        else:
+            variants = [
+                (labels, metric_value(regular, metric), metric_interval(regular_intervals, metric))
+            ]
+        for variant_labels, value, bounds in variants:
+            lower, upper = _interval(bounds)
+            builder.add(name, variant_labels, value)
+            builder.add(f"{name}_lower", variant_labels, lower)
+            builder.add(f"{name}_upper", variant_labels, upper)
+        if reference is not None:
+            builder.add(f"{name}_reference", labels, metric_value(reference["regular"], metric))
+    split = record["split"]
+    if split is None:
+        return
+    for metric in SPLIT_METRICS:
+        parts = split_parts(split, metric)
+        if parts is None:
+            continue
+        name = f"calmon_{metric}_change"
+        changes = {
+            "total": parts["total"],
+            "prior": parts["prior"],
+            "likelihood": parts["likelihood"],
+        }
+        for component in COMPONENTS:
+            builder.add(name, {**labels, "component": component}, changes[component])
+        intervals = {"prior": parts["prior_interval"], "likelihood": parts["likelihood_interval"]}
+        for component in INTERVAL_COMPONENTS:
+            lower, upper = _interval(intervals[component])
+            builder.add(f"{name}_lower", {**labels, "component": component}, lower)
+            builder.add(f"{name}_upper", {**labels, "component": component}, upper)
+
+
+def _add_estimated(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
+    estimated = record["estimated"]
+    if estimated is None:
+        return
+    lower, upper = _interval(estimated["positive_class_ratio_interval"])
+    builder.add("calmon_estimated_positive_class_ratio", labels, estimated["positive_class_ratio"])
+    builder.add("calmon_estimated_positive_class_ratio_lower", labels, lower)
+    builder.add("calmon_estimated_positive_class_ratio_upper", labels, upper)
+    check = estimated.get("label_shift")
+    builder.add(
+        "calmon_estimated_label_shift_p_value", labels, None if check is None else check["p_value"]
+    )
+    regular = estimated["regular"]
+    for metric in ESTIMATED_REGULAR:
+        name = f"calmon_estimated_{metric}"
+        if metric not in ESTIMATED_CALIBRATED:
+            builder.add(name, labels, metric_value(regular, metric))
+            continue
+        builder.add(name, {**labels, "pi0": "observed"}, metric_value(regular, metric))
+        for key, values in estimated["calibrated"].items():
+            builder.add(name, {**labels, "pi0": key}, metric_value(values, metric))
+
+
+def _add_decision(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
+    """The series of the record's pooled decision (none for a record without one)."""
+    decision = record.get("decision")
+    if decision is None:
+        return
+    parts = {
+        "prior": (decision["prior_part"], decision["prior_interval"]),
+        "likelihood": (decision["likelihood_part"], decision["likelihood_interval"]),
+    }
+    for component in INTERVAL_COMPONENTS:
+        component_labels = {**labels, "component": component}
+        part, interval = parts[component]
+        lower, upper = _interval(interval)
+        builder.add("calmon_decision_change", component_labels, part)
+        builder.add("calmon_decision_change_lower", component_labels, lower)
+        builder.add("calmon_decision_change_upper", component_labels, upper)
+    lower, upper = _interval(decision["positive_class_ratio_interval"])
+    shift = decision.get("positives_shift")
+    for name, value in (
+        ("calmon_decision_windows", decision["windows"]),
+        ("calmon_decision_predictions", decision["n"]),
+        ("calmon_decision_positives", decision["n_pos"]),
+        ("calmon_decision_positive_class_ratio", decision["positive_class_ratio"]),
+        ("calmon_decision_positive_class_ratio_lower", lower),
+        ("calmon_decision_positive_class_ratio_upper", upper),
+        ("calmon_decision_positives_shift_p_value", None if shift is None else shift["p_value"]),
+    ):
+        builder.add(name, labels, value)
+
+
+def _add_advice(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
+    advice = record.get("advice")
+    if advice is None:
+        return
+    builder.add("calmon_advised_threshold", labels, advice["threshold"])
+    expected = advice["expected"]
+    if expected is not None:
+        quantities = {
+            "precision": expected["precision"],
+            "recall": expected["recall"],
+            "alert_rate": expected["alert_rate"],
+            "cost": expected["cost"],
+        }
+        for quantity in ADVICE_QUANTITIES:
+            builder.add(
+                "calmon_advised_expected", {**labels, "quantity": quantity}, quantities[quantity]
+            )
+    assumption = advice["assumption"]
+    holds = None if assumption is None else assumption["holds"]
+    builder.add(
+        "calmon_advice_assumption_holds", labels, None if holds is None else float(holds is True)
+    )
+
+
+def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str]) -> None:
+    record = window.record
+    reference = record["reference"]
+    lower, upper = _interval(record["prior_interval"])
+    for name, value in (
+        ("calmon_positive_class_ratio", record["prior"]),
+        ("calmon_positive_class_ratio_lower", lower),
+        ("calmon_positive_class_ratio_upper", upper),
+        (
+            "calmon_reference_positive_class_ratio",
+            None if reference is None else reference["prior"],
+        ),
+        ("calmon_window_predictions", record["n"]),
+        ("calmon_window_positives", record["n_pos"]),
+        ("calmon_window_unlabelled", record["unlabelled"]),
+        ("calmon_window_start_timestamp_seconds", window.start.timestamp()),
+        ("calmon_window_end_timestamp_seconds", window.end.timestamp()),
+        ("calmon_window_computed_timestamp_seconds", window.computed_at.timestamp()),
+    ):
+        builder.add(name, labels, value)
+    overflow = record["segments_overflow"]
+    if window.segment == ALL_SEGMENTS and overflow is not None:
+        builder.add(
+            "calmon_segments_overflow_predictions", {"model": window.model}, overflow["predictions"]
+        )
+
+
+def build_snapshot(
+    windows: Iterable[LatestWindow],
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    max_series: int | None = None,
+    omitted: Mapping[str, int] | None = None,
+) -> Snapshot:
+    """The window series of ``windows`` (at most one per model and segment), loaded at
+    ``clock``'s now.
+
+    With ``max_series`` or ``omitted`` (the budgeted export of :func:`load_snapshot`) the
+    ``*`` windows come first and are always kept; the segment windows follow in the given
+    order, and one whose series would take the snapshot past ``max_series`` is dropped with
+    the rest of its model's (its record holds more than its bound: the model's priors changed
+    since it was computed). Every model then gets ``calmon_exporter_segments_omitted``:
+    ``omitted`` plus what was dropped here.
+    """
+    builder = _Builder()
+    _declare(builder)
+    windows = list(windows)
+    budgeted = max_series is not None or omitted is not None
+    left_out = dict(omitted or {})
+    models = sorted({w.model for w in windows} | set(left_out))
+    reserve = len(models) if budgeted else 0
+    stopped: set[str] = set()
+    count = 0
+    ordered = [w for w in windows if w.segment == ALL_SEGMENTS]
+    ordered += [w for w in windows if w.segment != ALL_SEGMENTS]
+    for window in ordered:
+        checked = max_series is not None and window.segment != ALL_SEGMENTS
+        if checked and window.model in stopped:
+            left_out[window.model] = left_out.get(window.model, 0) + 1
+            continue
+        mark = builder.mark() if checked else {}
+        labels = {"model": window.model, "segment": window.segment}
+        _add_metrics(builder, window, labels)
+        _add_estimated(builder, window.record, labels)
+        _add_advice(builder, window.record, labels)
+        _add_window(builder, window, labels)
+        _add_decision(builder, window.record, labels)
+        if checked and max_series is not None and builder.series + reserve > max_series:
+            builder.rollback(mark)
+            stopped.add(window.model)
+            left_out[window.model] = left_out.get(window.model, 0) + 1
+            continue
+        count += 1
+    if budgeted:
+        for model in models:
+            builder.add(OMITTED_FAMILY, {"model": model}, left_out.get(model, 0))
+    return builder.finish(count, loaded_at=clock.now().timestamp())
+
+
+def load_snapshot(session: Session, *, max_series: int, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
+    """The series of the latest windows within ``max_series``, loaded at ``clock``'s now:
+    which windows exist (:func:`load_candidates`), which of them fit
+    (:func:`select_windows`), then the records of those only (:func:`load_records`)."""
+    selection = select_windows(load_candidates(session), max_series=max_series)
+    return build_snapshot(
+        load_records(session, selection.windows),
+        clock=clock,
+        max_series=max_series,
+        omitted=selection.omitted,
+    )

@@ -1,0 +1,169 @@
+"""calmon in a notebook: evaluate a data frame by column names, and compare a window with a
+reference in the web view's HTML report.
+
+A frame is anything that gives a column by name (``frame["score"]``) as something with
+``to_numpy()`` (a pandas or polars data frame) or that NumPy can read (a dict of lists or
+arrays). pandas is an optional extra (``pip install 'calmon[notebook]'``), never imported
+here. A missing label (``None``, NaN) marks a prediction whose label is not known yet: it
+counts in ``unlabelled`` and in the label-free estimate only.
+
+    >>> import pandas as pd
+    >>> from calmon.notebook import evaluate_frame, report
+    >>> evaluate_frame(df, score="proba", label="is_fraud", pi0=[0.01])["regular"]["roc_auc"]
+    >>> report(last_month, this_week, score="proba", label="is_fraud").save("report.html")
+
+In Jupyter the value of ``report(...)`` shows the report inline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from calmon.arrays import FloatArray, Int8Array
+from calmon.metrics import evaluate
+from calmon.metrics.prepared import ScoreKind
+from calmon.offline.html_report import DEFAULT_METRIC, Period, Report, build, undated
+
+#: the bootstrap's seed unless told otherwise, as `calmon evaluate --seed`'s
+DEFAULT_SEED = 0
+
+
+class Frame(Protocol):
+    """What a frame must offer: a column by name."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+def column(frame: Frame, name: str) -> np.ndarray[Any, Any]:
+    """The column ``name`` of ``frame`` as a NumPy array; a KeyError names the columns there
+    are when there is no such column."""
+    try:
+        values = frame[name]
+    except (KeyError, IndexError, ValueError):
+        known = getattr(frame, "columns", None)
+        if known is None and isinstance(frame, dict):
+            known = list(frame)
+        shown = "" if known is None else f"; the columns are {', '.join(map(str, known))}"
+        raise KeyError(f"no column {name!r}{shown}") from None
+    to_numpy = getattr(values, "to_numpy", None)
+    return np.asarray(to_numpy() if callable(to_numpy) else values)
+
+
+def scores_and_labels(frame: Frame, *, score: str, label: str) -> tuple[FloatArray, Int8Array]:
+    """The scores (float64) and labels of ``frame``: 1, 0, or -1 where the label is missing.
+    A label other than 0, 1 or missing, or a score that is not a finite number, is a
+    ValueError that says which row."""
+    scores = column(frame, score).astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if bad.size:
+        raise ValueError(
+            f"score of row {int(bad[0])} is not a finite number: {float(scores[bad[0]])}"
+        )
+    raw = column(frame, label)
+    if raw.dtype == object:
+        raw = np.array([np.nan if v is None else v for v in raw.tolist()], dtype=np.float64)
+    values = raw.astype(np.float64)
+    missing = np.isnan(values)
+    known = values[~missing]
+    wrong = np.flatnonzero(~missing)[(known != 0) & (known != 1)]
+    if wrong.size:
+        shown = raw[wrong[0]].item() if isinstance(raw[wrong[0]], np.generic) else raw[wrong[0]]
+        raise ValueError(f"label of row {int(wrong[0])} is not 0, 1 or missing: {shown!r}")
+    labels = np.where(missing, -1, values).astype(np.int8)
+    return scores, labels
+
+
+def evaluate_frame(
+    frame: Frame,
+    *,
+    score: str = "score",
+    label: str = "label",
+    threshold: float = 0.5,
+    pi0: Sequence[float] = (),
+    score_kind: ScoreKind = "probability",
+    intervals: bool = False,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Any]:
+    """Every metric of ``docs/metrics.md`` for the rows of ``frame`` (columns ``score`` and
+    ``label``), as :func:`calmon.metrics.evaluate` returns them plus ``unlabelled``: what
+    ``calmon evaluate --format json`` gives for a file."""
+    scores, labels = scores_and_labels(frame, score=score, label=label)
+    labelled = labels >= 0
+    result = evaluate(
+        scores[labelled],
+        labels[labelled],
+        threshold=threshold,
+        pi0=pi0,
+        score_kind=score_kind,
+        intervals=intervals,
+        seed=seed,
+    )
+    return {"unlabelled": int(labels.size - np.count_nonzero(labelled)), **result}
+
+
+def _bounds(frame: Frame, timestamp: str | None) -> tuple[datetime, datetime] | None:
+    """The first and last instant of ``frame``'s ``timestamp`` column (UTC), or None."""
+    if timestamp is None:
+        return None
+    values = column(frame, timestamp)
+    if np.issubdtype(values.dtype, np.datetime64):
+        seconds = values.astype("datetime64[us]").astype(np.int64) / 1e6
+    else:
+        seconds = np.array(
+            [
+                (v if isinstance(v, datetime) else datetime.fromisoformat(str(v))).timestamp()
+                for v in values.tolist()
+            ]
+        )
+    return (
+        datetime.fromtimestamp(float(seconds.min()), tz=UTC),
+        datetime.fromtimestamp(float(seconds.max()), tz=UTC),
+    )
+
+
+def report(
+    reference: Frame,
+    window: Frame,
+    *,
+    score: str = "score",
+    label: str = "label",
+    timestamp: str | None = None,
+    threshold: float = 0.5,
+    pi0: Sequence[float] = (),
+    score_kind: ScoreKind = "probability",
+    title: str = "calmon report",
+    path: str | None = None,
+) -> Report:
+    """Compare ``window`` with ``reference`` as the service compares a window with a fixed
+    reference, and render the web view's page: the charts, the prior / likelihood split of
+    the change and the verdict. ``timestamp`` names a column that dates the rows (else the
+    two periods are drawn as consecutive days); with ``path`` the page is also written there.
+    """
+    ref_scores, ref_labels = scores_and_labels(reference, score=score, label=label)
+    win_scores, win_labels = scores_and_labels(window, score=score, label=label)
+    dated = _bounds(reference, timestamp), _bounds(window, timestamp)
+    if dated[0] is None or dated[1] is None:
+        (ref_start, ref_end), (win_start, win_end) = undated(2)
+        note = "No timestamps: the two periods are drawn as consecutive days."
+    else:
+        (ref_start, ref_end), (win_start, win_end) = dated[0], dated[1]
+        note = ""
+    built = build(
+        Period(ref_scores, ref_labels, ref_start, ref_end),
+        [Period(win_scores, win_labels, win_start, win_end)],
+        threshold=threshold,
+        pi0=pi0,
+        score_kind=score_kind,
+        title=title,
+        note=note,
+    )
+    if path is not None:
+        built.save(path)
+    return built
+
+
+__all__ = ["DEFAULT_METRIC", "DEFAULT_SEED", "Report", "evaluate_frame", "report"]

@@ -1,0 +1,285 @@
+"""Ingestion of predictions and labels: batch, all or nothing, idempotent.
+
+A batch is loaded into a per-connection temporary *stage* table and moved with set-based
+statements (:mod:`calmon.db.ingest_statements`), ids in client-id order so that concurrent batches
+cannot deadlock. A repeat with other content is a :class:`ConflictError` naming the ids (the
+caller rolls back); a label for an unknown id is kept as a pending label. Request bodies are
+validated before they get here (:mod:`calmon.services.ingest_schemas`). The statements, the locks
+(advisory per model, rows in id order, the model row ``FOR SHARE`` taken by the caller) and what
+counts as a repeat are in ``docs/storage.md`` ("Ingestion path") and ``docs/api.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from calmon.db.backend import partitions_predictions
+from calmon.db.ingest_statements import (
+    APPLY_PENDING,
+    CONFLICTING_IDS,
+    DROP_APPLIED_PENDING,
+    EXPIRED_LABELS,
+    HAS_PENDING,
+    INSERT_NEW_ONLY,
+    PG_APPLY_PENDING,
+    PG_CONFLICTING_IDS,
+    PG_EXPIRED_LABELS,
+    PG_INSERT_ALL_OR_FAIL,
+    PG_INSERT_NEW_ONLY,
+    PG_LABELLED_RANGE,
+    PG_LOCK_LABELLED,
+    PG_REPEATED_PENDING,
+    PG_STORED_RANGE,
+    PG_UNKNOWN_LABEL_IDS,
+    PG_UPDATE_LABELS,
+    PG_UPSERT_PENDING,
+    REPEATED_PENDING,
+    UNKNOWN_LABEL_IDS,
+    UPDATE_LABELS,
+    UPSERT_PENDING,
+    label_stage,
+    load_stage,
+    lock_model,
+    prediction_stage,
+)
+from calmon.db.models import Model
+from calmon.db.partitions import ensure_days, forget, utc_day
+from calmon.db.sqlstate import CHECK_VIOLATION, UNIQUE_VIOLATION, sqlstate
+from calmon.services.changes import record_changes, record_stored_predictions
+from calmon.services.errors import ConflictError
+from calmon.services.ingest_schemas import LabelIn, PredictionRow
+from calmon.timeline import EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionsResult:
+    """Outcome of a prediction batch: ``new + duplicates`` = batch size."""
+
+    new: int
+    duplicates: int
+    pending_labels_applied: int
+
+
+@dataclass(frozen=True, slots=True)
+class LabelsResult:
+    """Outcome of a label batch (distinct ids): ``updated + unchanged + expired +
+    len(pending)``; ``expired`` counts labels of predictions older than retention keeps
+    (ignored: their windows are expired or about to be).
+
+    ``pending_changed`` counts the pending ids whose label was not pending already (new, or
+    replacing the other label); ``updated + pending_changed`` labels changed something.
+    """
+
+    updated: int
+    unchanged: int
+    pending: list[str]
+    pending_changed: int
+    expired: int = 0
+
+
+def _insert_partitioned(connection: Connection, params: dict[str, Any], days: set[date]) -> int:
+    """PostgreSQL: insert the staged predictions whose id is new, registry first; returns how
+    many.
+
+    Each attempt runs in a savepoint: a plain insert first (every id new, the usual case),
+    then on a unique violation the ``ON CONFLICT`` form. An insert that finds a day without
+    its partition (this process believed it made, but the batch that made it rolled back, or
+    it was dropped since) makes it and tries once more.
+    """
+    statements = [PG_INSERT_ALL_OR_FAIL, PG_INSERT_NEW_ONLY]
+    retried = False
+    while statements:
+        try:
+            with connection.begin_nested():
+                return int(connection.execute(statements[0], params).rowcount)
+        except IntegrityError as exc:
+            state = sqlstate(exc)
+            if state == UNIQUE_VIOLATION and len(statements) == 2:
+                statements.pop(0)
+            elif state == CHECK_VIOLATION and not retried:
+                retried = True
+                forget(connection)
+                ensure_days(connection, days)
+            else:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _disagreeing_copies(rows: Sequence[PredictionRow], ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` that the batch itself sends twice with other content: another
+    timestamp (instant), score or segment, or two different labels (a copy without a label
+    agrees with any)."""
+    wanted = set(ids)
+    contents: dict[str, tuple[datetime, float, str | None]] = {}
+    labels: dict[str, int] = {}
+    disagreeing: set[str] = set()
+    for client_id, ts, score, label, segment in rows:
+        if client_id not in wanted:
+            continue
+        if contents.setdefault(client_id, (ts, score, segment)) != (ts, score, segment):
+            disagreeing.add(client_id)
+        if label is not None and labels.setdefault(client_id, label) != label:
+            disagreeing.add(client_id)
+    return disagreeing
+
+
+def _conflict_message(conflicting: Sequence[str], rows: Sequence[PredictionRow]) -> str:
+    within = len(_disagreeing_copies(rows, conflicting))
+    stored = len(conflicting) - within
+    parts = []
+    if within:
+        parts.append(f"{within} prediction id(s) conflict within the batch (copies differ)")
+    if stored:
+        parts.append(f"{stored} prediction id(s) already exist with other content")
+    return "; ".join(parts)
+
+
+def ingest_predictions(
+    session: Session, *, model: Model, rows: Sequence[PredictionRow], now: datetime
+) -> PredictionsResult:
+    """Store the new predictions of a batch and apply pending labels to them.
+
+    Raises :class:`ConflictError` (details ``[{"id": ...}]``, sorted) when some id is already
+    stored, or repeated in the batch, with other content; the caller must then roll back.
+    """
+    if not rows:
+        return PredictionsResult(new=0, duplicates=0, pending_labels_applied=0)
+    connection = session.connection()
+    params: dict[str, Any] = {"model_id": model.id, "now": now}
+    if partitions_predictions(connection):
+        return _ingest_partitioned(connection, params, rows, model=model)
+    lock_model(connection, model.id, exclusive=False)
+    load_stage(connection, prediction_stage, rows)
+    new = int(connection.execute(INSERT_NEW_ONLY, params).rowcount)
+    if new < len(rows):
+        conflicting = connection.execute(CONFLICTING_IDS, params).scalars().all()
+        _raise_conflicts(conflicting, rows)
+    applied = 0
+    if new and connection.execute(HAS_PENDING, params).first() is not None:
+        applied = connection.execute(APPLY_PENDING, params).rowcount
+        connection.execute(DROP_APPLIED_PENDING, params)
+    if new:
+        stamps = [row[1] for row in rows]
+        record_stored_predictions(
+            connection,
+            model=model,
+            staged=len(rows),
+            stored=new,
+            lo=min(stamps),
+            hi=max(stamps),
+            now=now,
+        )
+    return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
+
+
+def _raise_conflicts(conflicting: Sequence[str], rows: Sequence[PredictionRow]) -> None:
+    if conflicting:
+        raise ConflictError(
+            "prediction_conflict",
+            _conflict_message(conflicting, rows),
+            [{"id": client_id} for client_id in conflicting],
+        )
+
+
+def _utc_days(stamps: Sequence[datetime], lo: datetime, hi: datetime) -> set[date]:
+    """The UTC days of ``stamps``, whose earliest is ``lo`` and latest ``hi``: when those two
+    lie on the same or on consecutive days (live traffic), no other instant is looked at."""
+    first, last = utc_day(lo), utc_day(hi)
+    if (last - first).days <= 1:
+        return {first, last}
+    return {utc_day(moment) for moment in stamps}
+
+
+def _ingest_partitioned(
+    connection: Connection, params: dict[str, Any], rows: Sequence[PredictionRow], *, model: Model
+) -> PredictionsResult:
+    """:func:`ingest_predictions` on PostgreSQL: the partitions of the batch's days are made
+    if missing (before any lock of the batch), then ids go into the registry and rows into
+    their day partitions in one statement."""
+    stamps = [row[1] for row in rows]
+    lo, hi = min(stamps), max(stamps)
+    days = _utc_days(stamps, lo, hi)
+    ensure_days(connection, days)
+    lock_model(connection, params["model_id"], exclusive=False)
+    load_stage(connection, prediction_stage, rows)
+    new = _insert_partitioned(connection, params, days)
+    if new < len(rows):
+        stored_lo, stored_hi = connection.execute(PG_STORED_RANGE, params).one()
+        if stored_lo is not None:
+            stored = {"lo": stored_lo, "hi": stored_hi}
+            conflicting = (
+                connection.execute(PG_CONFLICTING_IDS, {**params, **stored}).scalars().all()
+            )
+            _raise_conflicts(conflicting, rows)
+    applied = 0
+    if new and connection.execute(HAS_PENDING, params).first() is not None:
+        applied = connection.execute(PG_APPLY_PENDING, {**params, "lo": lo, "hi": hi}).rowcount
+        connection.execute(DROP_APPLIED_PENDING, params)
+    record_stored_predictions(
+        connection, model=model, staged=len(rows), stored=new, lo=lo, hi=hi, now=params["now"]
+    )
+    return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
+
+
+def ingest_labels(
+    session: Session,
+    *,
+    model: Model,
+    labels: Sequence[LabelIn],
+    now: datetime,
+    earliest: datetime = EPOCH,
+) -> LabelsResult:
+    """Apply a batch of labels; ids without a prediction become pending labels. Labels of
+    predictions with an event time before ``earliest`` (what retention keeps) are ignored and
+    counted as ``expired``: they would bring back windows that retention removes."""
+    latest = {item["id"]: item["label"] for item in labels}
+    if not latest:
+        return LabelsResult(updated=0, unchanged=0, pending=[], pending_changed=0)
+    connection = session.connection()
+    params: dict[str, Any] = {"model_id": model.id, "now": now, "earliest": earliest}
+    partitioned = partitions_predictions(connection)
+    find_unknown = PG_UNKNOWN_LABEL_IDS if partitioned else UNKNOWN_LABEL_IDS
+    load_stage(connection, label_stage, list(latest.items()))
+    unknown = connection.execute(find_unknown, params).scalars().all()
+    if unknown:
+        lock_model(connection, model.id, exclusive=True)
+    expired = 0
+    if partitioned:
+        changed: Sequence[datetime] = []
+        lo, hi = connection.execute(PG_LABELLED_RANGE, params).one()
+        if lo is not None and lo < earliest:
+            expired = connection.execute(PG_EXPIRED_LABELS, params).scalar_one()
+            lo = earliest
+        if lo is not None and lo <= hi:
+            bounds = {**params, "lo": lo, "hi": hi}
+            connection.execute(PG_LOCK_LABELLED, bounds)
+            changed = connection.execute(PG_UPDATE_LABELS, bounds).scalars().all()
+    else:
+        if earliest > EPOCH:
+            expired = connection.execute(EXPIRED_LABELS, params).scalar_one()
+        changed = connection.execute(UPDATE_LABELS, params).scalars().all()
+    updated = len(changed)
+    record_changes(connection, model=model, stamps=changed, now=now)
+    pending_changed = 0
+    if unknown:
+        unknown = connection.execute(find_unknown, params).scalars().all()
+        if unknown:
+            repeated = connection.execute(
+                PG_REPEATED_PENDING if partitioned else REPEATED_PENDING, params
+            ).scalar_one()
+            pending_changed = len(unknown) - int(repeated)
+            connection.execute(PG_UPSERT_PENDING if partitioned else UPSERT_PENDING, params)
+    return LabelsResult(
+        updated=updated,
+        unchanged=len(latest) - updated - expired - len(unknown),
+        pending=list(unknown),
+        pending_changed=pending_changed,
+        expired=expired,
+    )

@@ -1,0 +1,83 @@
+"""A built reference set (:class:`Reference`) and the in-memory cache of them; what the cache
+keys hold: ``docs/scheduler.md`` ("Pooling without holding the rows").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from calmon.metrics.window_evaluation import ReferenceSet
+from calmon.timeline import iso
+
+CACHE_ENTRIES: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """The reference set of one segment, pooled, and where it comes from.
+
+    Attributes:
+        kind: ``trailing`` or ``fixed``.
+        start, end: the period it covers (trailing: from the first pooled window's start to
+            the last one's end).
+        windows: how many windows were pooled (trailing), else None.
+        data: the pooled set as the metric engine reads it (ranking, sums, regular metrics
+            and label-shift levels).
+    """
+
+    kind: str
+    start: datetime
+    end: datetime
+    windows: int | None
+    data: ReferenceSet
+
+    @property
+    def n(self) -> int:
+        """Labelled predictions in the reference set."""
+        return self.data.n
+
+    def summary(self) -> dict[str, Any]:
+        """The ``reference`` part of a window record."""
+        evaluation = self.data.evaluation
+        return {
+            "kind": self.kind,
+            "start": iso(self.start),
+            "end": iso(self.end),
+            "windows": self.windows,
+            "n": self.n,
+            "n_pos": self.data.ranking.n_pos,
+            "prior": evaluation["prior"],
+            "regular": evaluation["regular"],
+        }
+
+
+class ReferenceCache:
+    """Built references in memory, least recently used first out (thread-safe)."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self._entries = entries
+        self._items: OrderedDict[Hashable, Reference | None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.builds = 0
+
+    def get(self, key: Hashable) -> tuple[bool, Reference | None]:
+        """(found, reference) for ``key``."""
+        with self._lock:
+            if key not in self._items:
+                return False, None
+            self._items.move_to_end(key)
+            return True, self._items[key]
+
+    def put(self, key: Hashable, reference: Reference | None) -> None:
+        """Remember ``reference`` (None: there is none) under ``key``."""
+        with self._lock:
+            self._items[key] = reference
+            self._items.move_to_end(key)
+            self.builds += 1
+            while len(self._items) > self._entries:
+                self._items.popitem(last=False)

@@ -1,0 +1,90 @@
+"""The advisory locks around a window's computation: the claim that opens a window's
+transaction, and the model lock a change scan waits for.
+
+Why these locks, their keys and what they guarantee: ``docs/scheduler.md`` ("Scaling out").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from calmon.db.backend import has_advisory_locks
+from calmon.db.models import Model
+from calmon.timeline import EPOCH
+
+#: two-key advisory lock class held by the transaction computing a model's window ("calW")
+WINDOW_LOCK_CLASS: Final = 0x63616C57
+#: PostgreSQL statement timeout inside a window's transaction (large windows read long)
+COMPUTE_STATEMENT_TIMEOUT_MS: Final = 600_000
+
+
+def window_claim_key(model: Model, start: datetime) -> tuple[int, int]:
+    """The two-key advisory lock that claims one window: (-model id, the window's start in
+    Unix seconds as a signed 32-bit integer). The negative first key keeps it apart from the
+    model lock ``(WINDOW_LOCK_CLASS, model id)``; starts are unique within 136 years."""
+    seconds = int((start - EPOCH).total_seconds()) % 2**32
+    return -model.id, seconds - 2**32 if seconds >= 2**31 else seconds
+
+
+def begin_window(session: Session, *, model: Model, start: datetime, instance: str) -> bool:
+    """Open the window's transaction and claim the window: one snapshot for every read
+    (PostgreSQL: repeatable read and a long statement timeout). SQLite transactions are
+    serialisable already, and SQLite has a single scheduler.
+
+    On PostgreSQL the claim is two transaction-level advisory locks, taken without waiting
+    (False when either is taken elsewhere) and released when the transaction ends, commit,
+    rollback or a dead connection alike: the model lock ``(WINDOW_LOCK_CLASS, model id)``,
+    exclusive for a model with a trailing reference (its windows are computed one at a time,
+    oldest first, as each one's reference is made of the windows before it) and shared
+    otherwise, and the window's own lock (:func:`window_claim_key`). The change scan takes
+    the model lock exclusively (:func:`lock_model_for_scan`), so it never runs while a window
+    of the model is being computed. The locks are the transaction's first statement, so its
+    snapshot is taken just before they are granted: a computation committed in between makes
+    this one fail when it writes the window's state (a serialisation failure), never store
+    twice. While the transaction lasts its ``application_name`` names the scheduler instance
+    (``pg_stat_activity`` shows who computes what).
+    """
+    if not has_advisory_locks(session):
+        session.connection()
+        return True
+    session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    model_lock = (
+        "pg_try_advisory_xact_lock"
+        if model.reference_kind == "trailing"
+        else "pg_try_advisory_xact_lock_shared"
+    )
+    key, window = window_claim_key(model, start)
+    claimed = bool(
+        session.scalar(
+            text(
+                f"SELECT {model_lock}(:cls, :obj)"
+                " AND pg_try_advisory_xact_lock(CAST(:key AS integer), CAST(:window AS integer))"
+            ),
+            {"cls": WINDOW_LOCK_CLASS, "obj": model.id, "key": key, "window": window},
+        )
+    )
+    session.execute(
+        text(
+            "SELECT set_config('statement_timeout', :value, true),"
+            " set_config('application_name', :name, true)"
+        ),
+        {"value": str(COMPUTE_STATEMENT_TIMEOUT_MS), "name": f"calmon-window {instance}"[:63]},
+    )
+    return claimed
+
+
+def lock_model_for_scan(session: Session, *, model: Model) -> None:
+    """Wait for the model lock exclusively (PostgreSQL; nothing on SQLite): the windows of the
+    model being computed commit first, and none starts until the session's transaction ends.
+    A scan then never races a computation of the same model (it would compare a window's
+    fingerprint with a checkpoint being replaced)."""
+    if not has_advisory_locks(session):
+        return
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(:cls, :obj)"),
+        {"cls": WINDOW_LOCK_CLASS, "obj": model.id},
+    )

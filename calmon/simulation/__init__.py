@@ -1,0 +1,7 @@
+"""``calmon simulate``: a synthetic stream whose truth is known, sent to a running server.
+
+- :mod:`calmon.simulation.stream`: the phases, the window plan and the generated predictions.
+- :mod:`calmon.simulation.population`: the population value of each metric, by integration.
+- :mod:`calmon.simulation.sender`: the HTTP requests, with retries, and the batched upload.
+- :mod:`calmon.simulation.report`: waiting for the server's window results, and the summary.
+"""

@@ -1,0 +1,373 @@
+"""What a window record says in plain words, and which of the alert rules it would fire.
+
+Pure functions of window records (typed :class:`calmon.records.WindowRecord`); nothing here reads
+the database.
+
+The per-window verdict is read from the 95% intervals of the record:
+
+- the class ratio moved when the prior part of the average precision change has an interval
+  excluding 0 *and* the window's positive class ratio has a Wilson interval disjoint from the
+  reference's (the ratio really differs, and enough to move the metric);
+- the model got worse when the likelihood part's interval lies below 0;
+- "not enough data" when any of those intervals is absent (no reference, no labels yet, or
+  fewer than 100 positives in the window or the reference for the split's intervals).
+
+Before a window's labels decide (fewer labelled than unlabelled predictions), its label-free
+estimate speaks where the decision cannot (:func:`estimate_speaks`): its record's
+``estimated.verdict``.
+
+The verdict shown is the record's pooled ``decision`` (:func:`record_verdict`,
+``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler: "model got
+worse" only where the page's rule holds, "may be worse; not yet significant" where only the
+likelihood part's 95% interval lies below 0. The window's own reading above stays for records
+computed before decisions existed.
+
+The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
+(``CalmonCalibratedMetricDrop``, ``CalmonPriorShift``, ``CalmonPriorShiftEstimated``,
+``CalmonScoresChangedUnexplained``, ``CalmonDecisionMetricDrop``, ``CalmonPriorShiftPooled``,
+``CalmonMetricsStale``) on the latest records, so that the page and Prometheus agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final
+
+from calmon.catalogue import VERDICT_WORDS, labels_decide
+from calmon.metrics.decision import (
+    BOTH,
+    MAYBE_WORSE,
+    RATIO,
+    RATIO_MAYBE_WORSE,
+    STABLE,
+    UNKNOWN,
+    WORSE,
+    page,
+)
+from calmon.metrics.intervals import wilson_interval
+from calmon.metrics.label_free import CHECK_LEVEL
+from calmon.records import WindowRecord, metric_value, split_parts
+
+#: the metric whose change split drives the verdict and the alert
+SPLIT_METRIC: Final = "average_precision"
+#: CalmonCalibratedMetricDrop: calibrated AP below this fraction of the reference's
+DROP_FRACTION: Final = 0.95
+#: CalmonCalibratedMetricDrop: (2.326 / 1.960 - 1) / 2, a one-sided 99% bound from the 95% one
+ONE_SIDED_99: Final = 0.0935
+#: CalmonPriorShift: the ratio moved by more than this factor either way
+SHIFT_FACTOR: Final = 1.5
+#: CalmonMetricsStale: no window computed for this many window lengths
+STALE_LENGTHS: Final = 3
+
+Bounds = tuple[float, float]
+
+
+class Verdict(StrEnum):
+    """The plain-words reading of one window."""
+
+    RATIO = "class ratio moved"
+    WORSE = "model got worse"
+    BOTH = "class ratio moved and model got worse"
+    MAYBE_WORSE = "model may be worse; not yet significant"
+    RATIO_MAYBE_WORSE = "class ratio moved; model may be worse, not yet significant"
+    NEITHER = "neither: stable"
+    UNKNOWN = "not enough data"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReading:
+    """A window's verdict and the numbers behind it (None where absent)."""
+
+    verdict: Verdict
+    ratio: float | None
+    ratio_interval: Bounds | None
+    reference_ratio: float | None
+    reference_interval: Bounds | None
+    prior_part: float | None
+    prior_interval: Bounds | None
+    likelihood_part: float | None
+    likelihood_interval: Bounds | None
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a float, or None when it is not a number (null, absent)."""
+    kind = type(value)
+    if kind is float:
+        return float(value)
+    return float(value) if kind is int else None
+
+
+def bounds(value: Any) -> Bounds | None:
+    """A ``[lo, hi]`` pair of numbers, or None."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return None
+    lo, hi = number(value[0]), number(value[1])
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def _reference_prior(record: WindowRecord) -> float | None:
+    reference = record["reference"]
+    return None if reference is None else number(reference["prior"])
+
+
+def reference_interval(record: WindowRecord) -> Bounds | None:
+    """The 95% Wilson interval of the reference's positive class ratio (as the window's
+    ``prior_interval`` is computed), or None without a labelled reference."""
+    reference = record["reference"]
+    if reference is None:
+        return None
+    return bounds(wilson_interval(float(reference["n_pos"]), float(reference["n"])))
+
+
+def read_window(record: WindowRecord, *, metric: str = SPLIT_METRIC) -> WindowReading:
+    """The verdict of one window record, from the split of ``metric``'s change."""
+    split = record["split"]
+    parts = None if split is None else split_parts(split, metric)
+    ratio_iv, ref_iv = bounds(record["prior_interval"]), reference_interval(record)
+    prior_iv = None if parts is None else bounds(parts["prior_interval"])
+    lik_iv = None if parts is None else bounds(parts["likelihood_interval"])
+    verdict = Verdict.UNKNOWN
+    if ratio_iv is not None and ref_iv is not None and prior_iv is not None and lik_iv is not None:
+        part_moved = not prior_iv[0] <= 0.0 <= prior_iv[1]
+        ratio_moved = ratio_iv[1] < ref_iv[0] or ratio_iv[0] > ref_iv[1]
+        moved, worse = part_moved and ratio_moved, lik_iv[1] < 0.0
+        verdict = {
+            (True, True): Verdict.BOTH,
+            (True, False): Verdict.RATIO,
+            (False, True): Verdict.WORSE,
+            (False, False): Verdict.NEITHER,
+        }[(moved, worse)]
+    return WindowReading(
+        verdict=verdict,
+        ratio=number(record["prior"]),
+        ratio_interval=ratio_iv,
+        reference_ratio=_reference_prior(record),
+        reference_interval=ref_iv,
+        prior_part=None if parts is None else number(parts["prior"]),
+        prior_interval=prior_iv,
+        likelihood_part=None if parts is None else number(parts["likelihood"]),
+        likelihood_interval=lik_iv,
+    )
+
+
+#: the verdicts of a record's ``decision`` in words
+DECISION_VERDICTS: Final[dict[str, Verdict]] = {
+    WORSE: Verdict.WORSE,
+    RATIO: Verdict.RATIO,
+    BOTH: Verdict.BOTH,
+    STABLE: Verdict.NEITHER,
+    UNKNOWN: Verdict.UNKNOWN,
+    MAYBE_WORSE: Verdict.MAYBE_WORSE,
+    RATIO_MAYBE_WORSE: Verdict.RATIO_MAYBE_WORSE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionReading:
+    """A window's pooled decision (``decision`` of its record): the verdict, the pooled span
+    and counts, the parts of the change of its metric with their intervals, and the p-value
+    of the positives' shift test the page reads (None without one)."""
+
+    verdict: Verdict
+    windows: int
+    start: str | None
+    n: int | None
+    n_pos: int | None
+    metric: str | None
+    ratio: float | None
+    ratio_interval: Bounds | None
+    prior_part: float | None
+    prior_interval: Bounds | None
+    likelihood_part: float | None
+    likelihood_interval: Bounds | None
+    shift_p_value: float | None = None
+
+
+def read_decision(record: WindowRecord) -> DecisionReading | None:
+    """The pooled decision of a window record, None for a record computed before decisions
+    existed (its verdict is then :func:`read_window`'s)."""
+    decision = record.get("decision")
+    if decision is None:
+        return None
+    shift = decision.get("positives_shift")
+    return DecisionReading(
+        verdict=DECISION_VERDICTS.get(decision["verdict"], Verdict.UNKNOWN),
+        windows=decision["windows"],
+        start=decision["start"],
+        n=decision["n"],
+        n_pos=decision["n_pos"],
+        metric=decision["metric"],
+        ratio=number(decision["positive_class_ratio"]),
+        ratio_interval=bounds(decision["positive_class_ratio_interval"]),
+        prior_part=number(decision["prior_part"]),
+        prior_interval=bounds(decision["prior_interval"]),
+        likelihood_part=number(decision["likelihood_part"]),
+        likelihood_interval=bounds(decision["likelihood_interval"]),
+        shift_p_value=None if shift is None else number(shift["p_value"]),
+    )
+
+
+def record_verdict(record: WindowRecord) -> Verdict:
+    """The one verdict of a window: its pooled decision's, else (a record from before
+    decisions) the window's own reading."""
+    decision = read_decision(record)
+    return read_window(record).verdict if decision is None else decision.verdict
+
+
+def _pooled_speaks(record: WindowRecord) -> bool:
+    """The pooled alerts' domain: the decision pools more than one window and the window alone
+    has no interval for the likelihood part of its AP change (a window with one is the
+    window's own alerts')."""
+    decision = record.get("decision")
+    split = record["split"]
+    own = None if split is None else split[SPLIT_METRIC]["likelihood_interval"]
+    return decision is not None and decision["windows"] > 1 and own is None
+
+
+def decision_drop(record: WindowRecord) -> bool:
+    """``CalmonDecisionMetricDrop``: where the pooled alerts speak (:func:`_pooled_speaks`;
+    elsewhere it is :func:`calibrated_drop`'s), the decision's positives score lower than the
+    reference's (p < 0.000233) and its likelihood part is below -5% of the reference's value
+    of its metric, a fall of more than 5% (:func:`calmon.metrics.decision.page`)."""
+    decision = record.get("decision")
+    if decision is None or not _pooled_speaks(record):
+        return False
+    reference = record["reference"]
+    value = (
+        None
+        if reference is None
+        else number(metric_value(reference["regular"], decision["metric"]))
+    )
+    return page(dict(decision), reference_value=value)
+
+
+def pooled_prior_shift(record: WindowRecord) -> str | None:
+    """``CalmonPriorShiftPooled``: "up" or "down" where the pooled alerts speak
+    (:func:`_pooled_speaks`) and the decision's ratio moved by more than a factor 1.5 with a
+    Wilson interval excluding the reference ratio, else None. None too where the window alone
+    shows a shift (:func:`prior_shift`): that is ``CalmonPriorShift``'s, one alert, not two."""
+    decision = record.get("decision")
+    if decision is None or not _pooled_speaks(record) or prior_shift(record) is not None:
+        return None
+    return _ratio_shift(
+        number(decision["positive_class_ratio"]),
+        bounds(decision["positive_class_ratio_interval"]),
+        _reference_prior(record),
+    )
+
+
+def calibrated_drop(record: WindowRecord) -> bool:
+    """``CalmonCalibratedMetricDrop``: AP calibrated at the reference prior below 95% of the
+    reference's AP, and the likelihood part below 0 at one-sided 99% confidence."""
+    at_reference = record["calibrated"]["reference"]
+    calibrated = None if at_reference is None else number(at_reference[SPLIT_METRIC])
+    summary = record["reference"]
+    reference = None if summary is None else number(summary["regular"][SPLIT_METRIC])
+    split = record["split"]
+    interval = None if split is None else bounds(split[SPLIT_METRIC]["likelihood_interval"])
+    if calibrated is None or reference is None or interval is None:
+        return False
+    lower, upper = interval
+    return calibrated < DROP_FRACTION * reference and upper + ONE_SIDED_99 * (upper - lower) < 0.0
+
+
+def _ratio_shift(
+    ratio: float | None, interval: Bounds | None, reference: float | None
+) -> str | None:
+    """ "up" or "down" when ``ratio`` moved from ``reference`` by more than a factor 1.5 and
+    its ``interval`` excludes ``reference``, else None."""
+    if ratio is None or interval is None or reference is None:
+        return None
+    if ratio > SHIFT_FACTOR * reference and interval[0] > reference:
+        return "up"
+    if ratio < reference / SHIFT_FACTOR and interval[1] < reference:
+        return "down"
+    return None
+
+
+def prior_shift(record: WindowRecord) -> str | None:
+    """``CalmonPriorShift``: "up" or "down" when the window's ratio moved by more than a factor
+    1.5 and its Wilson interval excludes the reference ratio, else None."""
+    return _ratio_shift(
+        number(record["prior"]), bounds(record["prior_interval"]), _reference_prior(record)
+    )
+
+
+def estimate_speaks(record: WindowRecord) -> str | None:
+    """The label-free estimate's verdict of a window (``estimated.verdict``) where it, not the
+    labels, speaks for the window (:func:`calmon.metrics.label_free.labels_decide`); else None."""
+    estimated = record["estimated"]
+    verdict = None if estimated is None else estimated.get("verdict")
+    if verdict is None or verdict not in VERDICT_WORDS:
+        return None
+    return None if labels_decide(record["n"], record["unlabelled"]) else verdict
+
+
+def estimated_prior_shift(record: WindowRecord) -> str | None:
+    """``CalmonPriorShiftEstimated``: "up" or "down" when the label-free ratio's interval lies
+    wholly beyond the reference ratio times or divided by 1.5, the label-shift check holds and
+    the window's labels do not decide yet; else None."""
+    estimated = record["estimated"]
+    if estimated is None:
+        return None
+    interval = bounds(estimated["positive_class_ratio_interval"])
+    reference = _reference_prior(record)
+    check = estimated.get("label_shift")
+    if interval is None or reference is None or check is None or check["holds"] is not True:
+        return None
+    if labels_decide(record["n"], record["unlabelled"]):
+        return None
+    if interval[0] > SHIFT_FACTOR * reference:
+        return "up"
+    if interval[1] < reference / SHIFT_FACTOR:
+        return "down"
+    return None
+
+
+def scores_changed(record: WindowRecord) -> bool:
+    """``CalmonScoresChangedUnexplained``: the label-shift check rejects (p < 0.01)."""
+    estimated = record["estimated"]
+    check = None if estimated is None else estimated.get("label_shift")
+    p_value = None if check is None else number(check["p_value"])
+    return p_value is not None and p_value < CHECK_LEVEL
+
+
+def is_stale(computed_at: datetime, *, now: datetime, length: timedelta) -> bool:
+    """``CalmonMetricsStale``: the model's latest computation is more than three window
+    lengths old."""
+    return now - computed_at > STALE_LENGTHS * length
+
+
+def alerts(record: WindowRecord) -> list[str]:
+    """The record-level alert states of a latest window, in words (empty when quiet)."""
+    out: list[str] = []
+    if calibrated_drop(record):
+        out.append("calibrated AP drop: the model got worse")
+    if (direction := prior_shift(record)) is not None:
+        out.append(f"prior shift: class ratio went {direction}")
+    if (direction := estimated_prior_shift(record)) is not None:
+        out.append(
+            "estimated prior shift (no labels needed): class ratio went up, or negatives score "
+            "like positives; labels will tell"
+            if direction == "up"
+            else "estimated fall (no labels needed): fewer positives, or positives scoring lower "
+            "(a model that got worse looks the same); labels will tell"
+        )
+    if scores_changed(record):
+        out.append(
+            "scores changed in a way a class-ratio change does not explain: the model or its "
+            "inputs changed, labels needed to tell how much"
+        )
+    return out + decision_alerts(record)
+
+
+def decision_alerts(record: WindowRecord) -> list[str]:
+    """The alert states of a latest window's pooled decision, in words (empty when quiet)."""
+    out: list[str] = []
+    if decision_drop(record):
+        out.append("pooled AP drop: the model got worse over the pooled windows")
+    if (direction := pooled_prior_shift(record)) is not None:
+        out.append(f"pooled prior shift: class ratio of the pooled windows went {direction}")
+    return out
