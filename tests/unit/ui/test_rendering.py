@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -210,11 +209,9 @@ def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
     assert "fewer positives, or positives scoring lower (estimated without labels)" in fell
 
 
-def test_model_page_of_500_windows_renders_fast() -> None:
-    records = window_records(500)
-    started = time.perf_counter()
-    html = one_segment_page(records, None)
-    assert time.perf_counter() - started < 0.5
+def test_model_page_of_500_windows_renders_every_row() -> None:
+    """Its speed is measured by ``bench/ui.py``, not here."""
+    html = one_segment_page(window_records(500), None)
     assert html.count("<tr") == 501
 
 
