@@ -32,8 +32,8 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-#: first key of the advisory lock taken by partition makers ("calp")
-PARTITION_LOCK_CLASS: Final = 0x63616C70
+from calmon.db import locks
+
 #: days after today whose partitions the scheduler makes in advance
 AHEAD_DAYS: Final = 7
 PREFIX: Final = "predictions_"
@@ -44,7 +44,6 @@ _ATTACHED = text(
     "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
     " WHERE i.inhparent = 'predictions'::regclass"
 )
-_LOCK = text("SELECT pg_advisory_xact_lock(:cls, 0)")
 _DAY_TABLES = text(
     "SELECT c.relname, i.inhdetachpending FROM pg_class c"
     " LEFT JOIN pg_inherits i ON i.inhrelid = c.oid AND i.inhparent = 'predictions'::regclass"
@@ -152,7 +151,7 @@ def ensure_days(connection: Connection, days: Iterable[date]) -> list[date]:
     wanted = set(days) - known
     if not wanted:
         return []
-    connection.execute(_LOCK, {"cls": PARTITION_LOCK_CLASS})
+    locks.wait_for(connection, locks.PARTITION)
     attached = attached_days(connection)
     made = sorted(wanted - attached)
     for day in made:
