@@ -118,7 +118,7 @@ def test_polars_frames_are_evaluated_too() -> None:
     (data,) = _stream("stable", n=2000)
     labels = _labels_with_gaps(data.labels)
     frame = pl.DataFrame(
-        {"score": data.scores, "label": [None if y != y else y for y in labels]},
+        {"score": data.scores, "label": [None if y is None or y != y else int(y) for y in labels]},
         schema={"score": pl.Float64, "label": pl.Int8},
     )
     expected = evaluate_frame({"score": data.scores, "label": labels})
