@@ -6,6 +6,7 @@ real pandas frames (polars too where it is installed), dicts of arrays and dicts
 
 from __future__ import annotations
 
+import doctest
 import json
 import re
 import time
@@ -30,6 +31,9 @@ from calmon.services.window_compute import evaluate_segment
 from calmon.simulation.stream import PHASES, generate_window, plan_windows
 from calmon.timeline import iso
 from tests.unit.test_records import _missing_and_unknown
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "notebook.md"
 
 
 def _stream(*phases: str, n: int = 6000) -> list[Any]:
@@ -281,3 +285,24 @@ def test_every_kind_of_timestamp_column_dates_the_periods_alike() -> None:
     first = min(t.min() for t in utc).to_pydatetime()
     assert periods["aware in Paris"][0] == iso(first)
     assert set(periods.values()) == {periods["aware in Paris"]}, periods
+
+
+def test_the_session_of_the_notebook_doc_runs_as_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``pycon`` block of ``docs/notebook.md``, in order in one namespace, prints what
+    the page shows, run from a directory that holds the repository's ``examples/``."""
+    text = DOC.read_text(encoding="utf-8")
+    blocks = re.findall(r"```pycon\n(.*?)```", text, flags=re.DOTALL)
+    assert len(blocks) == 2
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    monkeypatch.chdir(tmp_path)
+    parser, runner = doctest.DocTestParser(), doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    namespace: dict[str, Any] = {}
+    for number, block in enumerate(blocks):
+        test = parser.get_doctest(block, namespace, f"block {number}", str(DOC), 0)
+        assert len(test.examples) > 3
+        runner.run(test, clear_globs=False)
+        namespace = test.globs  # a doctest runs in a copy
+    assert runner.summarize(verbose=False).failed == 0
+    assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!doctype html>")
