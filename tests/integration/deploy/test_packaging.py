@@ -65,6 +65,7 @@ def test_wheel_ships_the_migrations_inside_calmon(wheel: Path) -> None:
         assert archive.read(top_level).decode().split() == ["calmon"]
     assert {"calmon/migrations/__init__.py", "calmon/migrations/env.py"} <= names
     assert "calmon/migrations/script.py.mako" in names
+    assert "calmon/py.typed" in names  # PEP 561: code using calmon is checked against it
     versions = sorted(p.name for p in (REPO / "migrations" / "versions").glob("*.py"))
     assert "0001_initial.py" in versions
     assert {f"calmon/migrations/versions/{v}" for v in versions} <= names
@@ -189,3 +190,40 @@ def test_a_fresh_install_of_the_wheel_gives_the_public_api(wheel: Path, tmp_path
         cwd=tmp_path,
     )
     assert command.stdout.strip() == f"calmon {version}"
+    _check_user_code_types(python, tmp_path)
+
+
+#: a user's module: right where the types say so, and one wrong key
+USER_CODE = """
+from typing import assert_type
+
+import calmon
+from calmon import evaluate_frame, report
+from calmon.records import EvaluationRecord, WindowRecord
+
+frame = {"score": [0.2, 0.9], "label": [0, 1]}
+record = assert_type(evaluate_frame(frame, pi0=[0.01]), EvaluationRecord)
+roc_auc: float | None = record["regular"]["roc_auc"]
+windows: list[WindowRecord] = report(frame, frame).records
+version: str = calmon.__version__
+record["no_such_key"]
+"""
+
+
+def _check_user_code_types(python: Path, directory: Path) -> None:
+    """mypy --strict, run on a user's module against the installed package (its ``py.typed``),
+    sees the root names' types: only the wrong key is an error."""
+    user = directory / "user_code.py"
+    user.write_text(USER_CODE, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--python-executable", str(python),
+         "--cache-dir", str(directory / "mypy-cache"), "--no-error-summary", user.name],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=directory,
+    )  # fmt: skip
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1, done.stdout + done.stderr
+    assert '"EvaluationRecord" has no key "no_such_key"' in errors[0]
