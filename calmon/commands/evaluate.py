@@ -17,7 +17,7 @@ KNOWN_COLUMNS = ("score", "label", "timestamp", "segment")
 if TYPE_CHECKING:
     from calmon.offline.csv_input import EvaluationRows
     from calmon.offline.grouping import Group
-    from calmon.offline.report import Record
+    from calmon.records import EvaluationRecord
 
 MAX_PI0 = 5
 #: the bootstrap's seed unless --seed says otherwise: a run's intervals are repeatable
@@ -240,23 +240,18 @@ def required_columns(args: argparse.Namespace) -> list[str]:
     return [column for column, needed in needs if needed]
 
 
-def evaluate_groups(groups: Sequence[Group], args: argparse.Namespace) -> list[Record]:
+def evaluate_groups(groups: Sequence[Group], args: argparse.Namespace) -> list[EvaluationRecord]:
     """One output record per group: the metric engine's result with the options of ``args``."""
-    from calmon.metrics import evaluate
-    from calmon.offline.report import make_record
+    from calmon.offline.report import evaluate_group
 
     return [
-        make_record(
+        evaluate_group(
             group,
-            evaluate(
-                group.scores,
-                group.labels,
-                threshold=args.threshold,
-                pi0=tuple(args.pi0),
-                score_kind=args.score_kind,
-                intervals=args.intervals,
-                seed=args.seed,
-            ),
+            threshold=args.threshold,
+            pi0=args.pi0,
+            score_kind=args.score_kind,
+            intervals=args.intervals,
+            seed=args.seed,
         )
         for group in groups
     ]

@@ -43,8 +43,9 @@ NOT_RUN = {
     '{"error": {"code": "validation_error"': (
         "an answer, not a command: tests/integration/api/test_ingest.py"
     ),
-    "from calmon.notebook import evaluate_frame, report": (
-        "needs the reader's data frames; tests/unit/test_notebook.py runs both calls"
+    "from calmon import evaluate_frame, report": (
+        "needs the reader's data frames; tests/unit/test_notebook.py runs both calls, and"
+        " docs/notebook.md's session"
     ),
     ".venv/bin/python bench/metrics.py": ("benchmarks take minutes each; docs/benchmarks.md"),
     "python3.11 -m venv ../nannyml-env": (
