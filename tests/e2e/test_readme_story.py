@@ -86,7 +86,7 @@ def test_the_readme_report_shows_the_ratio_move_then_the_model_get_worse(
 
     written = (clone / report).resolve()
     assert f"report written to {written}" in done.stderr.splitlines()
-    assert done.stdout.startswith("window 2026-11-01T00:00:00Z")  # the table, as without --html
+    assert done.stdout.startswith("window 2026-11-01T00:00Z/")  # the table, as without --html
     html = written.read_text(encoding="utf-8")
     verdicts = _verdicts(html)
     assert len(verdicts) >= 6, verdicts
