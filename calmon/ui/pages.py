@@ -829,7 +829,8 @@ def model_page(
     body = (
         head
         + summary
-        + f'<p class="muted">{len(records)} windows of segment <code>{escape(segment)}</code>.'
+        + f'<p class="muted">{len(records)} window{"" if len(records) == 1 else "s"} of segment '
+        f"<code>{escape(segment)}</code>."
         " Shaded bands are 95% intervals.</p>"
         + "<h2>Average precision</h2>"
         + metric_chart(
