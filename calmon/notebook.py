@@ -171,17 +171,17 @@ def report(
     """Compare ``window`` with ``reference`` as the service compares a window with a fixed
     reference, and render the web view's page: the charts, the prior / likelihood split of
     the change and the verdict. ``timestamp`` names a column that dates the rows (else the
-    two periods are drawn as consecutive days); with ``path`` the page is also written there.
+    page numbers the window instead of dating it); with ``path`` the page is also written there.
     """
     ref_scores, ref_labels = scores_and_labels(reference, score=score, label=label)
     win_scores, win_labels = scores_and_labels(window, score=score, label=label)
-    dated = _bounds(reference, timestamp), _bounds(window, timestamp)
-    if dated[0] is None or dated[1] is None:
+    ref_bounds, win_bounds = _bounds(reference, timestamp), _bounds(window, timestamp)
+    if ref_bounds is None or win_bounds is None:
         (ref_start, ref_end), (win_start, win_end) = undated(2)
-        note = "No timestamps: the two periods are drawn as consecutive days."
+        note, dated = "No timestamps: the window is numbered, not dated.", False
     else:
-        (ref_start, ref_end), (win_start, win_end) = dated[0], dated[1]
-        note = ""
+        (ref_start, ref_end), (win_start, win_end) = ref_bounds, win_bounds
+        note, dated = "", True
     built = build(
         Period(ref_scores, ref_labels, ref_start, ref_end),
         [Period(win_scores, win_labels, win_start, win_end)],
@@ -190,6 +190,7 @@ def report(
         score_kind=score_kind,
         title=title,
         note=note,
+        dated=dated,
     )
     if path is not None:
         built.save(path)

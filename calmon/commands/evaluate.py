@@ -7,6 +7,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from calmon.timeline import WINDOW_SECONDS
@@ -231,6 +232,7 @@ def write_html(rows: EvaluationRows, args: argparse.Namespace, *, name: str) -> 
     except OSError as exc:
         print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    print(f"report written to {Path(args.html).resolve()}", file=sys.stderr)
     return 0
 
 

@@ -19,6 +19,8 @@ from calmon.catalogue import ESTIMATE_FELL, VERDICT_WORDS
 from calmon.records import Objective, WindowRecord, metric_interval, metric_value
 from calmon.ui.charts import (
     DASH,
+    NUMBER_AXIS,
+    TIME_AXIS,
     Level,
     Series,
     format_number,
@@ -299,9 +301,12 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     return _page("models", body, logout=logout)
 
 
-def _times(records: Sequence[WindowRecord]) -> tuple[list[float], float]:
+def _times(records: Sequence[WindowRecord], *, numbered: bool) -> tuple[list[float], float]:
     """Window starts (Unix seconds), where the charts put each window as the tables list it,
-    and half a window length."""
+    and half a window length; ``numbered`` (records without real dates): the windows'
+    positions 1, 2, … and half a step."""
+    if numbered:
+        return [float(i) for i in range(1, len(records) + 1)], 0.5
     times: list[float] = []
     half = 0.0
     for record in records:
@@ -332,6 +337,7 @@ def metric_chart(
     chart_id: str,
     times: Sequence[float],
     half: float,
+    numbered: bool = False,
 ) -> str:
     """Regular against calibrated (at the reference prior) ``metric`` with 95% bands, and the
     reference's value; a metric that does not depend on the class ratio has no calibrated
@@ -370,6 +376,7 @@ def metric_chart(
         times=times,
         series=series,
         half_window=half,
+        numbered=numbered,
     )
 
 
@@ -379,6 +386,7 @@ def split_chart(
     *,
     times: Sequence[float],
     half: float,
+    numbered: bool = False,
 ) -> str:
     """The change of average precision from the reference split into its prior part (what the
     class ratio explains) and likelihood part (what the model's scores explain), with 95%
@@ -413,6 +421,7 @@ def split_chart(
         ],
         levels=[Level("no change", 0.0)],
         half_window=half,
+        numbered=numbered,
     )
 
 
@@ -422,6 +431,7 @@ def ratio_chart(
     *,
     times: Sequence[float],
     half: float,
+    numbered: bool = False,
 ) -> str:
     """The positive class ratio (labels) with its Wilson band, the reference's with its band,
     and the label-free estimate with its band."""
@@ -455,6 +465,7 @@ def ratio_chart(
             ),
         ],
         half_window=half,
+        numbered=numbered,
     )
 
 
@@ -470,20 +481,27 @@ def verdict_table(
     readings: Sequence[WindowReading],
     *,
     selected: str | None,
-    link: Mapping[str, str],
+    link: Mapping[str, str] | None,
     model_path: str,
+    numbered: bool = False,
 ) -> str:
     """Newest window first: counts, ratio, AP, the two parts and the verdict; each start links
-    to the page with that window's reliability diagram."""
+    to the page with that window's reliability diagram. Without ``link`` (a report saved as a
+    file, which has no other page) the starts are plain text; ``numbered`` names each window
+    by its position instead of its start."""
     rows = []
-    base = f"{model_path}?{urlencode(link)}&window="
-    for record, reading in zip(reversed(records), reversed(readings), strict=True):
+    base = None if link is None else f"{model_path}?{urlencode(link)}&window="
+    for position, record, reading in zip(
+        range(len(records), 0, -1), reversed(records), reversed(readings), strict=True
+    ):
         start = record["start"]
         css = ' class="selected"' if start == selected else ""
-        href = escape(base + quote_plus(start))
+        shown = escape(window_name(start, position, numbered=numbered))
+        if base is not None:
+            shown = f'<a href="{escape(base + quote_plus(start))}">{shown}</a>'
         verdict, verdict_class, ratio = window_verdict(record, reading)
         rows.append(
-            f'<tr{css}><td class="text"><a href="{href}">{escape(start)}</a></td>'
+            f'<tr{css}><td class="text">{shown}</td>'
             f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
             f"<td>{record['unlabelled']}</td>"
             f"<td>{escape(ratio)}</td>"
@@ -499,7 +517,8 @@ def verdict_table(
         "first; the parts are the AP change from the reference with 95% intervals. Before most "
         "of a window is labelled, its class ratio and verdict are estimated from the scores "
         "(est.).</caption>"
-        '<thead><tr><th class="text" scope="col">window start (UTC)</th><th scope="col">n</th>'
+        f'<thead><tr><th class="text" scope="col">{NUMBER_AXIS if numbered else TIME_AXIS}</th>'
+        '<th scope="col">n</th>'
         '<th scope="col">positives</th><th scope="col">unlabelled</th>'
         '<th scope="col">class ratio vs reference</th>'
         '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
@@ -508,6 +527,12 @@ def verdict_table(
         '<th class="text" scope="col">verdict (decision)</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def window_name(start: str, position: int, *, numbered: bool) -> str:
+    """How the page names a window: its start, or ``window N`` (its position, from 1) when
+    the records have no real dates."""
+    return f"window {position}" if numbered else start
 
 
 def _pooled(decision: DecisionReading) -> str:
@@ -742,6 +767,7 @@ def model_page(
     model_alerts: Sequence[str],
     logout: bool = False,
     standalone: str | None = None,
+    numbered: bool = False,
 ) -> str:
     """``/ui/models/{model}``: the charts over ``records`` (oldest first, one segment), the
     reliability diagram of the ``selected`` window start (default: the latest), and the
@@ -750,6 +776,8 @@ def model_page(
     ``standalone`` (HTML of an introduction) makes the same page as a file of its own, the
     offline report (:mod:`calmon.offline.html_report`): that introduction instead of the alerts and
     the form that asks the server for another segment or metric, and no link to the server.
+    ``numbered`` (records of undated rows, whose bounds mean nothing) names the windows by
+    their position and counts them along the charts' axis instead of showing dates.
     """
     model_path = f"/ui/models/{name}" if standalone is None else ""
     link = {"segment": segment, "metric": metric}
@@ -773,8 +801,9 @@ def model_page(
             name, body, logout=logout, nav=standalone is None, standalone=standalone is not None
         )
     readings = [read_window(r) for r in records]
-    times, half = _times(records)
+    times, half = _times(records, numbered=numbered)
     chosen = next((r for r in records if r["start"] == selected), records[-1])
+    chosen_name = str(records.index(chosen) + 1) if numbered else chosen["start"]
     latest_verdict, latest_class, _ = window_verdict(records[-1], readings[-1])
     summary = (
         f'<h2>Latest window: <span class="{latest_class}">'
@@ -785,7 +814,9 @@ def model_page(
     if reliability:
         diagram = reliability_chart(
             chart_id="reliability",
-            title=f"Reliability diagram of the window starting {chosen['start']}",
+            title=f"Reliability diagram of window {chosen_name}"
+            if numbered
+            else f"Reliability diagram of the window starting {chosen_name}",
             rows=reliability,
         )
     else:
@@ -798,24 +829,34 @@ def model_page(
     body = (
         head
         + summary
-        + f'<p class="muted">{len(records)} windows of segment <code>{escape(segment)}</code>.'
+        + f'<p class="muted">{len(records)} window{"" if len(records) == 1 else "s"} of segment '
+        f"<code>{escape(segment)}</code>."
         " Shaded bands are 95% intervals.</p>"
         + "<h2>Average precision</h2>"
-        + metric_chart(records, SPLIT_METRIC, chart_id="ap", times=times, half=half)
+        + metric_chart(
+            records, SPLIT_METRIC, chart_id="ap", times=times, half=half, numbered=numbered
+        )
         + "<h2>Prior and likelihood parts of the change</h2>"
-        + split_chart(readings, records, times=times, half=half)
+        + split_chart(readings, records, times=times, half=half, numbered=numbered)
         + "<h2>Positive class ratio</h2>"
-        + ratio_chart(readings, records, times=times, half=half)
+        + ratio_chart(readings, records, times=times, half=half, numbered=numbered)
         + f"<h2>{escape(metric_title(metric))}</h2>"
-        + metric_chart(records, metric, chart_id="metric", times=times, half=half)
-        + f"<h2>Window {escape(chosen['start'])}</h2>"
+        + metric_chart(
+            records, metric, chart_id="metric", times=times, half=half, numbered=numbered
+        )
+        + f"<h2>Window {escape(chosen_name)}</h2>"
         + f'<p><span class="{chosen_class}">'
         f"{escape(chosen_verdict)}</span>. {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
         + advice_section(chosen, name=name, segment=segment)
         + diagram
         + "<h2>Verdict per window</h2>"
         + verdict_table(
-            records, readings, selected=chosen["start"], link=link, model_path=model_path
+            records,
+            readings,
+            selected=chosen["start"],
+            link=link if standalone is None else None,
+            model_path=model_path,
+            numbered=numbered,
         )
     )
     return _page(

@@ -229,7 +229,7 @@ def test_the_report_holds_the_record_the_service_would_store(tmp_path: Path) -> 
     json.dumps(made.records)
 
 
-def test_without_timestamps_the_periods_are_consecutive_days() -> None:
+def test_without_timestamps_the_window_is_numbered_not_dated() -> None:
     reference, window = _stream("stable", "prior", n=20_000)
     made = report(
         {"score": reference.scores, "label": reference.labels},
@@ -238,7 +238,9 @@ def test_without_timestamps_the_periods_are_consecutive_days() -> None:
     (record,) = made.records
     assert record["reference"] is not None
     assert record["reference"]["end"] == record["start"]
-    assert "drawn as consecutive days" in made.html
+    assert "the window is numbered, not dated" in made.html
+    assert "<h2>Window 1</h2>" in made.html
+    assert re.findall(r"\b\d{4}-\d{2}-\d{2}\b|\b(?:Jan|Dec) \d{1,2} \d\d:\d\d\b", made.html) == []
     assert "class ratio moved" in made.html
 
 
