@@ -325,17 +325,22 @@ class AsyncMonitor:
     async def _ensure(self) -> None:
         """Make sure the model exists before the first request (see :meth:`Monitor._ensure`)."""
         config, self._config = self._config, None
-        steps = ensure_steps(self.model, config, self._backoff)
-        try:
-            info = await run_registry(self._client, steps, timeout=self._timeout)
-        except ModelError as exc:
-            if transient(exc) and not self._closing:
-                self._config = config
-            logger.error("calmon: %s", exc.message)
-            self._report(model_incident(exc))
+        failures = 0
+        while not self._abandoned:
+            steps = ensure_steps(self.model, config, self._backoff)
+            try:
+                info = await run_registry(self._client, steps, timeout=self._timeout)
+            except ModelError as exc:
+                logger.error("calmon: %s", exc.message)
+                self._report(model_incident(exc))
+                if not transient(exc):
+                    return
+                await asyncio.sleep(self._backoff.delay(failures))
+                failures += 1
+                continue
+            if info.created:
+                logger.info("calmon: created model %s", self.model)
             return
-        if info.created:
-            logger.info("calmon: created model %s", self.model)
 
     async def _deliver(self, batch: Batch) -> None:
         if self._config is not None:

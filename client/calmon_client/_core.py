@@ -708,7 +708,8 @@ class ModelError(Exception):
 
 
 class ModelConfigMismatchError(ModelError):
-    """The model exists with another configuration than the one given: nothing was changed.
+    """The model exists with another configuration than the one given: nothing was changed
+    (``status`` 200, ``code`` ``model_config_mismatch``).
 
     ``differences`` maps each differing field (dotted: ``reference.windows``) to (given,
     stored); ``stored`` is the model as the server shows it. Change a model's configuration
@@ -722,7 +723,11 @@ class ModelConfigMismatchError(ModelError):
             f"{name}: given {given!r}, stored {held!r}"
             for name, (given, held) in sorted(differences.items())
         )
-        super().__init__(f"model {model!r} exists with another configuration ({shown})")
+        super().__init__(
+            f"model {model!r} exists with another configuration ({shown})",
+            status=200,
+            code="model_config_mismatch",
+        )
         self.differences = differences
         self.stored = stored
 
@@ -881,6 +886,8 @@ def model_incident(error: ModelError) -> Incident:
 
 
 def transient(error: ModelError) -> bool:
-    """Whether ``error`` may pass (no usable answer): a monitor tries again before its next
-    batch; any other refusal is final for it."""
+    """Whether ``error`` may pass (no usable answer): a monitor tries again after a pause;
+    any other refusal is final for it."""
+    if isinstance(error, ModelConfigMismatchError):
+        return False
     return error.status is None or error.status in RETRY_STATUSES or error.status >= 500

@@ -131,7 +131,9 @@ class Monitor:
     The model must exist on the server, or every batch is refused (404, counted
     ``rejected``). Given a ``config``, the sending thread makes sure of it before its first
     request, as :func:`ensure_model` does (created when missing, never overwritten); what
-    goes wrong there is an incident of kind ``model``, and sending goes on.
+    goes wrong there is an incident of kind ``model``: a failure that may pass is tried
+    again until it passes (the batches wait, as they do for a server that does not answer),
+    and after a refusal or another configuration sending goes on.
 
     Nothing after the constructor raises into the caller: what goes wrong is counted in
     :meth:`stats`, logged on the ``calmon_client`` logger, and passed to ``on_error`` (called
@@ -361,20 +363,26 @@ class Monitor:
             self._deliver(batch)
 
     def _ensure(self) -> None:
-        """Make sure the model exists before the first request (see :func:`ensure_model`);
-        a failure that may pass is tried again before the next batch."""
+        """Make sure the model exists before the first request (see :func:`ensure_model`).
+        A failure that may pass is reported and tried again after a pause, as a batch is,
+        until the monitor stops; a refusal or another configuration is reported once."""
         config, self._config = self._config, None
-        steps = ensure_steps(self.model, config, self._backoff)
-        try:
-            info = run_registry(self._client, steps, timeout=self._timeout, stop=self._stop)
-        except ModelError as exc:
-            if transient(exc) and not self._stop.is_set():
-                self._config = config
-            logger.error("calmon: %s", exc.message)
-            self._report(model_incident(exc))
+        failures = 0
+        while not self._stop.is_set() and not self._abandoned:
+            steps = ensure_steps(self.model, config, self._backoff)
+            try:
+                info = run_registry(self._client, steps, timeout=self._timeout, stop=self._stop)
+            except ModelError as exc:
+                if not self._stop.is_set():
+                    logger.error("calmon: %s", exc.message)
+                    self._report(model_incident(exc))
+                if not transient(exc) or self._stop.wait(self._backoff.delay(failures)):
+                    return
+                failures += 1
+                continue
+            if info.created:
+                logger.info("calmon: created model %s", self.model)
             return
-        if info.created:
-            logger.info("calmon: created model %s", self.model)
 
     def _deliver(self, batch: Batch) -> None:
         if self._config is not None:

@@ -23,6 +23,7 @@ from calmon_client import (
 )
 
 from tests.integration.client.conftest import Server, ServerFactory
+from tests.support import wait_for
 
 RECENT = datetime.now(UTC) - timedelta(days=1)
 ADMIN = "admin-token-0123456789"
@@ -158,3 +159,30 @@ def test_a_monitor_s_bad_config_is_refused_by_the_constructor(server: Server) ->
     with pytest.raises(ValueError, match="config is not JSON"):
         Monitor(server.url, "churn", config={"threshold": float("nan")})
     assert httpx.get(f"{server.url}/v1/models/churn").status_code == 404
+
+
+def test_a_monitor_waits_for_its_model_while_nothing_answers(
+    start_server: ServerFactory, unused_url: str
+) -> None:
+    """No server at first: the monitor reports the model incident and tries again; its
+    batches wait, so none is sent into a model not created yet."""
+    incidents: list[Incident] = []
+    monitor = Monitor(
+        unused_url,
+        "churn",
+        config=CONFIG,
+        batch_size=5,
+        max_retry_delay=0.05,
+        on_error=incidents.append,
+    )
+    for i in range(12):
+        monitor.log(f"tx-{i}", 0.5, timestamp=RECENT)
+    wait_for("a model incident", lambda: any(i.kind == "model" for i in incidents), timeout=20)
+    assert {(i.kind, i.status) for i in incidents} == {("model", None)}
+    server = start_server(port=int(unused_url.rsplit(":", 1)[1]))
+    assert monitor.flush(timeout=20)
+    monitor.close()
+    stats = monitor.stats()
+    assert (stats.predictions_sent, stats.rejected, stats.lost) == (12, 0, 0)
+    assert server.count() == 12
+    assert _stored_config(server, "churn") == ("5m", 0.3, "[0.01, 0.1]", 600)

@@ -23,6 +23,7 @@ from calmon_client._core import (
     config_differences,
     ensure_steps,
     model_config,
+    transient,
 )
 
 from calmon.names import MODEL_NAME_PATTERN
@@ -98,6 +99,12 @@ def test_a_different_configuration_raises_with_each_field() -> None:
     with pytest.raises(ModelConfigMismatchError) as raised:
         _run(_steps(given), [Reply(200, json.dumps(stored).encode())])
     assert raised.value.differences == {"threshold": (0.6, 0.5), "reference.windows": (3, 7)}
+    assert (raised.value.status, raised.value.code) == (200, "model_config_mismatch")
+    # a monitor reports it once and does not ask again; it retries only what may pass
+    assert not transient(raised.value)
+    assert transient(ModelError("no answer"))
+    assert transient(ModelError("busy", status=503))
+    assert not transient(ModelError("no admin scope", status=403))
 
 
 @pytest.mark.parametrize(
