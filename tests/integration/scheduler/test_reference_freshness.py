@@ -25,6 +25,7 @@ from tests.integration.scheduler.helpers import (
     iso,
     make_batch,
     send,
+    send_labels,
     windows,
 )
 
@@ -95,3 +96,47 @@ def test_rows_reaching_the_period_after_a_build_reach_every_later_window(env: En
     assert stars[iso(second)]["reference"]["n"] == period
     assert stars[iso(later)]["unlabelled"] == len(unlabelled.items)
     assert stars[iso(later)]["reference"]["n"] == period
+
+
+def test_labels_reaching_the_period_after_a_build_reach_every_later_window(env: Env) -> None:
+    """The same with late labels: the period's second window arrives without its labels, the
+    reference is built, the labels land and that window is computed (taking them in), then a
+    later window is computed. Both must pool the period's labels, and the later window's
+    label-free estimate must be the one a fresh build gives."""
+    first, second, later = (env.clock.recent(i) for i in (6, 5, 2))
+    create_model(
+        env.client,
+        "labels",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(first), "end": iso(second + FIVE_MINUTES)},
+    )
+    spacing = timedelta(seconds=1)
+    period = make_batch(prefix="p", start=first, count=600, spacing=spacing, seed=4)
+    held = {item["id"]: item.pop("label") for item in period.items[300:]}
+    send(env.client, "labels", period)
+    unlabelled = make_batch(
+        prefix="w", start=later, count=300, spacing=spacing, seed=5, prior=0.6, unlabelled=1.0
+    )
+    send(env.client, "labels", unlabelled)
+    model = _model(env, "labels")
+    _scan(env, model)
+    cache = ReferenceCache()
+    _compute(env, model, first, cache)
+    send_labels(env.client, "labels", held)  # not scanned yet
+    _compute(env, model, second, cache)
+    _scan(env, model)
+    _compute(env, model, later, cache)
+    stars = by_window(windows(env.client, "labels"))
+    for start in (second, later):
+        assert stars[iso(start)]["reference"]["n"] == 600, start
+    # a fresh build, in a new cache, gives the same estimate
+    response = env.client.post(
+        "/v1/models/labels/recompute",
+        params={"start": iso(later), "end": iso(later + FIVE_MINUTES)},
+    )
+    assert response.status_code == 202, response.text
+    _scan(env, model)
+    _compute(env, model, later, ReferenceCache())
+    again = by_window(windows(env.client, "labels"))[iso(later)]
+    assert again["estimated"] == stars[iso(later)]["estimated"]
