@@ -3,7 +3,8 @@ package, ``calmon``, with the Alembic migrations inside it as ``calmon.migration
 maps the repository's ``migrations/`` folder there), so that no top-level ``migrations``
 package can collide with another distribution's. Installed into a fresh environment, the wheel
 alone gives the public API (``import calmon``, ``calmon.__version__``, ``evaluate_frame``,
-``report``) and the ``calmon`` command."""
+``report``) and the ``calmon`` command. And calmon-client's wheel (``client/``): typed
+(``py.typed``) and alone."""
 
 from __future__ import annotations
 
@@ -26,12 +27,13 @@ from tests.integration.deploy.conftest import REPO
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "calmon", "migrations")
 
 
-def _build_wheel(tmp_path: Path) -> Path:
-    """`pip wheel --no-deps` of a copy of the sources (the build writes into its tree)."""
+def _build_wheel(tmp_path: Path, root: Path = REPO, sources: tuple[str, ...] = SOURCES) -> Path:
+    """`pip wheel --no-deps` of a copy of ``sources`` of ``root`` (the build writes into its
+    tree)."""
     tree = tmp_path / "tree"
     tree.mkdir()
-    for name in SOURCES:
-        source = REPO / name
+    for name in sources:
+        source = root / name
         if source.is_dir():
             shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
@@ -46,7 +48,7 @@ def _build_wheel(tmp_path: Path) -> Path:
         check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    (wheel,) = (tmp_path / "dist").glob("calmon-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
     return wheel
 
 
@@ -227,3 +229,26 @@ def _check_user_code_types(python: Path, directory: Path) -> None:
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1, done.stdout + done.stderr
     assert '"EvaluationRecord" has no key "no_such_key"' in errors[0]
+
+
+# slow: builds a wheel with pip
+@pytest.mark.slow
+def test_the_client_wheel_is_typed_and_holds_its_package_alone(tmp_path: Path) -> None:
+    client = REPO / "client"
+    wheel_path = _build_wheel(tmp_path, client, ("pyproject.toml", "README.md", "calmon_client"))
+    assert wheel_path.name.startswith("calmon_client-")
+    with zipfile.ZipFile(wheel_path) as wheel:
+        names = set(wheel.namelist())
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = [
+            line.split(":", 1)[1].strip()
+            for line in wheel.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist:")
+        ]
+    modules = {f"calmon_client/{p.name}" for p in (client / "calmon_client").glob("*.py")}
+    assert {"calmon_client/__init__.py", "calmon_client/_core.py"} <= modules
+    assert modules | {"calmon_client/py.typed"} <= names
+    assert {n.split("/")[0] for n in names if not n.startswith("calmon_client-")} == {
+        "calmon_client"
+    }
+    assert [r.split(">")[0].split("<")[0] for r in requires] == ["httpx"]
