@@ -1,6 +1,6 @@
 """calmon under a steady load through PgBouncer at the documented pool size (two server
 connections, transaction mode): `calmon api --workers 2`, two schedulers, three senders and
-two readers for ``CALMON_POOL_LOAD_SECONDS`` (90 s by default; the figures of
+two readers for ``CALMON_POOL_LOAD_SECONDS`` (60 s by default; the figures of
 docs/deployment.md are from 150 s). A wait in the pooler's queue is not an outage: no request
 gets a 5xx, no scheduler loses or gives up the leader's lease, and every acknowledged
 prediction is stored."""
@@ -122,7 +122,7 @@ def test_a_steady_load_through_two_pooled_connections_gets_no_5xx_and_keeps_the_
 ) -> None:
     direct, bouncer = pooled
     through = bouncer.url(direct.rpartition("/")[2])
-    seconds = float(os.environ.get("CALMON_POOL_LOAD_SECONDS", "90"))
+    seconds = float(os.environ.get("CALMON_POOL_LOAD_SECONDS", "60"))
     api = ApiProcess(through, tmp_path / "api.log", workers=2, settings=POOLER)
     schedulers: list[Scheduler] = []
     tally = Tally()
