@@ -389,6 +389,39 @@ def load_latest_windows(session: Session, *, model_id: int | None = None) -> lis
     return current_windows(windows)
 
 
+@dataclass(frozen=True, slots=True)
+class LatestKey:
+    """The latest stored window of one model and segment, without its record."""
+
+    model_id: int
+    model: str
+    segment: str
+    start: datetime
+    end: datetime
+    computed_at: datetime
+
+
+def load_latest_keys(session: Session) -> list[LatestKey]:
+    """:func:`load_latest_windows` of every model without the records (one statement), for
+    readers that keep what they derive from a record by its key and ``computed_at``: a
+    recomputed window has a new ``computed_at``."""
+    rows = session.execute(
+        _latest_of(
+            session,
+            _pairs(),
+            WindowResult.starts_at,
+            WindowResult.ends_at,
+            WindowResult.computed_at,
+        )
+    ).all()
+    keys = [
+        LatestKey(model_id, model, segment, start, end, computed_at)
+        for model_id, model, segment, _, start, end, computed_at in rows
+    ]
+    keys.sort(key=lambda w: (w.model, w.segment != ALL_SEGMENTS, w.segment))
+    return current_windows(keys)
+
+
 def load_candidates(session: Session) -> list[Candidate]:
     """Every model's latest ``*`` window and latest window of each tracked segment, without
     their records (two statements: the models' configurations, then the windows)."""
@@ -542,7 +575,12 @@ def select_windows(
     return Selection(windows=tuple(chosen), omitted=omitted)
 
 
-def load_records(session: Session, windows: Sequence[Candidate]) -> list[LatestWindow]:
+class _Keyed(_Dated, Protocol):
+    @property
+    def model_id(self) -> int: ...
+
+
+def load_records(session: Session, windows: Sequence[_Keyed]) -> list[LatestWindow]:
     """The records of ``windows``, in their order, read by primary key
     (:data:`RECORDS_PER_STATEMENT` a statement); a window deleted meanwhile is skipped."""
     found: dict[tuple[int, str, datetime], tuple[datetime, WindowRecord]] = {}
