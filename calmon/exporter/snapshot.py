@@ -8,12 +8,14 @@ the primary key however much history is stored. A segment whose latest window is
 reads every one of them.
 
 ``/metrics`` reads fewer: :func:`load_snapshot` holds a scrape to ``max_series`` series
-(``CALMON_METRICS_MAX_SERIES``). It first reads which windows exist, without their records
-(:func:`load_candidates`), chooses within the budget (:func:`select_windows`: every model's
-``*`` window, then the segments in rounds of tracked position), and only then reads the records
-of the chosen windows (:func:`load_records`), so a refresh reads and builds what is exported,
-not everything stored. Segments left out are counted per model in
-``calmon_exporter_segments_omitted``.
+(``CALMON_METRICS_MAX_SERIES``). It first reads which windows could be exported, without their
+records (:func:`load_current`: every model's ``*`` window, and only as many of each model's
+current segments, ranked and counted in the database, as the budget could pay for), chooses
+within the budget (:func:`select_windows`: every model's ``*`` window, then the segments in
+rounds of tracked position), and only then reads the records of the chosen windows
+(:func:`load_records`), so a refresh reads and builds what is exported, not everything stored.
+:func:`load_candidates` reads every pair's latest window instead. Segments left out are
+counted per model in ``calmon_exporter_segments_omitted``.
 
 :func:`build_snapshot` turns those records into the gauges of ``docs/design.md`` ("Prometheus
 series"); undefined values are left out (a series is absent, never NaN). The samples are built
@@ -345,9 +347,9 @@ def _is_latest(pairs: Subquery) -> ColumnElement[bool]:
 def _latest_of(session: Session, pairs: Subquery, *columns: Any) -> Select[Any]:
     """Each pair's columns, then ``columns`` (of ``WindowResult``) of its latest
     ``window_results`` row; pairs without one are left out. PostgreSQL probes the primary
-    key backwards once per pair (a lateral subquery: at 100,100 pairs 0.5 s where the
-    correlated ``max()`` took 2.9 s, evaluated twice per row of a hash join); SQLite plans
-    the correlated ``max()`` as that probe itself."""
+    key backwards once per pair (a lateral subquery: at 100,100 pairs 0.5 s in ``EXPLAIN
+    ANALYZE`` where the correlated ``max()``, evaluated twice per row of a hash join, took
+    2.9 s); SQLite plans the correlated ``max()`` as that probe itself."""
     if not has_lateral_joins(session):
         return select(pairs, *columns).join(WindowResult, _is_latest(pairs))
     latest = (
