@@ -369,6 +369,7 @@ def _configure_sqlite(engine: Engine, *, busy_timeout: float) -> None:
         cursor.close()
 
     queue = writer_queue(engine.url.database)
+    full_ms = int(busy_timeout * 1000)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
@@ -389,6 +390,9 @@ def _configure_sqlite(engine: Engine, *, busy_timeout: float) -> None:
         except BaseException:
             _end_turn(connection.info)
             raise
+        finally:
+            # the connection's later transactions (reads among them) wait the whole timeout
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {full_ms}")
 
     @event.listens_for(engine, "commit")
     @event.listens_for(engine, "rollback")
