@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from calmon.db import locks
 from calmon.db.backend import has_advisory_locks
 from calmon.db.models import Model
+from calmon.db.session import begin_read_only
 from calmon.timeline import EPOCH
 
 #: PostgreSQL statement timeout inside a window's transaction (large windows read long)
@@ -32,7 +33,9 @@ def window_claim_key(model: Model, start: datetime) -> tuple[int, int]:
 def begin_window(session: Session, *, model: Model, start: datetime, instance: str) -> bool:
     """Open the window's transaction and claim the window: one snapshot for every read
     (PostgreSQL: repeatable read and a long statement timeout). SQLite transactions are
-    serialisable already, and SQLite has a single scheduler.
+    serialisable already, and SQLite has a single scheduler: there the transaction only reads
+    (:func:`~calmon.db.session.begin_read_only`), so the window's rows are read beside the
+    API's writes instead of holding the write lock against them.
 
     On PostgreSQL the claim is two transaction-level advisory locks, taken without waiting
     (False when either is taken elsewhere) and released when the transaction ends, commit,
@@ -48,7 +51,7 @@ def begin_window(session: Session, *, model: Model, start: datetime, instance: s
     (``pg_stat_activity`` shows who computes what).
     """
     if not has_advisory_locks(session):
-        session.connection()
+        begin_read_only(session)
         return True
     session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
     key, window = window_claim_key(model, start)
