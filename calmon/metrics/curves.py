@@ -140,6 +140,52 @@ def curve_metrics(
     )
 
 
+def auc_and_ap(
+    thresholds: npt.ArrayLike,
+    pos: npt.ArrayLike,
+    neg_tied: npt.ArrayLike,
+    *,
+    pi0: Sequence[float],
+) -> CurveValues:
+    """ROC AUC and average precision alone, regular and calibrated at each ``pi0``, for blocks
+    without negatives between them (``neg_above`` 0, ``neg_below`` 0): the same expressions,
+    hence the same values, as :func:`curve_metrics`, without the metrics nobody reads from
+    such blocks (the label-free estimate's, one block per distinct score, millions of them).
+
+    ``regular`` holds ``roc_auc`` and ``average_precision``, ``calibrated`` (π0 as float)
+    ``average_precision``; NaN unless both classes are present."""
+    pos_a = np.asarray(pos)
+    blocks = _blocks(thresholds, pos_a, neg_tied, np.zeros_like(pos_a), np.float64(0.0))
+    nan = np.float64(np.nan)
+    if blocks.thresholds.size == 0:
+        return CurveValues(
+            regular={"roc_auc": np.full((), nan), "average_precision": np.full((), nan)},
+            calibrated={float(p): {"average_precision": np.full((), nan)} for p in pi0},
+        )
+    both = (blocks.n_pos > 0) & (blocks.n_neg > 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        pos_tp = blocks.pos * blocks.tp
+        tp_nonzero = blocks.tp + np.finfo(np.float64).tiny
+        flagged = np.add(tp_nonzero, blocks.fp)
+
+        def average_precision() -> FloatArray:
+            ap: FloatArray = (
+                np.einsum("...k,...k->...", pos_tp, np.reciprocal(flagged)) / blocks.n_pos
+            )
+            return np.where(both, ap, nan)
+
+        regular = {
+            "roc_auc": np.where(both, _roc_auc(blocks), nan),
+            "average_precision": average_precision(),
+        }
+        calibrated: dict[float, dict[str, FloatArray]] = {}
+        for value in pi0:
+            np.multiply(blocks.fp, calibration_ratio(blocks.prior, float(value)), out=flagged)
+            flagged += tp_nonzero
+            calibrated[float(value)] = {"average_precision": average_precision()}
+    return CurveValues(regular=regular, calibrated=calibrated)
+
+
 def _blocks(
     thresholds: npt.ArrayLike,
     pos: npt.ArrayLike,

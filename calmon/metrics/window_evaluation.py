@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray
-from calmon.metrics.advice import window_advice
+from calmon.metrics.advice import labels_measure_prior, window_advice
 from calmon.metrics.decision import (
     DECISION_METRIC,
     decide,
@@ -140,7 +140,10 @@ class WindowEvaluation:
         reliability: the reliability table (probability models), else None.
         split: the drift split against the reference with its intervals, None without a
             usable reference (one with labelled predictions).
-        estimated: the label-free estimate, or None.
+        estimated: the label-free estimate; None without a reference holding both classes
+            or a scored prediction, and where the window's labels measure its class ratio
+            (:func:`~calmon.metrics.advice.labels_measure_prior`): the estimate speaks
+            only before labels do.
         advice: the advice for the configured objective, None without one.
         decision: the pooled decision (``docs/metrics.md``, "Decisions at few positives"):
             the window's own split of DECISION_METRIC when it is pooled alone, else the
@@ -231,12 +234,17 @@ def evaluate_window(
         )
     )
     unlabelled = int(window.unlabelled.size)
-    estimated = estimate_window(
-        reference.label_shift if reference is not None else None,
-        every,
-        threshold=config.threshold,
-        pi0=list(config.pi0),
-        seed=segment_seed(window.name, (every,)),
+    estimated = (
+        None
+        if reference is None
+        or labels_measure_prior(n=result["n"], n_pos=result["n_pos"], unlabelled=unlabelled)
+        else estimate_window(
+            reference.label_shift,
+            every,
+            threshold=config.threshold,
+            pi0=list(config.pi0),
+            seed=segment_seed(window.name, (every,)),
+        )
     )
     advice = (
         None

@@ -82,6 +82,45 @@ def test_a_window_against_its_reference_has_every_part_keyed_as_stored() -> None
         evaluation.seed = 0  # type: ignore[misc]
 
 
+def test_the_estimate_is_computed_only_where_the_labels_do_not_measure_the_ratio() -> None:
+    """Where a window's labels measure its class ratio (90% labelled, 30 rows of each class)
+    nothing reads the label-free estimate (the advice and the recalibration map take the
+    measured ratio; the web view and the estimated-shift alert speak only before half the
+    window is labelled): it is not computed. Below that share, or with too few rows of a class,
+    it is, as before."""
+    scores, labels = _data(1, 500, 0.25)
+    reference = _reference(2)
+    every_labelled = np.where(labels < 0, (scores > 0.6).astype(np.int8), labels)
+    full = evaluate_window(
+        window_set(scores, every_labelled, name="*", score_kind="probability"), reference, CONFIG
+    )
+    assert full.unlabelled == 0
+    assert full.estimated is None
+    assert full.advice is not None
+    assert full.advice["prior_source"] == "measured"
+    mostly = every_labelled.copy()
+    mostly[:40] = -1  # 92% labelled
+    assert (
+        evaluate_window(
+            window_set(scores, mostly, name="*", score_kind="probability"), reference, CONFIG
+        ).estimated
+        is None
+    )
+    mostly[:60] = -1  # 88% labelled
+    partly = evaluate_window(
+        window_set(scores, mostly, name="*", score_kind="probability"), reference, CONFIG
+    )
+    assert partly.estimated is not None
+    rare = np.zeros_like(every_labelled)
+    rare[np.argsort(scores)[-20:]] = 1  # fully labelled, 20 positives: the ratio is not measured
+    sparse = evaluate_window(
+        window_set(scores, rare, name="*", score_kind="probability"), reference, CONFIG
+    )
+    assert sparse.unlabelled == 0
+    assert sparse.estimated is not None
+    assert sparse.estimated["n"] == scores.size
+
+
 def test_without_a_usable_reference_there_is_no_split_and_no_reference_calibration() -> None:
     scores, labels = _data(3, 200, 0.3)
     window = window_set(scores, labels, name="a", score_kind="score")
