@@ -732,9 +732,9 @@ def metrics_of_runs(
     ``run_sizes`` (K,) and their expected positives ``pos_runs`` (K,)."""
     neg_runs = run_sizes - pos_runs
     n_pos, n_neg = float(pos_runs.sum()), float(neg_runs.sum())
-    above = ascending >= threshold
+    above = int(np.searchsorted(ascending, threshold, side="left"))
     at = threshold_metrics(
-        float(pos_runs[above].sum()), float(neg_runs[above].sum()), n_pos, n_neg, pi0=pi0
+        float(pos_runs[above:].sum()), float(neg_runs[above:].sum()), n_pos, n_neg, pi0=pi0
     )
     curves = auc_and_ap(ascending[::-1], pos_runs[::-1], neg_runs[::-1], pi0=pi0)
     regular = {**at.regular, **curves.regular}
