@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -31,7 +31,7 @@ from calmon.metrics.decision import (
 )
 from calmon.metrics.evaluation import SetSums, evaluate_prepared, evaluate_ranked
 from calmon.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
-from calmon.metrics.label_free import LabelShiftReference, estimate_window
+from calmon.metrics.label_free import LabelShiftReference, estimate_window, label_shift_reference
 from calmon.metrics.pool import Pool
 from calmon.metrics.prepared import PreparedSet, pi0_key, prepare
 from calmon.metrics.ranking import Ranking
@@ -66,14 +66,28 @@ class ReferenceSet:
     Attributes:
         ranking, sums: the pooled set, for the split and its intervals.
         evaluation: its regular metrics (:func:`calmon.metrics.evaluation.evaluate_ranked`).
-        label_shift: its isotonic levels for the label-free estimate, None without both
-            classes.
+
+    Its isotonic levels (:attr:`label_shift`) are built on first use: only the label-free
+    estimate and the recalibration map read them, and a window whose labels measure its
+    class ratio has no estimate, so a reference used only by such windows (a trailing one of
+    a window or two, built anew for each window) never pays for them.
     """
 
     ranking: Ranking
     sums: SetSums
     evaluation: dict[str, Any]
-    label_shift: LabelShiftReference | None = None
+    _levels: list[LabelShiftReference | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    @property
+    def label_shift(self) -> LabelShiftReference | None:
+        """Its isotonic levels for the label-free estimate
+        (:func:`~calmon.metrics.label_free.label_shift_reference`), None without both classes;
+        built once, on first use."""
+        if not self._levels:
+            self._levels.append(label_shift_reference(self.ranking))
+        return self._levels[0]
 
     @property
     def n(self) -> int:

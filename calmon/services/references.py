@@ -22,7 +22,6 @@ from calmon.db.models import Model, WindowResult, WindowScores, WindowState
 from calmon.metrics import (
     Pool,
     evaluate_ranked,
-    label_shift_reference,
 )
 from calmon.metrics.window_evaluation import ReferenceSet
 from calmon.names import ALL_SEGMENTS
@@ -68,7 +67,6 @@ def _finish(
             ranking=ranking,
             sums=pool.sums,
             evaluation=evaluation,
-            label_shift=label_shift_reference(ranking),
         ),
     )
 

@@ -51,7 +51,6 @@ def _reference(seed: int) -> ReferenceSet:
         evaluation=evaluate_ranked(
             prepared.ranking, sums, threshold=0.5, pi0=(), score_kind="probability"
         ),
-        label_shift=label_shift_reference(prepared.ranking),
     )
 
 
@@ -96,6 +95,7 @@ def test_the_estimate_is_computed_only_where_the_labels_do_not_measure_the_ratio
     )
     assert full.unlabelled == 0
     assert full.estimated is None
+    assert reference._levels == []  # the isotonic levels were never built
     assert full.advice is not None
     assert full.advice["prior_source"] == "measured"
     mostly = every_labelled.copy()
@@ -183,3 +183,27 @@ def test_a_pooled_decision_is_the_decision_of_the_concatenated_set() -> None:
     )
     assert evaluation.decision == expected
     assert evaluation.decision["n_pos"] == pooled.ranking.n_pos
+
+
+def test_a_reference_builds_its_isotonic_levels_once_on_first_use() -> None:
+    reference = _reference(2)
+    levels = reference.label_shift
+    expected = label_shift_reference(reference.ranking)
+    assert levels is not None
+    assert expected is not None
+    np.testing.assert_array_equal(levels.group_level, expected.group_level)
+    np.testing.assert_array_equal(levels.pos, expected.pos)
+    assert reference.label_shift is levels
+    scores, _ = _data(3, 200, 0.3)
+    prepared = prepare(scores, np.zeros(scores.size, dtype=np.int8), score_kind="probability")
+    sums = set_sums(
+        prepared.pos_sorted, prepared.neg_sorted, threshold=0.5, score_kind="probability"
+    )
+    negatives_only = ReferenceSet(
+        ranking=prepared.ranking,
+        sums=sums,
+        evaluation=evaluate_ranked(
+            prepared.ranking, sums, threshold=0.5, pi0=(), score_kind="probability"
+        ),
+    )
+    assert negatives_only.label_shift is None
