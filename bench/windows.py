@@ -20,12 +20,19 @@ prints, each timing in the same run as its baseline (the machine may be shared):
 - the same reference built from the predictions table instead of the stored sorted scores
   (what a fixed reference costs once per data version);
 - the pooled decision (``decision`` in the record) of the last window made to pool its 5
-  windows before (``min_positives`` 5.5 times a window's positives): reading what the
+  windows before (``min_positives`` 5.5 times a window's positives, at most the setting's
+  bound of 100,000: past 18,000 positives a window it pools fewer): reading what the
   trailing windows stored and computing the decision, against the window's own computation
   (where a window holds enough positives alone, the decision reuses its split: no cost);
 - the label-free estimate (``estimated`` in the record) of the last window against its
-  trailing reference, with 0%, 50% and 90% of its labels removed: its time alone and what it
-  adds to the evaluation of the window's rows (target ≤ 50% at 10^6 predictions);
+  trailing reference, with 0%, 5%, 50% and 90% of its labels removed: what it adds to the
+  evaluation of the window's rows (its seed's hash and :func:`estimate_window`; none where
+  the labels measure the window's ratio, at least 90% labelled: the estimate is not computed
+  there). Targets at 4·10^6 predictions: +10% at least 90% labelled, +25% otherwise;
+- the per-window fixed cost on SQLite (``--fixed-rows``, 4,000 by default): a labelled window
+  after a 24-hour fixed reference of 192,000 rows (the reference cached, as in the
+  scheduler), scan + compute + store + commit, against the engine's evaluation of the same
+  rows alone, wall and CPU time (target ≤ 0.2 s on a quiet machine);
 - the threshold advice (``advice`` in the record, the model has an objective) and the
   recalibration map of ``GET …/calibration`` for the last window: their time alone and what
   they add to the evaluation of the window's rows (target ≤ 10%).
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -47,26 +55,37 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bench.scratch import migrated_scratch
 from calmon.arrays import FloatArray
+from calmon.db import migrate
 from calmon.db.models import Model
 from calmon.db.partitions import ensure_days
-from calmon.metrics.advice import window_advice
+from calmon.db.session import create_db_engine, create_session_factory
+from calmon.metrics.advice import labels_measure_prior, window_advice
 from calmon.metrics.label_free import estimate_window
 from calmon.metrics.prepared import prepare
 from calmon.metrics.recalibration import calibration_map
-from calmon.metrics.window_evaluation import all_sorted, window_decision
+from calmon.metrics.window_evaluation import all_sorted, segment_seed, window_decision
 from calmon.names import ALL_SEGMENTS
 from calmon.services.changes import record_changes
 from calmon.services.decisions import pooled_set, trailing_pool
-from calmon.services.model_registry import ModelConfig, Objective, ReferenceConfig, put_model
+from calmon.services.ingest import ingest_predictions
+from calmon.services.ingest_schemas import PredictionRow
+from calmon.services.model_registry import (
+    MAX_DECISION_POSITIVES,
+    ModelConfig,
+    Objective,
+    ReferenceConfig,
+    put_model,
+)
 from calmon.services.planning import due_windows, scan_model
 from calmon.services.reference_cache import Reference, ReferenceCache
 from calmon.services.references import references_for
 from calmon.services.window_compute import compute_window, evaluate_segment, window_config
 from calmon.services.window_rows import load_rows
+from calmon.settings import Settings
 
 PRIOR = 0.01
 #: Shares of unlabelled predictions at which the label-free estimate is timed.
-UNLABELLED = (0.0, 0.5, 0.9)
+UNLABELLED = (0.0, 0.05, 0.5, 0.9)
 WINDOW = timedelta(hours=1)
 FIRST = datetime(2026, 1, 5, tzinfo=UTC)
 PG_EPOCH_US = 946_684_800 * 1_000_000
@@ -175,9 +194,11 @@ def _label_free_share(
     start: datetime,
 ) -> None:
     """Print what the label-free estimate adds to the evaluation of one window's rows with
-    0%, 50% and 90% of them unlabelled (a random share of labels removed): its time alone
-    (merging the scores as :func:`evaluate_segment` does, then :func:`estimate_window`)
-    against the evaluation with it, the faster of two runs each."""
+    0%, 5%, 50% and 90% of them unlabelled (a random share of labels removed): the work
+    :func:`evaluate_window` does for it (the hash of its seed, then :func:`estimate_window`
+    on every score, merged as the evaluation merges them for its own seed anyway) against
+    the evaluation with it, the faster of two runs each; nothing where the window's labels
+    measure its ratio (the estimate is not computed)."""
     rng = np.random.default_rng(0)
     pi0 = [float(p) for p in model.pi0]
     for share in UNLABELLED:
@@ -185,6 +206,9 @@ def _label_free_share(
         hidden[rng.random(labels.size) < share] = -1
         labelled = hidden >= 0
         prepared = prepare(scores[labelled], hidden[labelled], score_kind=model.score_kind)
+        every = all_sorted(prepared, scores[~labelled])
+        n, n_pos = int(prepared.ranking.n_pos + prepared.ranking.n_neg), prepared.ranking.n_pos
+        estimated = not labels_measure_prior(n=n, n_pos=n_pos, unlabelled=scores.size - n)
         wholes: list[float] = []
         alones: list[float] = []
         for _ in range(2):
@@ -201,19 +225,21 @@ def _label_free_share(
             )
             wholes.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            estimate_window(
-                reference.data.label_shift,
-                all_sorted(prepared, scores[~labelled]),
-                threshold=model.threshold,
-                pi0=pi0,
-                seed=0,
-            )
+            if estimated:
+                estimate_window(
+                    reference.data.label_shift,
+                    every,
+                    threshold=model.threshold,
+                    pi0=pi0,
+                    seed=segment_seed(ALL_SEGMENTS, (every,)),
+                )
             alones.append(time.perf_counter() - t0)
         whole, alone = min(wholes), min(alones)
+        what = "" if estimated else " (not computed: the labels measure the ratio)"
         print(
             f"label-free estimate, {share:.0%} of {scores.size:,} predictions unlabelled: "
             f"{alone:.3f} s within an evaluation of {whole:.3f} s: "
-            f"+{alone / (whole - alone):.0%} over the evaluation without it"
+            f"+{alone / (whole - alone):.0%} over the evaluation without it{what}"
         )
 
 
@@ -272,6 +298,116 @@ def _advice_share(
     )
 
 
+def _fixed_rows(
+    start: datetime, rows: int, tag: str, rng: np.random.Generator
+) -> list[PredictionRow]:
+    """``rows`` labelled predictions spread over the window at ``start``, as ingestion takes
+    them (π = 0.05)."""
+    labels = (rng.random(rows) < 0.05).astype(np.int64)
+    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=rows) + 2.5 * labels - 3.0)))
+    offsets = np.sort(rng.random(rows)) * WINDOW.total_seconds()
+    return [
+        (f"{tag}-{i}", start + timedelta(seconds=float(offset)), float(score), int(label), None)
+        for i, (offset, score, label) in enumerate(zip(offsets, scores, labels, strict=True))
+    ]
+
+
+def _fixed_cost(rows: int) -> None:
+    """Print the per-window fixed cost on SQLite: windows of ``rows`` labelled predictions
+    after a 24-hour fixed reference of 192,000 rows, each scanned, computed, stored and
+    committed by :func:`compute_window` with the scheduler's cache (the first one builds the
+    reference: timed apart), against the engine's evaluation of the same rows alone
+    (:func:`evaluate_segment` against the cached reference); the median of three windows."""
+    with tempfile.TemporaryDirectory() as folder:
+        settings = Settings(database_url=f"sqlite:///{folder}/fixed.db", retention_days=0)
+        engine = create_db_engine(settings)
+        migrate.upgrade(engine)
+        factory = create_session_factory(engine)
+        day = timedelta(hours=24)
+        with factory() as session:
+            created, _ = put_model(
+                session,
+                name="fixed",
+                max_models=settings.max_models,
+                config=ModelConfig(
+                    window="1h",
+                    pi0=[0.05, 0.5],
+                    grace="0s",
+                    reference=ReferenceConfig(kind="fixed", start=FIRST, end=FIRST + day),
+                ),
+                now=datetime.now(UTC),
+            )
+            session.commit()
+        rng = np.random.default_rng(7)
+        for hour in range(24 + 4):
+            count = 8_000 if hour < 24 else rows
+            batch = _fixed_rows(FIRST + hour * WINDOW, count, f"h{hour}", rng)
+            with factory() as session:
+                model = session.get_one(Model, created.id)
+                for offset in range(0, count, 10_000):
+                    chunk = batch[offset : offset + 10_000]
+                    ingest_predictions(session, model=model, rows=chunk, now=datetime.now(UTC))
+                session.commit()
+        model = _model(factory, created.id)
+        margin = timedelta(seconds=settings.scheduler_scan_margin)
+        with factory() as session:
+            scan_model(session, model=model, now=datetime.now(UTC), margin=margin)
+            session.commit()
+        cache = ReferenceCache()
+        computes: list[float] = []
+        cpus: list[float] = []
+        for hour in range(24, 28):
+            start = FIRST + hour * WINDOW
+            with factory() as session:
+                c0 = time.process_time()
+                t0 = time.perf_counter()
+                done = compute_window(
+                    session,
+                    model=model,
+                    start=start,
+                    now=datetime.now(UTC),
+                    instance="bench",
+                    cache=cache,
+                    margin=margin,
+                )
+                session.commit()
+                computes.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
+                assert done is not None
+        engines: list[float] = []
+        engine_cpus: list[float] = []
+        with factory() as session:
+            reference = references_for(
+                session, model=model, window_start=start, segments={}, cache=cache
+            ).get(ALL_SEGMENTS)
+            window = load_rows(session, model=model, start=start, end=start + WINDOW)
+        for _ in range(3):
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            evaluate_segment(
+                model=model,
+                segment=ALL_SEGMENTS,
+                start=start,
+                end=start + WINDOW,
+                scores=window.scores,
+                labels=window.labels,
+                reference=reference,
+                computed_at=datetime.now(UTC),
+            )
+            engines.append(time.perf_counter() - t0)
+            engine_cpus.append(time.process_time() - c0)
+        engine.dispose()
+    compute, alone = statistics.median(computes[1:]), min(engines)
+    cpu, alone_cpu = statistics.median(cpus[1:]), min(engine_cpus)
+    print(
+        f"per-window fixed cost (SQLite, {rows:,} labelled predictions, fixed reference of "
+        f"192,000 rows cached): {compute:.3f} s = {compute / alone:.2f}x the engine's "
+        f"evaluation of its rows alone ({alone:.3f} s); CPU time {cpu:.3f} s = "
+        f"{cpu / alone_cpu:.2f}x ({alone_cpu:.3f} s); the first window after the reference "
+        f"period, which builds it: {computes[0]:.3f} s (CPU {cpus[0]:.3f} s)"
+    )
+
+
 def _model(factory: sessionmaker[Session], model_id: int) -> Model:
     with factory() as session:
         model = session.get(Model, model_id)
@@ -307,7 +443,10 @@ def _decision_cost(
     labelled = rows.labels >= 0
     prepared = prepare(rows.scores[labelled], rows.labels[labelled], score_kind=model.score_kind)
     positives = prepared.ranking.n_pos
-    model.decision = {"min_positives": int(5.5 * positives), "max_span_seconds": 7 * 86_400}
+    # 5.5 windows' positives, within the setting's bound (past 18,000 positives a window the
+    # pool holds fewer than 5 windows before the last)
+    wanted = min(int(5.5 * positives), MAX_DECISION_POSITIVES)
+    model.decision = {"min_positives": wanted, "max_span_seconds": 7 * 86_400}
     timings: list[tuple[float, float, int]] = []
     for _ in range(2):
         with factory() as session:
@@ -351,7 +490,15 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=30, help="windows of the backfill")
     parser.add_argument("--segments", type=int, default=0, help="named segments (0: none)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--fixed-rows",
+        type=int,
+        default=4_000,
+        help="predictions of the per-window fixed cost's windows on SQLite (0: skip it)",
+    )
     args = parser.parse_args()
+    if args.fixed_rows:
+        _fixed_cost(args.fixed_rows)
 
     with migrated_scratch(keep=args.keep, retention_days=0) as scratch:
         settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
@@ -443,6 +590,11 @@ def main() -> None:
             f"load {statistics.median(loads):.3f} s vs baseline "
             f"{statistics.median(baselines):.3f} s"
         )
+        if len(computes) > 1:
+            print(
+                f"window 2 (trailing reference of one window): {computes[1]:.3f} s = "
+                f"{ratios[1]:.2f}x its baseline ({baselines[1]:.3f} s)"
+            )
         if len(computes) > 8:
             early = statistics.median(computes[1:7])
             late = statistics.median(computes[7:])

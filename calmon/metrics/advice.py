@@ -327,6 +327,18 @@ def class_shift_p_value(ranking: Ranking, pos_sorted: FloatArray, neg_sorted: Fl
     return float(min(1.0, 2.0 * min(p_values)))
 
 
+def labels_measure_prior(*, n: int, n_pos: int, unlabelled: int) -> bool:
+    """Whether a window's labels measure its class ratio (``n`` labelled predictions, ``n_pos``
+    positives among them, ``unlabelled`` without a label): at least
+    :data:`MIN_LABELLED_SHARE` of its scored predictions labelled, with
+    :data:`MIN_CLASS_ROWS` of each class. Then its own prior is the advice's and the
+    recalibration map's, and the label-free estimate is not computed (nothing reads it)."""
+    scored = n + unlabelled
+    return (
+        scored > 0 and n >= MIN_LABELLED_SHARE * scored and min(n_pos, n - n_pos) >= MIN_CLASS_ROWS
+    )
+
+
 def window_prior(
     *, result: Mapping[str, Any], unlabelled: int, estimated: Mapping[str, Any] | None
 ) -> tuple[float | None, str | None, str | None]:
@@ -334,7 +346,7 @@ def window_prior(
     (``measured`` or ``estimated``), or (None, None, why there is none)."""
     n, n_pos = int(result["n"]), int(result["n_pos"])
     scored = n + unlabelled
-    if scored > 0 and n >= MIN_LABELLED_SHARE * scored and min(n_pos, n - n_pos) >= MIN_CLASS_ROWS:
+    if labels_measure_prior(n=n, n_pos=n_pos, unlabelled=unlabelled):
         return float(result["prior"]), "measured", None
     labels = (
         f"{n} of {scored} predictions labelled ({n_pos} positive); the measured ratio needs "

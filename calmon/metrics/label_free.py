@@ -93,7 +93,7 @@ import numpy.typing as npt
 
 from calmon.arrays import FloatArray, IntArray
 from calmon.catalogue import CANNOT_SEE, ESTIMATE_FELL
-from calmon.metrics.curves import curve_metrics
+from calmon.metrics.curves import auc_and_ap
 from calmon.metrics.prepared import pi0_key
 from calmon.metrics.ranking import Ranking, distinct_runs
 from calmon.metrics.thresholded import threshold_metrics
@@ -732,19 +732,11 @@ def metrics_of_runs(
     ``run_sizes`` (K,) and their expected positives ``pos_runs`` (K,)."""
     neg_runs = run_sizes - pos_runs
     n_pos, n_neg = float(pos_runs.sum()), float(neg_runs.sum())
-    above = ascending >= threshold
+    above = int(np.searchsorted(ascending, threshold, side="left"))
     at = threshold_metrics(
-        float(pos_runs[above].sum()), float(neg_runs[above].sum()), n_pos, n_neg, pi0=pi0
+        float(pos_runs[above:].sum()), float(neg_runs[above:].sum()), n_pos, n_neg, pi0=pi0
     )
-    k = ascending.size
-    curves = curve_metrics(
-        ascending[::-1],
-        pos_runs[::-1],
-        neg_runs[::-1],
-        np.zeros(k),
-        np.float64(0.0),
-        pi0=pi0,
-    )
+    curves = auc_and_ap(ascending[::-1], pos_runs[::-1], neg_runs[::-1], pi0=pi0)
     regular = {**at.regular, **curves.regular}
     calibrated: dict[str, dict[str, float]] = {}
     for p in pi0:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray
-from calmon.metrics.advice import window_advice
+from calmon.metrics.advice import labels_measure_prior, window_advice
 from calmon.metrics.decision import (
     DECISION_METRIC,
     decide,
@@ -31,7 +31,7 @@ from calmon.metrics.decision import (
 )
 from calmon.metrics.evaluation import SetSums, evaluate_prepared, evaluate_ranked
 from calmon.metrics.intervals import Interval, bootstrap_intervals, wilson_interval
-from calmon.metrics.label_free import LabelShiftReference, estimate_window
+from calmon.metrics.label_free import LabelShiftReference, estimate_window, label_shift_reference
 from calmon.metrics.pool import Pool
 from calmon.metrics.prepared import PreparedSet, pi0_key, prepare
 from calmon.metrics.ranking import Ranking
@@ -66,14 +66,28 @@ class ReferenceSet:
     Attributes:
         ranking, sums: the pooled set, for the split and its intervals.
         evaluation: its regular metrics (:func:`calmon.metrics.evaluation.evaluate_ranked`).
-        label_shift: its isotonic levels for the label-free estimate, None without both
-            classes.
+
+    Its isotonic levels (:attr:`label_shift`) are built on first use: only the label-free
+    estimate and the recalibration map read them, and a window whose labels measure its
+    class ratio has no estimate, so a reference used only by such windows (a trailing one of
+    a window or two, built anew for each window) never pays for them.
     """
 
     ranking: Ranking
     sums: SetSums
     evaluation: dict[str, Any]
-    label_shift: LabelShiftReference | None = None
+    _levels: list[LabelShiftReference | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    @property
+    def label_shift(self) -> LabelShiftReference | None:
+        """Its isotonic levels for the label-free estimate
+        (:func:`~calmon.metrics.label_free.label_shift_reference`), None without both classes;
+        built once, on first use."""
+        if not self._levels:
+            self._levels.append(label_shift_reference(self.ranking))
+        return self._levels[0]
 
     @property
     def n(self) -> int:
@@ -140,7 +154,10 @@ class WindowEvaluation:
         reliability: the reliability table (probability models), else None.
         split: the drift split against the reference with its intervals, None without a
             usable reference (one with labelled predictions).
-        estimated: the label-free estimate, or None.
+        estimated: the label-free estimate; None without a reference holding both classes
+            or a scored prediction, and where the window's labels measure its class ratio
+            (:func:`~calmon.metrics.advice.labels_measure_prior`): the estimate speaks
+            only before labels do.
         advice: the advice for the configured objective, None without one.
         decision: the pooled decision (``docs/metrics.md``, "Decisions at few positives"):
             the window's own split of DECISION_METRIC when it is pooled alone, else the
@@ -231,12 +248,17 @@ def evaluate_window(
         )
     )
     unlabelled = int(window.unlabelled.size)
-    estimated = estimate_window(
-        reference.label_shift if reference is not None else None,
-        every,
-        threshold=config.threshold,
-        pi0=list(config.pi0),
-        seed=segment_seed(window.name, (every,)),
+    estimated = (
+        None
+        if reference is None
+        or labels_measure_prior(n=result["n"], n_pos=result["n_pos"], unlabelled=unlabelled)
+        else estimate_window(
+            reference.label_shift,
+            every,
+            threshold=config.threshold,
+            pi0=list(config.pi0),
+            seed=segment_seed(window.name, (every,)),
+        )
     )
     advice = (
         None

@@ -23,7 +23,6 @@ from calmon.db.models import Model, WindowChange, WindowResult, WindowScores, Wi
 from calmon.metrics import (
     Pool,
     evaluate_ranked,
-    label_shift_reference,
 )
 from calmon.metrics.window_evaluation import ReferenceSet
 from calmon.names import ALL_SEGMENTS
@@ -69,7 +68,6 @@ def _finish(
             ranking=ranking,
             sums=pool.sums,
             evaluation=evaluation,
-            label_shift=label_shift_reference(ranking),
         ),
     )
 

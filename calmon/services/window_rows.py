@@ -5,11 +5,11 @@ model's tracked segments. Why the PostgreSQL read looks as it does: ``docs/sched
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from typing import Any, Final
 
 import numpy as np
@@ -227,9 +227,9 @@ def _rows_from_tuples(rows: Sequence[Row[Any]], *, band: Fingerprint | None) -> 
             segments=np.empty(0, dtype=np.int16),
             band=band,
         )
-    table = np.fromiter(
-        itertools.chain.from_iterable(rows), dtype=np.float64, count=3 * len(rows)
-    ).reshape(-1, 3)
+    table = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=3 * len(rows)).reshape(
+        -1, 3
+    )
     return WindowRows(
         scores=np.ascontiguousarray(table[:, 0]),
         labels=table[:, 1].astype(np.int8),

@@ -26,7 +26,6 @@ import yaml
 from calmon.db.models import Model
 from calmon.exporter.snapshot import LatestWindow, build_snapshot
 from calmon.metrics.evaluation import evaluate_ranked, set_sums
-from calmon.metrics.label_free import label_shift_reference
 from calmon.metrics.prepared import prepare
 from calmon.metrics.window_evaluation import ReferenceSet
 from calmon.services.reference_cache import Reference
@@ -79,7 +78,6 @@ def _reference(scores: np.ndarray[Any, Any], labels: np.ndarray[Any, Any]) -> Re
             ranking=prepared.ranking,
             sums=sums,
             evaluation=evaluation,
-            label_shift=label_shift_reference(prepared.ranking),
         ),
     )
 

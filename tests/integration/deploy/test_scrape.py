@@ -92,6 +92,19 @@ def _exercise(env: Env) -> None:
             seed=10 + seed,
         )
         send(env.client, "wide", wide)
+    # a window half unlabelled after a labelled one: its labels do not measure its ratio, so
+    # it has the label-free estimate, with its check (200 scored rows or more)
+    create_model(env.client, "unlabelled", window="5m", grace="0s")
+    for ago, hidden in ((3, 0.0), (2, 0.5)):
+        batch = make_batch(
+            prefix=f"unlabelled{ago}",
+            start=env.clock.recent(ago),
+            count=400,
+            spacing=timedelta(seconds=0.5),
+            seed=20 + ago,
+            unlabelled=hidden,
+        )
+        send(env.client, "unlabelled", batch)
     create_model(env.client, "broken", window="5m", grace="0s")
     broken = make_batch(
         prefix="broken", start=env.clock.recent(3), count=20, spacing=timedelta(seconds=5), seed=1

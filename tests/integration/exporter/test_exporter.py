@@ -38,7 +38,13 @@ from tests.integration.scheduler.helpers import (
     windows,
 )
 from tests.support import wait_for
-from tests.unit.exporter.records import Key, expected_series, key, per_window_series
+from tests.unit.exporter.records import (
+    Key,
+    estimated_series,
+    expected_series,
+    key,
+    per_window_series,
+)
 
 #: every series the exporter owns (window series and the per-model overflow)
 WINDOW_SERIES = {name for name, labels in SERIES.items() if labels >= {"model", "segment"}} | {
@@ -167,20 +173,28 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     # AP calibrated at fraud's π0 = 0.01 has no interval (its prior is below MIN_AP_PRIOR,
     # docs/intervals.md): two bounds fewer in each of fraud's three windows; the parts of AP's
     # change have none either (fewer than MIN_AP_PART_POSITIVES): four fewer in every window;
-    # neither model has an objective: no advice series (ADVICE fewer in every window); the
-    # label-shift check needs 200 scored rows: no p-value for segments a and b (100 each)
+    # neither model has an objective: no advice series (ADVICE fewer in every window); every
+    # prediction is labelled, so the labels measure each window's ratio and no window has a
+    # label-free estimate (its series fewer in every window)
     # the pooled decision's 13 series of each of the 4 windows count as their records define
     # them: always its pooled windows, predictions, positives and ratio with its bounds; its
     # parts and their bounds where it has a reference and 100 positives (none here); the
     # positives' shift p-value where both sets have positives
     defined = sum(1 for name, _ in expected if name.startswith("calmon_decision_"))
     count = (
-        3 * (per_window_series(configured_pi0=2) - 2 - 4 - ADVICE)
-        - 2
+        3
+        * (
+            per_window_series(configured_pi0=2)
+            - 2
+            - 4
+            - ADVICE
+            - estimated_series(configured_pi0=2)
+        )
         + 1
         + per_window_series(configured_pi0=1, probability=False)
         - 4
         - ADVICE
+        - estimated_series(configured_pi0=1)
         + 1
         - 4 * 13
         + defined
@@ -193,6 +207,7 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
             parts = record["split"]["average_precision"]
             assert parts["prior_interval"] is None
             assert parts["likelihood_interval"] is None
+    assert not [name for name, _ in scraped if name.startswith("calmon_estimated_")]
     assert len(scraped) == count
     # and one calmon_exporter_segments_omitted per model, at 0 (the default budget holds all)
     assert snapshot.series == count + 2

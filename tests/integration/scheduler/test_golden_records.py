@@ -59,13 +59,28 @@ def _stored_records(env: Env) -> dict[str, str]:
         unlabelled=0.05,
     )
     send(env.client, "golden", batch)
-    period = {"start": FIRST.isoformat(), "end": (FIRST + WINDOWS * FIVE_MINUTES).isoformat()}
+    # one more window, half unlabelled: its labels do not measure its ratio, so its records
+    # hold the label-free estimate (the windows before are 95% labelled and hold none)
+    half = make_batch(
+        prefix="golden-half",
+        start=FIRST + WINDOWS * FIVE_MINUTES,
+        count=600,
+        spacing=FIVE_MINUTES / 600,
+        seed=12,
+        segments=["a", "b", None],
+        unlabelled=0.5,
+    )
+    send(env.client, "golden", half)
+    period = {
+        "start": FIRST.isoformat(),
+        "end": (FIRST + (WINDOWS + 1) * FIVE_MINUTES).isoformat(),
+    }
     assert env.client.post("/v1/models/golden/recompute", params=period).status_code == 202
     cache = ReferenceCache()
     clock = SetClock(at=COMPUTED_AT)
     with env.session_factory() as session:
         model = session.scalars(select(Model).where(Model.name == "golden")).one()
-    for index in range(WINDOWS):
+    for index in range(WINDOWS + 1):
         # each window in a session of its own, whose transaction the claim begins
         with env.session_factory() as session:
             computed = compute_window(
@@ -91,7 +106,7 @@ def _stored_records(env: Env) -> dict[str, str]:
 
 def test_stored_records_match_the_golden_file_byte_for_byte(env: Env) -> None:
     stored = _stored_records(env)
-    assert len(stored) == WINDOWS * 3
+    assert len(stored) == (WINDOWS + 1) * 3
     if os.environ.get("CALMON_WRITE_GOLDEN"):
         GOLDEN.parent.mkdir(parents=True, exist_ok=True)
         GOLDEN.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")

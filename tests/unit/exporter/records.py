@@ -301,7 +301,14 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
         bounds = 0 if metric in NO_INTERVAL else 2
         count += variants * (1 + bounds) + 1
     count += len(SPLIT) * len(COMPONENTS) + len(SPLIT_INTERVAL) * 2 * len(INTERVAL_COMPONENTS)
-    count += 4 + sum(
+    count += estimated_series(configured_pi0=configured_pi0)
+    return count + 4 + 6 + 2 * 3 + 7 + 1 + len(ADVICE_QUANTITIES) + 1
+
+
+def estimated_series(*, configured_pi0: int) -> int:
+    """Series of one window's label-free estimate (absent where the window's labels measure
+    its ratio): the ratio, its bounds and the check's p-value, and each estimated metric
+    (once per pi0 variant, observed and each configured prior, for the prior-dependent ones)."""
+    return 4 + sum(
         1 + configured_pi0 if metric in ESTIMATED_PRIOR_DEPENDENT else 1 for metric in ESTIMATED
     )
-    return count + 4 + 6 + 2 * 3 + 7 + 1 + len(ADVICE_QUANTITIES) + 1

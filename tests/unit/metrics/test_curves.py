@@ -12,6 +12,7 @@ from calmon.metrics import curve_metrics, evaluate, threshold_metrics
 from calmon.metrics.curves import (
     CALIBRATED_CURVE_METRICS,
     REGULAR_CURVE_METRICS,
+    auc_and_ap,
     prior_dependent_at,
 )
 
@@ -175,3 +176,32 @@ def test_threshold_metrics_batched() -> None:
         single = threshold_metrics(tp[i], fp[i], n_pos[i], n_neg[i], pi0=[0.5])
         for name, arr in reg.items():
             np.testing.assert_array_equal(single.regular[name], arr[i])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_auc_and_ap_equal_curve_metrics_bit_for_bit(seed: int) -> None:
+    """The label-free estimate's lean path gives the very floats of the full one, fractional
+    counts included (one block per distinct score, no negatives between blocks)."""
+    rng = np.random.default_rng(seed)
+    k = 500
+    thresholds = np.sort(rng.random(k))[::-1]
+    sizes = rng.integers(1, 4, size=k).astype(np.float64)
+    pos = sizes * rng.random(k) ** 3
+    tied = sizes - pos
+    if seed == 0:
+        pos[:] = 0.0  # no positives: undefined
+    full = curve_metrics(thresholds, pos, tied, np.zeros(k), np.float64(0.0), pi0=PI0)
+    lean = auc_and_ap(thresholds, pos, tied, pi0=PI0)
+    for name in ("roc_auc", "average_precision"):
+        np.testing.assert_array_equal(lean.regular[name], full.regular[name])
+    for p in PI0:
+        np.testing.assert_array_equal(
+            lean.calibrated[p]["average_precision"], full.calibrated[p]["average_precision"]
+        )
+    assert np.isnan(lean.regular["roc_auc"]) == (seed == 0)
+
+
+def test_auc_and_ap_without_blocks() -> None:
+    values = auc_and_ap(np.zeros(0), np.zeros(0), np.zeros(0), pi0=(0.5,))
+    assert np.isnan(values.regular["average_precision"])
+    assert np.isnan(values.calibrated[0.5]["average_precision"])

@@ -51,7 +51,6 @@ def _reference(seed: int) -> ReferenceSet:
         evaluation=evaluate_ranked(
             prepared.ranking, sums, threshold=0.5, pi0=(), score_kind="probability"
         ),
-        label_shift=label_shift_reference(prepared.ranking),
     )
 
 
@@ -80,6 +79,46 @@ def test_a_window_against_its_reference_has_every_part_keyed_as_stored() -> None
     assert again.split == evaluation.split
     with pytest.raises(dataclasses.FrozenInstanceError):
         evaluation.seed = 0  # type: ignore[misc]
+
+
+def test_the_estimate_is_computed_only_where_the_labels_do_not_measure_the_ratio() -> None:
+    """Where a window's labels measure its class ratio (90% labelled, 30 rows of each class)
+    nothing reads the label-free estimate (the advice and the recalibration map take the
+    measured ratio; the web view and the estimated-shift alert speak only before half the
+    window is labelled): it is not computed. Below that share, or with too few rows of a class,
+    it is, as before."""
+    scores, labels = _data(1, 500, 0.25)
+    reference = _reference(2)
+    every_labelled = np.where(labels < 0, (scores > 0.6).astype(np.int8), labels)
+    full = evaluate_window(
+        window_set(scores, every_labelled, name="*", score_kind="probability"), reference, CONFIG
+    )
+    assert full.unlabelled == 0
+    assert full.estimated is None
+    assert reference._levels == []  # the isotonic levels were never built
+    assert full.advice is not None
+    assert full.advice["prior_source"] == "measured"
+    mostly = every_labelled.copy()
+    mostly[:40] = -1  # 92% labelled
+    assert (
+        evaluate_window(
+            window_set(scores, mostly, name="*", score_kind="probability"), reference, CONFIG
+        ).estimated
+        is None
+    )
+    mostly[:60] = -1  # 88% labelled
+    partly = evaluate_window(
+        window_set(scores, mostly, name="*", score_kind="probability"), reference, CONFIG
+    )
+    assert partly.estimated is not None
+    rare = np.zeros_like(every_labelled)
+    rare[np.argsort(scores)[-20:]] = 1  # fully labelled, 20 positives: the ratio is not measured
+    sparse = evaluate_window(
+        window_set(scores, rare, name="*", score_kind="probability"), reference, CONFIG
+    )
+    assert sparse.unlabelled == 0
+    assert sparse.estimated is not None
+    assert sparse.estimated["n"] == scores.size
 
 
 def test_without_a_usable_reference_there_is_no_split_and_no_reference_calibration() -> None:
@@ -144,3 +183,27 @@ def test_a_pooled_decision_is_the_decision_of_the_concatenated_set() -> None:
     )
     assert evaluation.decision == expected
     assert evaluation.decision["n_pos"] == pooled.ranking.n_pos
+
+
+def test_a_reference_builds_its_isotonic_levels_once_on_first_use() -> None:
+    reference = _reference(2)
+    levels = reference.label_shift
+    expected = label_shift_reference(reference.ranking)
+    assert levels is not None
+    assert expected is not None
+    np.testing.assert_array_equal(levels.group_level, expected.group_level)
+    np.testing.assert_array_equal(levels.pos, expected.pos)
+    assert reference.label_shift is levels
+    scores, _ = _data(3, 200, 0.3)
+    prepared = prepare(scores, np.zeros(scores.size, dtype=np.int8), score_kind="probability")
+    sums = set_sums(
+        prepared.pos_sorted, prepared.neg_sorted, threshold=0.5, score_kind="probability"
+    )
+    negatives_only = ReferenceSet(
+        ranking=prepared.ranking,
+        sums=sums,
+        evaluation=evaluate_ranked(
+            prepared.ranking, sums, threshold=0.5, pi0=(), score_kind="probability"
+        ),
+    )
+    assert negatives_only.label_shift is None
