@@ -87,7 +87,8 @@ from bench.scratch import create_scratch, drop_scratch
 from calmon.db import migrate
 from calmon.db.session import create_db_engine, create_session_factory
 from calmon.services.ingest import ingest_predictions
-from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH, prediction_rows
+from calmon.services.ingest_batches import prediction_columns
+from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
 from calmon.services.model_registry import get_model
 from calmon.settings import Settings
 
@@ -464,7 +465,7 @@ def service_main(
             model = get_model(session, name=MODEL)
             assert model is not None
             items = PROBABILITY_PREDICTION_BATCH.validate_json(body)["predictions"]
-            rows = prediction_rows(items)
+            rows = prediction_columns(items)
             stored = ingest_predictions(session, model=model, rows=rows, now=datetime.now(UTC))
             session.commit()
         if stored.new == len(rows):

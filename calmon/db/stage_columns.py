@@ -1,0 +1,191 @@
+"""A batch for a stage table, column by column, and its PostgreSQL binary ``COPY`` stream.
+
+Ingestion hands the stage its batch as columns (:class:`TextColumn`, :class:`NumberColumn`),
+whatever the request's format: a JSON body's validated items are gathered into columns, an
+Arrow stream's columns are taken as they are (strings laid end to end as Arrow lays them, no
+copy). :func:`binary_copy` writes the ``COPY … (FORMAT BINARY)`` stream of the whole batch with
+NumPy, a few array operations per column and none per row; :func:`column_rows` gives the rows
+back as Python values, for SQLite's ``executemany`` and for messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from calmon.timeline import EPOCH
+
+#: the binary COPY header: signature, flags, header extension length
+_HEADER: Final = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_TRAILER: Final = b"\xff\xff"
+#: microseconds from the Unix epoch to PostgreSQL's (2000-01-01T00:00:00Z)
+PG_EPOCH_US: Final = 946_684_800 * 1_000_000
+#: the big-endian form of each PostgreSQL type a stage column may have, by type name
+_WIRE: Final[dict[str, np.dtype[np.generic]]] = {
+    "timestamptz": np.dtype(">i8"),
+    "float8": np.dtype(">f8"),
+    "int2": np.dtype(">i2"),
+    "int4": np.dtype(">i4"),
+    "int8": np.dtype(">i8"),
+}
+_LENGTH: Final = np.dtype(">i4")
+
+
+@dataclass(frozen=True, slots=True)
+class TextColumn:
+    """Strings as Arrow lays them out: value ``i`` is the UTF-8 text
+    ``data[offsets[i]:offsets[i + 1]]``, null where ``valid[i]`` is False (``valid`` None:
+    no null)."""
+
+    offsets: npt.NDArray[np.int64]
+    data: npt.NDArray[np.uint8]
+    valid: npt.NDArray[np.bool_] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @classmethod
+    def of(cls, values: Sequence[str | None]) -> TextColumn:
+        """The column of ``values`` (None: null)."""
+        valid = None
+        if any(value is None for value in values):
+            valid = np.fromiter((value is not None for value in values), bool, len(values))
+            values = [value or "" for value in values]
+        encoded = [value.encode() for value in values]  # type: ignore[union-attr]
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        data = np.frombuffer(b"".join(encoded), np.uint8)
+        return cls(offsets, data, valid)
+
+    def values(self) -> list[str | None]:
+        """The strings (None for a null)."""
+        raw = self.data.tobytes()
+        bounds = self.offsets.tolist()
+        out: list[str | None] = [
+            raw[start:end].decode() for start, end in itertools.pairwise(bounds)
+        ]
+        if self.valid is not None:
+            out = [
+                value if ok else None for value, ok in zip(out, self.valid.tolist(), strict=True)
+            ]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NumberColumn:
+    """Fixed-width values (for ``timestamptz``: microseconds since the Unix epoch), null where
+    ``valid[i]`` is False (``valid`` None: no null)."""
+
+    values: npt.NDArray[np.generic]
+    valid: npt.NDArray[np.bool_] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+StageColumn: TypeAlias = TextColumn | NumberColumn
+
+
+def binary_copy(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> bytes:
+    """The ``COPY … FROM STDIN (FORMAT BINARY)`` stream of ``columns``, whose PostgreSQL types
+    are ``pg_types`` (``text`` for a :class:`TextColumn`; ``timestamptz``, ``float8``,
+    ``int2``, ``int4`` or ``int8`` for a :class:`NumberColumn`).
+
+    Each row is its field count, then per field a length (-1: null) and the value's bytes. The
+    length of every field of every row is known from the columns, so every field's place in the
+    stream is, and each column is written into its places with one scatter."""
+    n = len(columns[0])
+    sizes: list[npt.NDArray[np.int64]] = []
+    lengths: list[npt.NDArray[np.int64]] = []
+    for column, pg_type in zip(columns, pg_types, strict=True):
+        if isinstance(column, TextColumn):
+            length = np.diff(column.offsets)
+        else:
+            length = np.full(n, _WIRE[pg_type].itemsize, np.int64)
+        if column.valid is not None:
+            length = np.where(column.valid, length, -1)
+        lengths.append(length)
+        sizes.append(4 + np.maximum(length, 0))
+    row_sizes = 2 + np.sum(sizes, axis=0) if n else np.zeros(0, np.int64)
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(row_sizes, out=starts[1:])
+    body = np.empty(int(starts[-1]), np.uint8)
+    rows = starts[:-1]
+    _scatter(body, rows, np.full(n, len(columns), ">i2").view(np.uint8))
+    place = rows + 2
+    for column, pg_type, length, size in zip(columns, pg_types, lengths, sizes, strict=True):
+        _scatter(body, place, length.astype(_LENGTH).view(np.uint8))
+        present = place + 4 if column.valid is None else (place + 4)[column.valid]
+        if isinstance(column, TextColumn):
+            _scatter_text(body, present, column)
+        else:
+            values = column.values if column.valid is None else column.values[column.valid]
+            if pg_type == "timestamptz":
+                values = values.astype(np.int64) - PG_EPOCH_US
+            _scatter(body, present, values.astype(_WIRE[pg_type]).view(np.uint8))
+        place = place + size
+    return _HEADER + body.tobytes() + _TRAILER
+
+
+def _scatter(
+    body: npt.NDArray[np.uint8], places: npt.NDArray[np.int64], raw: npt.NDArray[np.uint8]
+) -> None:
+    """Write the equal-width pieces of ``raw`` (one per place) at ``places`` of ``body``."""
+    if not len(places):
+        return
+    width = len(raw) // len(places)
+    body[places[:, None] + np.arange(width)] = raw.reshape(len(places), width)
+
+
+def _scatter_text(
+    body: npt.NDArray[np.uint8], places: npt.NDArray[np.int64], column: TextColumn
+) -> None:
+    """Write the (non-null) strings of ``column`` at ``places`` of ``body``, one after the
+    other in one fancy-indexed assignment."""
+    starts, ends = column.offsets[:-1], column.offsets[1:]
+    if column.valid is not None:
+        starts, ends = starts[column.valid], ends[column.valid]
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if not total:
+        return
+    # byte k of the batch's strings goes from data[source[k]] to body[target[k]]
+    within = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    source = np.repeat(starts, lengths) + within
+    target = np.repeat(places, lengths) + within
+    body[target] = column.data[source]
+
+
+def timestamps(micros: npt.NDArray[np.int64]) -> list[datetime]:
+    """Aware UTC datetimes of microseconds since the Unix epoch."""
+    step = timedelta(microseconds=1)
+    return [EPOCH + value * step for value in micros.tolist()]
+
+
+def column_rows(
+    columns: Sequence[StageColumn], pg_types: Sequence[str]
+) -> list[tuple[object, ...]]:
+    """The rows of ``columns`` as Python values (``timestamptz``: aware UTC datetimes; null:
+    None), for an ``executemany``."""
+    lists: list[list[object]] = []
+    for column, pg_type in zip(columns, pg_types, strict=True):
+        if isinstance(column, TextColumn):
+            lists.append(list(column.values()))
+            continue
+        values: list[object] = (
+            list(timestamps(column.values.astype(np.int64)))
+            if pg_type == "timestamptz"
+            else column.values.tolist()
+        )
+        if column.valid is not None:
+            values = [
+                v if ok else None for v, ok in zip(values, column.valid.tolist(), strict=True)
+            ]
+        lists.append(values)
+    return list(zip(*lists, strict=True))
