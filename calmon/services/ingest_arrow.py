@@ -13,7 +13,7 @@ drop just the rows named. pyarrow is an optional dependency (``calmon[arrow]``):
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -47,9 +47,16 @@ _UTC_NAMES: Final = frozenset({"UTC", "Etc/UTC", "+00:00"})
 _MAX_ID_LENGTH: Final = 128
 
 
+@functools.cache
 def arrow_available() -> bool:
-    """Whether pyarrow can be imported here (the ``arrow`` extra is installed)."""
-    return importlib.util.find_spec("pyarrow") is not None
+    """Whether pyarrow can be imported here (the ``arrow`` extra is installed); imported once,
+    on the first Arrow request."""
+    try:
+        import pyarrow.compute
+        import pyarrow.ipc  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class ArrowBatchError(ServiceError):
