@@ -145,6 +145,20 @@ def _read(body: bytes) -> Any:
     return table
 
 
+def stream_rows(body: bytes) -> int | None:
+    """The rows of ``body`` read as an Arrow IPC stream, or None when it is not one (or pyarrow
+    is absent): what a rejected request counts in ``calmon_ingest_rejected_total``."""
+    if not body.startswith(b"\xff\xff\xff\xff") or not arrow_available():
+        return None
+    import pyarrow as pa
+
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(body))
+        return sum(int(batch.num_rows) for batch in reader)
+    except (pa.ArrowException, ValueError, OSError):
+        return None
+
+
 def _type_ok(spec: _Column, arrow_type: Any) -> bool:
     import pyarrow as pa
 
