@@ -14,6 +14,7 @@ drop just the rows named. pyarrow is an optional dependency (``calmon[arrow]``):
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -223,8 +224,26 @@ def _columns(table: Any, specs: Sequence[_Column], root: str, limit: int) -> dic
     return found
 
 
+def _valid(array: Any) -> npt.NDArray[np.bool_] | None:
+    """Where ``array`` holds a value, from its validity bitmap (None: no null)."""
+    if array.null_count == 0:
+        return None
+    bits = np.unpackbits(np.frombuffer(array.buffers()[0], np.uint8), bitorder="little")
+    return bits[array.offset : array.offset + len(array)].astype(bool)
+
+
 def _nulls(array: Any) -> npt.NDArray[np.bool_]:
-    return np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    valid = _valid(array)
+    return np.zeros(len(array), bool) if valid is None else ~valid
+
+
+def _fixed(array: Any, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """The values of a fixed-width array, read in place (anything where it is null)."""
+    width = np.dtype(dtype).itemsize
+    values = array.buffers()[1]
+    if values is None:
+        return np.zeros(len(array), dtype)
+    return np.frombuffer(values, dtype, count=len(array), offset=array.offset * width)
 
 
 def _text(array: Any) -> TextColumn:
@@ -233,32 +252,77 @@ def _text(array: Any) -> TextColumn:
     _, offsets, data = array.buffers()
     starts = np.frombuffer(offsets, np.int32, count=n + 1, offset=array.offset * 4)
     raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    valid = None if array.null_count == 0 else ~_nulls(array)
-    return TextColumn(starts.astype(np.int64), raw, valid)
+    return TextColumn(starts.astype(np.int64), raw, _valid(array))
 
 
-def _check_ids(array: Any, problems: _Problems, position: int) -> None:
-    import pyarrow.compute as pc
+def _rows_holding(column: TextColumn, marked: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """The rows of ``column`` whose text holds a byte marked in ``marked`` (one flag per byte
+    of ``column.data``)."""
+    found = np.zeros(len(column), bool)
+    positions = np.flatnonzero(marked)
+    offsets = column.offsets
+    positions = positions[(positions >= offsets[0]) & (positions < offsets[-1])]
+    found[np.searchsorted(offsets, positions, side="right") - 1] = True
+    return found
 
-    lengths = pc.utf8_length(array).fill_null(0).to_numpy(zero_copy_only=False)
-    too_long = lengths > _MAX_ID_LENGTH
-    problems.add(
-        too_long,
-        position,
-        "id",
-        PydanticKnownError("string_too_long", {"max_length": _MAX_ID_LENGTH}),
-    )
-    matches = (
-        pc.match_substring_regex(array, CLIENT_ID_PATTERN)
-        .fill_null(True)
-        .to_numpy(zero_copy_only=False)
-    )
-    problems.add(
-        ~np.asarray(matches, bool) & ~too_long,
-        position,
-        "id",
-        PydanticKnownError("string_pattern_mismatch", {"pattern": CLIENT_ID_PATTERN}),
-    )
+
+def _char_counts(column: TextColumn) -> npt.NDArray[np.int64]:
+    """The characters of each value: its bytes that do not continue a UTF-8 sequence."""
+    starts = np.zeros(len(column.data) + 1, np.int64)
+    np.cumsum((column.data & 0xC0) != 0x80, out=starts[1:])
+    return starts[column.offsets[1:]] - starts[column.offsets[:-1]]
+
+
+def id_problems(column: TextColumn) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """The rows whose id is too long (over 128 characters), and the other rows whose id does
+    not match :data:`~calmon.services.ingest_schemas.CLIENT_ID_PATTERN` (empty, or holding a
+    control character: C0 and DEL are single bytes in UTF-8, C1 the two bytes C2 80 to C2 9F);
+    nulls are neither."""
+    data = column.data
+    control = (data < 0x20) | (data == 0x7F)
+    control[:-1] |= (data[:-1] == 0xC2) & (data[1:] >= 0x80) & (data[1:] <= 0x9F)
+    chars = _char_counts(column)
+    too_long = chars > _MAX_ID_LENGTH
+    mismatch = ((chars == 0) | _rows_holding(column, control)) & ~too_long
+    if column.valid is not None:
+        too_long &= column.valid
+        mismatch &= column.valid
+    return too_long, mismatch
+
+
+def _segment_tables() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Per byte: whether it may open a segment, and whether it may follow (from the pattern)."""
+    first = [re.fullmatch(SEGMENT_PATTERN, chr(b)) is not None for b in range(256)]
+    rest = [re.fullmatch(SEGMENT_PATTERN, "a" + chr(b)) is not None for b in range(256)]
+    return np.array(first), np.array(rest)
+
+
+_SEGMENT_FIRST, _SEGMENT_REST = _segment_tables()
+#: the longest segment :data:`~calmon.names.SEGMENT_PATTERN` matches (ASCII: bytes = characters)
+SEGMENT_MAX: Final = 64
+
+
+def segment_problems(column: TextColumn) -> npt.NDArray[np.bool_]:
+    """The rows whose segment does not match :data:`~calmon.names.SEGMENT_PATTERN` (ASCII
+    only, so checked byte by byte); nulls (no segment) are fine."""
+    data = column.data
+    lengths = np.diff(column.offsets)
+    holding = _rows_holding(column, ~_SEGMENT_REST[data])
+    bad: npt.NDArray[np.bool_] = (lengths == 0) | (lengths > SEGMENT_MAX) | holding
+    if len(data):
+        opening = data[np.minimum(column.offsets[:-1], len(data) - 1)]
+        bad |= ~_SEGMENT_FIRST[opening]
+    if column.valid is not None:
+        bad &= column.valid
+    return bad
+
+
+def _check_ids(column: TextColumn, problems: _Problems, position: int) -> None:
+    too_long, mismatch = id_problems(column)
+    length = PydanticKnownError("string_too_long", {"max_length": _MAX_ID_LENGTH})
+    problems.add(too_long, position, "id", length)
+    pattern = PydanticKnownError("string_pattern_mismatch", {"pattern": CLIENT_ID_PATTERN})
+    problems.add(mismatch, position, "id", pattern)
 
 
 def _check_nulls(columns: dict[str, Any], specs: Sequence[_Column], problems: _Problems) -> None:
@@ -270,19 +334,20 @@ def _check_nulls(columns: dict[str, Any], specs: Sequence[_Column], problems: _P
 
 def _check_range(
     values: npt.NDArray[Any],
-    lo: Any,
-    hi: Any,
+    bounds: tuple[Any, Any],
     shown: tuple[object, object],
-    where: tuple[_Problems, int, str],
+    where: npt.NDArray[np.bool_] | None,
+    problem: tuple[_Problems, int, str],
 ) -> None:
-    """Name the values under ``lo`` or over ``hi`` (shown in messages as ``shown``)."""
-    problems, position, name = where
-    problems.add(
-        values < lo, position, name, PydanticKnownError("greater_than_equal", {"ge": shown[0]})
-    )
-    problems.add(
-        values > hi, position, name, PydanticKnownError("less_than_equal", {"le": shown[1]})
-    )
+    """Name the values under or over ``bounds`` (shown in messages as ``shown``), among those
+    ``where`` marks (None: all)."""
+    problems, position, name = problem
+    low, high = values < bounds[0], values > bounds[1]
+    if where is not None:
+        low &= where
+        high &= where
+    problems.add(low, position, name, PydanticKnownError("greater_than_equal", {"ge": shown[0]}))
+    problems.add(high, position, name, PydanticKnownError("less_than_equal", {"le": shown[1]}))
 
 
 def read_predictions(
@@ -298,30 +363,26 @@ def read_predictions(
     columns = _columns(_read(body), specs, "predictions", MAX_ARROW_BATCH)
     problems = _Problems("predictions")
     _check_nulls(columns, specs, problems)
-    ids = columns["id"]
+    ids = _text(columns["id"])
     _check_ids(ids, problems, 0)
-    stamps = np.asarray(columns["timestamp"].to_numpy(zero_copy_only=False)).view(np.int64)
+    stamps = _fixed(columns["timestamp"], np.int64)
     earliest, latest = earliest_timestamp(now, retention_days), latest_timestamp(now)
-    present = ~_nulls(columns["timestamp"]) if columns["timestamp"].null_count else True
-    where_ts = (problems, 1, "timestamp")
-    _check_range(
-        np.where(present, stamps, _micros(earliest)),
-        _micros(earliest),
-        _micros(latest),
-        (iso(earliest), iso(latest)),
-        where_ts,
-    )
-    scores = np.asarray(columns["score"].to_numpy(zero_copy_only=False), np.float64)
-    finite = np.isfinite(scores) | _nulls(columns["score"])
-    problems.add(~finite, 2, "score", PydanticKnownError("finite_number"))
+    lo, hi = _micros(earliest), _micros(latest)
+    bounds = (iso(earliest), iso(latest))
+    _check_range(stamps, (lo, hi), bounds, _valid(columns["timestamp"]), (problems, 1, "timestamp"))
+    scores = _fixed(columns["score"], np.float64)
+    present = _valid(columns["score"])
+    finite = np.isfinite(scores)
+    problems.add(~finite if present is None else ~finite & present, 2, "score", _FINITE)
     if probability:
-        _check_range(np.where(finite, scores, 0.5), 0.0, 1.0, (0.0, 1.0), (problems, 2, "score"))
+        in_range = finite if present is None else finite & present
+        _check_range(scores, (0.0, 1.0), (0.0, 1.0), in_range, (problems, 2, "score"))
     labels, label_valid = _labels(columns.get("label"), len(ids))
-    _check_range(labels, 0, 1, (0, 1), (problems, 3, "label"))
+    _check_range(labels, (0, 1), (0, 1), label_valid, (problems, 3, "label"))
     segments = _segments(columns.get("segment"), len(ids), problems)
     problems.raise_any()
     return PredictionColumns(
-        ids=_text(ids),
+        ids=ids,
         ts_us=stamps,
         scores=scores,
         labels=labels.astype(np.int16),
@@ -330,35 +391,32 @@ def read_predictions(
     )
 
 
+_FINITE: Final = PydanticKnownError("finite_number")
+
+
 def _micros(moment: datetime) -> int:
     return (moment - EPOCH) // timedelta(microseconds=1)
 
 
 def _labels(array: Any, n: int) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_] | None]:
-    """A label column's values (0 where null) and where it has one (None: every row)."""
+    """A label column's values (anything where null) and where it has one (None: every row)."""
     if array is None:
         return np.zeros(n, np.int8), np.zeros(n, bool)
-    values = np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False), np.int8)
-    return values, (None if array.null_count == 0 else ~_nulls(array))
+    return _fixed(array, np.int8), _valid(array)
 
 
 def _segments(array: Any, n: int, problems: _Problems) -> TextColumn:
     """The segment column (dictionary-encoded ones decoded), its values checked."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if array is None:
         return TextColumn(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8), np.zeros(n, bool))
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
-    matches = pc.match_substring_regex(array, SEGMENT_PATTERN).fill_null(True)
-    problems.add(
-        ~np.asarray(matches.to_numpy(zero_copy_only=False), bool),
-        4,
-        "segment",
-        PydanticKnownError("string_pattern_mismatch", {"pattern": SEGMENT_PATTERN}),
-    )
-    return _text(array)
+    column = _text(array)
+    pattern = PydanticKnownError("string_pattern_mismatch", {"pattern": SEGMENT_PATTERN})
+    problems.add(segment_problems(column), 4, "segment", pattern)
+    return column
 
 
 def read_labels(body: bytes) -> list[LabelIn]:
@@ -368,10 +426,9 @@ def read_labels(body: bytes) -> list[LabelIn]:
     columns = _columns(_read(body), specs, "labels", MAX_ARROW_BATCH)
     problems = _Problems("labels")
     _check_nulls(columns, specs, problems)
-    _check_ids(columns["id"], problems, 0)
-    labels = columns["label"]
-    values = np.asarray(labels.fill_null(0).to_numpy(zero_copy_only=False), np.int8)
-    _check_range(values, 0, 1, (0, 1), (problems, 1, "label"))
+    _check_ids(_text(columns["id"]), problems, 0)
+    values = _fixed(columns["label"], np.int8)
+    _check_range(values, (0, 1), (0, 1), _valid(columns["label"]), (problems, 1, "label"))
     problems.raise_any()
     ids = columns["id"].to_pylist()
     return [LabelIn(id=i, label=v) for i, v in zip(ids, values.tolist(), strict=True)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from operator import itemgetter, methodcaller
 
 import numpy as np
 import numpy.typing as npt
@@ -85,20 +86,37 @@ class PredictionColumns:
     def of_rows(cls, rows: Sequence[PredictionRow]) -> PredictionColumns:
         """The columns of ``rows`` (event times aware)."""
         if not rows:
-            empty = TextColumn.of([])
-            return cls(
-                empty, np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int16), None, empty
-            )
+            return cls.of_values([], [], [], [], [])
         ids, stamps, scores, labels, segments = zip(*rows, strict=True)
-        has_label = [label is not None for label in labels]
+        return cls.of_values(ids, stamps, scores, labels, segments)
+
+    @classmethod
+    def of_values(
+        cls,
+        ids: Sequence[str],
+        stamps: Sequence[datetime],
+        scores: Sequence[float],
+        labels: Sequence[int | None],
+        segments: Sequence[str | None],
+    ) -> PredictionColumns:
+        """The columns of the values of each field (event times aware, between the epoch and
+        a day past the server's clock, as validation keeps them)."""
+        label_valid = None
+        if None in labels:
+            floats = np.array(labels, np.float64)
+            label_valid = ~np.isnan(floats)
+            label_values = np.where(label_valid, floats, 0).astype(np.int16)
+        else:
+            label_values = np.array(labels, np.int16)
+        # POSIX seconds as a float64 are within a quarter microsecond of the instant until the
+        # 22nd century (past any time validation lets through): rounding recovers it exactly
+        seconds = np.fromiter(map(datetime.timestamp, stamps), np.float64, len(stamps))
         return cls(
             ids=TextColumn.of(ids),
-            ts_us=np.fromiter(
-                ((stamp - EPOCH) // _MICROSECOND for stamp in stamps), np.int64, len(rows)
-            ),
+            ts_us=np.rint(seconds * 1e6).astype(np.int64),
             scores=np.array(scores, np.float64),
-            labels=np.array([label or 0 for label in labels], np.int16),
-            label_valid=None if all(has_label) else np.array(has_label),
+            labels=label_values,
+            label_valid=label_valid,
             segments=TextColumn.of(segments),
         )
 
@@ -107,8 +125,12 @@ def prediction_columns(
     items: Sequence[PredictionIn] | Sequence[ProbabilityPredictionIn],
 ) -> PredictionColumns:
     """The columns of validated request items."""
-    return PredictionColumns.of_rows(
-        [(p["id"], p["timestamp"], p["score"], p.get("label"), p.get("segment")) for p in items]
+    return PredictionColumns.of_values(
+        list(map(itemgetter("id"), items)),
+        list(map(itemgetter("timestamp"), items)),
+        list(map(itemgetter("score"), items)),
+        list(map(methodcaller("get", "label"), items)),
+        list(map(methodcaller("get", "segment"), items)),
     )
 
 
