@@ -35,7 +35,7 @@ from calmon_client._core import (
     safe_callback,
     wait_seconds,
 )
-from calmon_client._sync import DROP_WARNING_PERIOD, JSON
+from calmon_client._sync import DROP_WARNING_PERIOD
 
 logger = logging.getLogger("calmon_client")
 
@@ -284,7 +284,10 @@ class AsyncMonitor:
             timeout = max(min(timeout, self._deadline - time.monotonic()), 0.001)
         try:
             response = await self._client.post(
-                self._paths[step.kind], content=step.body, headers=JSON, timeout=timeout
+                self._paths[step.kind],
+                content=step.body,
+                headers={"Content-Type": step.content_type},
+                timeout=timeout,
             )
         except Exception as exc:  # any failure to get an answer is retried
             return Reply(failure=f"{type(exc).__name__}: {exc}")

@@ -39,7 +39,6 @@ from calmon_client._core import (
 
 logger = logging.getLogger("calmon_client")
 
-JSON: Final = {"Content-Type": "application/json"}
 #: seconds between two warnings about dropped items (each says how many since the last)
 DROP_WARNING_PERIOD: Final = 10.0
 
@@ -305,7 +304,10 @@ class Monitor:
             timeout = max(min(timeout, self._deadline - time.monotonic()), 0.001)
         try:
             response = self._client.post(
-                self._paths[step.kind], content=step.body, headers=JSON, timeout=timeout
+                self._paths[step.kind],
+                content=step.body,
+                headers={"Content-Type": step.content_type},
+                timeout=timeout,
             )
         except Exception as exc:  # any failure to get an answer is retried
             return Reply(failure=f"{type(exc).__name__}: {exc}")
