@@ -100,6 +100,10 @@ class NumberColumn:
 StageColumn: TypeAlias = TextColumn | NumberColumn
 
 
+#: rows encoded at a time: bounds the index arrays of a large batch (some 100 bytes a row)
+CHUNK_ROWS: Final = 8192
+
+
 def binary_copy(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> bytes:
     """The ``COPY … FROM STDIN (FORMAT BINARY)`` stream of ``columns``, whose PostgreSQL types
     are ``pg_types`` (``text`` for a :class:`TextColumn`; ``timestamptz``, ``float8``,
@@ -107,7 +111,26 @@ def binary_copy(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> byte
 
     Each row is its field count, then per field a length (-1: null) and the value's bytes. The
     length of every field of every row is known from the columns, so every field's place in the
-    stream is, and each column is written into its places with one scatter."""
+    stream is, and each column is written into its places with one scatter, :data:`CHUNK_ROWS`
+    rows at a time."""
+    n = len(columns[0])
+    parts = [_HEADER]
+    for start in range(0, n, CHUNK_ROWS):
+        stop = min(start + CHUNK_ROWS, n)
+        parts.append(_rows([_slice(column, start, stop) for column in columns], pg_types))
+    parts.append(_TRAILER)
+    return b"".join(parts)
+
+
+def _slice(column: StageColumn, start: int, stop: int) -> StageColumn:
+    valid = None if column.valid is None else column.valid[start:stop]
+    if isinstance(column, TextColumn):
+        return TextColumn(column.offsets[start : stop + 1], column.data, valid)
+    return NumberColumn(column.values[start:stop], valid)
+
+
+def _rows(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> bytes:
+    """The rows of ``columns`` in the binary COPY format (no header, no trailer)."""
     n = len(columns[0])
     sizes: list[npt.NDArray[np.int64]] = []
     lengths: list[npt.NDArray[np.int64]] = []
@@ -120,9 +143,8 @@ def binary_copy(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> byte
             length = np.where(column.valid, length, -1)
         lengths.append(length)
         sizes.append(4 + np.maximum(length, 0))
-    row_sizes = 2 + np.sum(sizes, axis=0) if n else np.zeros(0, np.int64)
     starts = np.zeros(n + 1, np.int64)
-    np.cumsum(row_sizes, out=starts[1:])
+    np.cumsum(2 + np.sum(sizes, axis=0), out=starts[1:])
     body = np.empty(int(starts[-1]), np.uint8)
     rows = starts[:-1]
     _scatter(body, rows, np.full(n, len(columns), ">i2").view(np.uint8))
@@ -138,7 +160,7 @@ def binary_copy(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> byte
                 values = values.astype(np.int64) - PG_EPOCH_US
             _scatter(body, present, values.astype(_WIRE[pg_type]).view(np.uint8))
         place = place + size
-    return _HEADER + body.tobytes() + _TRAILER
+    return body.tobytes()
 
 
 def _scatter(

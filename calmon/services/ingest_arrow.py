@@ -266,10 +266,10 @@ def _rows_holding(column: TextColumn, marked: npt.NDArray[np.bool_]) -> npt.NDAr
     return found
 
 
-def _char_counts(column: TextColumn) -> npt.NDArray[np.int64]:
+def _char_counts(column: TextColumn) -> npt.NDArray[np.int32]:
     """The characters of each value: its bytes that do not continue a UTF-8 sequence."""
-    starts = np.zeros(len(column.data) + 1, np.int64)
-    np.cumsum((column.data & 0xC0) != 0x80, out=starts[1:])
+    starts = np.zeros(len(column.data) + 1, np.int32)
+    np.cumsum((column.data & 0xC0) != 0x80, out=starts[1:], dtype=np.int32)
     return starts[column.offsets[1:]] - starts[column.offsets[:-1]]
 
 

@@ -8,9 +8,11 @@ import struct
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from calmon.db import stage_columns
 from calmon.db.stage_columns import (
     PG_EPOCH_US,
     NumberColumn,
@@ -102,3 +104,19 @@ def test_arrow_layout_with_offsets_not_from_zero() -> None:
     field_count, length = struct.unpack(">hi", stream[19:25])
     assert (field_count, length, stream[25:26]) == (2, 1, b"a")
     assert struct.unpack(">iq", stream[26:38]) == (8, 0)
+
+
+def test_a_batch_is_written_in_chunks_of_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows: list[Row] = [
+        (
+            f"id-{i}",
+            i * 1_000_003,
+            i / 7,
+            [None, 0, 1][i % 3],
+            [None, "s", "é"][i % 3 if i % 2 else 0],
+        )
+        for i in range(20)
+    ]
+    whole = binary_copy(columns_of(rows), TYPES)
+    monkeypatch.setattr(stage_columns, "CHUNK_ROWS", 3)
+    assert binary_copy(columns_of(rows), TYPES) == whole == row_by_row(rows)
