@@ -1,7 +1,7 @@
 """Ingestion throughput on PostgreSQL, end to end through `calmon api` (a script, not a test).
 
     .venv/bin/python bench/ingest.py [--predictions 1000000] [--batch 1000] [--clients 8]
-        [--workers 2] [--postgres URL] [--service] [--keep]
+        [--large-batch 10000] [--workers 2] [--postgres URL] [--service] [--keep]
     .venv/bin/python bench/ingest.py --client [--predictions 1000000] [--senders 2] [--rounds 2]
 
 Creates a scratch database on ``--postgres`` (default ``CALMON_TEST_POSTGRES_URL``, else the
@@ -9,11 +9,13 @@ local server's ``postgres`` database), migrates it, starts ``calmon api --worker
 (default settings, logs to a scratch file) and creates a ``probability`` model. Then, in one
 run, and described in docs/ingestion.md:
 
-- api: ``--clients`` client processes send ``--predictions`` predictions in batches of
-  ``--batch`` (random 32-character ids, event times spread over the last day, a segment on
-  every prediction, a label on half of them). Bodies are serialised before the clock starts and
-  each client keeps one connection alive (opened 50 ms apart), so the clients cost little. The
-  rate is predictions over the time from the first request sent to the last answer received.
+- api, three phases, calmon's tables emptied before each: JSON bodies, then Arrow IPC stream
+  bodies (``docs/api.md``; the segment dictionary-encoded), in batches of ``--batch``, then
+  Arrow in batches of ``--large-batch`` (0: no such phase). In each, ``--clients`` client
+  processes send ``--predictions`` predictions (random 32-character ids, event times spread
+  over the last day, a segment on every prediction, a label on half of them). Bodies are
+  serialised before the clock starts and each client keeps one connection alive (opened 50 ms
+  apart), so the clients cost little. The rate is predictions over the time from the first request sent to the last answer received.
   Every answer must be 200 with ``new`` equal to the batch size. Also printed: latency
   percentiles per request, CPU per prediction of the workers (and each worker's CPU seconds,
   which shows how connections were shared), of the database server processes serving them,
@@ -35,8 +37,9 @@ run, and described in docs/ingestion.md:
   (b) calmon: into calmon's tables as they are (on PostgreSQL the day partitions of
       ``predictions`` and the id registry ``prediction_keys``, both emptied first).
 
-- ratio of the API's rate to each baseline, against the targets (≥ 0.5 of (a), stretch
-  ≥ 0.6) and ≥ 80,000 predictions/s.
+- ratio of each API phase's rate to each baseline, against the targets (JSON: ≥ 0.5 of (a),
+  stretch ≥ 0.6; Arrow: ≥ 0.8 of (a)) and ≥ 80,000 predictions/s, with the machine's load
+  average before each phase and at the end.
 
 With ``--client`` it measures instead the sender package ``calmon_client`` (``client/``, which
 must be importable) against a hand-written sender, on the same API: ``--senders`` processes

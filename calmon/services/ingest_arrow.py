@@ -3,11 +3,11 @@ checked column by column, and handed on as
 :class:`~calmon.services.ingest_batches.PredictionColumns` (or label items), with no Python
 work per row on the way to the stage's binary ``COPY``.
 
-The rules are those of a JSON body (``docs/api.md``), checked with Arrow's compute functions
-and NumPy over whole columns: a column missing, unknown or of another type is refused by its
-name (``field`` = the column); an invalid value by its row and column, as JSON names an item's
-field (``predictions[17].score``, pydantic's error types and messages), so that a sender can
-drop just the rows named. pyarrow is an optional dependency (``calmon[arrow]``):
+The rules are those of a JSON body (``docs/api.md``), checked with NumPy over whole columns
+read in place from the body's buffers: a column missing, unknown or of another type is refused
+by its name (``field`` = the column); an invalid value by its row and column, as JSON names an
+item's field (``predictions[17].score``, pydantic's error types and messages), so that a sender
+can drop just the rows named. pyarrow is an optional dependency (``calmon[arrow]``):
 :func:`arrow_available` says whether this process has it.
 """
 
@@ -53,7 +53,6 @@ def arrow_available() -> bool:
     """Whether pyarrow can be imported here (the ``arrow`` extra is installed); imported once,
     on the first Arrow request."""
     try:
-        import pyarrow.compute
         import pyarrow.ipc  # noqa: F401
     except ImportError:
         return False
