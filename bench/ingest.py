@@ -12,14 +12,14 @@ run, and described in docs/ingestion.md:
 - api, three phases, calmon's tables emptied before each: JSON bodies, then Arrow IPC stream
   bodies (``docs/api.md``; the segment dictionary-encoded), in batches of ``--batch``, then
   Arrow in batches of ``--large-batch`` (0: no such phase). In each, ``--clients`` client
-  processes send ``--predictions`` predictions (random 32-character ids, event times spread
-  over the last day, a segment on every prediction, a label on half of them). Bodies are
-  serialised before the clock starts and each client keeps one connection alive (opened 50 ms
-  apart), so the clients cost little. The rate is predictions over the time from the first request sent to the last answer received.
-  Every answer must be 200 with ``new`` equal to the batch size. Also printed: latency
-  percentiles per request, CPU per prediction of the workers (and each worker's CPU seconds,
-  which shows how connections were shared), of the database server processes serving them,
-  and of the clients, and how many cores the machine had busy (ours and others').
+  processes send ``--predictions`` predictions (random 32-character ids, event times spread over
+  the last day, a segment on every prediction, a label on half of them). Bodies are serialised
+  before the clock starts and each client keeps one connection alive (opened 50 ms apart), so
+  the clients cost little. The rate is predictions over the time from the first request sent to
+  the last answer received. Every answer must be 200 with ``new`` equal to the batch size. Also
+  printed: latency percentiles per request, CPU per prediction of the workers (and each worker's
+  CPU seconds, which shows how connections were shared), of the database server processes
+  serving them, and of the clients, and how many cores the machine had busy (ours and others').
 - stored exactly once: ``count(*)`` and ``count(DISTINCT client_id)`` of the model's rows equal
   the number of predictions sent (and no request failed).
 - memory: each worker's resident set (``VmRSS`` in ``/proc``) sampled every 0.2 s during the
