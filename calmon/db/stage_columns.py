@@ -110,9 +110,9 @@ def binary_copy(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> byte
     ``int2``, ``int4`` or ``int8`` for a :class:`NumberColumn`).
 
     Each row is its field count, then per field a length (-1: null) and the value's bytes. The
-    length of every field of every row is known from the columns, so every field's place in the
-    stream is, and each column is written into its places with one scatter, :data:`CHUNK_ROWS`
-    rows at a time."""
+    length of every field of every row is known from the columns, so the stream is written
+    with a few array operations per column and none per row, :data:`CHUNK_ROWS` rows at a
+    time."""
     n = len(columns[0])
     parts = [_HEADER]
     for start in range(0, n, CHUNK_ROWS):
@@ -130,66 +130,65 @@ def _slice(column: StageColumn, start: int, stop: int) -> StageColumn:
 
 
 def _rows(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> bytes:
-    """The rows of ``columns`` in the binary COPY format (no header, no trailer)."""
+    """The rows of ``columns`` in the binary COPY format (no header, no trailer).
+
+    The fixed-width bytes of every row (field count, each field's length, each number) are
+    laid out as one record array; each row of the stream is then a few pieces taken in turn
+    from its record and from the text columns' data, and the whole stream is one gather."""
     n = len(columns[0])
-    sizes: list[npt.NDArray[np.int64]] = []
-    lengths: list[npt.NDArray[np.int64]] = []
-    for column, pg_type in zip(columns, pg_types, strict=True):
+    fields: list[tuple[str, str]] = [("count", ">i2")]
+    for position, (column, pg_type) in enumerate(zip(columns, pg_types, strict=True)):
+        fields.append((f"length{position}", ">i4"))
+        if isinstance(column, NumberColumn):
+            fields.append((f"value{position}", _WIRE[pg_type].str))
+    record = np.empty(n, np.dtype(fields))
+    record["count"] = len(columns)
+    sources: list[npt.NDArray[np.uint8]] = []
+    base = n * record.dtype.itemsize
+    # pieces of each row, in order: (source start per row, length per row)
+    pieces: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+    fixed_from = np.arange(n, dtype=np.int64) * record.dtype.itemsize
+    run = 2  # bytes of the record since the last cut (the field count first)
+    cut = 0  # where in the record the current run starts
+    for position, (column, pg_type) in enumerate(zip(columns, pg_types, strict=True)):
         if isinstance(column, TextColumn):
             length = np.diff(column.offsets)
         else:
             length = np.full(n, _WIRE[pg_type].itemsize, np.int64)
-        if column.valid is not None:
-            length = np.where(column.valid, length, -1)
-        lengths.append(length)
-        sizes.append(4 + np.maximum(length, 0))
-    starts = np.zeros(n + 1, np.int64)
-    np.cumsum(2 + np.sum(sizes, axis=0), out=starts[1:])
-    body = np.empty(int(starts[-1]), np.uint8)
-    rows = starts[:-1]
-    _scatter(body, rows, np.full(n, len(columns), ">i2").view(np.uint8))
-    place = rows + 2
-    for column, pg_type, length, size in zip(columns, pg_types, lengths, sizes, strict=True):
-        _scatter(body, place, length.astype(_LENGTH).view(np.uint8))
-        present = place + 4 if column.valid is None else (place + 4)[column.valid]
+        present = length if column.valid is None else np.where(column.valid, length, 0)
+        record[f"length{position}"] = (
+            length if column.valid is None else np.where(column.valid, length, -1)
+        )
+        run += 4
         if isinstance(column, TextColumn):
-            _scatter_text(body, present, column)
-        else:
-            values = column.values if column.valid is None else column.values[column.valid]
-            if pg_type == "timestamptz":
-                values = values.astype(np.int64) - PG_EPOCH_US
-            _scatter(body, present, values.astype(_WIRE[pg_type]).view(np.uint8))
-        place = place + size
-    return body.tobytes()
-
-
-def _scatter(
-    body: npt.NDArray[np.uint8], places: npt.NDArray[np.int64], raw: npt.NDArray[np.uint8]
-) -> None:
-    """Write the equal-width pieces of ``raw`` (one per place) at ``places`` of ``body``."""
-    if not len(places):
-        return
-    width = len(raw) // len(places)
-    body[places[:, None] + np.arange(width)] = raw.reshape(len(places), width)
-
-
-def _scatter_text(
-    body: npt.NDArray[np.uint8], places: npt.NDArray[np.int64], column: TextColumn
-) -> None:
-    """Write the (non-null) strings of ``column`` at ``places`` of ``body``, one after the
-    other in one fancy-indexed assignment."""
-    starts, ends = column.offsets[:-1], column.offsets[1:]
-    if column.valid is not None:
-        starts, ends = starts[column.valid], ends[column.valid]
-    lengths = ends - starts
+            pieces.append((fixed_from + cut, np.full(n, run, np.int64)))
+            cut, run = cut + run, 0
+            first = int(column.offsets[0]) if n else 0
+            last = int(column.offsets[-1]) if n else 0
+            pieces.append((column.offsets[:-1] - first + base, present))
+            sources.append(column.data[first:last])
+            base += last - first
+            continue
+        values = column.values
+        if pg_type == "timestamptz":
+            values = values.astype(np.int64) - PG_EPOCH_US
+        record[f"value{position}"] = values
+        width = _WIRE[pg_type].itemsize
+        if column.valid is None:
+            run += width
+            continue
+        pieces.append((fixed_from + cut, np.full(n, run, np.int64)))
+        pieces.append((fixed_from + cut + run, present))
+        cut, run = cut + run + width, 0
+    if run:
+        pieces.append((fixed_from + cut, np.full(n, run, np.int64)))
+    lengths = np.stack([length for _, length in pieces], axis=1).ravel()
+    starts = np.stack([start for start, _ in pieces], axis=1).ravel()
+    placed = np.cumsum(lengths) - lengths
+    source = np.concatenate([record.view(np.uint8).ravel(), *sources])
     total = int(lengths.sum())
-    if not total:
-        return
-    # byte k of the batch's strings goes from data[source[k]] to body[target[k]]
-    within = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    source = np.repeat(starts, lengths) + within
-    target = np.repeat(places, lengths) + within
-    body[target] = column.data[source]
+    index = np.repeat(starts - placed, lengths) + np.arange(total)
+    return bytes(source[index].data)
 
 
 def timestamps(micros: npt.NDArray[np.int64]) -> list[datetime]:
