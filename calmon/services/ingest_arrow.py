@@ -40,7 +40,8 @@ from calmon.timeline import EPOCH, iso
 ARROW_MEDIA_TYPE: Final = "application/vnd.apache.arrow.stream"
 #: rows an Arrow stream may carry: ten times a JSON body's items. The body limit
 #: (``CALMON_MAX_BODY_BYTES``, 8 MiB by default) bounds the memory first: the columns are read
-#: in place from the body, and the COPY stream is about as large as the body again.
+#: in place from the body; checking them and writing the COPY stream take up to about six times
+#: the body (``docs/api.md``).
 MAX_ARROW_BATCH: Final = 100_000
 #: the most invalid values an answer names (as many as a JSON body can have items)
 MAX_DETAILS: Final = MAX_BATCH
