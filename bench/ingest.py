@@ -1,7 +1,7 @@
 """Ingestion throughput on PostgreSQL, end to end through `calmon api` (a script, not a test).
 
     .venv/bin/python bench/ingest.py [--predictions 1000000] [--batch 1000] [--clients 8]
-        [--workers 2] [--postgres URL] [--service] [--keep]
+        [--large-batch 10000] [--workers 2] [--postgres URL] [--service] [--keep]
     .venv/bin/python bench/ingest.py --client [--predictions 1000000] [--senders 2] [--rounds 2]
 
 Creates a scratch database on ``--postgres`` (default ``CALMON_TEST_POSTGRES_URL``, else the
@@ -9,15 +9,17 @@ local server's ``postgres`` database), migrates it, starts ``calmon api --worker
 (default settings, logs to a scratch file) and creates a ``probability`` model. Then, in one
 run, and described in docs/ingestion.md:
 
-- api: ``--clients`` client processes send ``--predictions`` predictions in batches of
-  ``--batch`` (random 32-character ids, event times spread over the last day, a segment on
-  every prediction, a label on half of them). Bodies are serialised before the clock starts and
-  each client keeps one connection alive (opened 50 ms apart), so the clients cost little. The
-  rate is predictions over the time from the first request sent to the last answer received.
-  Every answer must be 200 with ``new`` equal to the batch size. Also printed: latency
-  percentiles per request, CPU per prediction of the workers (and each worker's CPU seconds,
-  which shows how connections were shared), of the database server processes serving them,
-  and of the clients, and how many cores the machine had busy (ours and others').
+- api, three phases, calmon's tables emptied before each: JSON bodies, then Arrow IPC stream
+  bodies (``docs/api.md``; the segment dictionary-encoded), in batches of ``--batch``, then
+  Arrow in batches of ``--large-batch`` (0: no such phase). In each, ``--clients`` client
+  processes send ``--predictions`` predictions (random 32-character ids, event times spread over
+  the last day, a segment on every prediction, a label on half of them). Bodies are serialised
+  before the clock starts and each client keeps one connection alive (opened 50 ms apart), so
+  the clients cost little. The rate is predictions over the time from the first request sent to
+  the last answer received. Every answer must be 200 with ``new`` equal to the batch size. Also
+  printed: latency percentiles per request, CPU per prediction of the workers (and each worker's
+  CPU seconds, which shows how connections were shared), of the database server processes
+  serving them, and of the clients, and how many cores the machine had busy (ours and others').
 - stored exactly once: ``count(*)`` and ``count(DISTINCT client_id)`` of the model's rows equal
   the number of predictions sent (and no request failed).
 - memory: each worker's resident set (``VmRSS`` in ``/proc``) sampled every 0.2 s during the
@@ -35,8 +37,9 @@ run, and described in docs/ingestion.md:
   (b) calmon: into calmon's tables as they are (on PostgreSQL the day partitions of
       ``predictions`` and the id registry ``prediction_keys``, both emptied first).
 
-- ratio of the API's rate to each baseline, against the targets (≥ 0.5 of (a), stretch
-  ≥ 0.6) and ≥ 80,000 predictions/s.
+- ratio of each API phase's rate to each baseline, against the targets (JSON: ≥ 0.5 of (a),
+  stretch ≥ 0.6; Arrow: ≥ 0.8 of (a)) and ≥ 80,000 predictions/s, with the machine's load
+  average before each phase and at the end.
 
 With ``--client`` it measures instead the sender package ``calmon_client`` (``client/``, which
 must be importable) against a hand-written sender, on the same API: ``--senders`` processes
@@ -87,13 +90,16 @@ from bench.scratch import create_scratch, drop_scratch
 from calmon.db import migrate
 from calmon.db.session import create_db_engine, create_session_factory
 from calmon.services.ingest import ingest_predictions
-from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH, prediction_rows
+from calmon.services.ingest_batches import prediction_columns
+from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
 from calmon.services.model_registry import get_model
 from calmon.settings import Settings
 
 RATE_TARGET = 80_000
 RATIO_TARGET = 0.5
 RATIO_STRETCH = 0.6
+#: Arrow IPC stream bodies, 1,000 rows a request: of copy (a)
+ARROW_RATIO_TARGET = 0.8
 MODEL = "bench"
 SEGMENTS = ("country=FR", "country=DE", "country=GB", "country=US")
 PRIOR = 0.05
@@ -157,6 +163,32 @@ def json_bodies(rows: Rows, batches: list[range]) -> list[bytes]:
                 item["label"] = int(rows.labels[i])
             items.append(item)
         bodies.append(orjson.dumps({"predictions": items}))
+    return bodies
+
+
+def arrow_bodies(rows: Rows, batches: list[range]) -> list[bytes]:
+    """The Arrow IPC stream bodies of ``batches`` (ranges of row positions): the columns of
+    docs/api.md, the segment dictionary-encoded as a data frame's categorical column is."""
+    import pyarrow as pa
+
+    segments = pa.array(SEGMENTS)
+    bodies = []
+    for batch in batches:
+        part = slice(batch.start, batch.stop)
+        labels = rows.labels[part]
+        table = pa.table(
+            {
+                "id": pa.array(rows.ids[part].astype(str)),
+                "timestamp": pa.array(rows.ts_us[part], pa.timestamp("us", tz="UTC")),
+                "score": pa.array(rows.scores[part]),
+                "label": pa.array(labels, pa.int8(), mask=labels < 0),
+                "segment": pa.DictionaryArray.from_arrays(pa.array(rows.segments[part]), segments),
+            }
+        )
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        bodies.append(sink.getvalue().to_pybytes())
     return bodies
 
 
@@ -226,17 +258,18 @@ def client_main(
     delay: float,
     bodies: list[bytes],
     sizes: list[int],
+    content_type: str,
     barrier: multiprocessing.synchronize.Barrier,
     results: mp.Queue[ClientResult],
 ) -> None:
-    """Send ``bodies`` one after the other on one kept-alive connection, opened after
-    ``delay`` seconds."""
+    """Send ``bodies`` (of ``content_type``) one after the other on one kept-alive connection,
+    opened after ``delay`` seconds."""
     result = ClientResult()
     time.sleep(delay)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     connection.connect()
     connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": content_type}
     path = f"/v1/models/{MODEL}/predictions"
     barrier.wait()
     result.started = time.perf_counter()
@@ -464,7 +497,7 @@ def service_main(
             model = get_model(session, name=MODEL)
             assert model is not None
             items = PROBABILITY_PREDICTION_BATCH.validate_json(body)["predictions"]
-            rows = prediction_rows(items)
+            rows = prediction_columns(items)
             stored = ingest_predictions(session, model=model, rows=rows, now=datetime.now(UTC))
             session.commit()
         if stored.new == len(rows):
@@ -711,6 +744,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--predictions", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=1000, help="predictions per request")
+    parser.add_argument(
+        "--large-batch",
+        type=int,
+        default=10_000,
+        help="predictions per request of the last Arrow phase (0: no such phase)",
+    )
     parser.add_argument("--clients", type=int, default=8, help="client processes")
     parser.add_argument("--workers", type=int, default=2, help="workers of calmon api")
     parser.add_argument(
@@ -786,43 +825,82 @@ def main() -> None:
             shutil.rmtree(log.parent, ignore_errors=True)
 
 
+#: the request formats of the API phases, by name: (Content-Type, body builder)
+FORMATS: dict[str, tuple[str, Callable[[Rows, list[range]], list[bytes]]]] = {
+    "json": ("application/json", json_bodies),
+    "arrow": ("application/vnd.apache.arrow.stream", arrow_bodies),
+}
+
+
 def ingest(
     args: argparse.Namespace, database: str, libpq_url: str, log: Path, api: ApiServer
 ) -> bool:
-    """The ingestion benchmark on the migrated scratch ``database``: the API phase, then the
-    service phase (``--service``) and the copy baselines, the API stopped. ``api`` holds the
-    API process while it runs. True when every prediction was stored exactly once."""
+    """The ingestion benchmark on the migrated scratch ``database``: one API phase per request
+    format and size (JSON and Arrow with ``--batch`` rows a request, then Arrow with
+    ``--large-batch``), calmon's tables emptied before each, then the service phase
+    (``--service``) and the copy baselines, the API stopped. ``api`` holds the API process while
+    it runs. True when every prediction was stored exactly once in every phase."""
     url = libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
     with psycopg.connect(libpq_url, autocommit=True) as conn:
         conn.execute(MINIMAL_TABLE)
     registry = partitioned(libpq_url)
+    calmon_tables = ["predictions", "prediction_keys"] if registry else ["predictions"]
     n = args.predictions
     t0 = time.perf_counter()
     rows = make_rows(n, args.seed)
-    batches = [range(start, min(start + args.batch, n)) for start in range(0, n, args.batch)]
-    shares = [batches[c :: args.clients] for c in range(args.clients)]
-    bodies = [json_bodies(rows, share) for share in shares]
-    sizes = [[len(batch) for batch in share] for share in shares]
+    phases = [("json", args.batch), ("arrow", args.batch)]
+    if args.large_batch:
+        phases.append(("arrow", args.large_batch))
+    loads = {}
+    for kind, size in phases:
+        batches = [range(start, min(start + size, n)) for start in range(0, n, size)]
+        shares = [batches[c :: args.clients] for c in range(args.clients)]
+        loads[kind, size] = (
+            [FORMATS[kind][1](rows, share) for share in shares],
+            [[len(batch) for batch in share] for share in shares],
+        )
     print(f"rows and bodies built in {time.perf_counter() - t0:.1f} s", flush=True)
 
     port = free_port()
     api.process = start_api(url, port, args.workers, log)
     workers = worker_pids(api.process.pid) or [api.process.pid]
     model_id = create_model(port, libpq_url)
-    checkpoint(args.postgres, database)
-    api_rate, exact = api_phase(
-        args,
-        database,
-        (port, workers),
-        bodies,
-        sizes,
-        counted=lambda: stored_counts(libpq_url, model_id),
-    )
+    rates: dict[str, float] = {}
+    exact = True
+    for kind, size in phases:
+        truncate(libpq_url, calmon_tables)
+        checkpoint(args.postgres, database)
+        bodies, sizes = loads[kind, size]
+        label = f"{kind} x{size}"
+        print(f"-- {label} (load average {load_average()})", flush=True)
+        rates[label], stored_once = api_phase(
+            args,
+            database,
+            (port, workers),
+            (bodies, sizes, FORMATS[kind][0]),
+            counted=lambda: stored_counts(libpq_url, model_id),
+        )
+        exact = exact and stored_once
     api.stop()
+    json_bodies_ = loads["json", args.batch][0]
     if args.service:
-        service_phase(args, database, libpq_url, bodies, registry=registry)
-    copy_baselines(libpq_url, rows, model_id, api_rate, registry=registry)
+        service_phase(args, database, libpq_url, json_bodies_, registry=registry)
+    copy_baselines(libpq_url, rows, model_id, rates, registry=registry)
+    print(f"load average at the end: {load_average()}")
     return exact
+
+
+def truncate(libpq_url: str, tables: list[str]) -> None:
+    """Empty ``tables`` (calmon's, between phases)."""
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(sql.Identifier(t) for t in tables))
+        )
+
+
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages (it is shared: this says how busy)."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def create_model(port: int, libpq_url: str) -> int:
@@ -842,20 +920,24 @@ def api_phase(
     args: argparse.Namespace,
     database: str,
     server: tuple[int, list[int]],
-    bodies: list[list[bytes]],
-    sizes: list[list[int]],
+    load: tuple[list[list[bytes]], list[list[int]], str],
     *,
     counted: Callable[[], tuple[int, int]],
 ) -> tuple[float, bool]:
-    """The API phase: ``--clients`` processes send their ``bodies`` to the API on ``server``
-    (its port and worker pids); prints the rate, latencies, CPU split, what was stored
-    (``counted``: rows and distinct ids) and the workers' memory. Returns the rate and
-    whether every prediction was stored exactly once."""
+    """An API phase: ``--clients`` processes send their bodies of ``load`` (bodies and their
+    sizes per client, and their Content-Type) to the API on ``server`` (its port and worker
+    pids); prints the rate, latencies, CPU split, what was stored (``counted``: rows and
+    distinct ids) and the workers' memory. Returns the rate and whether every prediction was
+    stored exactly once."""
     port, workers = server
+    bodies, sizes, content_type = load
     n = args.predictions
     run = run_phase(
         client_main,
-        [(port, c * CONNECT_SPACING, bodies[c], sizes[c]) for c in range(args.clients)],
+        [
+            (port, c * CONNECT_SPACING, bodies[c], sizes[c], content_type)
+            for c in range(args.clients)
+        ],
         admin_url=args.postgres,
         database=database,
         workers=workers,
@@ -867,7 +949,8 @@ def api_phase(
     p50, p90, p99 = np.percentile(latencies, [50, 90, 99])
     print(
         f"api:   {n:,} predictions in {run.seconds:.2f} s = {api_rate:,.0f} predictions/s"
-        f" ({len(latencies):,} requests of {args.batch}, {args.clients} clients,"
+        f" ({len(latencies):,} requests of up to {max(max(s) for s in sizes):,},"
+        f" {args.clients} clients,"
         f" {args.workers} workers; latency ms p50 {p50:.0f} p90 {p90:.0f} p99 {p99:.0f})"
     )
     print_cpu(run, n)
@@ -956,10 +1039,11 @@ def service_phase(
 
 
 def copy_baselines(
-    libpq_url: str, rows: Rows, model_id: int, api_rate: float, *, registry: bool
+    libpq_url: str, rows: Rows, model_id: int, api_rates: dict[str, float], *, registry: bool
 ) -> None:
     """The copy baselines (a) into the minimal table and (b) into calmon's tables (with the
-    id registry when partitioned), then the API's rate against them and the targets."""
+    id registry when partitioned), then each API phase's rate (``api_rates``, by phase)
+    against them and the targets."""
     n = len(rows.ids)
     stream = copy_stream(rows, model_id)
     baselines = {
@@ -980,20 +1064,31 @@ def copy_baselines(
             f" (database CPU µs per row {copy_cpu / n * 1e6:.1f})"
         )
     minimal, own = rates.values()
-    print_ratio(api_rate, minimal, own)
+    for label, api_rate in api_rates.items():
+        print_ratio(label, api_rate, minimal, own)
 
 
-def print_ratio(api_rate: float, minimal: float, own: float) -> None:
-    """The API's rate as a fraction of the copy baselines' (``minimal``: (a), ``own``: (b))
-    against the ratio targets, and against the absolute rate target."""
+def print_ratio(label: str, api_rate: float, minimal: float, own: float) -> None:
+    """An API phase's rate as a fraction of the copy baselines' (``minimal``: (a), ``own``:
+    (b)) against its ratio targets (JSON's, or Arrow's), and against the absolute rate
+    target."""
     ratio = api_rate / minimal
-    verdict = (
-        "stretch met" if ratio >= RATIO_STRETCH else "met" if ratio >= RATIO_TARGET else "MISSED"
-    )
+    if label.startswith("arrow"):
+        verdict = "met" if ratio >= ARROW_RATIO_TARGET else "MISSED"
+        targets = f"target ≥ {ARROW_RATIO_TARGET}"
+    else:
+        verdict = (
+            "stretch met"
+            if ratio >= RATIO_STRETCH
+            else "met"
+            if ratio >= RATIO_TARGET
+            else "MISSED"
+        )
+        targets = f"target ≥ {RATIO_TARGET}, stretch ≥ {RATIO_STRETCH}"
     print(
-        f"ratio: {ratio:.2f} of copy (a) (target ≥ {RATIO_TARGET}, stretch ≥"
-        f" {RATIO_STRETCH}: {verdict}); {api_rate / own:.2f} of copy (b); rate target"
-        f" {RATE_TARGET:,}/s: {'met' if api_rate >= RATE_TARGET else 'MISSED'}"
+        f"ratio {label}: {ratio:.2f} of copy (a) ({targets}: {verdict}); {api_rate / own:.2f}"
+        f" of copy (b); {api_rate:,.0f}/s against the rate target {RATE_TARGET:,}/s:"
+        f" {'met' if api_rate >= RATE_TARGET else 'MISSED'}"
     )
 
 

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from calmon import instruments
 from calmon.api.errors import BodyTooLargeError, error_response, payload_too_large
 from calmon.log import request_id_var
+from calmon.services.ingest_arrow import stream_rows
 
 logger = logging.getLogger("calmon.access")
 
@@ -194,11 +195,11 @@ def remember_body(scope: Scope, body: bytes) -> None:
 
 def predictions_in(body: bytes) -> int:
     """How many predictions a request body carries: the length of its ``predictions`` array,
-    or 1 when the body is not a JSON object with such an array (not JSON, cut, or never read)."""
+    the rows of an Arrow stream, or 1 when the body is neither (cut, or never read)."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return 1
+        return stream_rows(body) or 1
     if isinstance(document, dict) and isinstance(document.get("predictions"), list):
         return len(document["predictions"])
     return 1

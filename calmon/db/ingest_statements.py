@@ -1,7 +1,8 @@
 """Storage statements of ingestion: the per-connection stage tables and their loading (binary
-``COPY`` on PostgreSQL, ``executemany`` on SQLite), the model's advisory lock, and the SQL texts
-that move a staged batch into ``predictions`` (one table on SQLite; on PostgreSQL day partitions
-and the id registry ``prediction_keys``) and labels onto stored predictions.
+``COPY`` on PostgreSQL, written from the batch's columns; ``executemany`` on SQLite), the
+model's advisory lock, and the SQL texts that move a staged batch into ``predictions`` (one
+table on SQLite; on PostgreSQL day partitions and the id registry ``prediction_keys``) and
+labels onto stored predictions.
 
 No value is ever part of a statement's text. The statements, their order and their locks are in
 ``docs/storage.md`` ("Ingestion path").
@@ -29,6 +30,7 @@ from sqlalchemy.schema import CreateTable
 
 from calmon.db import locks
 from calmon.db.models import UTCDateTime
+from calmon.db.stage_columns import StageColumn, binary_copy, column_rows
 
 _stage_metadata = MetaData()
 prediction_stage = Table(
@@ -68,13 +70,17 @@ _PG_COPY: Final[dict[str, pg_sql.Composed]] = {
 }
 
 
-def load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Empty ``table`` (created on first use in this connection) and fill it with ``rows``.
+def load_stage(connection: Connection, table: Table, columns: Sequence[StageColumn]) -> None:
+    """Empty ``table`` (created on first use in this connection) and fill it with the batch
+    ``columns`` (one per column of the table, in its order).
 
     On PostgreSQL the table is also emptied at each commit (``ON COMMIT DELETE ROWS``), so the
     ``DELETE`` here only has work when one transaction ingests several batches; it goes with
-    the ``CREATE`` in one round trip, then the rows in one binary ``COPY``.
+    the ``CREATE`` in one round trip, then the rows in one binary ``COPY`` whose stream is
+    written from the columns (:func:`~calmon.db.stage_columns.binary_copy`). On SQLite the
+    rows go in by ``executemany``.
     """
+    pg_types = _PG_TYPES[table.name]
     if connection.dialect.name == "postgresql":
         driver_connection: Any = connection.connection.driver_connection
         empty = _PG_EMPTY.get(table.name)
@@ -84,15 +90,15 @@ def load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, .
                 pg_sql.SQL(str(create)), pg_sql.Identifier(table.name)
             )
             _PG_EMPTY[table.name] = empty
+        stream = binary_copy(columns, pg_types)
         with driver_connection.cursor() as cursor:
             cursor.execute(empty)
             with cursor.copy(_PG_COPY[table.name]) as copy:
-                copy.set_types(_PG_TYPES[table.name])
-                for row in rows:
-                    copy.write_row(row)
+                copy.write(stream)
         return
     connection.execute(CreateTable(table, if_not_exists=True))
     connection.execute(table.delete())
+    rows = column_rows(columns, pg_types)
     if rows:
         names = [c.name for c in table.columns]
         connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])

@@ -50,10 +50,11 @@ from calmon.db.ingest_statements import (
     prediction_stage,
 )
 from calmon.db.models import Model
-from calmon.db.partitions import ensure_days, forget, utc_day
+from calmon.db.partitions import ensure_days, forget
 from calmon.db.sqlstate import CHECK_VIOLATION, UNIQUE_VIOLATION, sqlstate
 from calmon.services.changes import record_changes, record_stored_predictions
 from calmon.services.errors import ConflictError
+from calmon.services.ingest_batches import PredictionColumns, label_stage_columns, latest_labels
 from calmon.services.ingest_schemas import LabelIn, PredictionRow
 from calmon.timeline import EPOCH
 
@@ -142,90 +143,80 @@ def _conflict_message(conflicting: Sequence[str], rows: Sequence[PredictionRow])
 
 
 def ingest_predictions(
-    session: Session, *, model: Model, rows: Sequence[PredictionRow], now: datetime
+    session: Session,
+    *,
+    model: Model,
+    rows: PredictionColumns | Sequence[PredictionRow],
+    now: datetime,
 ) -> PredictionsResult:
-    """Store the new predictions of a batch and apply pending labels to them.
+    """Store the new predictions of a batch (its columns, or its rows) and apply pending
+    labels to them.
 
     Raises :class:`ConflictError` (details ``[{"id": ...}]``, sorted) when some id is already
     stored, or repeated in the batch, with other content; the caller must then roll back.
     """
-    if not rows:
+    batch = rows if isinstance(rows, PredictionColumns) else PredictionColumns.of_rows(rows)
+    if not len(batch):
         return PredictionsResult(new=0, duplicates=0, pending_labels_applied=0)
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now}
     if partitions_predictions(connection):
-        return _ingest_partitioned(connection, params, rows, model=model)
+        return _ingest_partitioned(connection, params, batch, model=model)
     lock_model(connection, model.id, exclusive=False)
-    load_stage(connection, prediction_stage, rows)
+    load_stage(connection, prediction_stage, batch.stage())
     new = int(connection.execute(INSERT_NEW_ONLY, params).rowcount)
-    if new < len(rows):
+    if new < len(batch):
         conflicting = connection.execute(CONFLICTING_IDS, params).scalars().all()
-        _raise_conflicts(conflicting, rows)
+        _raise_conflicts(conflicting, batch)
     applied = 0
     if new and connection.execute(HAS_PENDING, params).first() is not None:
         applied = connection.execute(APPLY_PENDING, params).rowcount
         connection.execute(DROP_APPLIED_PENDING, params)
     if new:
-        stamps = [row[1] for row in rows]
+        lo, hi = batch.bounds()
         record_stored_predictions(
-            connection,
-            model=model,
-            staged=len(rows),
-            stored=new,
-            lo=min(stamps),
-            hi=max(stamps),
-            now=now,
+            connection, model=model, staged=len(batch), stored=new, lo=lo, hi=hi, now=now
         )
-    return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
+    return PredictionsResult(new=new, duplicates=len(batch) - new, pending_labels_applied=applied)
 
 
-def _raise_conflicts(conflicting: Sequence[str], rows: Sequence[PredictionRow]) -> None:
+def _raise_conflicts(conflicting: Sequence[str], batch: PredictionColumns) -> None:
     if conflicting:
         raise ConflictError(
             "prediction_conflict",
-            _conflict_message(conflicting, rows),
+            _conflict_message(conflicting, batch.rows()),
             [{"id": client_id} for client_id in conflicting],
         )
 
 
-def _utc_days(stamps: Sequence[datetime], lo: datetime, hi: datetime) -> set[date]:
-    """The UTC days of ``stamps``, whose earliest is ``lo`` and latest ``hi``: when those two
-    lie on the same or on consecutive days (live traffic), no other instant is looked at."""
-    first, last = utc_day(lo), utc_day(hi)
-    if (last - first).days <= 1:
-        return {first, last}
-    return {utc_day(moment) for moment in stamps}
-
-
 def _ingest_partitioned(
-    connection: Connection, params: dict[str, Any], rows: Sequence[PredictionRow], *, model: Model
+    connection: Connection, params: dict[str, Any], batch: PredictionColumns, *, model: Model
 ) -> PredictionsResult:
     """:func:`ingest_predictions` on PostgreSQL: the partitions of the batch's days are made
     if missing (before any lock of the batch), then ids go into the registry and rows into
     their day partitions in one statement."""
-    stamps = [row[1] for row in rows]
-    lo, hi = min(stamps), max(stamps)
-    days = _utc_days(stamps, lo, hi)
+    lo, hi = batch.bounds()
+    days = batch.days()
     ensure_days(connection, days)
     lock_model(connection, params["model_id"], exclusive=False)
-    load_stage(connection, prediction_stage, rows)
+    load_stage(connection, prediction_stage, batch.stage())
     new = _insert_partitioned(connection, params, days)
-    if new < len(rows):
+    if new < len(batch):
         stored_lo, stored_hi = connection.execute(PG_STORED_RANGE, params).one()
         if stored_lo is not None:
             stored = {"lo": stored_lo, "hi": stored_hi}
             conflicting = (
                 connection.execute(PG_CONFLICTING_IDS, {**params, **stored}).scalars().all()
             )
-            _raise_conflicts(conflicting, rows)
+            _raise_conflicts(conflicting, batch)
     applied = 0
     if new and connection.execute(HAS_PENDING, params).first() is not None:
         applied = connection.execute(PG_APPLY_PENDING, {**params, "lo": lo, "hi": hi}).rowcount
         connection.execute(DROP_APPLIED_PENDING, params)
     record_stored_predictions(
-        connection, model=model, staged=len(rows), stored=new, lo=lo, hi=hi, now=params["now"]
+        connection, model=model, staged=len(batch), stored=new, lo=lo, hi=hi, now=params["now"]
     )
-    return PredictionsResult(new=new, duplicates=len(rows) - new, pending_labels_applied=applied)
+    return PredictionsResult(new=new, duplicates=len(batch) - new, pending_labels_applied=applied)
 
 
 def ingest_labels(
@@ -239,14 +230,14 @@ def ingest_labels(
     """Apply a batch of labels; ids without a prediction become pending labels. Labels of
     predictions with an event time before ``earliest`` (what retention keeps) are ignored and
     counted as ``expired``: they would bring back windows that retention removes."""
-    latest = {item["id"]: item["label"] for item in labels}
+    latest = latest_labels(labels)
     if not latest:
         return LabelsResult(updated=0, unchanged=0, pending=[], pending_changed=0)
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now, "earliest": earliest}
     partitioned = partitions_predictions(connection)
     find_unknown = PG_UNKNOWN_LABEL_IDS if partitioned else UNKNOWN_LABEL_IDS
-    load_stage(connection, label_stage, list(latest.items()))
+    load_stage(connection, label_stage, label_stage_columns(latest))
     unknown = connection.execute(find_unknown, params).scalars().all()
     if unknown:
         lock_model(connection, model.id, exclusive=True)

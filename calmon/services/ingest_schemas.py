@@ -8,7 +8,7 @@ each invalid one gives, is in ``docs/api.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, Generic, NotRequired, TypeVar, cast
 
@@ -235,13 +235,6 @@ class EventSchema(Generic[T]):
 
 PREDICTIONS = EventSchema(PREDICTION_BATCH)
 PROBABILITY_PREDICTIONS = EventSchema(PROBABILITY_PREDICTION_BATCH)
-
-
-def prediction_rows(
-    items: Sequence[PredictionIn] | Sequence[ProbabilityPredictionIn],
-) -> list[PredictionRow]:
-    """The stored form of validated request items."""
-    return [(p["id"], p["timestamp"], p["score"], p.get("label"), p.get("segment")) for p in items]
 
 
 def predictions_schema(

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from calmon_client._core import (
+    ENSURE_HEADERS,
     Backoff,
     Batch,
     Call,
@@ -44,7 +45,7 @@ from calmon_client._core import (
     transient,
     wait_seconds,
 )
-from calmon_client._sync import DROP_WARNING_PERIOD, JSON, headers_for
+from calmon_client._sync import DROP_WARNING_PERIOD, headers_for
 
 logger = logging.getLogger("calmon_client")
 
@@ -80,7 +81,11 @@ async def run_registry(
         if isinstance(step, Call):
             try:
                 response = await client.request(
-                    step.method, step.path, content=step.body, headers=JSON, timeout=timeout
+                    step.method,
+                    step.path,
+                    content=step.body,
+                    headers=ENSURE_HEADERS,
+                    timeout=timeout,
                 )
                 reply = Reply(
                     response.status_code, response.content, response.headers.get("retry-after")
@@ -368,7 +373,10 @@ class AsyncMonitor:
             timeout = max(min(timeout, self._deadline - time.monotonic()), 0.001)
         try:
             response = await self._client.post(
-                self._paths[step.kind], content=step.body, headers=JSON, timeout=timeout
+                self._paths[step.kind],
+                content=step.body,
+                headers={"Content-Type": step.content_type},
+                timeout=timeout,
             )
         except Exception as exc:  # any failure to get an answer is retried
             return Reply(failure=f"{type(exc).__name__}: {exc}")

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, cast
 
+from calmon_client._arrow import ARROW_MEDIA_TYPE, encode_arrow, prepare_arrow, refuse_arrow
+
 logger = logging.getLogger("calmon_client")
 
 #: the largest batch the server takes (the server's ``MAX_BATCH``; a test pins the copy)
@@ -244,6 +246,9 @@ def _label_value(label: object, *, optional: bool) -> int | None:
     raise InvalidItemError("label must be 0, 1" + (" or None" if optional else ""))
 
 
+JSON_MEDIA_TYPE: Final = "application/json"
+#: the headers of the requests that read or create the model (JSON bodies)
+ENSURE_HEADERS: Final = {"Content-Type": JSON_MEDIA_TYPE}
 #: a label as it ends a prediction's JSON object
 _LABEL_JSON: Final = {None: "", 0: ',"label":0', 1: ',"label":1'}
 
@@ -265,6 +270,15 @@ def encode(kind: Kind, items: list[Item]) -> bytes:
         for client_id, stamp, score, label, segment, _ in cast(list[PredictionItem], items)
     ]
     return ('{"predictions":[' + ",".join(parts) + "]}").encode()
+
+
+def encode_body(kind: Kind, items: list[Item]) -> tuple[bytes, str]:
+    """The body of a request carrying ``items`` and its media type: an Arrow IPC stream where
+    pyarrow is importable (:mod:`calmon_client._arrow`), else JSON."""
+    arrow = encode_arrow(kind, items)
+    if arrow is not None:
+        return arrow, ARROW_MEDIA_TYPE
+    return encode(kind, items), JSON_MEDIA_TYPE
 
 
 @dataclass(slots=True)
@@ -315,6 +329,7 @@ class Queue:
             raise ValueError("flush_interval must be positive")
         if max_queue < batch_size:
             raise ValueError("max_queue must be at least batch_size")
+        prepare_arrow()
         self.batch_size = batch_size
         self.flush_interval = flush_interval
         self.max_queue = max_queue
@@ -451,6 +466,7 @@ class Post:
 
     kind: Kind
     body: bytes
+    content_type: str = JSON_MEDIA_TYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,11 +519,15 @@ def _deliver_part(
     acknowledged, and send again what is left after the server refuses some. Returns the
     halves to deliver instead when the server answers 413 (too large), else nothing left."""
     attempt = 0
-    body = encode(batch.kind, items)
+    body, content_type = encode_body(batch.kind, items)
     while True:
-        reply = yield Post(batch.kind, body)
+        reply = yield Post(batch.kind, body, content_type)
         assert reply is not None
         counts["requests"] += 1
+        if reply.status == 415 and content_type == ARROW_MEDIA_TYPE:
+            refuse_arrow()
+            body, content_type = encode_body(batch.kind, items)
+            continue
         if _retryable(reply, attempt):
             _note_retry(batch.kind, items, reply, attempt, counts, report)
             yield Pause(backoff.delay(attempt, reply.retry_after))
@@ -530,7 +550,7 @@ def _deliver_part(
         if not items:
             return []
         attempt = 0
-        body = encode(batch.kind, items)
+        body, content_type = encode_body(batch.kind, items)
 
 
 def _retryable(reply: Reply, attempt: int) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Final
 import httpx
 
 from calmon_client._core import (
+    ENSURE_HEADERS,
     Backoff,
     Batch,
     Call,
@@ -47,7 +48,6 @@ from calmon_client._core import (
 
 logger = logging.getLogger("calmon_client")
 
-JSON: Final = {"Content-Type": "application/json"}
 #: seconds between two warnings about dropped items (each says how many since the last)
 DROP_WARNING_PERIOD: Final = 10.0
 
@@ -99,7 +99,11 @@ def run_registry(
         if isinstance(step, Call):
             try:
                 response = client.request(
-                    step.method, step.path, content=step.body, headers=JSON, timeout=timeout
+                    step.method,
+                    step.path,
+                    content=step.body,
+                    headers=ENSURE_HEADERS,
+                    timeout=timeout,
                 )
                 reply = Reply(
                     response.status_code, response.content, response.headers.get("retry-after")
@@ -414,7 +418,10 @@ class Monitor:
             timeout = max(min(timeout, self._deadline - time.monotonic()), 0.001)
         try:
             response = self._client.post(
-                self._paths[step.kind], content=step.body, headers=JSON, timeout=timeout
+                self._paths[step.kind],
+                content=step.body,
+                headers={"Content-Type": step.content_type},
+                timeout=timeout,
             )
         except Exception as exc:  # any failure to get an answer is retried
             return Reply(failure=f"{type(exc).__name__}: {exc}")

@@ -13,12 +13,15 @@ for a concurrent transaction.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter
 
 from calmon import instruments
 from calmon.api.deps import (
+    BatchBody,
+    BatchBodyDep,
     ClockDep,
-    JsonBody,
     ModelName,
     RetentionDep,
     SessionDep,
@@ -35,11 +38,13 @@ from calmon.services.ingest import (
     ingest_labels,
     ingest_predictions,
 )
+from calmon.services.ingest_arrow import read_labels, read_predictions
+from calmon.services.ingest_batches import PredictionColumns, prediction_columns
 from calmon.services.ingest_schemas import (
     LABEL_BATCH,
     PREDICTION_BATCH,
+    LabelIn,
     earliest_timestamp,
-    prediction_rows,
     predictions_schema,
 )
 
@@ -61,18 +66,22 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
     },
 )
 def send_predictions(
-    model: ModelName, body: JsonBody, session: SessionDep, retention: RetentionDep, clock: ClockDep
+    model: ModelName,
+    body: BatchBodyDep,
+    session: SessionDep,
+    retention: RetentionDep,
+    clock: ClockDep,
 ) -> PredictionsOut:
-    """Store up to 10,000 predictions; exact repeats of stored ones are counted, not stored."""
+    """Store up to 10,000 predictions (JSON) or 100,000 (an Arrow IPC stream); exact repeats
+    of stored ones are counted, not stored."""
     now = clock.now()
     monotonic = clock.monotonic()
 
     def work() -> PredictionsResult:
         stored = existing_model(session, model, share_lock=True)
         days = retention.read(session, now=now, monotonic=monotonic).days
-        validate = predictions_schema(stored.score_kind).at(now, retention_days=days)
-        rows = prediction_rows(parse_json(validate, body)["predictions"])
-        return ingest_predictions(session, model=stored, rows=rows, now=now)
+        batch = _predictions(body, score_kind=stored.score_kind, now=now, retention_days=days)
+        return ingest_predictions(session, model=stored, rows=batch, now=now)
 
     result = in_transaction(session, work)
     instruments.PREDICTIONS_INGESTED.labels(model).inc(result.new)
@@ -92,7 +101,11 @@ def send_predictions(
     responses=WRITE_ERRORS,
 )
 def send_labels(
-    model: ModelName, body: JsonBody, session: SessionDep, retention: RetentionDep, clock: ClockDep
+    model: ModelName,
+    body: BatchBodyDep,
+    session: SessionDep,
+    retention: RetentionDep,
+    clock: ClockDep,
 ) -> LabelsOut:
     """Label up to 10,000 predictions; labels of unknown ids wait for their prediction, and
     labels of predictions older than the retention period are ignored."""
@@ -103,7 +116,7 @@ def send_labels(
         stored = existing_model(session, model)
         days = retention.read(session, now=now, monotonic=monotonic).days
         earliest = earliest_timestamp(now, days)
-        labels = parse_json(LABEL_BATCH.validate_json, body)["labels"]
+        labels = _labels(body)
         return ingest_labels(session, model=stored, labels=labels, now=now, earliest=earliest)
 
     result = in_transaction(session, work)
@@ -114,3 +127,25 @@ def send_labels(
         pending=result.pending,
         expired=result.expired,
     )
+
+
+def _predictions(
+    body: BatchBody, *, score_kind: str, now: datetime, retention_days: int
+) -> PredictionColumns:
+    """The validated columns of a prediction batch, from JSON or from Arrow."""
+    if body.arrow:
+        return read_predictions(
+            body.content,
+            probability=score_kind == "probability",
+            now=now,
+            retention_days=retention_days,
+        )
+    validate = predictions_schema(score_kind).at(now, retention_days=retention_days)
+    return prediction_columns(parse_json(validate, body.content)["predictions"])
+
+
+def _labels(body: BatchBody) -> list[LabelIn]:
+    """The validated items of a label batch, from JSON or from Arrow."""
+    if body.arrow:
+        return read_labels(body.content)
+    return parse_json(LABEL_BATCH.validate_json, body.content)["labels"]

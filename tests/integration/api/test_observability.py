@@ -245,3 +245,35 @@ def test_every_rejection_reason_is_exported_at_zero_from_start_up(client: TestCl
         dict(labels)["reason"] for name, labels in samples if name == "calmon_ingest_rejected_total"
     }
     assert exported >= {*REJECT_REASONS.values(), REJECT_OTHER}
+
+
+def test_rejections_of_arrow_streams_count_their_rows(client: TestClient) -> None:
+    import pyarrow as pa
+
+    from tests.integration.api.test_ingest_arrow import ARROW, items, predictions_table, stream
+
+    create_model(client, "obs")
+    before = _samples(client)
+    batch = items(6)
+    batch[4]["score"] = 3.0
+    route = "/v1/models/obs/predictions"
+    assert (
+        client.post(route, content=stream(predictions_table(batch)), headers=ARROW).status_code
+        == 422
+    )
+    wrong = (
+        predictions_table(items(4))
+        .drop_columns(["score"])
+        .append_column("score", pa.array([1] * 4))
+    )
+    assert client.post(route, content=stream(wrong), headers=ARROW).status_code == 422
+    assert client.post(route, content=b"\xff\xff\xff\xffjunk", headers=ARROW).status_code == 400
+    after = _samples(client)
+
+    def delta(reason: str) -> float:
+        return _value(after, "calmon_ingest_rejected_total", reason=reason) - _value(
+            before, "calmon_ingest_rejected_total", reason=reason
+        )
+
+    assert delta("invalid") == 10
+    assert delta("invalid_json") == 1
