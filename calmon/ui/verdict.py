@@ -30,6 +30,7 @@ The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -48,7 +49,9 @@ from calmon.metrics.decision import (
 )
 from calmon.metrics.intervals import wilson_interval
 from calmon.metrics.label_free import CHECK_LEVEL
+from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_value, split_parts
+from calmon.words import reference_words, verdict_against
 
 #: the metric whose change split drives the verdict and the alert
 SPLIT_METRIC: Final = "average_precision"
@@ -60,6 +63,8 @@ ONE_SIDED_99: Final = 0.0935
 SHIFT_FACTOR: Final = 1.5
 #: CalmonMetricsStale: no window computed for this many window lengths
 STALE_LENGTHS: Final = 3
+#: segments named after an alert that holds in several; the others are counted
+NAMED_SEGMENTS: Final = 3
 
 Bounds = tuple[float, float]
 
@@ -341,33 +346,70 @@ def is_stale(computed_at: datetime, *, now: datetime, length: timedelta) -> bool
 
 
 def alerts(record: WindowRecord) -> list[str]:
-    """The record-level alert states of a latest window, in words (empty when quiet)."""
+    """The record-level alert states of a latest window, in words (empty when quiet), each
+    naming the reference it compares with (:func:`calmon.words.reference_words`)."""
     out: list[str] = []
+    against = reference_words(record["reference"])
     if calibrated_drop(record):
-        out.append("calibrated AP drop: the model got worse")
+        out.append(f"calibrated AP drop against {against}: the model got worse")
     if (direction := prior_shift(record)) is not None:
-        out.append(f"prior shift: class ratio went {direction}")
+        out.append(f"prior shift against {against}: class ratio went {direction}")
     if (direction := estimated_prior_shift(record)) is not None:
         out.append(
-            "estimated prior shift (no labels needed): class ratio went up, or negatives score "
-            "like positives; labels will tell"
+            f"estimated prior shift against {against} (no labels needed): class ratio went up, "
+            "or negatives score like positives; labels will tell"
             if direction == "up"
-            else "estimated fall (no labels needed): fewer positives, or positives scoring lower "
-            "(a model that got worse looks the same); labels will tell"
+            else f"estimated fall against {against} (no labels needed): fewer positives, or "
+            "positives scoring lower (a model that got worse looks the same); labels will tell"
         )
     if scores_changed(record):
         out.append(
-            "scores changed in a way a class-ratio change does not explain: the model or its "
-            "inputs changed, labels needed to tell how much"
+            f"scores changed from {against} in a way a class-ratio change does not explain: "
+            "the model or its inputs changed, labels needed to tell how much"
         )
     return out + decision_alerts(record)
 
 
 def decision_alerts(record: WindowRecord) -> list[str]:
-    """The alert states of a latest window's pooled decision, in words (empty when quiet)."""
+    """The alert states of a latest window's pooled decision, in words (empty when quiet),
+    naming the reference the decision compares with."""
     out: list[str] = []
+    against = verdict_against(record)
     if decision_drop(record):
-        out.append("pooled AP drop: the model got worse over the pooled windows")
+        out.append(f"pooled AP drop {against}: the model got worse over the pooled windows")
     if (direction := pooled_prior_shift(record)) is not None:
-        out.append(f"pooled prior shift: class ratio of the pooled windows went {direction}")
+        out.append(
+            f"pooled prior shift {against}: class ratio of the pooled windows went {direction}"
+        )
     return out
+
+
+def _where(segments: Sequence[str], tracked: int) -> str:
+    """Where an alert holds, after its words: nothing for all predictions alone (``*``),
+    ``(segment eu)``, or ``(all predictions and 2 of 6 segments: eu, us)`` with at most
+    :data:`NAMED_SEGMENTS` names and the rest counted."""
+    named = [s for s in segments if s != ALL_SEGMENTS]
+    if not named:
+        return ""
+    shown = ", ".join(named[:NAMED_SEGMENTS])
+    if len(named) > NAMED_SEGMENTS:
+        shown += f" and {len(named) - NAMED_SEGMENTS} more"
+    if tracked == 1:
+        counted = f"segment {shown}"
+    elif len(named) == tracked:
+        counted = f"all {tracked} segments: {shown}"
+    else:
+        counted = f"{len(named)} of {tracked} segments: {shown}"
+    return f" ({'all predictions and ' if ALL_SEGMENTS in segments else ''}{counted})"
+
+
+def segment_alerts(latest: Sequence[tuple[str, WindowRecord]]) -> list[str]:
+    """The alert states of a model's latest windows, given as (segment, record) pairs, each
+    said once with the segments where it holds counted (:func:`_where`), in the order they
+    first appear: one model's rows stay short however many segments it tracks."""
+    where: dict[str, list[str]] = {}
+    for segment, record in latest:
+        for text in alerts(record):
+            where.setdefault(text, []).append(segment)
+    tracked = sum(1 for segment, _ in latest if segment != ALL_SEGMENTS)
+    return [f"{text}{_where(segments, tracked)}" for text, segments in where.items()]

@@ -61,7 +61,7 @@ from calmon.services.window_results import last_window_records
 from calmon.settings import Settings
 from calmon.timeline import window_length
 from calmon.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
-from calmon.ui.verdict import alerts, is_stale
+from calmon.ui.verdict import is_stale, segment_alerts
 
 logger = logging.getLogger("calmon.ui")
 
@@ -186,11 +186,9 @@ def _latest_by_model(
 
 
 def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> list[str]:
-    """Alert states of a model's latest windows: each segment's record rules, and stale."""
-    out: list[str] = []
-    for window in latest:
-        where = "" if window.segment == ALL_SEGMENTS else f" (segment {window.segment})"
-        out.extend(f"{text}{where}" for text in alerts(window.record))
+    """Alert states of a model's latest windows: the record rules, each said once with the
+    segments where it holds counted, and stale."""
+    out = segment_alerts([(window.segment, window.record) for window in latest])
     if latest:
         computed = max(w.computed_at for w in latest)
         if is_stale(computed, now=now, length=window_length(model.window)):

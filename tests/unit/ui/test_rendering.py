@@ -183,8 +183,10 @@ def test_model_page_holds_every_chart_and_verdict() -> None:
     for chart in ("ap", "split", "ratio", "metric"):
         assert f'<svg class="chart wide" id="{chart}"' in html
     assert '<svg class="chart" id="reliability"' in html
-    assert html.count("class ratio moved</td>") == 3
-    assert html.count("neither: stable</td>") == 3
+    table = html[html.index('<table id="verdicts"') :]
+    assert table.count('class="v-ratio">class ratio moved</span>') == 3
+    assert table.count('class="ok">neither: stable</span>') == 3
+    assert table.count("against the fixed reference 1\u20132 Nov 2026</span></td></tr>") == 6
     assert f"Window {records[1]['start']}" in html
     assert "<script" not in html
     assert "http://" not in html.replace('"http://www.w3.org', "")
