@@ -83,14 +83,21 @@ def decision_reference(record: WindowRecord) -> tuple[ReferencePeriod | None, bo
     return decision.get("reference", own), pooled
 
 
-def verdict_against(record: WindowRecord) -> str:
-    """``against …``: what the verdict of ``record`` is compared with (:func:`reference_words`),
-    ``with no reference yet`` without one;
-    for an old record whose trailing decision pooled windows without naming its reference,
-    ``against the windows before the pooled ones``."""
+def decision_words(record: WindowRecord) -> str:
+    """What the verdict of ``record`` is compared with, as the object of "against"
+    (:func:`reference_words` of :func:`decision_reference`); for an old record whose trailing
+    decision pooled windows without naming its reference, ``the windows before the pooled
+    ones``."""
     reference, pooled = decision_reference(record)
     decision = record.get("decision")
     if pooled and decision is not None and "reference" not in decision:
-        return "against the windows before the pooled ones"
-    words = reference_words(reference, pooled=pooled)
+        return "the windows before the pooled ones"
+    return reference_words(reference, pooled=pooled)
+
+
+def verdict_against(record: WindowRecord) -> str:
+    """``against …``: what the verdict of ``record`` is compared with (:func:`decision_words`),
+    ``with no reference yet`` without one."""
+    reference, _ = decision_reference(record)
+    words = decision_words(record)
     return f"with {words}" if reference is None else f"against {words}"

@@ -212,6 +212,7 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
                 score_kind=model.score_kind,
                 latest=star,
                 alerts=_model_alerts(model, windows, now),
+                segments=sum(1 for w in windows if w.segment != ALL_SEGMENTS),
             )
         )
     return _html(index_page(summaries, logout=bool(request.app.state.tokens)))

@@ -131,6 +131,12 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "positive_class_ratio_interval": [0.0487, 0.0514],
             "reference_positive_class_ratio_interval": [0.0193, 0.0207],
             "positives_shift": {"method": "mann_whitney", "z": 1.2, "p_value": 0.115},
+            "reference": {
+                "kind": "trailing",
+                "start": (START - 11 * LENGTH).isoformat(),
+                "end": (START - 4 * LENGTH).isoformat(),
+                "windows": 7,
+            },
         },
         "advice": {
             "objective": {"costs": {"false_positive": 1.0, "false_negative": 20.0}},
@@ -275,10 +281,27 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
     put("calmon_window_start_timestamp_seconds", _unix(record["start"]))
     put("calmon_window_end_timestamp_seconds", _unix(record["end"]))
     put("calmon_window_computed_timestamp_seconds", _unix(record["computed_at"]))
+    for name, compared in (
+        ("calmon_reference_info", record["reference"]),
+        ("calmon_decision_reference_info", decision.get("reference")),
+    ):
+        if compared is not None:
+            put(name, 1, kind=compared["kind"], against=_against(name, compared, decision))
     overflow = record["segments_overflow"]
     if record["segment"] == "*" and overflow is not None:
         out[key("calmon_segments_overflow_predictions", model=model)] = overflow["predictions"]
     return out
+
+
+def _against(name: str, reference: dict[str, Any], decision: dict[str, Any]) -> str:
+    """The ``against`` label of a reference info series (docs/references.md): a trailing
+    reference in windows, before the pooled ones for a decision pooling several."""
+    if reference["kind"] == "fixed":
+        return "the fixed reference"  # no fixed reference in these records
+    count = reference["windows"]
+    if name == "calmon_decision_reference_info" and decision.get("windows", 1) > 1:
+        return f"the {count} windows before the pooled ones"
+    return f"the previous {count} windows"
 
 
 def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
@@ -292,7 +315,7 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     unlabelled, start, end, computed; the decision's prior and likelihood parts with their
     bounds, its pooled windows, predictions, positives, ratio, the ratio's bounds and the
     positives' shift p-value; the advised threshold, its four expected values and its
-    assumption check."""
+    assumption check; the reference's and the decision's reference's info series."""
     count = 0
     for metric in CATALOGUE:
         if not probability and metric in PROBABILITY_ONLY:
@@ -304,4 +327,4 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     count += 4 + sum(
         1 + configured_pi0 if metric in ESTIMATED_PRIOR_DEPENDENT else 1 for metric in ESTIMATED
     )
-    return count + 4 + 6 + 2 * 3 + 7 + 1 + len(ADVICE_QUANTITIES) + 1
+    return count + 4 + 6 + 2 * 3 + 7 + 1 + len(ADVICE_QUANTITIES) + 1 + 2

@@ -81,11 +81,11 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 137 + 15 per configured pi0 for a window (13 of them the decision's, 6 the advice's, 1
-    # the label-shift check's); one overflow series per model
-    assert per_window_series(configured_pi0=0) == 137
-    assert per_window_series(configured_pi0=2) == 167
-    assert expected == 1 * 138 + 2 * 152 + 1 + 4 * 182 + 1
+    # 139 + 15 per configured pi0 for a window (13 of them the decision's, 6 the advice's, 1
+    # the label-shift check's, 2 the references' info); one overflow series per model
+    assert per_window_series(configured_pi0=0) == 139
+    assert per_window_series(configured_pi0=2) == 169
+    assert expected == 1 * 140 + 2 * 154 + 1 + 4 * 184 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
