@@ -278,9 +278,8 @@ def test_the_decision_alerts_follow_the_rules() -> None:
     # p = 1e-5 < 0.000233 and -0.08 < -0.05·0.46: pages
     worse = _with_decision("model_got_worse")
     assert decision_drop(worse)
-    assert (
-        f"pooled AP drop against {FIXED}: the model got worse over the pooled windows"
-        in alerts(worse)
+    assert f"pooled AP drop against {FIXED}: the model got worse over the pooled windows" in alerts(
+        worse
     )
     # the positives' shift at p = 0.001 only
     assert not decision_drop(_with_decision("model_got_worse", shift_p=0.001))
