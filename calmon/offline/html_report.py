@@ -27,6 +27,7 @@ from calmon.services.references import reference_from_scores
 from calmon.services.window_compute import evaluate_segment
 from calmon.timeline import WINDOW_SECONDS, iso, window_length
 from calmon.ui.pages import model_page
+from calmon.words import plural
 
 #: the web view's second metric by default
 DEFAULT_METRIC: Final = "roc_auc"
@@ -158,9 +159,9 @@ def build(
         reference, windows, threshold=threshold, pi0=pi0, score_kind=score_kind, name=title
     )
     introduction = (
-        f"Reference {iso(reference.start)} to {iso(reference.end)}: {reference.scores.size} "
-        f"predictions; {len(windows)} window{'s' if len(windows) > 1 else ''} compared with it "
-        f"at threshold {threshold:g}. {note}"
+        f"Reference {iso(reference.start)} to {iso(reference.end)}: "
+        f"{plural(reference.scores.size, 'prediction')}; {plural(len(windows), 'window')} "
+        f"compared with it at threshold {threshold:g}. {note}"
     ).strip()
     return Report(html=render(records, title=title, introduction=introduction), records=records)
 
