@@ -93,7 +93,8 @@ def test_reference_words() -> None:
     trailing: Any = {"kind": "trailing", "start": "", "end": "", "windows": 2}
     assert reference_words(fixed) == "the fixed reference 1\u20132 Nov 2026"
     assert reference_words(trailing) == "the previous 2 windows"
-    assert reference_words({**trailing, "windows": 1}) == "the previous window"
+    one: Any = {**trailing, "windows": 1}
+    assert reference_words(one) == "the previous window"
     assert reference_words(trailing, pooled=True) == "the 2 windows before the pooled ones"
     assert reference_words(None) == "no reference yet"
 
@@ -101,10 +102,10 @@ def test_reference_words() -> None:
 def test_a_verdict_names_the_decisions_reference() -> None:
     window = record(trailing=7)
     assert verdict_against(window) == "against the previous 7 windows"
-    pooled = {**window, "decision": {"windows": 3}}
+    pooled: Any = {**window, "decision": {"windows": 3}}
     # stored before decisions named their reference: the window's is not the decision's
     assert verdict_against(pooled) == "against the windows before the pooled ones"
-    named = {
+    named: Any = {
         **window,
         "decision": {
             "windows": 3,
@@ -112,7 +113,7 @@ def test_a_verdict_names_the_decisions_reference() -> None:
         },
     }
     assert verdict_against(named) == "against the 7 windows before the pooled ones"
-    alone = {**window, "decision": {"windows": 3, "reference": None}}
+    alone: Any = {**window, "decision": {"windows": 3, "reference": None}}
     assert verdict_against(alone) == "with no reference yet"
     assert verdict_against(record()) == "against the fixed reference 1\u20132 Nov 2026"
 
