@@ -29,6 +29,7 @@ from calmon.ui.charts import (
     time_chart,
 )
 from calmon.ui.verdict import (
+    ALERT_DETAIL,
     SPLIT_METRIC,
     Bounds,
     DecisionReading,
@@ -56,13 +57,15 @@ table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;text-align:right;vertical-align:top}
 th{background:#f4f4f4;position:sticky;top:0}
 td.text,th.text{text-align:left}td.text a,td.when{white-space:nowrap}
-.alert{color:#9b1c1c;font-weight:600}.ok{color:#23663a}.muted{color:#666}
+.alert{color:#9b1c1c;font-weight:600}.alert .detail{font-weight:400}
+.ok{color:#23663a}.muted{color:#666}
 .v-both,.v-worse{color:#9b1c1c;font-weight:600}.v-ratio{color:#8a5300;font-weight:600}
 .v-maybe{color:#8a5300}
 .v-unknown{color:#666}
 caption{caption-side:top;text-align:left;padding:2px 0 6px;font-size:.9em}
-table.verdicts td{white-space:nowrap}table.verdicts td.verdict{white-space:normal;min-width:13em}
-table.verdicts th{vertical-align:bottom}table.verdicts th,table.verdicts td{padding:3px 6px}
+table.verdicts{font-size:.9em}table.verdicts td{white-space:nowrap}
+table.verdicts td.verdict{white-space:normal;min-width:14em}
+table.verdicts th{vertical-align:bottom}table.verdicts th,table.verdicts td{padding:3px}
 tr.selected td{background:#fff6d6}
 form.inline{display:flex;gap:12px;align-items:end;flex-wrap:wrap}
 label{display:flex;flex-direction:column;font-size:.9em}
@@ -269,6 +272,13 @@ def _versus(reading: WindowReading) -> str:
     return f"vs {format_number(reading.reference_ratio, 4)} {TIMES}{factor:.2f}"
 
 
+def _alert(text: str) -> str:
+    """An alert state (HTML): its words, and where it holds (after
+    :data:`~calmon.ui.verdict.ALERT_DETAIL`) in a small line under them."""
+    words, _, where = text.partition(ALERT_DETAIL)
+    return _stacked(words, where)
+
+
 def _ratio_cell(record: WindowRecord, reading: WindowReading) -> str:
     """The class ratio of a window against the reference's, stacked (HTML): from the labels,
     or, while the label-free estimate speaks for the window, estimated with its interval."""
@@ -296,7 +306,7 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
         if model.segments:
             link += f'<span class="detail">{plural(model.segments, "segment")}</span>'
         state = (
-            "".join(f'<div class="alert">{escape(a)}</div>' for a in model.alerts)
+            "".join(f'<div class="alert">{_alert(a)}</div>' for a in model.alerts)
             if model.alerts
             else '<span class="ok">no alert</span>'
         )
@@ -528,7 +538,8 @@ def verdict_table(
         href = escape(base + quote_plus(start))
         verdict, verdict_class, _ = window_verdict(record, reading)
         rows.append(
-            f'<tr{css}><td class="text"><a href="{href}">{escape(_short_time(start))}</a></td>'
+            f'<tr{css}><td class="text"><a href="{href}"><time datetime="{escape(start)}">'
+            f"{escape(_short_time(start))}</time></a></td>"
             f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
             f"<td>{record['unlabelled']}</td>"
             f"<td>{_ratio_cell(record, reading)}</td>"
@@ -551,7 +562,7 @@ def verdict_table(
         "compared against.</caption>"
         '<thead><tr><th class="text" scope="col">window start</th><th scope="col">n</th>'
         '<th scope="col">positives</th><th scope="col">unlabelled</th>'
-        '<th scope="col">class ratio vs reference</th>'
+        '<th scope="col">class ratio</th>'
         '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
         '<th scope="col">prior part</th><th scope="col">likelihood part</th>'
         '<th scope="col">decision pools</th><th scope="col">decision: likelihood part</th>'
@@ -814,7 +825,7 @@ def model_page(
         '<button type="submit">show</button></form>'
     )
     state = (
-        "".join(f'<p class="alert">{escape(a)}</p>' for a in model_alerts)
+        "".join(f'<p class="alert">{_alert(a)}</p>' for a in model_alerts)
         if model_alerts
         else '<p class="ok">No alert on the latest windows.</p>'
     )

@@ -63,8 +63,11 @@ ONE_SIDED_99: Final = 0.0935
 SHIFT_FACTOR: Final = 1.5
 #: CalmonMetricsStale: no window computed for this many window lengths
 STALE_LENGTHS: Final = 3
-#: segments named after an alert that holds in several; the others are counted
+#: segments named after an alert that holds in some of them; the others are counted
 NAMED_SEGMENTS: Final = 3
+#: between an alert's words and where it holds (its reference, its segments): the pages show
+#: what follows in a smaller line
+ALERT_DETAIL: Final = " \u2014 "
 
 Bounds = tuple[float, float]
 
@@ -349,45 +352,42 @@ def alerts(record: WindowRecord) -> list[str]:
     """The record-level alert states of a latest window, in words (empty when quiet), each
     naming the reference it compares with (:func:`calmon.words.reference_words`)."""
     out: list[str] = []
-    against = reference_words(record["reference"])
     if calibrated_drop(record):
-        out.append(f"calibrated AP drop against {against}: the model got worse")
+        out.append("calibrated AP drop: the model got worse")
     if (direction := prior_shift(record)) is not None:
-        out.append(f"prior shift against {against}: class ratio went {direction}")
+        out.append(f"prior shift: class ratio went {direction}")
     if (direction := estimated_prior_shift(record)) is not None:
         out.append(
-            f"estimated prior shift against {against} (no labels needed): class ratio went up, "
-            "or negatives score like positives; labels will tell"
+            "estimated prior shift (no labels needed): class ratio went up, or negatives score "
+            "like positives; labels will tell"
             if direction == "up"
-            else f"estimated fall against {against} (no labels needed): fewer positives, or "
-            "positives scoring lower (a model that got worse looks the same); labels will tell"
+            else "estimated fall (no labels needed): fewer positives, or positives scoring lower "
+            "(a model that got worse looks the same); labels will tell"
         )
     if scores_changed(record):
         out.append(
-            f"scores changed from {against} in a way a class-ratio change does not explain: "
-            "the model or its inputs changed, labels needed to tell how much"
+            "scores changed in a way a class-ratio change does not explain: the model or its "
+            "inputs changed, labels needed to tell how much"
         )
-    return out + decision_alerts(record)
+    against = f"{ALERT_DETAIL}against {reference_words(record['reference'])}"
+    return [text + against for text in out] + decision_alerts(record)
 
 
 def decision_alerts(record: WindowRecord) -> list[str]:
     """The alert states of a latest window's pooled decision, in words (empty when quiet),
     naming the reference the decision compares with."""
     out: list[str] = []
-    against = verdict_against(record)
     if decision_drop(record):
-        out.append(f"pooled AP drop {against}: the model got worse over the pooled windows")
+        out.append("pooled AP drop: the model got worse over the pooled windows")
     if (direction := pooled_prior_shift(record)) is not None:
-        out.append(
-            f"pooled prior shift {against}: class ratio of the pooled windows went {direction}"
-        )
-    return out
+        out.append(f"pooled prior shift: class ratio of the pooled windows went {direction}")
+    return [f"{text}{ALERT_DETAIL}{verdict_against(record)}" for text in out]
 
 
 def _where(segments: Sequence[str], tracked: int) -> str:
     """Where an alert holds, after its words: nothing for all predictions alone (``*``),
-    ``(segment eu)``, or ``(all predictions and 2 of 6 segments: eu, us)`` with at most
-    :data:`NAMED_SEGMENTS` names and the rest counted."""
+    ``, in segment eu``, ``, in all predictions and all 6 segments`` or ``, in 2 of 6
+    segments: eu, us`` (at most :data:`NAMED_SEGMENTS` names, the rest counted)."""
     named = [s for s in segments if s != ALL_SEGMENTS]
     if not named:
         return ""
@@ -397,10 +397,10 @@ def _where(segments: Sequence[str], tracked: int) -> str:
     if tracked == 1:
         counted = f"segment {shown}"
     elif len(named) == tracked:
-        counted = f"all {tracked} segments: {shown}"
+        counted = f"all {tracked} segments"
     else:
         counted = f"{len(named)} of {tracked} segments: {shown}"
-    return f" ({'all predictions and ' if ALL_SEGMENTS in segments else ''}{counted})"
+    return f", in {'all predictions and ' if ALL_SEGMENTS in segments else ''}{counted}"
 
 
 def segment_alerts(latest: Sequence[tuple[str, WindowRecord]]) -> list[str]:

@@ -123,11 +123,13 @@ def test_an_alert_of_many_segments_is_said_once_with_them_counted() -> None:
     latest = [("*", shifted), *((f"s{i}", shifted) for i in range(6)), ("quiet", record())]
     (text,) = segment_alerts(latest)
     assert text == (
-        "prior shift against the fixed reference 1\u20132 Nov 2026: class ratio went down"
-        " (all predictions and 6 of 7 segments: s0, s1, s2 and 3 more)"
+        "prior shift: class ratio went down \u2014 against the fixed reference 1\u20132 Nov"
+        " 2026, in all predictions and 6 of 7 segments: s0, s1, s2 and 3 more"
     )
-    assert segment_alerts([("eu", shifted)])[0].endswith("went down (segment eu)")
-    assert segment_alerts([("*", shifted)])[0].endswith("went down")
+    everywhere = [(f"s{i}", shifted) for i in range(4)]
+    assert segment_alerts(everywhere)[0].endswith("2026, in all 4 segments")
+    assert segment_alerts([("eu", shifted)])[0].endswith("2026, in segment eu")
+    assert segment_alerts([("*", shifted)])[0].endswith("1\u20132 Nov 2026")
 
 
 def _decided(verdict: str, *, windows: int, n_pos: int, start: str) -> Any:
