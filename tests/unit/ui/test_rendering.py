@@ -378,6 +378,10 @@ def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
     broken = advice_section(_window(advice), name="m", segment="*")
     assert "broken assumption" in broken
     assert "(p = 1e-09)" in broken
+    # withheld with its reason, not shown as a number
+    assert "<strong>Advice withheld</strong>" in broken
+    assert "0.9123" not in broken
+    assert "Advised threshold" not in broken
     withheld = {**advice, "threshold": None, "expected": None, "reason": "too few labels <x>"}
     shown = advice_section(_window(withheld), name="m", segment="*")
     assert "No advice: too few labels &lt;x&gt;." in shown
