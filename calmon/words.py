@@ -79,8 +79,9 @@ def decision_reference(record: WindowRecord) -> tuple[ReferencePeriod | None, bo
     own = record["reference"]
     if decision is None:
         return own, False
-    pooled = decision["windows"] > 1 and own is not None and own["kind"] == "trailing"
-    return decision.get("reference", own), pooled
+    stored = decision.get("reference", own)
+    kind = (stored or own or {"kind": "fixed"})["kind"]
+    return stored, decision["windows"] > 1 and kind == "trailing"
 
 
 def decision_words(record: WindowRecord) -> str:
