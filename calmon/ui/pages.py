@@ -97,7 +97,7 @@ header nav,form.inline,form.logout{display:none}
 th{position:static}
 table.verdicts,table.models{font-size:8pt;width:100%}
 table.verdicts th,table.verdicts td,table.models th,table.models td{padding:1px 4px}
-table.verdicts td.verdict{min-width:0}
+table.verdicts td.verdict{min-width:13em}
 thead{display:table-header-group}tr,svg.chart,caption{break-inside:avoid}
 h2{break-after:avoid}
 a{color:inherit;text-decoration:none}
