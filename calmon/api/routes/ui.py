@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Hashable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import parse_qs
@@ -192,7 +192,9 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
     if latest:
         computed = max(w.computed_at for w in latest)
         if is_stale(computed, now=now, length=window_length(model.window)):
-            out.append(f"stale: no window computed since {computed.isoformat()}")
+            out.append(
+                f"stale: no window computed since {computed.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+            )
     return out
 
 
