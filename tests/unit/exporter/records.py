@@ -15,6 +15,7 @@ from typing import Any, cast
 from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
 from calmon.metrics.prepared import pi0_key
 from calmon.records import WindowRecord
+from calmon.words import decision_reference, decision_words, reference_words
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,
@@ -281,27 +282,26 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
     put("calmon_window_start_timestamp_seconds", _unix(record["start"]))
     put("calmon_window_end_timestamp_seconds", _unix(record["end"]))
     put("calmon_window_computed_timestamp_seconds", _unix(record["computed_at"]))
-    for name, compared in (
-        ("calmon_reference_info", record["reference"]),
-        ("calmon_decision_reference_info", decision.get("reference")),
-    ):
-        if compared is not None:
-            put(name, 1, kind=compared["kind"], against=_against(name, compared, decision))
+    # the references as labels: their words are calmon.words' (tests/unit/test_words.py)
+    if record["reference"] is not None:
+        put(
+            "calmon_reference_info",
+            1,
+            kind=record["reference"]["kind"],
+            against=reference_words(record["reference"]),
+        )
+    compared, _ = decision_reference(cast(Any, record))
+    if record.get("decision") is not None and compared is not None:
+        put(
+            "calmon_decision_reference_info",
+            1,
+            kind=compared["kind"],
+            against=decision_words(cast(Any, record)),
+        )
     overflow = record["segments_overflow"]
     if record["segment"] == "*" and overflow is not None:
         out[key("calmon_segments_overflow_predictions", model=model)] = overflow["predictions"]
     return out
-
-
-def _against(name: str, reference: dict[str, Any], decision: dict[str, Any]) -> str:
-    """The ``against`` label of a reference info series (docs/references.md): a trailing
-    reference in windows, before the pooled ones for a decision pooling several."""
-    if reference["kind"] == "fixed":
-        return "the fixed reference"  # no fixed reference in these records
-    count = reference["windows"]
-    if name == "calmon_decision_reference_info" and decision.get("windows", 1) > 1:
-        return f"the {count} windows before the pooled ones"
-    return f"the previous {count} windows"
 
 
 def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:

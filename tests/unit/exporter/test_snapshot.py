@@ -268,3 +268,13 @@ def test_advice_series_follow_the_advice_and_vanish_without_it() -> None:
     record["advice"] = None
     names = {name for name, _ in _series(build_snapshot([window("m", record)]))}
     assert not any(name.startswith(("calmon_advised_", "calmon_advice_")) for name in names)
+
+
+def test_the_references_are_labels_in_words() -> None:
+    """What the window and its pooled decision compare against (docs/references.md): the
+    record's trailing reference of 7 windows, and the 7 windows before the 5 pooled ones."""
+    series = _series(build_snapshot([window("fraud", make_record(segment="*"))]))
+    where = {"model": "fraud", "segment": "*", "kind": "trailing"}
+    assert series[key("calmon_reference_info", **where, against="the previous 7 windows")] == 1
+    pooled = "the 7 windows before the pooled ones"
+    assert series[key("calmon_decision_reference_info", **where, against=pooled)] == 1
