@@ -1,6 +1,8 @@
-"""Load time of a model page of 500 windows in headless Chromium (a script, not a test).
+"""Load time of a model page of 500 windows in headless Chromium, or of the model list at many
+segments (a script, not a test).
 
     PYTHONPATH=. .venv/bin/python bench/ui.py [--windows 500] [--runs 7]
+    PYTHONPATH=. .venv/bin/python bench/ui.py --list [--models 100] [--segments 1000] [--runs 7]
 
 Starts `calmon serve` on a scratch SQLite database, feeds it a `calmon simulate` stream (three
 phases of 3 windows) whose windows its scheduler computes, stores those records again as
@@ -10,22 +12,40 @@ Chromium (Debian's ``chromium`` or ``CALMON_CHROMIUM``) and prints, per load, th
 navigation start to the end of the load event, the server's share (request start to response
 end) and the browser's (response end to load end), the page's size and element count, and
 the median's ratio to the 1 s budget.
+
+With ``--list``: a scratch SQLite database holds ``--models`` models of ``--segments`` tracked
+segments, each with one stored window of ``*`` and of every segment (the documented record
+with every value defined, ``tests/unit/exporter/records.py``; one segment in a hundred alerting,
+the others quiet), and the API app (``create_app``, real routes through the ASGI client)
+serves ``/ui``: the first load (every record read and judged), then ``--runs`` loads, their
+median and its ratio to the 0.1 s budget, and the same for a database of one model with ten
+segments, measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
+import sqlite3
 import statistics
 import sys
 import tempfile
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+from fastapi.testclient import TestClient
 
+from calmon.api.app import create_app
+from calmon.settings import Settings
 from tests.e2e.browser import Offline, chromium, chromium_path, load_seconds
 from tests.e2e.stack import SERVE, LocalStack
 from tests.e2e.test_serve_quickstart import wait_until_up
 from tests.e2e.test_web_view import BUDGET_SECONDS, MODEL, simulate, store_copies
+from tests.integration.conftest import upgraded
+from tests.unit.exporter.records import make_record
 
 TARGET = "bench"
 SERVER_PART = (
@@ -34,11 +54,96 @@ SERVER_PART = (
 )
 
 
+#: seconds the model list may take at 100 models of 1,000 segments
+LIST_BUDGET = 0.1
+LIST_START = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+
+
+def _list_database(path: Path, *, models: int, segments: int) -> str:
+    """A migrated SQLite file of ``models`` x (1 + ``segments``) stored windows; its URL."""
+    url = upgraded(f"sqlite:///{path}")
+    alerting = make_record(segment="*", pi0=(0.01, 0.05))
+    quiet = copy.deepcopy(alerting)
+    quiet["reference"]["prior"] = quiet["prior"]
+    texts = {True: json.dumps(alerting), False: json.dumps(quiet)}
+    start, end = (
+        f"{t:%Y-%m-%d %H:%M:%S}.000000" for t in (LIST_START, LIST_START + timedelta(minutes=5))
+    )
+    with sqlite3.connect(path) as db:
+        for m in range(models):
+            db.execute(
+                "INSERT INTO models (id, name, score_kind, window, threshold, pi0,"
+                " reference_kind, reference_windows, grace_seconds, max_segments, created_at,"
+                " updated_at) VALUES (?, ?, 'probability', '5m', 0.5, '[0.01, 0.05]',"
+                " 'trailing', 7, 0, 1000, ?, ?)",
+                (m + 1, f"model-{m:03d}", end, end),
+            )
+            names = [f"country=C{s:04d}" for s in range(segments)]
+            db.executemany(
+                "INSERT INTO model_segments (model_id, name, position, first_seen_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(m + 1, name, p, end) for p, name in enumerate(names)],
+            )
+            db.executemany(
+                "INSERT INTO window_results (model_id, segment, starts_at, ends_at, computed_at,"
+                " computed_by, version, n, n_pos, unlabelled, prior, record)"
+                " VALUES (?, ?, ?, ?, ?, 'bench', 1, 20000, 1000, 37, 0.05, ?)",
+                [
+                    (m + 1, name, start, end, end, texts[p % 100 == 7])
+                    for p, name in enumerate(["*", *names])
+                ],
+            )
+        db.execute("ANALYZE")
+    return url
+
+
+def _list_loads(url: str, runs: int) -> tuple[float, list[float]]:
+    """Seconds of the first load of ``/ui``, and of the ``runs`` next ones."""
+    settings = Settings(
+        database_url=url, retention_days=0, log_level="WARNING", scheduler_interval=3600
+    )
+    with TestClient(create_app(settings)) as client:
+        times = []
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            response = client.get("/ui")
+            times.append(time.perf_counter() - started)
+            response.raise_for_status()
+    return times[0], times[1:]
+
+
+def _list(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        directory = Path(scratch)
+        started = time.perf_counter()
+        url = _list_database(directory / "many.db", models=args.models, segments=args.segments)
+        stored = time.perf_counter() - started
+        print(f"stored {args.models} models x (1 + {args.segments}) windows in {stored:.0f} s")
+        first, times = _list_loads(url, args.runs)
+        few_first, few = _list_loads(
+            _list_database(directory / "few.db", models=1, segments=10), args.runs
+        )
+    median, few_median = statistics.median(times), statistics.median(few)
+    print(f"model list, {args.models} models x {args.segments} segments: first load {first:.3f} s")
+    print("next loads, s: " + ", ".join(f"{t:.3f}" for t in times))
+    print(f"median {median:.3f} s; ratio to the {LIST_BUDGET} s budget: {median / LIST_BUDGET:.2f}")
+    print(
+        f"1 model x 10 segments: first load {few_first:.3f} s, median {few_median:.3f} s;"
+        f" ratio of the medians: {median / few_median:.1f}"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=500)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--list", action="store_true", help="time the model list instead")
+    parser.add_argument("--models", type=int, default=100)
+    parser.add_argument("--segments", type=int, default=1000)
     args = parser.parse_args()
+    if args.list:
+        return _list(args)
     path = chromium_path()
     if path is None:
         print("no Chromium: install the `chromium` package or set CALMON_CHROMIUM")

@@ -1,7 +1,8 @@
 """The window record as every reader types it: the stored JSON of a window and segment
 (``window_results.record``), as :func:`calmon.services.window_record.segment_record` builds it and
 the exporter, the web view, ``calmon windows``, ``calmon simulate``, the offline HTML report
-and the notebook read it.
+and the notebook read it; and the record of one evaluation set without a reference
+(:class:`EvaluationRecord`), as ``calmon evaluate`` and :func:`calmon.evaluate_frame` give it.
 
 These TypedDicts agree with the OpenAPI schema of the record (:mod:`calmon.api.window_schemas`):
 the same keys, a key the schema gives a default is ``NotRequired`` (absent for ``score``
@@ -13,7 +14,7 @@ takes literal keys only) goes through :func:`metric_value`, :func:`metric_interv
 :func:`split_parts`. Instants are ISO 8601 text and intervals ``[lower, upper]`` lists, as
 stored. The record's fields and when each is null: ``docs/scheduler.md`` ("The record").
 
-This module imports nothing of ``app``, so every layer may import it. Its annotations are
+This module imports nothing of ``calmon``, so every layer may import it. Its annotations are
 evaluated when it is imported (no ``from __future__ import annotations``), so that
 ``__required_keys__`` tells the ``NotRequired`` keys apart at run time.
 """
@@ -338,6 +339,37 @@ class WindowRecord(TypedDict):
     advice: NotRequired[Advice | None]
     segments_overflow: SegmentsOverflow | None
     decision: NotRequired[Decision | None]
+
+
+class EvaluationIntervals(TypedDict):
+    """The intervals of an evaluation set: as :class:`WindowIntervals`, except that a
+    configured π0 always has its calibrated intervals (there is no ``reference`` prior)."""
+
+    regular: RegularIntervals
+    calibrated: dict[str, CalibratedIntervals]
+
+
+class EvaluationRecord(TypedDict):
+    """One evaluation set's record, without a reference: a record of ``calmon evaluate
+    --format json`` (one per window and segment of a file) and what :func:`calmon.evaluate_frame`
+    returns (all the rows of a frame: ``start`` and ``end`` None, ``segment`` ``*``).
+
+    ``n``, ``n_pos``, ``n_neg`` and ``prior`` count the labelled rows; ``unlabelled`` the rows
+    whose label is not known yet. ``calibrated`` is keyed by the decimal text of each π0.
+    ``reliability`` is absent for ``score`` models and ``intervals`` unless asked for."""
+
+    start: str | None
+    end: str | None
+    segment: str
+    unlabelled: int
+    n: int
+    n_pos: int
+    n_neg: int
+    prior: float | None
+    regular: RegularMetrics
+    calibrated: dict[str, CalibratedMetrics]
+    reliability: NotRequired[list[ReliabilityBin]]
+    intervals: NotRequired[EvaluationIntervals]
 
 
 def metric_value(

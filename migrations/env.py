@@ -8,13 +8,12 @@ later revisions can alter columns.
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
+from calmon.db import locks
 from calmon.db.models import Base
 from calmon.db.session import create_db_engine
 from calmon.settings import Settings
-
-MIGRATION_LOCK_KEY = 0x63616C6D6F6E  # "calmon"
 
 config = context.config
 target_metadata = Base.metadata
@@ -23,7 +22,7 @@ target_metadata = Base.metadata
 def _run(connection: Connection) -> None:
     is_postgres = connection.dialect.name == "postgresql"
     if is_postgres:
-        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        locks.lock_migrations(connection)
         connection.commit()
     try:
         context.configure(
@@ -36,7 +35,7 @@ def _run(connection: Connection) -> None:
             context.run_migrations()
     finally:
         if is_postgres:
-            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            locks.unlock_migrations(connection)
             connection.commit()
 
 

@@ -142,6 +142,7 @@ def create_app(
         else None
     )
     app.state.login_limiter = ui.login_limiter(settings)
+    app.state.window_alerts = ui.WindowAlerts()
     app.state.reference_cache = ReferenceCache(entries=API_REFERENCE_ENTRIES)
     app.state.retention = RetentionBound(settings.retention_days)
     install_error_handlers(app)

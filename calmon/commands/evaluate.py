@@ -7,6 +7,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from calmon.timeline import WINDOW_SECONDS
@@ -18,7 +19,7 @@ KNOWN_COLUMNS = ("score", "label", "timestamp", "segment")
 if TYPE_CHECKING:
     from calmon.offline.csv_input import EvaluationRows
     from calmon.offline.grouping import Group
-    from calmon.offline.report import Record
+    from calmon.records import EvaluationRecord
 
 MAX_PI0 = 5
 #: the bootstrap's seed unless --seed says otherwise: a run's intervals are repeatable
@@ -233,6 +234,7 @@ def write_html(rows: EvaluationRows, args: argparse.Namespace, *, name: str) -> 
     except OSError as exc:
         print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    print(f"report written to {Path(args.html).resolve()}", file=sys.stderr)
     return 0
 
 
@@ -242,23 +244,18 @@ def required_columns(args: argparse.Namespace) -> list[str]:
     return [column for column, needed in needs if needed]
 
 
-def evaluate_groups(groups: Sequence[Group], args: argparse.Namespace) -> list[Record]:
+def evaluate_groups(groups: Sequence[Group], args: argparse.Namespace) -> list[EvaluationRecord]:
     """One output record per group: the metric engine's result with the options of ``args``."""
-    from calmon.metrics import evaluate
-    from calmon.offline.report import make_record
+    from calmon.offline.report import evaluate_group
 
     return [
-        make_record(
+        evaluate_group(
             group,
-            evaluate(
-                group.scores,
-                group.labels,
-                threshold=args.threshold,
-                pi0=tuple(args.pi0),
-                score_kind=args.score_kind,
-                intervals=args.intervals,
-                seed=args.seed,
-            ),
+            threshold=args.threshold,
+            pi0=args.pi0,
+            score_kind=args.score_kind,
+            intervals=args.intervals,
+            seed=args.seed,
         )
         for group in groups
     ]

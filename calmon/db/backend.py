@@ -52,6 +52,15 @@ def has_advisory_locks(bind: Bind) -> bool:
     return backend(bind) == "postgresql"
 
 
+def has_lateral_joins(bind: Bind) -> bool:
+    """Whether a subquery in ``FROM`` may refer to the tables before it (PostgreSQL's
+    ``LATERAL``): the latest row of each of many keys is then one descending index probe
+    each (``ORDER BY … DESC LIMIT 1``). SQLite plans the correlated ``max()`` that way
+    itself; PostgreSQL evaluates such a ``max()`` inside a join condition once per candidate
+    row, on both sides of a hash join."""
+    return backend(bind) == "postgresql"
+
+
 def partitions_predictions(bind: Bind) -> bool:
     """Whether predictions are stored in daily partitions (PostgreSQL): ingestion reads
     only the partitions of a batch's days and retention drops whole days."""

@@ -27,10 +27,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import CreateTable
 
+from calmon.db import locks
 from calmon.db.models import UTCDateTime
-
-#: first key of the two-key advisory locks taken per model ("calm")
-MODEL_LOCK_CLASS: Final = 0x63616C6D
 
 _stage_metadata = MetaData()
 prediction_stage = Table(
@@ -100,17 +98,10 @@ def load_stage(connection: Connection, table: Table, rows: Sequence[tuple[Any, .
         connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
 
 
-_LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:cls, :obj)")
-_LOCK_EXCLUSIVE = text("SELECT pg_advisory_xact_lock(:cls, :obj)")
-
-
 def lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> None:
     if connection.dialect.name != "postgresql":
         return
-    connection.execute(
-        _LOCK_EXCLUSIVE if exclusive else _LOCK_SHARED,
-        {"cls": MODEL_LOCK_CLASS, "obj": model_id},
-    )
+    locks.wait_for(connection, locks.MODEL, model_id, shared=not exclusive)
 
 
 _NOW = bindparam("now", type_=UTCDateTime())

@@ -14,18 +14,22 @@ ping deadline or one connect timeout, the next ones nothing, and everything reco
 when the database returns.
 SQLite files get WAL journaling, foreign keys and a busy timeout. A writing transaction begins
 ``BEGIN IMMEDIATE`` (it takes the write lock up front, waiting up to the busy timeout, instead
-of failing when upgrading a read snapshot); a read-only one (:func:`read_only`) begins
-deferred and never takes it, so in WAL mode it reads its snapshot beside a writer instead of
-queueing behind it. PostgreSQL transactions are the same for both kinds.
+of failing when upgrading a read snapshot), after waiting for its turn among the process's
+writers of the file (:class:`WriterQueue`: first come, first served); a read-only one
+(:func:`read_only`) begins deferred and never takes it, so in WAL mode it reads its snapshot
+beside a writer instead of queueing behind it. PostgreSQL transactions are the same for both kinds.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import heapq
 import itertools
 import logging
+import os
 import socket
+import sqlite3
 import threading
 import time
 import weakref
@@ -35,7 +39,7 @@ from typing import Any, Final
 import psycopg
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from calmon.clock import RepeatingTimer
@@ -66,7 +70,7 @@ def create_db_engine(settings: Settings) -> Engine:
             hide_parameters=True,
             connect_args={"timeout": settings.sqlite_busy_timeout, "check_same_thread": False},
         )
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, busy_timeout=settings.sqlite_busy_timeout)
         return engine
     if url.get_backend_name() == "postgresql" and url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
@@ -350,7 +354,11 @@ def _ping_with_deadline(dbapi_connection: Any, deadline: float) -> bool:
     return True
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, *, busy_timeout: float) -> None:
+    """WAL, foreign keys; transactions that write begin ``IMMEDIATE`` in their turn of the
+    process's :class:`WriterQueue` of the file, both waits within ``busy_timeout`` seconds
+    together; those that only read (:func:`read_only`) begin deferred."""
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -360,12 +368,119 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
+    queue = writer_queue(engine.url.database)
+    full_ms = int(busy_timeout * 1000)
+
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         if connection.get_execution_options().get(READ_ONLY):
             connection.exec_driver_sql("BEGIN DEFERRED")
-        else:
+            return
+        if queue is None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        deadline = time.monotonic() + busy_timeout
+        if not queue.acquire(busy_timeout):
+            raise _busy()
+        connection.info[_WRITER_TURN] = queue
+        try:
+            left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {left_ms}")
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            _end_turn(connection.info)
+            raise
+        finally:
+            # the connection's later transactions (reads among them) wait the whole timeout
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {full_ms}")
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _on_end(connection: Connection) -> None:
+        _end_turn(connection.info)
+
+    @event.listens_for(engine, "checkin")
+    @event.listens_for(engine, "invalidate")
+    def _on_return(_dbapi_connection: Any, record: Any, *_: Any) -> None:
+        _end_turn(record.info)
+
+
+#: ``Connection.info`` key: the :class:`WriterQueue` whose turn the connection holds
+_WRITER_TURN: Final = "calmon_writer_turn"
+_QUEUES: dict[str, WriterQueue] = {}
+_QUEUES_LOCK = threading.Lock()
+
+
+class WriterQueue:
+    """Turns at one SQLite file's write lock for this process's connections, first come,
+    first served.
+
+    SQLite's own wait for its write lock is a busy handler that sleeps and tries again (up to
+    0.1 s between tries), so a writer that ends one transaction and begins the next within
+    that sleep takes the lock again, and a waiting writer may lose every round until its busy
+    timeout. ``calmon serve`` has its scheduler and the API write in one process: they queue
+    here instead, each writing transaction in the order it asked, and a writer waits only for
+    those before it. Writers of other processes still meet SQLite's busy handler.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._waiting: collections.deque[object] = collections.deque()
+        self._held = False
+
+    def acquire(self, timeout: float) -> bool:
+        """Wait for this caller's turn, at most ``timeout`` seconds (False: not granted)."""
+        me = object()
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            self._waiting.append(me)
+            while self._held or self._waiting[0] is not me:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._waiting.remove(me)
+                    self._condition.notify_all()
+                    return False
+                self._condition.wait(left)
+            self._waiting.popleft()
+            self._held = True
+            return True
+
+    @property
+    def waiting(self) -> int:
+        """Writers waiting for their turn now."""
+        with self._condition:
+            return len(self._waiting)
+
+    def release(self) -> None:
+        """End the current turn; the next writer in line takes it."""
+        with self._condition:
+            self._held = False
+            self._condition.notify_all()
+
+
+def writer_queue(database: str | None) -> WriterQueue | None:
+    """The process's :class:`WriterQueue` of the SQLite file ``database`` (None in memory)."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    key = os.path.realpath(database)
+    with _QUEUES_LOCK:
+        return _QUEUES.setdefault(key, WriterQueue())
+
+
+def _end_turn(info: dict[Any, Any]) -> None:
+    """Release the writer turn the connection holds, if any (once)."""
+    queue = info.pop(_WRITER_TURN, None)
+    if queue is not None:
+        queue.release()
+
+
+def _busy() -> OperationalError:
+    """SQLite's "database is locked" (as the busy timeout raises it), for a writer that did
+    not get its turn in this process within the busy timeout."""
+    origin = sqlite3.OperationalError("database is locked")
+    origin.sqlite_errorcode = sqlite3.SQLITE_BUSY
+    origin.sqlite_errorname = "SQLITE_BUSY"
+    return OperationalError("BEGIN IMMEDIATE", None, origin)
 
 
 def read_only(engine: Engine) -> Engine:
@@ -374,6 +489,13 @@ def read_only(engine: Engine) -> Engine:
     writer). A write in them would have to upgrade the snapshot, which fails at once when
     another connection wrote since: do not write through it. Unchanged on PostgreSQL."""
     return engine.execution_options(**{READ_ONLY: True})
+
+
+def begin_read_only(session: Session) -> None:
+    """Begin ``session``'s transaction (it must not have begun) as one that only reads
+    (:func:`read_only`): on SQLite it never takes the write lock; its commit ends it, and the
+    session's next transaction begins as its factory's do."""
+    session.connection(execution_options={READ_ONLY: True})
 
 
 def create_session_factory(engine: Engine, *, reads_only: bool = False) -> sessionmaker[Session]:

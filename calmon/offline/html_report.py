@@ -31,7 +31,8 @@ from calmon.words import plural
 
 #: the web view's second metric by default
 DEFAULT_METRIC: Final = "roc_auc"
-#: where periods without timestamps are drawn: consecutive days ending here
+#: the bounds periods without timestamps get in their records (which need some), consecutive
+#: days ending here; the page never shows them (it numbers such windows)
 UNDATED_END: Final = datetime(2000, 1, 1, tzinfo=UTC)
 #: the height of the inline frame in a notebook, in CSS pixels
 INLINE_HEIGHT: Final = 1400
@@ -125,9 +126,10 @@ def render(
     title: str,
     introduction: str,
     metric: str = DEFAULT_METRIC,
+    dated: bool = True,
 ) -> str:
     """The web view's model page over ``records``, standalone, with ``introduction`` (plain
-    text) under the title."""
+    text) under the title; windows not ``dated`` are named by their position."""
     return model_page(
         name=title,
         window="",
@@ -139,6 +141,7 @@ def render(
         selected=None,
         model_alerts=(),
         standalone=f"<p>{escape(introduction)}</p>",
+        numbered=not dated,
     )
 
 
@@ -151,24 +154,28 @@ def build(
     score_kind: str = "probability",
     title: str = "calmon report",
     note: str = "",
+    dated: bool = True,
 ) -> Report:
-    """Compare ``windows`` with ``reference`` and render the page."""
+    """Compare ``windows`` with ``reference`` and render the page; periods not ``dated`` (rows
+    without timestamps, bounds from :func:`undated`) are numbered on it, never dated."""
     if not windows:
         raise ReportError("nothing to compare with the reference: no window after it")
     records = compare(
         reference, windows, threshold=threshold, pi0=pi0, score_kind=score_kind, name=title
     )
+    span = f" {iso(reference.start)} to {iso(reference.end)}" if dated else ""
     introduction = (
-        f"Reference {iso(reference.start)} to {iso(reference.end)}: "
-        f"{plural(reference.scores.size, 'prediction')}; {plural(len(windows), 'window')} "
-        f"compared with it at threshold {threshold:g}. {note}"
+        f"Reference{span}: {plural(reference.scores.size, 'prediction')}; "
+        f"{plural(len(windows), 'window')} compared with it at threshold {threshold:g}. {note}"
     ).strip()
-    return Report(html=render(records, title=title, introduction=introduction), records=records)
+    html = render(records, title=title, introduction=introduction, dated=dated)
+    return Report(html=html, records=records)
 
 
 def undated(count: int) -> list[tuple[datetime, datetime]]:
-    """Bounds of ``count`` periods without timestamps: consecutive days ending at
-    :data:`UNDATED_END`, the reference first (the charts need a time axis)."""
+    """Bounds of ``count`` periods without timestamps, for their records (which need bounds):
+    consecutive days ending at :data:`UNDATED_END`, the reference first. Pass ``dated=False``
+    to :func:`build` with them, so the page numbers the windows instead of showing these."""
     day = timedelta(days=1)
     first = UNDATED_END - count * day
     return [(first + i * day, first + (i + 1) * day) for i in range(count)]
@@ -185,7 +192,8 @@ def report_from_rows(
 ) -> Report:
     """The report of a file of `calmon evaluate`: with ``window``, its first window is the
     reference and every later one is compared with it; without, the whole file is one
-    window compared with itself as a reference would be (its verdict says "neither")."""
+    window compared with itself as a reference would be (its verdict says "neither"), named
+    by its number, not dated."""
     if window is None:
         (start, end), (w_start, w_end) = undated(2)
         whole = Period(rows.scores, rows.labels, start, end)
@@ -199,6 +207,7 @@ def report_from_rows(
             score_kind=score_kind,
             title=title,
             note=note,
+            dated=False,
         )
     assert rows.timestamps is not None
     seconds = WINDOW_SECONDS[window]

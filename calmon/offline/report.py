@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
+from calmon.metrics import evaluate
+from calmon.metrics.prepared import ScoreKind
 from calmon.offline.grouping import Group
+from calmon.records import EvaluationRecord
 from calmon.timeline import iso
 
-Record = dict[str, Any]
+#: What the renderers read: an :class:`~calmon.records.EvaluationRecord` (any mapping of its keys).
+Record = Mapping[str, Any]
 
 #: The table fits a terminal this wide (with up to 5 π0 columns).
 TABLE_WIDTH: Final = 100
@@ -29,19 +33,43 @@ BLANK_PI0_NOTE: Final = (
 _EXACT_DIGITS: Final = 17
 
 
-def make_record(group: Group, result: Mapping[str, Any]) -> Record:
+def evaluate_group(
+    group: Group,
+    *,
+    threshold: float,
+    pi0: Sequence[float],
+    score_kind: ScoreKind,
+    intervals: bool,
+    seed: int,
+) -> EvaluationRecord:
+    """The record of ``group``: every metric of its labelled rows (:func:`calmon.metrics.
+    evaluate` with these options) and where they come from (:func:`make_record`)."""
+    result = evaluate(
+        group.scores,
+        group.labels,
+        threshold=threshold,
+        pi0=tuple(pi0),
+        score_kind=score_kind,
+        intervals=intervals,
+        seed=seed,
+    )
+    return make_record(group, result)
+
+
+def make_record(group: Group, result: Mapping[str, Any]) -> EvaluationRecord:
     """One output record: the metric engine's ``result`` for ``group`` plus where it comes from.
 
     Adds ``start`` and ``end`` (ISO 8601 UTC with ``Z``, None when not windowed), ``segment``
     (``*`` for all rows) and ``unlabelled`` to the engine's keys.
     """
-    return {
+    record = {
         "start": None if group.start is None else iso(group.start, timespec="seconds"),
         "end": None if group.end is None else iso(group.end, timespec="seconds"),
         "segment": group.segment,
         "unlabelled": group.unlabelled,
         **result,
     }
+    return cast(EvaluationRecord, record)
 
 
 def render_json(records: Sequence[Record]) -> str:

@@ -27,10 +27,11 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
-from sqlalchemy import exists, func, select, text
+from sqlalchemy import exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from calmon.db import locks
 from calmon.db.backend import has_advisory_locks
 from calmon.db.models import Model, Prediction
 from calmon.metrics import MIN_PI0, check_pi0
@@ -53,9 +54,6 @@ MAX_DECISION_SPAN_DAYS: Final = 90
 DEFAULT_TRAILING_WINDOWS: Final = 7
 #: longest fixed reference period, in the model's windows (it is read a window at a time)
 MAX_REFERENCE_WINDOWS: Final = 10_000
-#: first key of the advisory lock held by a transaction creating a model ("calR")
-REGISTRY_LOCK_CLASS: Final = 0x63616C52
-_LOCK_REGISTRY: Final = text("SELECT pg_advisory_xact_lock(:cls, 0)")
 
 
 def _known_window(name: str) -> str:
@@ -486,7 +484,7 @@ def put_model(
     model = session.scalars(locked).one_or_none()
     if model is None:
         if has_advisory_locks(session):
-            session.execute(_LOCK_REGISTRY, {"cls": REGISTRY_LOCK_CLASS})
+            locks.wait_for(session, locks.REGISTRY)
         if (session.scalar(select(func.count()).select_from(Model)) or 0) >= max_models:
             raise ConflictError(
                 "model_limit",

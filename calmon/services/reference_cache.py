@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -79,6 +79,12 @@ class ReferenceCache:
                 return False, None
             self._items.move_to_end(key)
             return True, self._items[key]
+
+    def forget(self, stale: Callable[[tuple[Hashable, ...]], bool]) -> None:
+        """Drop every entry whose key (a tuple) ``stale`` says is superseded."""
+        with self._lock:
+            for key in [k for k in self._items if isinstance(k, tuple) and stale(k)]:
+                del self._items[key]
 
     def put(self, key: Hashable, reference: Reference | None) -> None:
         """Remember ``reference`` (None: there is none) under ``key``."""

@@ -8,6 +8,7 @@ chunk; both are cached by data version. How and why: ``docs/scheduler.md`` ("Ref
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from calmon.arrays import FloatArray
-from calmon.db.models import Model, WindowResult, WindowScores, WindowState
+from calmon.db.models import Model, WindowChange, WindowResult, WindowScores, WindowState
 from calmon.metrics import (
     Pool,
     evaluate_ranked,
@@ -229,9 +230,17 @@ def _fixed_references(
     }
 
 
-def _fixed_version(session: Session, *, model: Model) -> tuple[int, int]:
-    """Data version of the fixed period: how many windows overlapping it hold predictions
-    and the sum of their versions (both only grow while its predictions change)."""
+def _fixed_version(session: Session, *, model: Model) -> tuple[int, int, str]:
+    """Data version of the fixed period, read in the session's snapshot: how many windows
+    overlapping it hold predictions and the sum of their versions (both only grow once the
+    scan sees its predictions change), and a digest of the period's change records.
+
+    The versions alone miss a write that no scan has seen yet. Built before such a write and
+    looked up after it, a reference would lack it; and when a window of the period is
+    computed in between, its checkpoint takes the write in, so no scan ever bumps a version
+    for it and the stale reference would serve every later window. The write's change record
+    is committed with it and stays until a scan has seen it (``docs/scheduler.md``, "Finding
+    changed windows"), so the digest tells the two snapshots apart."""
     start, end = _fixed_period(model)
     length = window_length(model.window)
     count, total = session.execute(
@@ -241,7 +250,20 @@ def _fixed_version(session: Session, *, model: Model) -> tuple[int, int]:
             WindowState.starts_at < end,
         )
     ).one()
-    return int(count), int(total)
+    changes = session.execute(
+        select(WindowChange.starts_at, WindowChange.changed_at)
+        .where(
+            WindowChange.model_id == model.id,
+            WindowChange.starts_at > start - length,
+            WindowChange.starts_at < end,
+        )
+        .order_by(WindowChange.starts_at, WindowChange.changed_at)
+    ).all()
+    digest = hashlib.blake2b(
+        "".join(f"{s.isoformat()} {c.isoformat()}\n" for s, c in changes).encode(),
+        digest_size=16,
+    ).hexdigest()
+    return int(count), int(total), digest
 
 
 def _config_key(model: Model) -> tuple[float, str, int]:
@@ -259,9 +281,9 @@ def _cached_fixed(
 ) -> dict[str, Reference | None]:
     """The fixed references of ``names`` from ``cache``; all of them built (and cached) at
     once when one is missing."""
+    family: tuple[Hashable, ...] = (model.id, "fixed")
     key: tuple[Hashable, ...] = (
-        model.id,
-        "fixed",
+        *family,
         model.reference_start,
         model.reference_end,
         _fixed_version(session, model=model),
@@ -273,6 +295,8 @@ def _cached_fixed(
         found, reference = cache.get((*key, name))
         if not found:
             built = _fixed_references(session, model=model, segments=segments)
+            # an older build is never used again, even should its key come back
+            cache.forget(lambda old: old[: len(family)] == family and old[: len(key)] != key)
             for built_name, built_reference in built.items():
                 cache.put((*key, built_name), built_reference)
             return {name: built[name] for name in names}

@@ -1,10 +1,13 @@
 """Compute one window of a model, every segment at once, and store it.
 
 A window is stored whole or not at all: its claim, reads, every segment's evaluation and the
-writes of its records, sorted scores and state are one transaction, which the caller commits
-(on SQLite the reads are committed before the evaluation, so the write lock is not held while
-the metrics are computed). The steps and the reasons for them: ``docs/scheduler.md``
-("Computing a window", "Segments", "Scaling out").
+writes of its records, sorted scores and state are one transaction, which the caller commits.
+On SQLite (one writer at a time) the reads are a transaction that only reads, never taking the
+write lock, and end before the evaluation; newly seen segments are registered in a short
+writing transaction of their own, and the records written in another, so the API's writes
+wait for the scheduler only for those writes, never for a window's reads or evaluation. The
+steps and the reasons for them: ``docs/scheduler.md`` ("Computing a window", "Segments",
+"Scaling out").
 
 Each segment is evaluated by the metric engine
 (:func:`calmon.metrics.window_evaluation.evaluate_window`, with the model's settings as a
@@ -33,6 +36,7 @@ from calmon.db.models import (
     WindowScores,
     WindowState,
 )
+from calmon.db.session import begin_read_only
 from calmon.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from calmon.names import ALL_SEGMENTS
 from calmon.records import SegmentsOverflow, WindowRecord
@@ -272,7 +276,7 @@ def _load_window(
     segments, references, rows = _read_inputs(
         session, model=model, start=start, end=end, band_since=band_since, cache=cache
     )
-    if np.any(rows.segments == UNTRACKED) and _register_segments(
+    if np.any(rows.segments == UNTRACKED) and _register_in_place(
         session, model=model, start=start, now=now
     ):
         del rows
@@ -280,6 +284,19 @@ def _load_window(
             session, model=model, start=start, end=end, band_since=band_since, cache=cache
         )
     return segments, references, rows
+
+
+def _register_in_place(session: Session, *, model: Model, start: datetime, now: datetime) -> int:
+    """:func:`_register_segments` inside the window's transaction; where one writer at a time
+    may write, in a short writing transaction of its own between two reading ones (the
+    window's reads hold no write lock), committed at once."""
+    if not single_writer(session):
+        return _register_segments(session, model=model, start=start, now=now)
+    session.commit()
+    added = _register_segments(session, model=model, start=start, now=now)
+    session.commit()
+    begin_read_only(session)
+    return added
 
 
 def _overflow(

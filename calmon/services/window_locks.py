@@ -12,12 +12,12 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from calmon.db import locks
 from calmon.db.backend import has_advisory_locks
 from calmon.db.models import Model
+from calmon.db.session import begin_read_only
 from calmon.timeline import EPOCH
 
-#: two-key advisory lock class held by the transaction computing a model's window ("calW")
-WINDOW_LOCK_CLASS: Final = 0x63616C57
 #: PostgreSQL statement timeout inside a window's transaction (large windows read long)
 COMPUTE_STATEMENT_TIMEOUT_MS: Final = 600_000
 
@@ -25,7 +25,7 @@ COMPUTE_STATEMENT_TIMEOUT_MS: Final = 600_000
 def window_claim_key(model: Model, start: datetime) -> tuple[int, int]:
     """The two-key advisory lock that claims one window: (-model id, the window's start in
     Unix seconds as a signed 32-bit integer). The negative first key keeps it apart from the
-    model lock ``(WINDOW_LOCK_CLASS, model id)``; starts are unique within 136 years."""
+    model lock ``(locks.WINDOW, model id)``; starts are unique within 136 years."""
     seconds = int((start - EPOCH).total_seconds()) % 2**32
     return -model.id, seconds - 2**32 if seconds >= 2**31 else seconds
 
@@ -33,11 +33,13 @@ def window_claim_key(model: Model, start: datetime) -> tuple[int, int]:
 def begin_window(session: Session, *, model: Model, start: datetime, instance: str) -> bool:
     """Open the window's transaction and claim the window: one snapshot for every read
     (PostgreSQL: repeatable read and a long statement timeout). SQLite transactions are
-    serialisable already, and SQLite has a single scheduler.
+    serialisable already, and SQLite has a single scheduler: there the transaction only reads
+    (:func:`~calmon.db.session.begin_read_only`), so the window's rows are read beside the
+    API's writes instead of holding the write lock against them.
 
     On PostgreSQL the claim is two transaction-level advisory locks, taken without waiting
     (False when either is taken elsewhere) and released when the transaction ends, commit,
-    rollback or a dead connection alike: the model lock ``(WINDOW_LOCK_CLASS, model id)``,
+    rollback or a dead connection alike: the model lock ``(locks.WINDOW, model id)``,
     exclusive for a model with a trailing reference (its windows are computed one at a time,
     oldest first, as each one's reference is made of the windows before it) and shared
     otherwise, and the window's own lock (:func:`window_claim_key`). The change scan takes
@@ -49,23 +51,16 @@ def begin_window(session: Session, *, model: Model, start: datetime, instance: s
     (``pg_stat_activity`` shows who computes what).
     """
     if not has_advisory_locks(session):
-        session.connection()
+        begin_read_only(session)
         return True
     session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-    model_lock = (
-        "pg_try_advisory_xact_lock"
-        if model.reference_kind == "trailing"
-        else "pg_try_advisory_xact_lock_shared"
-    )
     key, window = window_claim_key(model, start)
-    claimed = bool(
-        session.scalar(
-            text(
-                f"SELECT {model_lock}(:cls, :obj)"
-                " AND pg_try_advisory_xact_lock(CAST(:key AS integer), CAST(:window AS integer))"
-            ),
-            {"cls": WINDOW_LOCK_CLASS, "obj": model.id, "key": key, "window": window},
-        )
+    claimed = locks.try_window_claim(
+        session,
+        model_id=model.id,
+        key=key,
+        window=window,
+        exclusive_model=model.reference_kind == "trailing",
     )
     session.execute(
         text(
@@ -84,7 +79,4 @@ def lock_model_for_scan(session: Session, *, model: Model) -> None:
     fingerprint with a checkpoint being replaced)."""
     if not has_advisory_locks(session):
         return
-    session.execute(
-        text("SELECT pg_advisory_xact_lock(:cls, :obj)"),
-        {"cls": WINDOW_LOCK_CLASS, "obj": model.id},
-    )
+    locks.wait_for(session, locks.WINDOW, model.id)

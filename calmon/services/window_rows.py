@@ -5,6 +5,7 @@ model's tracked segments. Why the PostgreSQL read looks as it does: ``docs/sched
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -217,7 +218,8 @@ def _read_tuples(
 
 
 def _rows_from_tuples(rows: Sequence[Row[Any]], *, band: Fingerprint | None) -> WindowRows:
-    """(score, label code, segment code) tuples as arrays."""
+    """(score, label code, segment code) tuples as arrays, read through one flat iterator: a
+    ``Row`` handed to ``np.array`` is probed attribute by attribute (about 0.1 ms a row)."""
     if not rows:
         return WindowRows(
             scores=np.empty(0, dtype=np.float64),
@@ -225,7 +227,9 @@ def _rows_from_tuples(rows: Sequence[Row[Any]], *, band: Fingerprint | None) -> 
             segments=np.empty(0, dtype=np.int16),
             band=band,
         )
-    table = np.array(rows, dtype=np.float64)
+    table = np.fromiter(
+        itertools.chain.from_iterable(rows), dtype=np.float64, count=3 * len(rows)
+    ).reshape(-1, 3)
     return WindowRows(
         scores=np.ascontiguousarray(table[:, 0]),
         labels=table[:, 1].astype(np.int8),

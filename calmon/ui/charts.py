@@ -42,6 +42,8 @@ DASH: Final = "\u2013"
 MINUS: Final = "\u2212"
 #: the title of every time axis: points stand at their window's start
 TIME_AXIS: Final = "window start (UTC)"
+#: the axis of windows without dates, named by their position
+NUMBER_AXIS: Final = "window"
 #: the dash pattern of a dashed series (levels are dotted by the style sheet)
 DASHES: Final = "6 4"
 #: axis titles of the metrics, with their scale (``docs/metrics.md``)
@@ -373,16 +375,20 @@ def time_chart(
     levels: Sequence[Level] = (),
     y_range: Bounds | None = None,
     half_window: float = 0.0,
+    numbered: bool = False,
 ) -> str:
     """A chart over window starts ``times`` (Unix seconds, ascending; the axis reaches
     ``half_window`` seconds beyond the first and last): each series' band, line and (for few
     windows) markers, the reference ``levels``, with the y range fitted to the data unless
     ``y_range`` is given. A lone interval (no neighbour to join) is a narrow box around its
-    point. An empty chart says "no data" in its picture."""
+    point. An empty chart says "no data" in its picture. ``numbered``: ``times`` are window
+    positions (1, 2, …; windows without dates), and the axis counts windows."""
     extent = y_range or _extent(series, levels)
     if not times or extent is None:
         return _empty_time_chart(chart_id=chart_id, title=title, desc=desc, y_label=y_label)
-    frame, y_ticks, x_ticks = _time_frame(times, extent, fitted=not y_range, half=half_window)
+    frame, y_ticks, x_ticks = _time_frame(
+        times, extent, fitted=not y_range, half=half_window, numbered=numbered
+    )
     out = _frame_svg(
         frame,
         title=title,
@@ -390,7 +396,7 @@ def time_chart(
         y_label=y_label,
         x_ticks=x_ticks,
         y_ticks=y_ticks,
-        x_label=TIME_AXIS,
+        x_label=NUMBER_AXIS if numbered else TIME_AXIS,
         chart_id=chart_id,
     )
     out += _level_paths(frame, levels)
@@ -427,11 +433,13 @@ def _empty_time_chart(*, chart_id: str, title: str, desc: str, y_label: str) -> 
 
 
 def _time_frame(
-    times: Sequence[float], extent: Bounds, *, fitted: bool, half: float
+    times: Sequence[float], extent: Bounds, *, fitted: bool, half: float, numbered: bool
 ) -> tuple[Frame, list[tuple[float, str]], list[tuple[float, str]]]:
     """The frame of a time chart and its y and x ticks. A flat ``extent`` is widened so the
     line sits mid-height; a ``fitted`` range (not given by the caller) gets 4% padding, and
-    the time axis reaches ``half`` seconds beyond the first and last window start."""
+    the time axis reaches ``half`` seconds beyond the first and last window start (``half`` a
+    step beyond the first and last position when ``numbered``, with a tick per position, or
+    every few over many)."""
     low, high = extent
     if high - low < 1e-9:
         low, high = low - 0.05, high + 0.05
@@ -442,8 +450,12 @@ def _time_frame(
         (t, format_number(t, _digits(high - low))) for t in nice_ticks(low - pad, high + pad)
     ]
     y_ticks = [(t, s) for t, s in y_ticks if frame.y_min <= t <= frame.y_max]
-    ticks = time_ticks(x_min, x_max)
-    x_ticks = list(zip(ticks, time_labels(ticks, x_max - x_min), strict=True))
+    if numbered:
+        step = max(1, math.ceil(len(times) / 10))
+        x_ticks = [(t, f"{t:g}") for t in times[::step]]
+    else:
+        ticks = time_ticks(x_min, x_max)
+        x_ticks = list(zip(ticks, time_labels(ticks, x_max - x_min), strict=True))
     return frame, y_ticks, x_ticks
 
 

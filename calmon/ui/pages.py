@@ -19,6 +19,8 @@ from calmon.catalogue import ESTIMATE_FELL, VERDICT_WORDS
 from calmon.records import Objective, WindowRecord, metric_interval, metric_value
 from calmon.ui.charts import (
     DASH,
+    NUMBER_AXIS,
+    TIME_AXIS,
     Level,
     Series,
     format_number,
@@ -209,9 +211,12 @@ def _estimated_ratio(record: WindowRecord, reading: WindowReading) -> str:
     return text
 
 
-def _verdict_against(record: WindowRecord) -> str:
+def _verdict_against(record: WindowRecord, *, numbered: bool = False) -> str:
     """What the verdict :func:`window_verdict` shows is compared with: the window's own
-    reference where the label-free estimate speaks, else the pooled decision's."""
+    reference where the label-free estimate speaks, else the pooled decision's. Windows
+    ``numbered`` (undated rows) have no period to name: ``against the reference``."""
+    if record["reference"] is not None and numbered:
+        return "against the reference"
     if estimate_speaks(record) is not None:
         words = reference_words(record["reference"])
         return f"with {words}" if record["reference"] is None else f"against {words}"
@@ -352,9 +357,12 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     return _page("models", body, logout=logout)
 
 
-def _times(records: Sequence[WindowRecord]) -> tuple[list[float], float]:
+def _times(records: Sequence[WindowRecord], *, numbered: bool) -> tuple[list[float], float]:
     """Window starts (Unix seconds), where the charts put each window as the tables list it,
-    and half a window length."""
+    and half a window length; ``numbered`` (records without real dates): the windows'
+    positions 1, 2, … and half a step."""
+    if numbered:
+        return [float(i) for i in range(1, len(records) + 1)], 0.5
     times: list[float] = []
     half = 0.0
     for record in records:
@@ -385,6 +393,7 @@ def metric_chart(
     chart_id: str,
     times: Sequence[float],
     half: float,
+    numbered: bool = False,
 ) -> str:
     """Regular against calibrated (at the reference prior) ``metric`` with 95% bands, and the
     reference's value; a metric that does not depend on the class ratio has no calibrated
@@ -423,6 +432,7 @@ def metric_chart(
         times=times,
         series=series,
         half_window=half,
+        numbered=numbered,
     )
 
 
@@ -432,6 +442,7 @@ def split_chart(
     *,
     times: Sequence[float],
     half: float,
+    numbered: bool = False,
 ) -> str:
     """The change of average precision from the reference split into its prior part (what the
     class ratio explains) and likelihood part (what the model's scores explain), with 95%
@@ -466,6 +477,7 @@ def split_chart(
         ],
         levels=[Level("no change", 0.0)],
         half_window=half,
+        numbered=numbered,
     )
 
 
@@ -475,6 +487,7 @@ def ratio_chart(
     *,
     times: Sequence[float],
     half: float,
+    numbered: bool = False,
 ) -> str:
     """The positive class ratio (labels) with its Wilson band, the reference's with its band,
     and the label-free estimate with its band."""
@@ -508,6 +521,7 @@ def ratio_chart(
             ),
         ],
         half_window=half,
+        numbered=numbered,
     )
 
 
@@ -523,23 +537,33 @@ def verdict_table(
     readings: Sequence[WindowReading],
     *,
     selected: str | None,
-    link: Mapping[str, str],
+    link: Mapping[str, str] | None,
     model_path: str,
+    numbered: bool = False,
 ) -> str:
     """Newest window first: counts, ratio, AP, the two parts and the verdict with what it is
     compared against; each start links to the page with that window's reliability diagram.
-    Every row is on the page (no scrolling box) and every cell holds a value and at most a
-    small line of detail, so that the table reads on screen and in print alike."""
+    Without ``link`` (a report saved as a file, which has no other page) the starts are plain
+    text; ``numbered`` names each window by its position instead of its start. Every row is on
+    the page (no scrolling box) and every cell holds a value and at most a small line of
+    detail, so that the table reads on screen and in print alike."""
     rows = []
-    base = f"{model_path}?{urlencode(link)}&window="
-    for record, reading in zip(reversed(records), reversed(readings), strict=True):
+    base = None if link is None else f"{model_path}?{urlencode(link)}&window="
+    for position, record, reading in zip(
+        range(len(records), 0, -1), reversed(records), reversed(readings), strict=True
+    ):
         start = record["start"]
         css = ' class="selected"' if start == selected else ""
-        href = escape(base + quote_plus(start))
+        shown = (
+            escape(window_name(start, position, numbered=numbered))
+            if numbered
+            else f'<time datetime="{escape(start)}">{escape(_short_time(start))}</time>'
+        )
+        if base is not None:
+            shown = f'<a href="{escape(base + quote_plus(start))}">{shown}</a>'
         verdict, verdict_class, _ = window_verdict(record, reading)
         rows.append(
-            f'<tr{css}><td class="text"><a href="{href}"><time datetime="{escape(start)}">'
-            f"{escape(_short_time(start))}</time></a></td>"
+            f'<tr{css}><td class="text">{shown}</td>'
             f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
             f"<td>{record['unlabelled']}</td>"
             f"<td>{_ratio_cell(record, reading)}</td>"
@@ -550,7 +574,8 @@ def verdict_table(
             + _stacked(signed(reading.likelihood_part), interval_text(reading.likelihood_interval))
             + f"</td>{_decision_cells(record)}"
             f'<td class="text verdict"><span class="{verdict_class}">{escape(verdict)}</span>'
-            f'<span class="detail">{escape(_verdict_against(record))}</span></td></tr>'
+            f'<span class="detail">{escape(_verdict_against(record, numbered=numbered))}</span>'
+            "</td></tr>"
         )
     return (
         '<table id="verdicts" class="verdicts"><caption class="muted">Per window, newest first '
@@ -560,7 +585,8 @@ def verdict_table(
         "window and in the reference). Before most of a window is labelled, its class ratio "
         "and verdict are estimated from the scores (est.). Each verdict names what it is "
         "compared against.</caption>"
-        '<thead><tr><th class="text" scope="col">window start</th><th scope="col">n</th>'
+        f'<thead><tr><th class="text" scope="col">{NUMBER_AXIS if numbered else TIME_AXIS}</th>'
+        '<th scope="col">n</th>'
         '<th scope="col">positives</th><th scope="col">unlabelled</th>'
         '<th scope="col">class ratio</th>'
         '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
@@ -569,6 +595,12 @@ def verdict_table(
         '<th class="text" scope="col">verdict (decision)</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def window_name(start: str, position: int, *, numbered: bool) -> str:
+    """How the page names a window: its start, or ``window N`` (its position, from 1) when
+    the records have no real dates."""
+    return f"window {position}" if numbered else start
 
 
 def _pooled(decision: DecisionReading) -> str:
@@ -807,6 +839,7 @@ def model_page(
     model_alerts: Sequence[str],
     logout: bool = False,
     standalone: str | None = None,
+    numbered: bool = False,
 ) -> str:
     """``/ui/models/{model}``: the charts over ``records`` (oldest first, one segment), the
     reliability diagram of the ``selected`` window start (default: the latest), and the
@@ -815,6 +848,8 @@ def model_page(
     ``standalone`` (HTML of an introduction) makes the same page as a file of its own, the
     offline report (:mod:`calmon.offline.html_report`): that introduction instead of the alerts and
     the form that asks the server for another segment or metric, and no link to the server.
+    ``numbered`` (records of undated rows, whose bounds mean nothing) names the windows by
+    their position and counts them along the charts' axis instead of showing dates.
     """
     model_path = f"/ui/models/{name}" if standalone is None else ""
     link = {"segment": segment, "metric": metric}
@@ -838,19 +873,23 @@ def model_page(
             name, body, logout=logout, nav=standalone is None, standalone=standalone is not None
         )
     readings = [read_window(r) for r in records]
-    times, half = _times(records)
+    times, half = _times(records, numbered=numbered)
     chosen = next((r for r in records if r["start"] == selected), records[-1])
+    chosen_name = str(records.index(chosen) + 1) if numbered else chosen["start"]
     latest_verdict, latest_class, _ = window_verdict(records[-1], readings[-1])
+    latest_against = _verdict_against(records[-1], numbered=numbered)
     summary = (
         f'<h2>Latest window: <span class="{latest_class}">'
-        f"{escape(latest_verdict)}</span> {escape(_verdict_against(records[-1]))}</h2>"
+        f"{escape(latest_verdict)}</span> {escape(latest_against)}</h2>"
         f"<p>{escape(_verdict_sentence(records[-1], readings[-1]))}</p>"
     )
     reliability = chosen.get("reliability")
     if reliability:
         diagram = reliability_chart(
             chart_id="reliability",
-            title=f"Reliability diagram of the window starting {chosen['start']}",
+            title=f"Reliability diagram of window {chosen_name}"
+            if numbered
+            else f"Reliability diagram of the window starting {chosen_name}",
             rows=reliability,
         )
     else:
@@ -864,22 +903,31 @@ def model_page(
         head + summary + f'<p class="muted">{plural(len(records), "window")} of segment'
         f" <code>{escape(segment)}</code>. Shaded bands are 95% intervals.</p>"
         + "<h2>Average precision</h2>"
-        + metric_chart(records, SPLIT_METRIC, chart_id="ap", times=times, half=half)
+        + metric_chart(
+            records, SPLIT_METRIC, chart_id="ap", times=times, half=half, numbered=numbered
+        )
         + "<h2>Prior and likelihood parts of the change</h2>"
-        + split_chart(readings, records, times=times, half=half)
+        + split_chart(readings, records, times=times, half=half, numbered=numbered)
         + "<h2>Positive class ratio</h2>"
-        + ratio_chart(readings, records, times=times, half=half)
+        + ratio_chart(readings, records, times=times, half=half, numbered=numbered)
         + f"<h2>{escape(metric_title(metric))}</h2>"
-        + metric_chart(records, metric, chart_id="metric", times=times, half=half)
-        + f"<h2>Window {escape(chosen['start'])}</h2>"
+        + metric_chart(
+            records, metric, chart_id="metric", times=times, half=half, numbered=numbered
+        )
+        + f"<h2>Window {escape(chosen_name)}</h2>"
         + f'<p><span class="{chosen_class}">'
-        f"{escape(chosen_verdict)}</span> {escape(_verdict_against(chosen))}."
+        f"{escape(chosen_verdict)}</span> {escape(_verdict_against(chosen, numbered=numbered))}."
         f" {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
         + advice_section(chosen, name=name, segment=segment)
         + diagram
         + "<h2>Verdict per window</h2>"
         + verdict_table(
-            records, readings, selected=chosen["start"], link=link, model_path=model_path
+            records,
+            readings,
+            selected=chosen["start"],
+            link=link if standalone is None else None,
+            model_path=model_path,
+            numbered=numbered,
         )
     )
     return _page(

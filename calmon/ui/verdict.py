@@ -403,13 +403,19 @@ def _where(segments: Sequence[str], tracked: int) -> str:
     return f", in {'all predictions and ' if ALL_SEGMENTS in segments else ''}{counted}"
 
 
-def segment_alerts(latest: Sequence[tuple[str, WindowRecord]]) -> list[str]:
-    """The alert states of a model's latest windows, given as (segment, record) pairs, each
-    said once with the segments where it holds counted (:func:`_where`), in the order they
-    first appear: one model's rows stay short however many segments it tracks."""
+def group_alerts(latest: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+    """The alert states of a model's latest windows, given as (segment, its :func:`alerts`)
+    pairs, one per latest window, each said once with the segments where it holds counted
+    (:func:`_where`), in the order they first appear: one model's rows stay short however
+    many segments it tracks."""
     where: dict[str, list[str]] = {}
-    for segment, record in latest:
-        for text in alerts(record):
+    for segment, texts in latest:
+        for text in texts:
             where.setdefault(text, []).append(segment)
     tracked = sum(1 for segment, _ in latest if segment != ALL_SEGMENTS)
     return [f"{text}{_where(segments, tracked)}" for text, segments in where.items()]
+
+
+def segment_alerts(latest: Sequence[tuple[str, WindowRecord]]) -> list[str]:
+    """:func:`group_alerts` of a model's latest windows given as (segment, record) pairs."""
+    return group_alerts([(segment, alerts(record)) for segment, record in latest])

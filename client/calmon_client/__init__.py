@@ -1,7 +1,8 @@
 """Send a model's predictions and labels to a calmon server from production code.
 
-    from calmon_client import Monitor
+    from calmon_client import Monitor, ensure_model
 
+    ensure_model("http://calmon:8000", "fraud", config={"window": "1h"}, token=ADMIN_TOKEN)
     monitor = Monitor("http://calmon:8000", "fraud", token="…")
     monitor.log("tx-1", 0.93, segment="country=FR")  # queued; sent in the background
     monitor.label("tx-1", 1)                          # the label, when it is known
@@ -10,12 +11,34 @@ Batches by size and age from a background thread, retries what may pass (connect
 timeouts, 429 and 503 with their ``Retry-After``) with jittered back-off, and flushes at exit.
 Nothing raises into the caller after the constructor: problems are counted (:meth:`Monitor.stats`),
 logged on the ``calmon_client`` logger, and passed to an optional ``on_error`` callback.
+The model must exist: :func:`ensure_model` creates it when missing (and raises
+:class:`ModelError` when it cannot), or give the monitor a ``config`` to have it do the same.
 :class:`AsyncMonitor` is the asyncio twin. Depends on httpx only.
 """
 
-from calmon_client._async import AsyncMonitor
-from calmon_client._core import Incident, IncidentKind, Stats, WhenFull
-from calmon_client._sync import Monitor
+from calmon_client._async import AsyncMonitor, ensure_model_async
+from calmon_client._core import (
+    Incident,
+    IncidentKind,
+    ModelConfigMismatchError,
+    ModelError,
+    ModelInfo,
+    Stats,
+    WhenFull,
+)
+from calmon_client._sync import Monitor, ensure_model
 
-__all__ = ["AsyncMonitor", "Incident", "IncidentKind", "Monitor", "Stats", "WhenFull"]
+__all__ = [
+    "AsyncMonitor",
+    "Incident",
+    "IncidentKind",
+    "ModelConfigMismatchError",
+    "ModelError",
+    "ModelInfo",
+    "Monitor",
+    "Stats",
+    "WhenFull",
+    "ensure_model",
+    "ensure_model_async",
+]
 __version__ = "0.1.0"

@@ -7,19 +7,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping
 from datetime import datetime
 from types import TracebackType
+from typing import Any
 
 import httpx
 
 from calmon_client._core import (
     Backoff,
     Batch,
+    Call,
     Incident,
     InvalidItemError,
     Item,
     Kind,
+    ModelError,
+    ModelInfo,
+    Pause,
     Post,
     Queue,
     Reply,
@@ -28,16 +33,67 @@ from calmon_client._core import (
     check_model,
     deliver,
     described,
+    ensure_steps,
     item_incident,
     label_item,
+    model_config,
+    model_incident,
     prediction_item,
     root_url,
     safe_callback,
+    transient,
     wait_seconds,
 )
-from calmon_client._sync import DROP_WARNING_PERIOD, JSON
+from calmon_client._sync import DROP_WARNING_PERIOD, JSON, headers_for
 
 logger = logging.getLogger("calmon_client")
+
+
+async def ensure_model_async(
+    url: str,
+    model: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    token: str | None = None,
+    timeout: float = 30.0,
+    max_retry_delay: float = 5.0,
+) -> ModelInfo:
+    """:func:`~calmon_client.ensure_model` for asyncio code: the same arguments, answer and
+    errors."""
+    steps = ensure_steps(model, config, Backoff(cap=max_retry_delay))
+    async with httpx.AsyncClient(
+        base_url=root_url(url), headers=headers_for(token), timeout=timeout
+    ) as client:
+        return await run_registry(client, steps, timeout=timeout)
+
+
+async def run_registry(
+    client: httpx.AsyncClient,
+    steps: Generator[Call | Pause, Reply | None, ModelInfo],
+    *,
+    timeout: float,
+) -> ModelInfo:
+    """Drive :func:`~calmon_client._core.ensure_steps` with ``client``."""
+    step = next(steps)
+    while True:
+        reply: Reply | None = None
+        if isinstance(step, Call):
+            try:
+                response = await client.request(
+                    step.method, step.path, content=step.body, headers=JSON, timeout=timeout
+                )
+                reply = Reply(
+                    response.status_code, response.content, response.headers.get("retry-after")
+                )
+            except Exception as exc:  # any failure to get an answer may pass
+                reply = Reply(failure=f"{type(exc).__name__}: {exc}")
+        else:
+            await asyncio.sleep(step.seconds)
+        try:
+            step = steps.send(reply)
+        except StopIteration as done:
+            result: ModelInfo = done.value
+            return result
 
 
 class AsyncMonitor:
@@ -46,8 +102,10 @@ class AsyncMonitor:
 
     Its sending task starts on the running loop at the first call (or ``async with``); every
     method must be called from that loop. ``log`` and ``label`` return at once unless the queue
-    is full and ``when_full="block"``. There is no exit hook: close it (``aclose`` or the end
-    of ``async with``) before the loop ends, or what is queued is lost.
+    is full and ``when_full="block"``. Given a ``config``, its task makes sure the model
+    exists before the first request, as :class:`~calmon_client.Monitor` does. There is no
+    exit hook: close it (``aclose`` or the end of ``async with``) before the loop ends, or
+    what is queued is lost.
     """
 
     def __init__(
@@ -65,10 +123,13 @@ class AsyncMonitor:
         max_retry_delay: float = 5.0,
         close_timeout: float = 30.0,
         on_error: Callable[[Incident], None] | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         if when_full not in ("block", "drop"):
             raise ValueError(f"when_full must be 'block' or 'drop', got {when_full!r}")
         self.model = check_model(model)
+        #: the configuration to ensure before the first request (None: done, or not asked)
+        self._config = None if config is None else model_config(config)[0]
         self._queue = Queue(
             batch_size=batch_size, flush_interval=flush_interval, max_queue=max_queue
         )
@@ -78,8 +139,9 @@ class AsyncMonitor:
         self._close_timeout = close_timeout
         self._backoff = Backoff(cap=max_retry_delay)
         self._report = safe_callback(on_error)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.AsyncClient(base_url=root_url(url), headers=headers, timeout=timeout)
+        self._client = httpx.AsyncClient(
+            base_url=root_url(url), headers=headers_for(token), timeout=timeout
+        )
         self._paths: dict[Kind, str] = {
             "predictions": f"/v1/models/{model}/predictions",
             "labels": f"/v1/models/{model}/labels",
@@ -260,7 +322,29 @@ class AsyncMonitor:
             async with changed:
                 changed.notify_all()
 
+    async def _ensure(self) -> None:
+        """Make sure the model exists before the first request (see :meth:`Monitor._ensure`)."""
+        config, self._config = self._config, None
+        failures = 0
+        while not self._abandoned:
+            steps = ensure_steps(self.model, config, self._backoff)
+            try:
+                info = await run_registry(self._client, steps, timeout=self._timeout)
+            except ModelError as exc:
+                logger.error("calmon: %s", exc.message)
+                self._report(model_incident(exc))
+                if not transient(exc):
+                    return
+                await asyncio.sleep(self._backoff.delay(failures))
+                failures += 1
+                continue
+            if info.created:
+                logger.info("calmon: created model %s", self.model)
+            return
+
     async def _deliver(self, batch: Batch) -> None:
+        if self._config is not None:
+            await self._ensure()
         steps = deliver(batch, self._sent, self._backoff, self._report)
         try:
             step = next(steps)

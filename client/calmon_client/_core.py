@@ -20,16 +20,21 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Final, Literal, cast
+from typing import Any, Final, Literal, cast
 
 logger = logging.getLogger("calmon_client")
 
-#: the largest batch the server takes
+#: the largest batch the server takes (the server's ``MAX_BATCH``; a test pins the copy)
 MAX_BATCH: Final = 10_000
+#: a model name the server takes (the server's ``MODEL_NAME_PATTERN``; a test pins the copy)
 MODEL_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+#: requests :func:`ensure_steps` makes of each kind before it gives up on a failure that may pass
+ENSURE_ATTEMPTS: Final = 5
+_DURATION: Final = re.compile(r"^([0-9]+)(s|m|h|d)$")
+_DURATION_UNITS: Final = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 #: answers after which the same request may succeed: sent again without limit
 RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
 #: an unexpected server error is tried this many times in all, then the batch is rejected
@@ -42,7 +47,7 @@ _ITEM_FIELD: Final = re.compile(r"^(?:predictions|labels)\[(\d+)\]")
 
 Kind = Literal["predictions", "labels"]
 WhenFull = Literal["block", "drop"]
-IncidentKind = Literal["invalid", "dropped", "retrying", "rejected", "lost"]
+IncidentKind = Literal["invalid", "dropped", "retrying", "rejected", "lost", "model"]
 #: a prediction as queued: (id, timestamp, score, label, segment, monotonic time queued)
 PredictionItem = tuple[str, str, float, int | None, str | None, float]
 #: a label as queued: (id, label, monotonic time queued)
@@ -66,6 +71,9 @@ class Incident:
       ``code`` and ``message`` are the server's. Only the offending items of a batch are
       rejected when the answer names them; the rest is sent again.
     - ``lost``: still unacknowledged when ``close`` gave up waiting (some may be stored).
+    - ``model``: a monitor given a ``config`` could not make sure its model exists, or found
+      it with another configuration (``message`` says which; ``count`` is 0). Sending goes
+      on: a missing model makes the server refuse each batch (404 ``model_not_found``).
     """
 
     kind: IncidentKind
@@ -683,3 +691,203 @@ def safe_callback(
             logger.exception("calmon: the on_error callback raised")
 
     return report
+
+
+class ModelError(Exception):
+    """What :func:`~calmon_client.ensure_model` raises when it cannot make sure the model
+    exists: the server refused (``status`` and ``code`` are its answer's: 401 or 403 for a
+    token without the ``read`` scope, or without ``admin`` to create it; 422 for a
+    configuration the server does not take; 409 ``model_limit``), or gave no usable answer
+    after :data:`ENSURE_ATTEMPTS` attempts (``status`` None for a connection error)."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+
+class ModelConfigMismatchError(ModelError):
+    """The model exists with another configuration than the one given: nothing was changed
+    (``status`` 200, ``code`` ``model_config_mismatch``).
+
+    ``differences`` maps each differing field (dotted: ``reference.windows``) to (given,
+    stored); ``stored`` is the model as the server shows it. Change a model's configuration
+    with ``PUT /v1/models/{model}`` on purpose (``score_kind`` and ``window`` cannot change
+    once it has predictions)."""
+
+    def __init__(
+        self, model: str, differences: dict[str, tuple[Any, Any]], stored: dict[str, Any]
+    ) -> None:
+        shown = ", ".join(
+            f"{name}: given {given!r}, stored {held!r}"
+            for name, (given, held) in sorted(differences.items())
+        )
+        super().__init__(
+            f"model {model!r} exists with another configuration ({shown})",
+            status=200,
+            code="model_config_mismatch",
+        )
+        self.differences = differences
+        self.stored = stored
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What :func:`~calmon_client.ensure_model` found: the model as the server shows it (its
+    full configuration, defaults filled in) and whether this call created it."""
+
+    name: str
+    created: bool
+    model: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Step: make this request of the model registry; the driver sends back a :class:`Reply`."""
+
+    method: Literal["GET", "PUT"]
+    path: str
+    body: bytes | None = None
+
+
+def model_config(config: object) -> tuple[dict[str, Any], bytes]:
+    """A configuration given to ``ensure_model`` or a monitor (None: every default) as a dict
+    and as the JSON body of its ``PUT``; raises ``ValueError`` when it is no mapping with text
+    keys or does not serialise as JSON (the server checks the values)."""
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping) or not all(isinstance(key, str) for key in config):
+        raise ValueError(f"config must be a mapping with text keys, got {described(config)}")
+    wanted = dict(config)
+    try:
+        body = json.dumps(wanted, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"config is not JSON: {exc}") from None
+    return json.loads(body), body
+
+
+def config_differences(
+    wanted: object, stored: object, name: str = ""
+) -> dict[str, tuple[Any, Any]]:
+    """The fields of ``wanted`` (a configuration as given) that ``stored`` (the server's view
+    of the model) holds otherwise, by dotted name. Fields left out of ``wanted`` are not
+    compared (the caller did not ask for them), and values are compared by meaning: a list of
+    numbers in any order (the server sorts ``pi0``), durations by their seconds (``600s`` is
+    ``10m``), instants by the moment they name (``Z`` or ``+00:00``), numbers by value."""
+    if isinstance(wanted, dict):
+        if not isinstance(stored, dict):
+            return {name: (wanted, stored)}
+        out: dict[str, tuple[Any, Any]] = {}
+        for key, value in wanted.items():
+            out.update(config_differences(value, stored.get(key), f"{name}.{key}" if name else key))
+        return out
+    return {} if _same_value(wanted, stored) else {name: (wanted, stored)}
+
+
+def _same_value(wanted: object, stored: object) -> bool:
+    if isinstance(wanted, bool) or isinstance(stored, bool):
+        return wanted is stored
+    if isinstance(wanted, int | float) and isinstance(stored, int | float):
+        return float(wanted) == float(stored)
+    if isinstance(wanted, list) and isinstance(stored, list):
+        if all(isinstance(v, int | float) for v in [*wanted, *stored]):
+            return sorted(map(float, wanted)) == sorted(map(float, stored))
+        return len(wanted) == len(stored) and all(map(_same_value, wanted, stored))
+    if isinstance(wanted, str) and isinstance(stored, str) and wanted != stored:
+        return _same_text(wanted, stored)
+    return wanted == stored
+
+
+def _same_text(wanted: str, stored: str) -> bool:
+    """Two texts naming the same duration or the same instant."""
+    durations = [_DURATION.fullmatch(text) for text in (wanted, stored)]
+    if durations[0] is not None and durations[1] is not None:
+        seconds = [int(m.group(1)) * _DURATION_UNITS[m.group(2)] for m in durations if m]
+        return seconds[0] == seconds[1]
+    try:
+        moments = [datetime.fromisoformat(text) for text in (wanted, stored)]
+    except ValueError:
+        return False
+    if any(moment.tzinfo is None for moment in moments):
+        return False
+    return moments[0] == moments[1]
+
+
+def ensure_steps(
+    model: str, config: object, backoff: Backoff, attempts: int = ENSURE_ATTEMPTS
+) -> Generator[Call | Pause, Reply | None, ModelInfo]:
+    """Make sure ``model`` exists: yields the requests and pauses to make, returns what was
+    found, raises :class:`ModelError` (or :class:`ModelConfigMismatchError`).
+
+    ``GET`` the model: when it exists, compare the given fields with it
+    (:func:`config_differences`) and change nothing; when the answer is 404
+    ``model_not_found``, ``PUT`` the configuration (201: created). Failures that may pass
+    (no answer, 408, 429, 502, 503, 504, a 500) are retried up to ``attempts`` requests of
+    each kind, pausing as ``backoff`` says (a ``Retry-After`` is obeyed). Repeating the call
+    is harmless: the second finds the model."""
+    wanted, body = model_config(config)
+    path = f"/v1/models/{check_model(model)}"
+    reply = yield from _registry_call(Call("GET", path), backoff, attempts)
+    if reply.status == 200:
+        stored = _answer(reply)
+        differences = config_differences(wanted, stored)
+        if differences:
+            raise ModelConfigMismatchError(model, differences, stored)
+        return ModelInfo(model, False, stored)
+    if reply.status != 404 or _error(reply)[0] != "model_not_found":
+        raise _model_error(reply, f"reading model {model!r}")
+    reply = yield from _registry_call(Call("PUT", path, body), backoff, attempts)
+    if reply.status not in (200, 201):
+        raise _model_error(reply, f"creating model {model!r}")
+    return ModelInfo(model, reply.status == 201, _answer(reply))
+
+
+def _registry_call(
+    call: Call, backoff: Backoff, attempts: int
+) -> Generator[Call | Pause, Reply | None, Reply]:
+    """``call`` until it gets an answer that is not to be retried, at most ``attempts`` times."""
+    attempt = 0
+    while True:
+        reply = yield call
+        assert reply is not None
+        if not _retryable(reply, attempt):
+            return reply
+        attempt += 1
+        if attempt >= attempts:
+            problem = reply.failure or f"{reply.status} {_error(reply)[1]}"
+            raise ModelError(
+                f"{call.method} {call.path}: no usable answer after {attempts} attempts"
+                f" ({problem})",
+                status=reply.status or None,
+                code=_error(reply)[0] if reply.status else None,
+            )
+        yield Pause(backoff.delay(attempt - 1, reply.retry_after))
+
+
+def _answer(reply: Reply) -> dict[str, Any]:
+    try:
+        answer = json.loads(reply.content)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise ModelError("the server's answer is not a model", status=reply.status)
+    return answer
+
+
+def _model_error(reply: Reply, doing: str) -> ModelError:
+    code, message = _error(reply)
+    return ModelError(f"{doing}: {reply.status} {code}: {message}", status=reply.status, code=code)
+
+
+def model_incident(error: ModelError) -> Incident:
+    """The incident of a monitor whose model could not be ensured (``error``)."""
+    return Incident("model", error.message, 0, status=error.status, code=error.code)
+
+
+def transient(error: ModelError) -> bool:
+    """Whether ``error`` may pass (no usable answer): a monitor tries again after a pause;
+    any other refusal is final for it."""
+    if isinstance(error, ModelConfigMismatchError):
+        return False
+    return error.status is None or error.status in RETRY_STATUSES or error.status >= 500

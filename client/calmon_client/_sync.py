@@ -7,20 +7,24 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 import httpx
 
 from calmon_client._core import (
     Backoff,
     Batch,
+    Call,
     Incident,
     InvalidItemError,
     Item,
     Kind,
+    ModelError,
+    ModelInfo,
+    Pause,
     Post,
     Queue,
     Reply,
@@ -29,11 +33,15 @@ from calmon_client._core import (
     check_model,
     deliver,
     described,
+    ensure_steps,
     item_incident,
     label_item,
+    model_config,
+    model_incident,
     prediction_item,
     root_url,
     safe_callback,
+    transient,
     wait_seconds,
 )
 
@@ -42,6 +50,72 @@ logger = logging.getLogger("calmon_client")
 JSON: Final = {"Content-Type": "application/json"}
 #: seconds between two warnings about dropped items (each says how many since the last)
 DROP_WARNING_PERIOD: Final = 10.0
+
+
+def headers_for(token: str | None) -> dict[str, str]:
+    """The ``Authorization`` header of a bearer ``token`` (none without one)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def ensure_model(
+    url: str,
+    model: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    token: str | None = None,
+    timeout: float = 30.0,
+    max_retry_delay: float = 5.0,
+) -> ModelInfo:
+    """Make sure the model exists on the server at ``url``: create it with ``config`` (a
+    ``PUT /v1/models/{model}`` body; None: every default) when it is missing, change nothing
+    when it exists. Safe to call at every start of every sender.
+
+    Returns a :class:`~calmon_client.ModelInfo` (``created``: whether this call created it).
+    Raises :class:`~calmon_client.ModelConfigMismatchError` when the model exists and one of the
+    fields given in ``config`` differs from what it holds (fields left out are not compared;
+    nothing is overwritten), :class:`~calmon_client.ModelError` when the server refuses (the
+    token needs the ``read`` scope to look and ``admin`` to create; 422 for a configuration
+    the server does not take) or gives no usable answer after 5 attempts, and ``ValueError``
+    for a model name or a ``config`` that cannot be sent."""
+    steps = ensure_steps(model, config, Backoff(cap=max_retry_delay))
+    with httpx.Client(
+        base_url=root_url(url), headers=headers_for(token), timeout=timeout
+    ) as client:
+        return run_registry(client, steps, timeout=timeout)
+
+
+def run_registry(
+    client: httpx.Client,
+    steps: Generator[Call | Pause, Reply | None, ModelInfo],
+    *,
+    timeout: float,
+    stop: threading.Event | None = None,
+) -> ModelInfo:
+    """Drive :func:`~calmon_client._core.ensure_steps` with ``client``; a set ``stop`` cuts a
+    pause short and ends it with :class:`ModelError`."""
+    step = next(steps)
+    while True:
+        reply: Reply | None = None
+        if isinstance(step, Call):
+            try:
+                response = client.request(
+                    step.method, step.path, content=step.body, headers=JSON, timeout=timeout
+                )
+                reply = Reply(
+                    response.status_code, response.content, response.headers.get("retry-after")
+                )
+            except Exception as exc:  # any failure to get an answer may pass
+                reply = Reply(failure=f"{type(exc).__name__}: {exc}")
+        elif stop is None:
+            time.sleep(step.seconds)
+        elif stop.wait(step.seconds):
+            steps.close()
+            raise ModelError("the monitor closed before its model was ensured")
+        try:
+            step = steps.send(reply)
+        except StopIteration as done:
+            result: ModelInfo = done.value
+            return result
 
 
 class Monitor:
@@ -53,6 +127,13 @@ class Monitor:
     (ids make a repeat harmless). At most ``max_queue`` items wait; when the queue is full,
     ``when_full="drop"`` (the default) drops the new item and counts it, ``"block"`` makes
     ``log`` wait for room (at most ``block_timeout`` seconds, then drop; None: no limit).
+
+    The model must exist on the server, or every batch is refused (404, counted
+    ``rejected``). Given a ``config``, the sending thread makes sure of it before its first
+    request, as :func:`ensure_model` does (created when missing, never overwritten); what
+    goes wrong there is an incident of kind ``model``: a failure that may pass is tried
+    again until it passes (the batches wait, as they do for a server that does not answer),
+    and after a refusal or another configuration sending goes on.
 
     Nothing after the constructor raises into the caller: what goes wrong is counted in
     :meth:`stats`, logged on the ``calmon_client`` logger, and passed to ``on_error`` (called
@@ -80,10 +161,13 @@ class Monitor:
         max_retry_delay: float = 5.0,
         close_timeout: float = 30.0,
         on_error: Callable[[Incident], None] | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         if when_full not in ("block", "drop"):
             raise ValueError(f"when_full must be 'block' or 'drop', got {when_full!r}")
         self.model = check_model(model)
+        #: the configuration to ensure before the first request (None: done, or not asked)
+        self._config = None if config is None else model_config(config)[0]
         self._queue = Queue(
             batch_size=batch_size, flush_interval=flush_interval, max_queue=max_queue
         )
@@ -93,8 +177,9 @@ class Monitor:
         self._close_timeout = close_timeout
         self._backoff = Backoff(cap=max_retry_delay)
         self._report = safe_callback(on_error)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.Client(base_url=root_url(url), headers=headers, timeout=timeout)
+        self._client = httpx.Client(
+            base_url=root_url(url), headers=headers_for(token), timeout=timeout
+        )
         self._paths: dict[Kind, str] = {
             "predictions": f"/v1/models/{model}/predictions",
             "labels": f"/v1/models/{model}/labels",
@@ -277,7 +362,31 @@ class Monitor:
                 self._space.notify_all()
             self._deliver(batch)
 
+    def _ensure(self) -> None:
+        """Make sure the model exists before the first request (see :func:`ensure_model`).
+        A failure that may pass is reported and tried again after a pause, as a batch is,
+        until the monitor stops; a refusal or another configuration is reported once."""
+        config, self._config = self._config, None
+        failures = 0
+        while not self._stop.is_set() and not self._abandoned:
+            steps = ensure_steps(self.model, config, self._backoff)
+            try:
+                info = run_registry(self._client, steps, timeout=self._timeout, stop=self._stop)
+            except ModelError as exc:
+                if not self._stop.is_set():
+                    logger.error("calmon: %s", exc.message)
+                    self._report(model_incident(exc))
+                if not transient(exc) or self._stop.wait(self._backoff.delay(failures)):
+                    return
+                failures += 1
+                continue
+            if info.created:
+                logger.info("calmon: created model %s", self.model)
+            return
+
     def _deliver(self, batch: Batch) -> None:
+        if self._config is not None:
+            self._ensure()
         steps = deliver(batch, self._sent, self._backoff, self._report)
         try:
             step = next(steps)

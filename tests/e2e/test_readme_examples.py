@@ -1,18 +1,23 @@
-"""The README's examples run as written, and answer what the README shows.
+"""The README's examples, and those the README sends the reader to, run as written and answer
+what they show.
 
 Every fenced block of the README is either run here or listed in :data:`NOT_RUN` with the
 reason, so a new block cannot go untested unnoticed. Commands run verbatim with bash in a
 fresh directory holding ``.venv/bin/calmon`` (the code under test) and ``examples/``, as in a
-clone after the quick start: the API usage section's `curl` commands in order against a real
-`calmon serve` (the answers in their comments, the windows excerpt field by field),
-`calmon windows` line by line, the "Running it" lines (`migrate` to its end, the servers until
-they answer), the `calmon evaluate` examples, and the compose `.env` recipe (its file holds a
-write+read and an admin token and Grafana's password; `docker compose` itself runs in
+clone after the quick start: the README's "Send your data" requests against a real
+`calmon serve` (the answers in their comments), the walk-through of ``docs/api.md`` ("API
+usage": its `curl` commands in order, the windows excerpt field by field, `calmon windows`
+line by line), the "Running it" lines of ``docs/deployment.md`` (`migrate` to its end, the
+servers until they answer), the `calmon evaluate` examples (README and ``docs/offline.md``),
+and the compose `.env` recipe of ``docs/deployment.md`` (its file holds a write+read and an
+admin token and Grafana's password; `docker compose` itself runs in
 ``tests/e2e/test_container.py``). Only the documented address changes: the servers listen on
-free ports."""
+free ports. The README's story line is also checked for what its report shows in
+``tests/e2e/test_readme_story.py``."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -31,6 +36,9 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+API = REPO / "docs" / "api.md"
+DEPLOYMENT = REPO / "docs" / "deployment.md"
+OFFLINE = REPO / "docs" / "offline.md"
 DOCUMENTED = "http://127.0.0.1:8000"
 #: a "key":value pair of the windows excerpt with a literal value (no "…")
 PAIR = re.compile(r'"(\w+)":(null|-?[0-9][0-9.e+-]*|"[^"…]*")(?=[,}\]])')
@@ -40,15 +48,9 @@ NOT_RUN = {
         "installs from the network; its `calmon serve` runs in test_serve_quickstart.py"
     ),
     "./scripts/test": "the test suite itself",
-    '{"error": {"code": "validation_error"': (
-        "an answer, not a command: tests/integration/api/test_ingest.py"
-    ),
-    "from calmon.notebook import evaluate_frame, report": (
-        "needs the reader's data frames; tests/unit/test_notebook.py runs both calls"
-    ),
-    ".venv/bin/python bench/metrics.py": ("benchmarks take minutes each; docs/benchmarks.md"),
-    "python3.11 -m venv ../nannyml-env": (
-        "installs NannyML from the network, outside calmon's environment"
+    "from calmon import evaluate_frame, report": (
+        "needs the reader's data frames; tests/unit/test_notebook.py runs both calls, and"
+        " docs/notebook.md's session"
     ),
     ".venv/bin/pip install ./client": (
         "builds the client package with the network's setuptools; scripts/test installs it"
@@ -60,8 +62,8 @@ NOT_RUN = {
 }
 
 
-def _section(title: str) -> str:
-    text = README.read_text()
+def _section(title: str, path: Path = README) -> str:
+    text = path.read_text()
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end]
@@ -129,7 +131,7 @@ def _computed(base: str) -> None:
 
 
 def test_api_usage_examples_answer_as_the_readme_shows(tmp_path: Path) -> None:
-    blocks = _blocks(_section("API usage"))
+    blocks = _blocks(_section("API usage", API))
     assert len(blocks) == 6
     models, predictions, labels, windows, table, recompute = blocks
     stack = LocalStack.create(
@@ -161,13 +163,46 @@ def test_api_usage_examples_answer_as_the_readme_shows(tmp_path: Path) -> None:
         assert '"status":"pending"' in _sh(recompute[0], base)
 
 
-def test_evaluate_examples_run_on_the_example_file(tmp_path: Path) -> None:
+def test_send_your_data_answers_as_the_readme_shows(tmp_path: Path) -> None:
+    model, sending = _blocks(_section("Send your data"))
+    stack = LocalStack.create(
+        tmp_path, database_url=f"sqlite:///{tmp_path / 'calmon.db'}", scheduler_interval="1"
+    )
+    base = stack.base
+    with stack.start(SERVE) as serve:
+        wait_until_up(base, serve)
+        created = json.loads(_sh(model[0], base))
+        assert created["reference"] == {
+            "kind": "fixed",
+            "start": "2026-11-01T08:00:00Z",
+            "end": "2026-11-01T09:00:00Z",
+        }
+        assert _sh(sending[0], base) == "".join(sending[1])
+
+        def compared() -> bool:
+            answer = httpx.get(f"{base}/v1/models/fraud/windows", params={"segment": "*"})
+            windows = answer.json()["windows"]
+            return len(windows) == 2 and windows[1]["reference"] is not None
+
+        wait_for("the second window compared with the fixed reference", compared, timeout=60)
+        windows = httpx.get(f"{base}/v1/models/fraud/windows", params={"segment": "*"}).json()
+        assert windows["windows"][1]["reference"]["kind"] == "fixed"
+
+
+def test_evaluate_examples_run_on_the_example_files(tmp_path: Path) -> None:
     clone = _clone(tmp_path)
-    blocks = _blocks(_section("Offline evaluation"))
+    blocks = _blocks(_section("Offline evaluation")) + _blocks(
+        _section("`calmon evaluate`", OFFLINE)
+    )
     commands = [line for commands, _ in blocks for line in commands.splitlines()]
-    assert len(commands) == 3
+    assert len(commands) == 4
     for command in commands:
-        assert command.startswith(".venv/bin/calmon evaluate examples/scores.csv ")
+        assert command.startswith(
+            (
+                ".venv/bin/calmon evaluate examples/scores.csv ",
+                ".venv/bin/calmon evaluate examples/story.csv ",
+            )
+        )
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", command],
             cwd=clone,
@@ -178,8 +213,11 @@ def test_evaluate_examples_run_on_the_example_file(tmp_path: Path) -> None:
             check=False,
         )
         assert done.returncode == 0, done.stderr
-        assert done.stderr == ""
+        html = command.split("--html ", 1)[1] if "--html " in command else None
+        shown = "" if html is None else f"report written to {(clone / html).resolve()}\n"
+        assert done.stderr == shown
         assert "n_pos" in done.stdout
+    assert "<h2>Verdict per window</h2>" in (clone / "story.html").read_text()
     report = (clone / "report.html").read_text()
     assert "<h2>Verdict per window</h2>" in report
     assert "2026-11-02T00:00:00Z" in report  # the second day, against the first
@@ -187,10 +225,8 @@ def test_evaluate_examples_run_on_the_example_file(tmp_path: Path) -> None:
 
 def test_every_block_is_run_or_says_why_not() -> None:
     run = {
-        *(commands.splitlines()[0] for commands, _ in _blocks(_section("API usage"))),
+        *(commands.splitlines()[0] for commands, _ in _blocks(_section("Send your data"))),
         *(commands.splitlines()[0] for commands, _ in _blocks(_section("Offline evaluation"))),
-        *(commands.splitlines()[0] for commands, _ in _blocks(_section("Running it"))),
-        *(commands.splitlines()[0] for commands, _ in _blocks(_section("Production deployment"))),
     }
     excused = []
     for first in _every_block():
@@ -204,7 +240,7 @@ def test_every_block_is_run_or_says_why_not() -> None:
 
 def test_running_it_lines_work_as_written(tmp_path: Path) -> None:
     clone = _clone(tmp_path)
-    (block,) = _blocks(_section("Running it"))
+    (block,) = _blocks(_section("Running it", DEPLOYMENT))
     lines = [line.split("  #")[0].strip() for line in block[0].splitlines()]
     assert lines == [
         ".venv/bin/calmon migrate",
@@ -253,7 +289,7 @@ def test_running_it_lines_work_as_written(tmp_path: Path) -> None:
 
 
 def test_compose_env_recipe_gives_an_admin_token_and_grafana_password(tmp_path: Path) -> None:
-    (block,) = _blocks(_section("Production deployment"))
+    (block,) = _blocks(_section("Start", DEPLOYMENT))
     commands = block[0].rstrip("\n")
     recipe, compose = commands.rsplit("\n", 1)
     assert compose == "docker compose up -d --build"

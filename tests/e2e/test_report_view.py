@@ -75,7 +75,7 @@ def test_the_html_report_renders_like_the_web_view(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
+    assert done.stderr == f"report written to {report.resolve()}\n"
     assert done.stdout.count("window 2026-11-02T0") == 3  # the table, as without --html
     with chromium(require_chromium()) as browser:
         recorder = Offline(browser, report.as_uri())

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import threading
 from collections.abc import Hashable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -47,8 +49,14 @@ from calmon.api.deps import (
 from calmon.api.ratelimit import RateLimiter
 from calmon.catalogue import REGULAR_METRICS
 from calmon.db.models import Model
-from calmon.exporter.snapshot import LatestWindow, load_latest_windows
+from calmon.exporter.snapshot import (
+    LatestWindow,
+    load_latest_keys,
+    load_latest_windows,
+    load_records,
+)
 from calmon.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
+from calmon.records import WindowRecord
 from calmon.services.model_registry import get_model, list_models
 from calmon.services.web_sessions import (
     end_web_session,
@@ -61,7 +69,7 @@ from calmon.services.window_results import last_window_records
 from calmon.settings import Settings
 from calmon.timeline import window_length
 from calmon.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
-from calmon.ui.verdict import is_stale, segment_alerts
+from calmon.ui.verdict import alerts, group_alerts, is_stale, segment_alerts
 
 logger = logging.getLogger("calmon.ui")
 
@@ -185,36 +193,114 @@ def _latest_by_model(
     return grouped
 
 
+def _stale(model: Model, computed: datetime | None, now: datetime) -> list[str]:
+    """The stale alert of a model whose newest window was computed at ``computed``."""
+    if computed is not None and is_stale(computed, now=now, length=window_length(model.window)):
+        return [f"stale: no window computed since {computed.astimezone(UTC):%Y-%m-%d %H:%M} UTC"]
+    return []
+
+
 def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> list[str]:
     """Alert states of a model's latest windows: the record rules, each said once with the
     segments where it holds counted, and stale."""
-    out = segment_alerts([(window.segment, window.record) for window in latest])
-    if latest:
-        computed = max(w.computed_at for w in latest)
-        if is_stale(computed, now=now, length=window_length(model.window)):
-            out.append(
-                f"stale: no window computed since {computed.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-            )
-    return out
+    out = segment_alerts([(w.segment, w.record) for w in latest])
+    return out + _stale(model, max((w.computed_at for w in latest), default=None), now)
+
+
+@dataclass(slots=True)
+class _ModelLatest:
+    """What the model list shows of one model's latest windows: the ``*`` record, each latest
+    window's segment with its alert states, and the newest ``computed_at``."""
+
+    star: WindowRecord | None = None
+    windows: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    computed: datetime | None = None
+
+    @property
+    def alerts(self) -> list[str]:
+        """The alert states, each said once with the segments where it holds counted."""
+        return group_alerts(self.windows)
+
+    @property
+    def segments(self) -> int:
+        """Latest windows besides ``*``."""
+        return sum(1 for segment, _ in self.windows if segment != ALL_SEGMENTS)
+
+
+_Kept = tuple[tuple[str, ...], WindowRecord | None]
+#: a latest window by model id, segment, start and ``computed_at``
+_Key = tuple[int, str, datetime, datetime]
+
+
+class WindowAlerts:
+    """The alert states of latest windows (and the record of ``*`` windows), kept by window
+    key and ``computed_at`` (a recomputed window has a new one), so that the model list reads
+    and judges each record once, not at every load (at 1,000 segments a model's records took
+    0.5 s a load). At most ``entries`` windows are kept, the oldest dropped first: by default
+    the 100,100 latest windows of 100 models of 1,000 segments and a fifth more for windows
+    recomputed meanwhile (about 250 bytes each, most of them without an alert)."""
+
+    def __init__(self, entries: int = 120_000) -> None:
+        self._entries = entries
+        self._kept: dict[_Key, _Kept] = {}
+        self._lock = threading.Lock()
+
+    def latest_by_model(self, session: Session) -> dict[str, _ModelLatest]:
+        """Per model name, its ``*`` record, its windows' alert states (``*`` first, then the
+        segments by name) and the newest ``computed_at``; records are read only for windows
+        not kept yet."""
+        keys = load_latest_keys(session)
+        found = {k: self._kept.get((k.model_id, k.segment, k.start, k.computed_at)) for k in keys}
+        missing = [k for k, kept in found.items() if kept is None]
+        ids = {k.model: k.model_id for k in missing}
+        judged: dict[tuple[str, str], _Kept] = {}
+        for window in load_records(session, missing) if missing else []:
+            judged[(window.model, window.segment)] = _judged(window)
+            key = (ids[window.model], window.segment, window.start, window.computed_at)
+            self._keep(key, judged[(window.model, window.segment)])
+        by_model: dict[str, _ModelLatest] = {}
+        for k, kept in found.items():
+            kept = kept or judged.get((k.model, k.segment))
+            if kept is None:
+                continue  # deleted between the two reads
+            latest = by_model.setdefault(k.model, _ModelLatest())
+            latest.windows.append((k.segment, kept[0]))
+            if k.segment == ALL_SEGMENTS:
+                latest.star = kept[1]
+            latest.computed = max(latest.computed or k.computed_at, k.computed_at)
+        return by_model
+
+    def _keep(self, key: _Key, kept: _Kept) -> None:
+        with self._lock:
+            while len(self._kept) >= self._entries:
+                del self._kept[next(iter(self._kept))]
+            self._kept[key] = kept
+
+
+def _judged(window: LatestWindow) -> _Kept:
+    """What the model list keeps of one latest window: its alert states, and its record
+    when it is a ``*`` window."""
+    star = window.record if window.segment == ALL_SEGMENTS else None
+    return tuple(alerts(window.record)), star
 
 
 @router.get("/ui", response_class=HTMLResponse, dependencies=[PageReadScope])
 def ui_index(request: Request, session: ReadSessionDep) -> Response:
     """Every model with its latest window and alert-worthy state."""
     now = get_clock(request).now()
-    latest = _latest_by_model(session)
+    cache: WindowAlerts = request.app.state.window_alerts
+    latest = cache.latest_by_model(session)
     summaries = []
     for model in list_models(session):
-        windows = latest.get(model.name, [])
-        star = next((w.record for w in windows if w.segment == ALL_SEGMENTS), None)
+        found = latest.get(model.name, _ModelLatest())
         summaries.append(
             ModelSummary(
                 name=model.name,
                 window=model.window,
                 score_kind=model.score_kind,
-                latest=star,
-                alerts=_model_alerts(model, windows, now),
-                segments=sum(1 for w in windows if w.segment != ALL_SEGMENTS),
+                latest=found.star,
+                alerts=found.alerts + _stale(model, found.computed, now),
+                segments=found.segments,
             )
         )
     return _html(index_page(summaries, logout=bool(request.app.state.tokens)))

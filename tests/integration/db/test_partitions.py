@@ -17,31 +17,28 @@ from sqlalchemy import Connection, Engine, event, func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from calmon.db import migrate
+from calmon.db import migrate, partitions
 from calmon.db.models import Model, Prediction, prediction_keys
 from calmon.db.partitions import (
     AHEAD_DAYS,
     DayState,
     attached_days,
     day_tables,
+    detach_expired_days,
     ensure_days,
     ensure_partitions,
+    expire_partitions,
+    expired_tables,
     forget,
     partition_name,
 )
 from calmon.db.session import create_db_engine, create_session_factory
-from calmon.services import retention
 from calmon.services.errors import ConflictError
 from calmon.services.ingest import ingest_labels, ingest_predictions
 from calmon.services.ingest_schemas import PredictionRow
 from calmon.services.model_registry import ModelConfig, put_model
 from calmon.services.planning import fingerprint, scan_model
-from calmon.services.retention import (
-    detach_expired_days,
-    expire_partitions,
-    expired_tables,
-    run_retention,
-)
+from calmon.services.retention import run_retention
 from calmon.services.window_rows import load_rows
 from calmon.settings import Settings
 from tests.support import wait_for
@@ -583,7 +580,7 @@ def test_a_detach_left_pending_is_finished_by_the_next_run(
     _fill_day(engine, model.id, old, 500)
     window = _window_transaction(engine, model.id)
     try:
-        with caplog.at_level(logging.WARNING, logger="calmon.services.retention"):
+        with caplog.at_level(logging.WARNING, logger="calmon.db.partitions"):
             assert detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=0.5) == []
         assert _state(engine, old) is DayState.DETACH_PENDING
         assert [(r.partition, r.state) for r in caplog.records] == [  # type: ignore[attr-defined]
@@ -692,7 +689,7 @@ def test_windows_computed_back_to_back_do_not_put_the_detach_off(
 
 def _failing_detach(monkeypatch: pytest.MonkeyPatch, error: type[psycopg.Error]) -> list[str]:
     """Make every ``DETACH`` statement of retention fail with ``error``; the statements tried."""
-    real = retention._driver_execute
+    real = partitions._driver_execute
     tried: list[str] = []
 
     def execute(session: Session, statement: Any, params: Any = None) -> int:
@@ -702,7 +699,7 @@ def _failing_detach(monkeypatch: pytest.MonkeyPatch, error: type[psycopg.Error])
             raise OperationalError("ALTER TABLE … DETACH", None, error("failed"))
         return real(session, statement, params)
 
-    monkeypatch.setattr(retention, "_driver_execute", execute)
+    monkeypatch.setattr(partitions, "_driver_execute", execute)
     return tried
 
 
@@ -716,7 +713,7 @@ def test_a_detach_waiting_for_a_lock_is_left_to_the_next_run(
     old = date(2026, 1, 4)
     _fill_day(engine, model.id, old, 10)
     tried = _failing_detach(monkeypatch, psycopg.errors.LockNotAvailable)
-    with caplog.at_level(logging.DEBUG, logger="calmon.services.retention"):
+    with caplog.at_level(logging.DEBUG, logger="calmon.db.partitions"):
         assert detach_expired_days(sessions, before=NOW - timedelta(days=30), wait=0.3) == []
     assert len(tried) > 1  # tried again within the run
     contended = [
@@ -738,7 +735,7 @@ def test_a_detach_failing_otherwise_stops_retention_loudly(
     _fill_day(engine, model.id, old, 10)
     tried = _failing_detach(monkeypatch, psycopg.errors.AdminShutdown)
     with (
-        caplog.at_level(logging.DEBUG, logger="calmon.services.retention"),
+        caplog.at_level(logging.DEBUG, logger="calmon.db.partitions"),
         pytest.raises(OperationalError),
     ):
         run_retention(sessions, now=NOW, retention_days=30)

@@ -269,7 +269,13 @@ def test_dockerfile_copies_the_installed_packages_and_dockerignore_keeps_them() 
     assert files
     for path in [*files, *locks, "pyproject.toml", "setup.py", "README.md"]:
         assert not ignored(path), path
-    for path in [".venv/bin/python", "tests/conftest.py", ".git/HEAD", "calmon/__pycache__/x.pyc"]:
+    for path in [
+        ".venv/bin/python",
+        ".venv-test/bin/python",
+        "tests/conftest.py",
+        ".git/HEAD",
+        "calmon/__pycache__/x.pyc",
+    ]:
         assert ignored(path), path
 
 

@@ -237,12 +237,13 @@ def test_a_scrape_reads_memory_and_a_refresh_reads_the_exported_records_only(
     try:
         assert exporter.refresh() is not None
         selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-        # the models' configurations, their latest windows without records, then the records
-        # of the windows the budget exports (four here), by primary key
-        assert len(selects) == 3, statements
-        assert ["record" in s for s in selects] == [False, False, True]
-        assert "FROM window_results" in selects[1]
-        assert selects[2].count("(?, ?, ?)") + selects[2].count("_3)s)") == 4, selects[2]
+        # the models' configurations, their latest * windows, their current segment windows
+        # (those the budget could pay for) without records, then the records of the windows
+        # the budget exports (four here), by primary key
+        assert len(selects) == 4, statements
+        assert ["record" in s for s in selects] == [False, False, False, True]
+        assert all("FROM window_results" in s for s in selects[1:])
+        assert selects[3].count("(?, ?, ?)") + selects[3].count("_3)s)") == 4, selects[3]
         statements.clear()
         first = scrape(quiet_client)
         for _ in range(3):

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from calmon.db.locks import WINDOW
 from calmon.db.models import Model
 from calmon.scheduler import instruments
 from calmon.services.planning import scan_model
-from calmon.services.window_locks import WINDOW_LOCK_CLASS
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,
@@ -84,7 +84,7 @@ def test_a_trailing_model_computes_nothing_while_one_of_its_windows_is_computed(
     with psycopg.connect(_libpq(env)) as other:
         # What a claim of another scheduler holds on a trailing model: its model lock,
         # exclusively. The leader's scan waits for it, at most lock_timeout.
-        other.execute("SELECT pg_advisory_xact_lock(%s, %s)", (WINDOW_LOCK_CLASS, model_id))
+        other.execute("SELECT pg_advisory_xact_lock(%s, %s)", (WINDOW, model_id))
         failures = instruments.COMPUTE_FAILURES.labels("trailing")._value.get()
         began = time.monotonic()
         report = scheduler.tick()

@@ -37,6 +37,9 @@ from tests.integration.scheduler.helpers import (
 )
 
 FIVE_MINUTES = timedelta(minutes=5)
+#: a scan margin no test outlasts: the change records of the period stay, and with them the key
+#: of its reference (a record a scan deletes changes it)
+KEPT_RECORDS = 3600.0
 REGULAR = ("precision", "recall", "f1", "roc_auc", "average_precision", "pr_gain_auc", "brier")
 
 
@@ -213,8 +216,9 @@ def test_fixed_reference_is_the_period_and_is_built_once_per_data_version(
 ) -> None:
     period_start, period_end = _fixed_over_two_windows(env, "fraud")
     batch = _six_windows(env, "fraud")
-    # one scan per tick: the refresh below must wait for the next tick, however slow the machine
-    scheduler = env.scheduler(scheduler_interval=600.0)
+    # one scan per tick: the refresh below must wait for the next tick, however slow the machine;
+    # and no change record ages out during the test (that changes the key: one build more)
+    scheduler = env.scheduler(scheduler_interval=600.0, scheduler_scan_margin=KEPT_RECORDS)
     assert scheduler.tick().computed == 6
     assert scheduler.cache.builds == 1
     stars = by_window(windows(env.client, "fraud"))
@@ -261,7 +265,7 @@ def test_a_fixed_reference_is_built_once_when_the_leader_scans_between_computati
     _fixed_over_two_windows(env, "fraud")
     _six_windows(env, "fraud")
     # An interval this short plans again, and the leader scans again, before every window.
-    scheduler = env.scheduler(scheduler_interval=1e-6)
+    scheduler = env.scheduler(scheduler_interval=1e-6, scheduler_scan_margin=KEPT_RECORDS)
     assert scheduler.tick().computed == 6
     assert scheduler.cache.builds == 1
     states = env.states(env.model_id("fraud"))

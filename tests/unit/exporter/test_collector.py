@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -56,22 +54,16 @@ def test_update_replaces_the_whole_snapshot() -> None:
     assert models == {"new"}
 
 
-def test_scrape_of_20_models_by_21_segments_is_fast() -> None:
+def test_scrape_of_20_models_by_21_segments_gives_every_series() -> None:
+    """Its speed is measured by ``bench/exporter.py``, not here."""
     windows = [
         window(f"model-{m}", make_record(segment="*" if s == 0 else f"seg={s}", pi0=(0.01, 0.5)))
         for m in range(20)
         for s in range(21)
     ]
-    started = time.perf_counter()
     collector = WindowCollector(build_snapshot(windows))
-    built = time.perf_counter() - started
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    started = time.perf_counter()
     body = generate_latest(registry)
-    scraped = time.perf_counter() - started
     assert collector.snapshot.series == 20 * 21 * per_window_series(configured_pi0=2) + 20
     assert body.count(b"\ncalmon_") == collector.snapshot.series
-    # generous bounds for a loaded 2-core machine; typical values are several times lower
-    assert built < 5.0, built
-    assert scraped < 5.0, scraped

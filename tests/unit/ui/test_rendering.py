@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -192,6 +191,60 @@ def test_model_page_holds_every_chart_and_verdict() -> None:
     assert "http://" not in html.replace('"http://www.w3.org', "")
 
 
+def test_the_served_page_links_each_window_and_the_standalone_page_links_none() -> None:
+    records = window_records(3)
+    served = one_segment_page(records, None)
+    assert served.count('href="/ui/models/m?segment=%2A&amp;metric=roc_auc&amp;window=') == 3
+    standalone = model_page(
+        name="m",
+        window="",
+        segment="*",
+        segments=["*"],
+        metric="roc_auc",
+        metrics=["roc_auc"],
+        records=records,
+        selected=None,
+        model_alerts=[],
+        standalone="<p>intro</p>",
+    )
+    assert re.findall(r'(?:href|src|action)="', standalone) == []
+    start = records[0]["start"]
+    assert f'<td class="text"><time datetime="{start}">2026-01-01 00:00</time></td>' in standalone
+
+
+def test_numbered_windows_show_their_position_and_no_date() -> None:
+    records = window_records(3)
+    html = model_page(
+        name="m",
+        window="",
+        segment="*",
+        segments=["*"],
+        metric="roc_auc",
+        metrics=["roc_auc"],
+        records=records,
+        selected=None,
+        model_alerts=[],
+        standalone="<p>intro</p>",
+        numbered=True,
+    )
+    assert "2026" not in html
+    assert [f'<td class="text">window {i}</td>' in html for i in (1, 2, 3)] == [True] * 3
+    assert "<h2>Window 3</h2>" in html
+    assert "Reliability diagram of window 3" in html
+    ticks = [
+        t.text for t in parse(_svg(html, "split")).iter(f"{SVG}text") if t.get("class") == "tick"
+    ]
+    assert [t for t in ticks if t in {"1", "2", "3"}] == ["1", "2", "3"]
+    assert f">{TIME_AXIS}<" not in html
+    assert ">window</text>" in html
+
+
+def _svg(html: str, chart_id: str) -> str:
+    """The chart ``chart_id`` of a page."""
+    start = html.index(f'<svg class="chart wide" id="{chart_id}"')
+    return html[start : html.index("</svg>", start) + len("</svg>")]
+
+
 def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
     records = window_records(2)
     for r, verdict, interval in zip(
@@ -212,11 +265,9 @@ def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
     assert "fewer positives, or positives scoring lower (estimated without labels)" in fell
 
 
-def test_model_page_of_500_windows_renders_fast() -> None:
-    records = window_records(500)
-    started = time.perf_counter()
-    html = one_segment_page(records, None)
-    assert time.perf_counter() - started < 0.5
+def test_model_page_of_500_windows_renders_every_row() -> None:
+    """Its speed is measured by ``bench/ui.py``, not here."""
+    html = one_segment_page(window_records(500), None)
     assert html.count("<tr") == 501
 
 
