@@ -129,13 +129,19 @@ class Split(TypedDict):
     pr_gain_auc: SplitParts
 
 
-class ReferenceSummary(TypedDict):
-    """The reference set the window is compared with."""
+class ReferencePeriod(TypedDict):
+    """Which reference set: how it is chosen, the period it covers and, for a trailing one,
+    how many windows it pools (what a verdict names as compared against)."""
 
     kind: Literal["trailing", "fixed"]
     start: str
     end: str
     windows: int | None
+
+
+class ReferenceSummary(ReferencePeriod):
+    """The reference set the window is compared with."""
+
     n: int
     n_pos: int
     prior: float | None
@@ -287,8 +293,10 @@ DecisionVerdict = Literal[
 
 
 class Decision(TypedDict):
-    """The pooled decision of the window; ``positives_shift`` is absent from records computed
-    before it existed."""
+    """The pooled decision of the window and the reference its verdict is compared with (a
+    trailing reference's pooled decision reads the windows before the oldest pooled one);
+    ``positives_shift`` and ``reference`` are absent from records computed before they
+    existed."""
 
     windows: int
     start: str
@@ -304,6 +312,7 @@ class Decision(TypedDict):
     positive_class_ratio_interval: list[float] | None
     reference_positive_class_ratio_interval: list[float] | None
     positives_shift: NotRequired[PositivesShift | None]
+    reference: NotRequired[ReferencePeriod | None]
 
 
 class WindowRecord(TypedDict):

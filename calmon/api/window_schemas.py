@@ -180,13 +180,19 @@ class Split(_Closed):
     pr_gain_auc: SplitParts = Field(description="change of AUPRG (parts without intervals)")
 
 
-class ReferenceSummary(_Closed):
-    """The reference set the window is compared with."""
+class ReferencePeriod(_Closed):
+    """Which reference set (`docs/references.md`): how it is chosen, the period it covers and,
+    for a trailing one, how many windows it pools."""
 
     kind: Literal["trailing", "fixed"] = Field(description="how the reference is chosen")
     start: datetime = Field(description="first instant of the reference period (UTC)")
     end: datetime = Field(description="end of the reference period, excluded (UTC)")
     windows: int | None = Field(description="trailing windows pooled; null for a fixed one")
+
+
+class ReferenceSummary(ReferencePeriod):
+    """The reference set the window is compared with."""
+
     n: int = Field(description="labelled predictions of the reference")
     n_pos: int = Field(description="positives of the reference")
     prior: float | None = Field(description="positive class ratio of the reference")
@@ -423,6 +429,13 @@ class Decision(_Closed):
         default=None,
         description="the page's test; null without a reference with positives or without "
         "pooled positives, absent in windows computed before it existed",
+    )
+    reference: ReferencePeriod | None = Field(
+        default=None,
+        description="the reference the verdict is compared with: the window's own, except for "
+        "a trailing reference when the decision pools earlier windows, where it is the windows "
+        "before the oldest pooled one; null without a reference, absent in windows computed "
+        "before it was stored",
     )
 
 

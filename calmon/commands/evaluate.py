@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from calmon.timeline import WINDOW_SECONDS
+from calmon.words import plural
 
 #: the columns of the file format (calmon.offline.csv_input.KNOWN_COLUMNS, not imported at start)
 KNOWN_COLUMNS = ("score", "label", "timestamp", "segment")
@@ -191,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
         for line, reason in exc.problems:
             print(f"{name}:{line}: {reason}", file=sys.stderr)
         if exc.count > len(exc.problems):
-            print(f"{name}: ... and {exc.count - len(exc.problems)} more bad rows", file=sys.stderr)
+            more = plural(exc.count - len(exc.problems), "more bad row")
+            print(f"{name}: ... and {more}", file=sys.stderr)
         return 2
     del data
     if args.html is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from calmon.words import plural
+
 EPILOG = """\
 Without --days: print the stored period. With --days N: store N days (0 keeps everything).
 Every process reads the new period within 30 seconds; the scheduler's hourly retention run
@@ -45,7 +47,7 @@ def days_value(text: str) -> int:
 
 def describe(days: int) -> str:
     """A period as the command prints it."""
-    return "0 (keep everything)" if days == 0 else f"{days} days"
+    return "0 (keep everything)" if days == 0 else plural(days, "day")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 from calmon.commands.common import http_url, positive_int
 from calmon.timeline import WINDOW_SECONDS, iso
+from calmon.words import plural
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -215,7 +216,7 @@ class _Progress:
         line = (
             f"window {plan.index + 1}/{self.windows} {plan.start:%Y-%m-%d %H:%M}Z"
             f" {plan.phase.name:<10} sent {len(data.ids)} (positives {data.n_pos}):"
-            f" {totals.new} new, {totals.duplicates} repeats"
+            f" {totals.new} new, {plural(totals.duplicates, 'repeat')}"
         )
         self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
         self.stream.flush()
@@ -320,9 +321,10 @@ def _simulate(
 def _announce(*, args: argparse.Namespace, plans: list[WindowPlan], seed: int) -> None:
     """Say what is about to be sent: model, windows, phases, size and seed."""
     print(
-        f"calmon simulate: model {args.model}, {len(plans)} windows of {args.window} from"
+        f"calmon simulate: model {args.model}, {plural(len(plans), 'window')} of {args.window}"
+        " from"
         f" {plans[0].start:%Y-%m-%d %H:%M}Z to {plans[-1].end:%Y-%m-%d %H:%M}Z"
-        f" ({', '.join(args.phases)}), {args.per_window} predictions each, seed {seed}",
+        f" ({', '.join(args.phases)}), {plural(args.per_window, 'prediction')} each, seed {seed}",
         file=sys.stderr,
     )
 
@@ -426,9 +428,9 @@ def _send_stream(
     )
     sent_at = time.monotonic()
     print(
-        f"calmon simulate: sent {sum(p.size for p in plans)} predictions in"
+        f"calmon simulate: sent {plural(sum(p.size for p in plans), 'prediction')} in"
         f" {time.monotonic() - started:.1f} s ({sum(t.new for t in totals)} new,"
-        f" {sum(t.duplicates for t in totals)} repeats)",
+        f" {plural(sum(t.duplicates for t in totals), 'repeat')})",
         file=sys.stderr,
     )
     return sent_at
@@ -482,7 +484,7 @@ def _send_labels_late(
 
     err = sys.stderr
     print(
-        f"calmon simulate: the labels of {len(stream.delayed)} windows are held back for"
+        f"calmon simulate: the labels of {plural(len(stream.delayed), 'window')} are held back for"
         f" {args.label_delay:g} s; before they land the server shows its estimates",
         file=err,
     )
@@ -493,7 +495,7 @@ def _send_labels_late(
     count = send_labels(
         client, model=args.model, windows=stream.delayed, batch_size=args.batch_size
     )
-    print(f"calmon simulate: sent {count} labels late", file=err)
+    print(f"calmon simulate: sent {plural(count, 'label')} late", file=err)
     return 0
 
 
@@ -547,7 +549,7 @@ def _wait_and_show(
     if args.wait:
         print(
             f"calmon simulate: waiting up to {args.wait:g} s for the server to compute"
-            f" {len(plans)} windows",
+            f" {plural(len(plans), 'window')}",
             file=err,
         )
     started = time.monotonic()

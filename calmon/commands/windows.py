@@ -27,6 +27,7 @@ from calmon.records import (
     metric_value,
     split_parts,
 )
+from calmon.words import reference_words, verdict_against
 
 if TYPE_CHECKING:
     import httpx
@@ -40,38 +41,43 @@ PAGE: Final = 1000
 EXCLUDES_ZERO: Final = "*"
 HOLDS_ZERO: Final = " "
 NO_INTERVAL: Final = "?"
-#: after an advised threshold: the label-shift check behind it failed
-BROKEN_ASSUMPTION: Final = "!"
+#: in place of an advised threshold whose label-shift check failed
+WITHHELD: Final = "withheld"
 ADVICE_LEGEND: Final = (
     "threshold, advised: the configured threshold and the one advised for the model's objective"
-    f" at the window's class ratio (docs/acting.md); {BROKEN_ASSUMPTION} its label-shift check"
-    " failed, - no advice"
+    f" at the window's class ratio (docs/acting.md); {WITHHELD}: the label-shift check failed,"
+    " so no threshold computed from the reference's classes is advised; - no advice."
 )
 LEGEND: Final = "\n".join(
     (
         f"{EXCLUDES_ZERO} the part's 95% interval excludes 0: a real change",
         f"{NO_INTERVAL} no interval (average precision: under 100 positives in the window or"
         " the reference)",
-        "- undefined: one class only, no reference yet, or no calibrated value or split for the"
-        " metric",
-        "pooled: windows/positives the decision pools; decision: its AP likelihood part; verdict",
+        "- not defined: one class only, no reference yet (a calibrated value needs a reference"
+        " with both classes), or no calibrated value or split for the metric",
+        "pooled: the windows and positives the decision pools; decision: the likelihood part of"
+        " its AP change; verdict: what the decision says; against: the reference it compares"
+        " with (docs/references.md).",
     )
 )
 
 EPILOG = """\
 Columns: window start (UTC); n, n_pos: labelled predictions and positives; unlabelled:
-predictions without a label yet; ratio: the positive
-class ratio n_pos / n; regular: the metric at the window's own ratio; calibrated: the metric
-calibrated at the reference's ratio (what it would be had the ratio not moved); prior part and
+predictions without a label yet; ratio: the positive class ratio n_pos / n; regular: the
+metric at the window's own ratio; calibrated: the metric calibrated at the reference's ratio
+(what it would be had the ratio not moved; - until the model has a reference with both
+classes, or for a metric that does not depend on the ratio); prior part and
 likelihood part: the change of the metric since the reference, split into what the class ratio
 moving explains and what the model getting better (> 0) or worse (< 0) explains; pooled,
 decision, verdict: the window's pooled decision (docs/metrics.md, "Decisions at few
 positives"): the windows pooled back until they hold enough positives, the likelihood part of
-their average precision change, and the one verdict (the web view and the alerts read it too).
-Until at least half of a window's predictions are labelled, the last column gives the class
-ratio estimated from the scores alone with its 95% interval and what it says: the class ratio
-moved (the scores fit a class-ratio change), the scores changed in a way a class-ratio change
-does not explain (the label-shift check rejects: labels needed), no change, or not enough data.
+their average precision change, and the one verdict (the web view and the alerts read it too);
+against: the reference that verdict compares with, the previous windows of a trailing
+reference or the period of a fixed one (docs/references.md). Until at least half of a
+window's predictions are labelled, the last column gives the class ratio estimated from the
+scores alone with its 95% interval and what it says: the class ratio moved (the scores fit a
+class-ratio change), the scores changed in a way a class-ratio change does not explain (the
+label-shift check rejects: labels needed), no change, or not enough data.
 
 Windows are computed by the scheduler at its tick after they end (plus the model's grace);
 the table shows what is stored. Exit status: 0, 1 when the server cannot be reached or fails,
@@ -247,25 +253,34 @@ def _estimate(record: WindowRecord) -> str:
     )
 
 
-def _decision_cells(record: WindowRecord) -> tuple[str, str, str]:
-    """(pooled windows/positives, decision's likelihood part with its mark, verdict) of a
-    record; ``-`` for a record computed before decisions existed."""
+def against(record: WindowRecord) -> str:
+    """The reference a record's verdict compares with, in short words (``previous 2
+    windows``, ``fixed reference 1-2 Nov 2026``, ``no reference yet``)."""
+    words = verdict_against(record)
+    return words.removeprefix("against ").removeprefix("with ").removeprefix("the ")
+
+
+def _decision_cells(record: WindowRecord) -> tuple[str, str, str, str]:
+    """(pooled windows/positives, decision's likelihood part with its mark, verdict, what it
+    compares with) of a record; ``-`` for a record computed before decisions existed."""
     decision = record.get("decision")
     if decision is None:
-        return "-", "-", "-"
+        return "-", "-", "-", "-"
     pooled = f"{decision['windows']}/{decision['n_pos']}"
     likelihood = _part(decision["likelihood_part"], decision["likelihood_interval"])
-    return pooled, likelihood, str(decision["verdict"])
+    return pooled, likelihood, str(decision["verdict"]), against(record)
 
 
 def _advised(advice: Advice) -> str:
-    """The advised threshold of a record, marked when its assumption check failed."""
+    """The advised threshold of a record, or :data:`WITHHELD` when its assumption check
+    failed (a number resting on a broken assumption is not shown)."""
     threshold = advice["threshold"]
     if threshold is None:
         return "-"
     assumption = advice["assumption"]
-    broken = assumption is not None and assumption["holds"] is False
-    return f"{threshold:.4f}" + (BROKEN_ASSUMPTION if broken else " ")
+    if assumption is not None and assumption["holds"] is False:
+        return WITHHELD
+    return f"{threshold:.4f}"
 
 
 def format_table(records: Iterable[WindowRecord], *, model: str, segment: str, metric: str) -> str:
@@ -298,7 +313,8 @@ def format_table(records: Iterable[WindowRecord], *, model: str, segment: str, m
     title = f"model {model}, segment {segment}, {metric}"
     if reference is not None:
         title += (
-            f"\nreference {reference['start']} to {reference['end']}: n {reference['n']},"
+            f"\nreference of the latest window: {reference_words(reference)},"
+            f" {reference['start']} to {reference['end']}: n {reference['n']},"
             f" ratio {_value(reference['prior'], 4)},"
             f" {metric} {_value(metric_value(reference['regular'], metric))}"
         )
@@ -317,6 +333,7 @@ def format_table(records: Iterable[WindowRecord], *, model: str, segment: str, m
         "pooled",
         "decision",
         "verdict",
+        "against",
         "estimated ratio [95%] before labels",
     )
     advices = [record.get("advice") for record in records_list]

@@ -58,6 +58,7 @@ from calmon.metrics.probability import PROBABILITY_METRICS
 from calmon.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS
 from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_interval, metric_value, split_parts
+from calmon.words import decision_reference, decision_words, reference_words
 
 #: a segment whose latest window is older than the model's by more windows is not exported
 QUIET_SEGMENT_WINDOWS: Final = 7
@@ -160,6 +161,20 @@ _DECISION_FAMILIES: Final = (
         "calmon_decision_positives_shift_p_value",
         "One-sided p-value of the test that the pooled positives score lower than the "
         "reference's (the page's test, docs/metrics.md)",
+    ),
+)
+#: what the latest window and its decision are compared with, as labels (``kind``, and
+#: ``against``: the reference in words, docs/references.md) of a series of value 1
+_REFERENCE_INFO: Final = (
+    (
+        "calmon_reference_info",
+        "1 for the reference the latest window is compared with; kind: trailing or fixed, "
+        "against: the reference in words (docs/references.md)",
+    ),
+    (
+        "calmon_decision_reference_info",
+        "1 for the reference the latest window's pooled decision is compared with; kind: "
+        "trailing or fixed, against: the reference in words (docs/references.md)",
     ),
 )
 #: series of one window's decision
@@ -276,7 +291,7 @@ def window_series_bound(*, pi0: int, probability: bool) -> int:
         1 + pi0 if metric in ESTIMATED_CALIBRATED else 1 for metric in ESTIMATED_REGULAR
     )
     count += len(ADVICE_QUANTITIES) + len(_ADVICE) - 1
-    return count + len(_WINDOW_FAMILIES) + DECISION_SERIES
+    return count + len(_WINDOW_FAMILIES) + DECISION_SERIES + len(_REFERENCE_INFO)
 
 
 def current_windows(windows: Iterable[DatedT]) -> list[DatedT]:
@@ -704,7 +719,7 @@ def _declare(builder: _Builder) -> None:
         )
     for name, documentation in (*_WINDOW_FAMILIES, *_ESTIMATED_RATIO, *_ADVICE):
         builder.family(name, documentation)
-    for name, documentation in (*_DECISION_PARTS, *_DECISION_FAMILIES):
+    for name, documentation in (*_DECISION_PARTS, *_DECISION_FAMILIES, *_REFERENCE_INFO):
         builder.family(name, documentation)
     for metric in ESTIMATED_REGULAR:
         extra = (
@@ -837,6 +852,13 @@ def _add_decision(builder: _Builder, record: WindowRecord, labels: dict[str, str
         ("calmon_decision_positives_shift_p_value", None if shift is None else shift["p_value"]),
     ):
         builder.add(name, labels, value)
+    compared, _ = decision_reference(record)
+    if compared is not None:
+        builder.add(
+            "calmon_decision_reference_info",
+            {**labels, "kind": compared["kind"], "against": decision_words(record)},
+            1,
+        )
 
 
 def _add_advice(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
@@ -883,6 +905,12 @@ def _add_window(builder: _Builder, window: LatestWindow, labels: dict[str, str])
         ("calmon_window_computed_timestamp_seconds", window.computed_at.timestamp()),
     ):
         builder.add(name, labels, value)
+    if reference is not None:
+        builder.add(
+            "calmon_reference_info",
+            {**labels, "kind": reference["kind"], "against": reference_words(reference)},
+            1,
+        )
     overflow = record["segments_overflow"]
     if window.segment == ALL_SEGMENTS and overflow is not None:
         builder.add(

@@ -27,6 +27,7 @@ from calmon.services.references import reference_from_scores
 from calmon.services.window_compute import evaluate_segment
 from calmon.timeline import WINDOW_SECONDS, iso, window_length
 from calmon.ui.pages import model_page
+from calmon.words import plural
 
 #: the web view's second metric by default
 DEFAULT_METRIC: Final = "roc_auc"
@@ -164,9 +165,8 @@ def build(
     )
     span = f" {iso(reference.start)} to {iso(reference.end)}" if dated else ""
     introduction = (
-        f"Reference{span}: {reference.scores.size} "
-        f"predictions; {len(windows)} window{'s' if len(windows) > 1 else ''} compared with it "
-        f"at threshold {threshold:g}. {note}"
+        f"Reference{span}: {plural(reference.scores.size, 'prediction')}; "
+        f"{plural(len(windows), 'window')} compared with it at threshold {threshold:g}. {note}"
     ).strip()
     html = render(records, title=title, introduction=introduction, dated=dated)
     return Report(html=html, records=records)

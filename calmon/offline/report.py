@@ -24,6 +24,12 @@ _GAP: Final = "  "
 _LOW: Final = "  95% low"
 _HIGH: Final = "  95% high"
 _PI0_DIGITS: Final = 3
+#: under a table with π0 columns: why some of their cells are blank
+BLANK_PI0_NOTE: Final = (
+    "A blank pi0 cell: the metric does not depend on the class ratio, so at every pi0 it is\n"
+    f"its regular value. {UNDEFINED}: not defined (one class only, or no prediction at the\n"
+    "threshold).\n"
+)
 _EXACT_DIGITS: Final = 17
 
 
@@ -96,7 +102,8 @@ def render_table(records: Sequence[Record]) -> str:
     Each record starts with a header line (window, segment, n, n_pos, prior, unlabelled),
     wrapped when it is wider than :data:`TABLE_WIDTH`; then one row per metric with the regular
     value and, side by side, the calibrated value for each π0 (blank where the metric has no
-    calibrated version). With intervals, two rows under each metric give the 95% bounds.
+    calibrated version, as a note under the last table says). With intervals, two rows under
+    each metric give the 95% bounds.
 
     π0 columns are titled ``pi0=`` and the value to 3 significant digits, more where two π0
     would look the same or a value would show as 0 or 1 (see :func:`pi0_titles`); the exact
@@ -104,7 +111,10 @@ def render_table(records: Sequence[Record]) -> str:
     :data:`TABLE_WIDTH`: should titles that tell the values apart be too wide, the columns are
     numbered (``pi0#1``...) and a legend line under the header gives each exact value.
     """
-    return "\n".join(_record_table(record) for record in records)
+    text = "\n".join(_record_table(record) for record in records)
+    if any(record.get("calibrated") for record in records):
+        text += BLANK_PI0_NOTE
+    return text
 
 
 def _record_table(record: Record) -> str:

@@ -217,6 +217,16 @@ def trailing_pool(
     )
 
 
+def compared_reference(
+    *, model: Model, trailing: TrailingPool | None, reference: Reference | None
+) -> Reference | None:
+    """The reference a window's decision is compared with: the trailing pool's for a trailing
+    reference when the decision pools earlier windows, else the window's own ``reference``."""
+    if trailing is not None and model.reference_kind == "trailing":
+        return trailing.reference
+    return reference
+
+
 def pooled_set(
     *, model: Model, trailing: TrailingPool | None, reference: Reference | None
 ) -> TrailingSet | None:
@@ -224,7 +234,7 @@ def pooled_set(
     trailing pool's reference for a trailing reference, else with the window's own."""
     if trailing is None:
         return None
-    compared = trailing.reference if model.reference_kind == "trailing" else reference
+    compared = compared_reference(model=model, trailing=trailing, reference=reference)
     return TrailingSet(
         positives=trailing.positives,
         negatives=trailing.negatives,

@@ -41,14 +41,21 @@ class Reference:
         """Labelled predictions in the reference set."""
         return self.data.n
 
-    def summary(self) -> dict[str, Any]:
-        """The ``reference`` part of a window record."""
-        evaluation = self.data.evaluation
+    def period(self) -> dict[str, Any]:
+        """Which reference this is (the ``reference`` of a record's decision): its kind, period
+        and pooled windows."""
         return {
             "kind": self.kind,
             "start": iso(self.start),
             "end": iso(self.end),
             "windows": self.windows,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The ``reference`` part of a window record."""
+        evaluation = self.data.evaluation
+        return {
+            **self.period(),
             "n": self.n,
             "n_pos": self.data.ranking.n_pos,
             "prior": evaluation["prior"],

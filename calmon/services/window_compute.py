@@ -40,7 +40,12 @@ from calmon.db.session import begin_read_only
 from calmon.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from calmon.names import ALL_SEGMENTS
 from calmon.records import SegmentsOverflow, WindowRecord
-from calmon.services.decisions import TrailingPool, pooled_set, trailing_pool
+from calmon.services.decisions import (
+    TrailingPool,
+    compared_reference,
+    pooled_set,
+    trailing_pool,
+)
 from calmon.services.planning import Fingerprint, still_due
 from calmon.services.reference_cache import Reference, ReferenceCache
 from calmon.services.references import encode_scores, references_for
@@ -93,6 +98,7 @@ def evaluate_segment(
         computed_at=computed_at,
         reference=reference,
         pooled=(1, start) if trailing is None else (trailing.windows + 1, trailing.start),
+        compared=compared_reference(model=model, trailing=trailing, reference=reference),
         overflow=overflow,
     )
     prepared = evaluation.prepared

@@ -60,12 +60,15 @@ def segment_record(
     computed_at: datetime,
     reference: Reference | None,
     pooled: tuple[int, datetime],
+    compared: Reference | None,
     overflow: SegmentsOverflow | None = None,
 ) -> WindowRecord:
     """The JSON-safe record of one segment of a window from its ``evaluation``, with the
     window's period, the segment, when it was computed, the summary of its ``reference``,
     ``overflow`` (the ``segments_overflow`` of ``*``; None for a segment) and, framing the
-    engine's decision, ``pooled``: how many windows it pools and the oldest one's start."""
+    engine's decision, ``pooled``: how many windows it pools and the oldest one's start, and
+    ``compared``: the reference its verdict is compared with
+    (:func:`calmon.services.decisions.compared_reference`)."""
     record: dict[str, Any] = {
         "start": iso(start),
         "end": iso(end),
@@ -88,6 +91,11 @@ def segment_record(
         record["reliability"] = evaluation.reliability
     windows, since = pooled
     record["segments_overflow"] = overflow
-    record["decision"] = {"windows": windows, "start": iso(since), **evaluation.decision}
+    record["decision"] = {
+        "windows": windows,
+        "start": iso(since),
+        **evaluation.decision,
+        "reference": compared.period() if compared is not None else None,
+    }
     out: WindowRecord = clean(record)
     return out

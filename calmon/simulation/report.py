@@ -27,6 +27,7 @@ from calmon.records import Interval, ReferenceSummary, SplitParts, WindowRecord
 from calmon.simulation.sender import request_json
 from calmon.simulation.stream import REFERENCE_PHASE, WindowPlan
 from calmon.timeline import iso
+from calmon.words import plural
 
 PAGE: Final = 1000
 POLL_SECONDS: Final = 1.0
@@ -145,7 +146,8 @@ def wait_for_windows(
         mixed = [p for p in plans if p.start in records and _mixed(records[p.start], p, size)]
         if mixed:
             raise MixedWindowsError(
-                f"{len(mixed)} of {len(plans)} windows hold more predictions than this run sent:"
+                f"{len(mixed)} of {plural(len(plans), 'window')}"
+                f" {'holds' if len(mixed) == 1 else 'hold'} more predictions than this run sent:"
                 f" model {model} has predictions of an earlier run in them; run again with a"
                 " new --model name",
                 records,
@@ -157,8 +159,8 @@ def wait_for_windows(
             remaining, requested = len(behind), now
         if now >= deadline:
             raise WaitTimeoutError(
-                f"{len(plans) - len(behind)} of {len(plans)} windows computed after waiting"
-                f" {timeout:g} s; is a scheduler running against this server's database?",
+                f"{len(plans) - len(behind)} of {plural(len(plans), 'window')} computed after"
+                f" waiting {timeout:g} s; is a scheduler running against this server's database?",
                 records,
             )
         if now - requested >= pause:
@@ -313,8 +315,8 @@ def _estimate_verdict(found: Sequence[WindowRecord], ref_prior: Any, true_ratio:
     if rejected:
         return (
             f"scores changed in a way a class-ratio change does not explain (label-shift check"
-            f" rejects in {rejected} of {len(estimated)} windows): the model or its inputs"
-            f" changed, labels needed ({true_ratio})"
+            f" rejects in {rejected} of {plural(len(estimated), 'window')}): the model or its"
+            f" inputs changed, labels needed ({true_ratio})"
         )
     estimate = _mean([e["positive_class_ratio"] for e in estimated])
     if estimate is None or not ref_prior:
@@ -436,8 +438,9 @@ def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]
         verdict = str(last["verdict"])
         first = next(i for i, d in enumerate(decisions, 1) if d and d["verdict"] == verdict)
         lines.append(
-            f"{name}: decision {verdict.replace('_', ' ')} (last window: {last['windows']}"
-            f" windows pooled, {last['n_pos']} positives, likelihood part of AP"
+            f"{name}: decision {verdict.replace('_', ' ')} (last window:"
+            f" {plural(last['windows'], 'window')} pooled, {plural(last['n_pos'], 'positive')},"
+            " likelihood part of AP"
             f" {_part(last['likelihood_part'], last['likelihood_interval'])});"
             f" first said at window {first} of the phase"
         )

@@ -24,6 +24,7 @@ from html import escape
 from typing import Final
 
 from calmon.records import ReliabilityBin
+from calmon.words import plural
 
 WIDTH: Final = 1140
 HEIGHT: Final = 280
@@ -576,7 +577,8 @@ def reliability_chart(*, chart_id: str, title: str, rows: Sequence[ReliabilityBi
             r = 2.5 + 6.0 * math.sqrt(c / biggest)
             out.append(
                 f'<circle class="mark s0" cx="{_f(frame.x(m))}" cy="{_f(frame.y(f))}" r="{r:.1f}">'
-                f"<title>mean score {m:.3f}, fraction positive {f:.3f}, {c} predictions</title>"
+                f"<title>mean score {m:.3f}, fraction positive {f:.3f},"
+                f" {plural(c, 'prediction')}</title>"
                 "</circle>"
             )
     out.append(

@@ -31,6 +31,7 @@ from calmon.ui.charts import (
     time_chart,
 )
 from calmon.ui.verdict import (
+    ALERT_DETAIL,
     SPLIT_METRIC,
     Bounds,
     DecisionReading,
@@ -43,6 +44,7 @@ from calmon.ui.verdict import (
     read_window,
     record_verdict,
 )
+from calmon.words import plural, reference_words, verdict_against
 
 Item = TypeVar("Item")
 
@@ -57,11 +59,15 @@ table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;text-align:right;vertical-align:top}
 th{background:#f4f4f4;position:sticky;top:0}
 td.text,th.text{text-align:left}td.text a,td.when{white-space:nowrap}
-.alert{color:#9b1c1c;font-weight:600}.ok{color:#23663a}.muted{color:#666}
+.alert{color:#9b1c1c;font-weight:600}.alert .detail{font-weight:400}
+.ok{color:#23663a}.muted{color:#666}
 .v-both,.v-worse{color:#9b1c1c;font-weight:600}.v-ratio{color:#8a5300;font-weight:600}
 .v-maybe{color:#8a5300}
 .v-unknown{color:#666}
-.scroll{max-height:560px;overflow:auto;border:1px solid #ddd}
+caption{caption-side:top;text-align:left;padding:2px 0 6px;font-size:.9em}
+table.verdicts{font-size:.9em}table.verdicts td{white-space:nowrap}
+table.verdicts td.verdict{white-space:normal;min-width:14em}
+table.verdicts th{vertical-align:bottom}table.verdicts th,table.verdicts td{padding:3px}
 tr.selected td{background:#fff6d6}
 form.inline{display:flex;gap:12px;align-items:end;flex-wrap:wrap}
 label{display:flex;flex-direction:column;font-size:.9em}
@@ -85,6 +91,19 @@ svg .empty{fill:#888;font-size:15px}
 .ref{stroke:#222;fill:#222}
 svg .line.s0,svg .line.s1,svg .line.s2,svg .line.s3,svg .line.ref,svg .level{fill:none}
 svg .mark{stroke:none}
+.withheld{color:#9b1c1c}
+@media print{
+@page{size:A4 landscape;margin:10mm}
+body{max-width:none;padding:0;font-size:10pt}
+header nav,form.inline,form.logout{display:none}
+th{position:static}
+table.verdicts,table.models{font-size:8pt;width:100%}
+table.verdicts th,table.verdicts td,table.models th,table.models td{padding:1px 4px}
+table.verdicts td.verdict{min-width:13em}
+thead{display:table-header-group}tr,svg.chart,caption{break-inside:avoid}
+h2{break-after:avoid}
+a{color:inherit;text-decoration:none}
+}
 """
 
 ICON: Final = '<link rel="icon" href="/ui/static/favicon.svg" type="image/svg+xml">'
@@ -192,6 +211,18 @@ def _estimated_ratio(record: WindowRecord, reading: WindowReading) -> str:
     return text
 
 
+def _verdict_against(record: WindowRecord, *, numbered: bool = False) -> str:
+    """What the verdict :func:`window_verdict` shows is compared with: the window's own
+    reference where the label-free estimate speaks, else the pooled decision's. Windows
+    ``numbered`` (undated rows) have no period to name: ``against the reference``."""
+    if record["reference"] is not None and numbered:
+        return "against the reference"
+    if estimate_speaks(record) is not None:
+        words = reference_words(record["reference"])
+        return f"with {words}" if record["reference"] is None else f"against {words}"
+    return verdict_against(record)
+
+
 def window_verdict(record: WindowRecord, reading: WindowReading) -> tuple[str, str, str]:
     """A window's verdict (text, CSS class) and its class ratio text: its pooled decision's
     (:func:`calmon.ui.verdict.record_verdict`), unless the window's own labels do not decide yet,
@@ -209,14 +240,17 @@ def _part(value: float | None, interval: Bounds | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ModelSummary:
-    """One row of the model list: the model, its latest ``*`` window (None before the first)
-    and the alert states of its latest windows (stale included)."""
+    """One row of the model list: the model, its latest ``*`` window (None before the first),
+    the alert states of its latest windows (stale included; each said once, the segments
+    where it holds counted: :func:`calmon.ui.verdict.segment_alerts`) and how many segments
+    have a latest window besides ``*``."""
 
     name: str
     window: str
     score_kind: str
     latest: WindowRecord | None
     alerts: Sequence[str]
+    segments: int = 0
 
 
 def _short_time(value: object) -> str:
@@ -243,6 +277,26 @@ def _versus(reading: WindowReading) -> str:
     return f"vs {format_number(reading.reference_ratio, 4)} {TIMES}{factor:.2f}"
 
 
+def _alert(text: str) -> str:
+    """An alert state (HTML): its words, and where it holds (after
+    :data:`~calmon.ui.verdict.ALERT_DETAIL`) in a small line under them."""
+    words, _, where = text.partition(ALERT_DETAIL)
+    return _stacked(words, where)
+
+
+def _ratio_cell(record: WindowRecord, reading: WindowReading) -> str:
+    """The class ratio of a window against the reference's, stacked (HTML): from the labels,
+    or, while the label-free estimate speaks for the window, estimated with its interval."""
+    estimated = record["estimated"]
+    ratio = None if estimated is None else number(estimated["positive_class_ratio"])
+    if estimate_speaks(record) is None or estimated is None or ratio is None:
+        return _stacked(format_number(reading.ratio, 4), _versus(reading))
+    detail = interval_text(bounds(estimated["positive_class_ratio_interval"]), 4).strip()
+    if reading.reference_ratio:
+        detail += f" vs {format_number(reading.reference_ratio, 4)}"
+    return _stacked(f"est. {format_number(ratio, 4)}", detail)
+
+
 def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     """``/ui``: a table of the models with their latest window's key numbers and alerts."""
     if not models:
@@ -254,8 +308,10 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     rows = []
     for model in models:
         link = f'<a href="/ui/models/{escape(model.name)}">{escape(model.name)}</a>'
+        if model.segments:
+            link += f'<span class="detail">{plural(model.segments, "segment")}</span>'
         state = (
-            "".join(f'<div class="alert">{escape(a)}</div>' for a in model.alerts)
+            "".join(f'<div class="alert">{_alert(a)}</div>' for a in model.alerts)
             if model.alerts
             else '<span class="ok">no alert</span>'
         )
@@ -264,15 +320,12 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
             cells = '<td class="text muted" colspan="8">no window computed yet</td>'
         else:
             reading = read_window(record)
-            ratio = (
-                escape(_estimated_ratio(record, reading))
-                if estimate_speaks(record) is not None
-                else _stacked(format_number(reading.ratio, 4), _versus(reading))
-            )
+            if not model.alerts:
+                state += f'<span class="detail">{escape(_verdict_against(record))}</span>'
             cells = (
                 f'<td class="text when">{escape(_short_time(record["start"]))}</td>'
                 f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
-                f"<td>{ratio}</td>"
+                f"<td>{_ratio_cell(record, reading)}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
                 f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
                 f"<td>{_stacked(signed(reading.prior_part), interval_text(reading.prior_interval))}"
@@ -289,7 +342,10 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
     body = (
         "<h1>Models</h1>"
         "<p>Latest window of every model (all predictions, segment <code>*</code>); alerts "
-        "follow the Prometheus rules and cover every tracked segment.</p>"
+        "follow the Prometheus rules and cover every tracked segment, each said once with the "
+        "segments where it holds. A dash marks a value not defined yet: calibrated AP needs a "
+        "reference with both classes, the parts of the change a reference and their 95% "
+        "intervals at least 100 positives in the window and in the reference.</p>"
         '<table class="models"><thead><tr><th class="text" scope="col">model</th>'
         '<th class="text" scope="col">window</th><th class="text" scope="col">latest (UTC)</th>'
         '<th scope="col">n</th><th scope="col">positives</th>'
@@ -485,10 +541,12 @@ def verdict_table(
     model_path: str,
     numbered: bool = False,
 ) -> str:
-    """Newest window first: counts, ratio, AP, the two parts and the verdict; each start links
-    to the page with that window's reliability diagram. Without ``link`` (a report saved as a
-    file, which has no other page) the starts are plain text; ``numbered`` names each window
-    by its position instead of its start."""
+    """Newest window first: counts, ratio, AP, the two parts and the verdict with what it is
+    compared against; each start links to the page with that window's reliability diagram.
+    Without ``link`` (a report saved as a file, which has no other page) the starts are plain
+    text; ``numbered`` names each window by its position instead of its start. Every row is on
+    the page (no scrolling box) and every cell holds a value and at most a small line of
+    detail, so that the table reads on screen and in print alike."""
     rows = []
     base = None if link is None else f"{model_path}?{urlencode(link)}&window="
     for position, record, reading in zip(
@@ -496,36 +554,46 @@ def verdict_table(
     ):
         start = record["start"]
         css = ' class="selected"' if start == selected else ""
-        shown = escape(window_name(start, position, numbered=numbered))
+        shown = (
+            escape(window_name(start, position, numbered=numbered))
+            if numbered
+            else f'<time datetime="{escape(start)}">{escape(_short_time(start))}</time>'
+        )
         if base is not None:
             shown = f'<a href="{escape(base + quote_plus(start))}">{shown}</a>'
-        verdict, verdict_class, ratio = window_verdict(record, reading)
+        verdict, verdict_class, _ = window_verdict(record, reading)
         rows.append(
             f'<tr{css}><td class="text">{shown}</td>'
             f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
             f"<td>{record['unlabelled']}</td>"
-            f"<td>{escape(ratio)}</td>"
+            f"<td>{_ratio_cell(record, reading)}</td>"
             f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
             f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
-            f"<td>{_part(reading.prior_part, reading.prior_interval)}</td>"
-            f"<td>{_part(reading.likelihood_part, reading.likelihood_interval)}</td>"
-            f"{_decision_cells(record)}"
-            f'<td class="text {verdict_class}">{escape(verdict)}</td></tr>'
+            f"<td>{_stacked(signed(reading.prior_part), interval_text(reading.prior_interval))}"
+            "</td><td>"
+            + _stacked(signed(reading.likelihood_part), interval_text(reading.likelihood_interval))
+            + f"</td>{_decision_cells(record)}"
+            f'<td class="text verdict"><span class="{verdict_class}">{escape(verdict)}</span>'
+            f'<span class="detail">{escape(_verdict_against(record, numbered=numbered))}</span>'
+            "</td></tr>"
         )
     return (
-        '<div class="scroll"><table id="verdicts"><caption class="muted">Per window, newest '
-        "first; the parts are the AP change from the reference with 95% intervals. Before most "
-        "of a window is labelled, its class ratio and verdict are estimated from the scores "
-        "(est.).</caption>"
+        '<table id="verdicts" class="verdicts"><caption class="muted">Per window, newest first '
+        "(UTC). The parts are the AP change from the reference, with their 95% intervals under "
+        "them; a dash marks a value not defined yet (calibrated AP needs a reference with both "
+        "classes; the parts need a reference, their intervals at least 100 positives in the "
+        "window and in the reference). Before most of a window is labelled, its class ratio "
+        "and verdict are estimated from the scores (est.). Each verdict names what it is "
+        "compared against.</caption>"
         f'<thead><tr><th class="text" scope="col">{NUMBER_AXIS if numbered else TIME_AXIS}</th>'
         '<th scope="col">n</th>'
         '<th scope="col">positives</th><th scope="col">unlabelled</th>'
-        '<th scope="col">class ratio vs reference</th>'
+        '<th scope="col">class ratio</th>'
         '<th scope="col">AP</th><th scope="col">calibrated AP</th>'
         '<th scope="col">prior part</th><th scope="col">likelihood part</th>'
         '<th scope="col">decision pools</th><th scope="col">decision: likelihood part</th>'
         '<th class="text" scope="col">verdict (decision)</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
 
@@ -537,10 +605,9 @@ def window_name(start: str, position: int, *, numbered: bool) -> str:
 
 def _pooled(decision: DecisionReading) -> str:
     """The pooled span of a decision: windows, positives of labelled predictions."""
-    plural = "" if decision.windows == 1 else "s"
-    positives = DASH if decision.n_pos is None else str(decision.n_pos)
+    positives = DASH if decision.n_pos is None else plural(decision.n_pos, "positive")
     labelled = DASH if decision.n is None else str(decision.n)
-    return f"{decision.windows} window{plural}: {positives} positives in {labelled}"
+    return f"{plural(decision.windows, 'window')}: {positives} in {labelled}"
 
 
 def _decision_cells(record: WindowRecord) -> str:
@@ -549,9 +616,13 @@ def _decision_cells(record: WindowRecord) -> str:
     decision = read_decision(record)
     if decision is None:
         return f"<td>{DASH}</td><td>{DASH}</td>"
+    positives = DASH if decision.n_pos is None else plural(decision.n_pos, "positive")
+    labelled = DASH if decision.n is None else str(decision.n)
     return (
-        f"<td>{escape(_pooled(decision))}</td>"
-        f"<td>{_part(decision.likelihood_part, decision.likelihood_interval)}</td>"
+        f"<td>{_stacked(plural(decision.windows, 'window'), f'{positives} in {labelled}')}</td>"
+        "<td>"
+        + _stacked(signed(decision.likelihood_part), interval_text(decision.likelihood_interval))
+        + "</td>"
     )
 
 
@@ -636,6 +707,15 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
     if threshold is None:
         reason = str(advice["reason"] or "no threshold meets the objective")
         return head + f'<p class="muted" id="advice">No advice: {escape(reason)}.</p>'
+    assumption = advice["assumption"]
+    if assumption is not None and assumption["holds"] is False:
+        return head + (
+            '<p class="withheld" id="advice"><strong>Advice withheld</strong>: the label-shift '
+            f"check failed (p = {_p_value(number(assumption['p_value']))}), so P(score | class)"
+            " is no longer the reference's, and a threshold computed from the reference's "
+            "classes would rest on a broken assumption. Keep the configured threshold and look "
+            "at the likelihood part of the change: the model or its inputs changed.</p>"
+        )
     expected = advice["expected"]
     intervals = advice.get("expected_intervals")
     values = (
@@ -671,19 +751,11 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
         if advice["prior_source"] == "measured"
         else ("estimated without labels")
     )
-    assumption = advice["assumption"]
-    if assumption is not None and assumption["holds"] is False:
-        check = (
-            '<p class="alert">The label-shift check failed (p = '
-            f"{_p_value(number(assumption['p_value']))}): P(score | class) is no "
-            "longer the reference's, so these expectations rest on a broken assumption. Look "
-            "at the likelihood part of the change before acting on them.</p>"
-        )
-    else:
-        check = (
-            '<p class="muted">Assumes P(score | class) is the reference\'s (label shift); the '
-            "check held.</p>"
-        )
+    check = '<p class="muted">Assumes P(score | class) is the reference\'s (label shift); ' + (
+        "the check held.</p>"
+        if assumption is not None and assumption["holds"]
+        else "not checked.</p>"
+    )
     query = urlencode({"window": record["start"], "segment": segment})
     return (
         head
@@ -788,7 +860,7 @@ def model_page(
         '<button type="submit">show</button></form>'
     )
     state = (
-        "".join(f'<p class="alert">{escape(a)}</p>' for a in model_alerts)
+        "".join(f'<p class="alert">{_alert(a)}</p>' for a in model_alerts)
         if model_alerts
         else '<p class="ok">No alert on the latest windows.</p>'
     )
@@ -805,9 +877,10 @@ def model_page(
     chosen = next((r for r in records if r["start"] == selected), records[-1])
     chosen_name = str(records.index(chosen) + 1) if numbered else chosen["start"]
     latest_verdict, latest_class, _ = window_verdict(records[-1], readings[-1])
+    latest_against = _verdict_against(records[-1], numbered=numbered)
     summary = (
         f'<h2>Latest window: <span class="{latest_class}">'
-        f"{escape(latest_verdict)}</span></h2>"
+        f"{escape(latest_verdict)}</span> {escape(latest_against)}</h2>"
         f"<p>{escape(_verdict_sentence(records[-1], readings[-1]))}</p>"
     )
     reliability = chosen.get("reliability")
@@ -827,11 +900,8 @@ def model_page(
     chosen_reading = read_window(chosen)
     chosen_verdict, chosen_class, _ = window_verdict(chosen, chosen_reading)
     body = (
-        head
-        + summary
-        + f'<p class="muted">{len(records)} window{"" if len(records) == 1 else "s"} of segment '
-        f"<code>{escape(segment)}</code>."
-        " Shaded bands are 95% intervals.</p>"
+        head + summary + f'<p class="muted">{plural(len(records), "window")} of segment'
+        f" <code>{escape(segment)}</code>. Shaded bands are 95% intervals.</p>"
         + "<h2>Average precision</h2>"
         + metric_chart(
             records, SPLIT_METRIC, chart_id="ap", times=times, half=half, numbered=numbered
@@ -846,7 +916,8 @@ def model_page(
         )
         + f"<h2>Window {escape(chosen_name)}</h2>"
         + f'<p><span class="{chosen_class}">'
-        f"{escape(chosen_verdict)}</span>. {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
+        f"{escape(chosen_verdict)}</span> {escape(_verdict_against(chosen, numbered=numbered))}."
+        f" {escape(_verdict_sentence(chosen, chosen_reading))}</p>"
         + advice_section(chosen, name=name, segment=segment)
         + diagram
         + "<h2>Verdict per window</h2>"

@@ -30,6 +30,7 @@ The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -48,7 +49,9 @@ from calmon.metrics.decision import (
 )
 from calmon.metrics.intervals import wilson_interval
 from calmon.metrics.label_free import CHECK_LEVEL
+from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_value, split_parts
+from calmon.words import reference_words, verdict_against
 
 #: the metric whose change split drives the verdict and the alert
 SPLIT_METRIC: Final = "average_precision"
@@ -60,6 +63,11 @@ ONE_SIDED_99: Final = 0.0935
 SHIFT_FACTOR: Final = 1.5
 #: CalmonMetricsStale: no window computed for this many window lengths
 STALE_LENGTHS: Final = 3
+#: segments named after an alert that holds in some of them; the others are counted
+NAMED_SEGMENTS: Final = 3
+#: between an alert's words and where it holds (its reference, its segments): the pages show
+#: what follows in a smaller line
+ALERT_DETAIL: Final = " \u2014 "
 
 Bounds = tuple[float, float]
 
@@ -341,7 +349,8 @@ def is_stale(computed_at: datetime, *, now: datetime, length: timedelta) -> bool
 
 
 def alerts(record: WindowRecord) -> list[str]:
-    """The record-level alert states of a latest window, in words (empty when quiet)."""
+    """The record-level alert states of a latest window, in words (empty when quiet), each
+    naming the reference it compares with (:func:`calmon.words.reference_words`)."""
     out: list[str] = []
     if calibrated_drop(record):
         out.append("calibrated AP drop: the model got worse")
@@ -360,14 +369,53 @@ def alerts(record: WindowRecord) -> list[str]:
             "scores changed in a way a class-ratio change does not explain: the model or its "
             "inputs changed, labels needed to tell how much"
         )
-    return out + decision_alerts(record)
+    against = f"{ALERT_DETAIL}against {reference_words(record['reference'])}"
+    return [text + against for text in out] + decision_alerts(record)
 
 
 def decision_alerts(record: WindowRecord) -> list[str]:
-    """The alert states of a latest window's pooled decision, in words (empty when quiet)."""
+    """The alert states of a latest window's pooled decision, in words (empty when quiet),
+    naming the reference the decision compares with."""
     out: list[str] = []
     if decision_drop(record):
         out.append("pooled AP drop: the model got worse over the pooled windows")
     if (direction := pooled_prior_shift(record)) is not None:
         out.append(f"pooled prior shift: class ratio of the pooled windows went {direction}")
-    return out
+    return [f"{text}{ALERT_DETAIL}{verdict_against(record)}" for text in out]
+
+
+def _where(segments: Sequence[str], tracked: int) -> str:
+    """Where an alert holds, after its words: nothing for all predictions alone (``*``),
+    ``, in segment eu``, ``, in all predictions and all 6 segments`` or ``, in 2 of 6
+    segments: eu, us`` (at most :data:`NAMED_SEGMENTS` names, the rest counted)."""
+    named = [s for s in segments if s != ALL_SEGMENTS]
+    if not named:
+        return ""
+    shown = ", ".join(named[:NAMED_SEGMENTS])
+    if len(named) > NAMED_SEGMENTS:
+        shown += f" and {len(named) - NAMED_SEGMENTS} more"
+    if tracked == 1:
+        counted = f"segment {shown}"
+    elif len(named) == tracked:
+        counted = f"all {tracked} segments"
+    else:
+        counted = f"{len(named)} of {tracked} segments: {shown}"
+    return f", in {'all predictions and ' if ALL_SEGMENTS in segments else ''}{counted}"
+
+
+def group_alerts(latest: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+    """The alert states of a model's latest windows, given as (segment, its :func:`alerts`)
+    pairs, one per latest window, each said once with the segments where it holds counted
+    (:func:`_where`), in the order they first appear: one model's rows stay short however
+    many segments it tracks."""
+    where: dict[str, list[str]] = {}
+    for segment, texts in latest:
+        for text in texts:
+            where.setdefault(text, []).append(segment)
+    tracked = sum(1 for segment, _ in latest if segment != ALL_SEGMENTS)
+    return [f"{text}{_where(segments, tracked)}" for text, segments in where.items()]
+
+
+def segment_alerts(latest: Sequence[tuple[str, WindowRecord]]) -> list[str]:
+    """:func:`group_alerts` of a model's latest windows given as (segment, record) pairs."""
+    return group_alerts([(segment, alerts(record)) for segment, record in latest])

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import re
 import subprocess
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from calmon.words import period_text
 from tests.e2e.stack import API_TOKENS, SERVE, LocalStack, running
 from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
 
@@ -66,13 +68,20 @@ def _expected_row(record: dict[str, Any], metric: str) -> list[str]:
         "-" if likelihood is None else f"{likelihood:+.3f}{_mark(decision['likelihood_interval'])}"
     )
     cells.append(decision["verdict"])
+    # what the verdict compares with: the simulation's fixed reference, its period in words
+    reference = decision["reference"]
+    assert reference["kind"] == "fixed"
+    period = period_text(
+        datetime.fromisoformat(reference["start"]), datetime.fromisoformat(reference["end"])
+    )
+    cells += ["fixed", "reference", *period.split()]
     cells.append("-")  # the label-free estimate speaks only before most labels land
     advice = record.get("advice")
     if advice is not None:
         advised = advice["threshold"]
         broken = (advice.get("assumption") or {}).get("holds") is False
         cells.append(f"{advice['configured_threshold']:.4f}")
-        cells.append("-" if advised is None else f"{advised:.4f}" + ("!" if broken else ""))
+        cells.append("-" if advised is None else "withheld" if broken else f"{advised:.4f}")
     return cells
 
 
@@ -127,13 +136,14 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         assert shown.returncode == 0, shown.stderr
         lines = shown.stdout.splitlines()
         assert lines[0] == "model shown, segment *, average_precision"
-        assert lines[1].startswith(f"reference {records[0]['reference']['start']} to ")
+        assert lines[1].startswith("reference of the latest window: the fixed reference ")
+        assert f", {records[0]['reference']['start']} to " in lines[1]
         assert lines[2].split()[:3] == ["window", "start", "(UTC)"]
         rows = [line.split() for line in lines[3:7]]
         assert rows == [_expected_row(record, "average_precision") for record in records[-4:]]
         # the likelihood drift's windows: the model got worse, and the interval says so
-        assert all(row[-7].endswith("*") and row[-7].startswith("-") for row in rows[-2:])
-        assert all(row[-4] in {"model_got_worse", "both"} for row in rows[-2:])
+        assert all(row[9].endswith("*") and row[9].startswith("-") for row in rows[-2:])
+        assert all(row[12] in {"model_got_worse", "both"} for row in rows[-2:])
         assert lines[7].startswith("* ")
         assert len(lines) == 12  # the legend names the advice column's mark too
 
@@ -143,7 +153,7 @@ def test_windows_table_from_a_real_server(tmp_path: Path) -> None:
         assert by_flag.returncode == 0, by_flag.stderr
         auc_rows = [line.split() for line in by_flag.stdout.splitlines()[3:9]]
         assert auc_rows == [_expected_row(record, "roc_auc") for record in records]
-        assert all(row[-9:-6] == ["-", "-", "-"] for row in auc_rows)
+        assert all(row[7:10] == ["-", "-", "-"] for row in auc_rows)
 
         unknown = _calmon("windows", "absent", "--url", base, "--token", READER, env=env)
         assert unknown.returncode == 2

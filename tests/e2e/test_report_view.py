@@ -108,7 +108,9 @@ def test_the_html_report_renders_like_the_web_view(tmp_path: Path) -> None:
             assert sum(map(int, counts)) == 20_000
             rows = page.locator("#verdicts tbody tr")
             table = {
-                row.locator("td").first.inner_text(): row.locator("td").last.inner_text()
+                row.locator("time").get_attribute("datetime"): row.locator(
+                    "td.verdict span"
+                ).first.inner_text()
                 for row in rows.all()
             }
             assert table == {starts[1]: "model got worse", starts[2]: "model got worse"}

@@ -199,7 +199,9 @@ def test_model_page_renders_its_charts_and_verdicts(served: Served, offline: Off
 
         rows = page.locator("#verdicts tbody tr")
         table = {
-            row.locator("td").first.inner_text(): row.locator("td").last.inner_text()
+            row.locator("time").get_attribute("datetime"): row.locator(
+                "td.verdict span"
+            ).first.inner_text()
             for row in rows.all()
         }
         phases = {w["start"]: w["phase"] for w in served.truth["windows"]}
@@ -209,10 +211,10 @@ def test_model_page_renders_its_charts_and_verdicts(served: Served, offline: Off
         assert "model got worse" in table.values()
 
         oldest = served.truth["windows"][0]["start"]
-        page.get_by_role("link", name=oldest).click()
+        page.locator(f'a time[datetime="{oldest}"]').click()
         page.wait_for_load_state("load")
         assert page.get_by_role("heading", name=f"Window {oldest}").count() == 1
-        assert page.locator("tr.selected td").first.inner_text() == oldest
+        assert page.locator("tr.selected time").get_attribute("datetime") == oldest
         page.screenshot(path=served.directory / "ui-model.png", full_page=True)
 
 

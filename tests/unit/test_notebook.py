@@ -214,7 +214,7 @@ def test_the_report_holds_the_record_the_service_would_store(tmp_path: Path) -> 
     assert likelihood["likelihood_interval"][1] < 0  # the model got worse, and it is sure
 
     html = made.html
-    assert '<h2>Latest window: <span class="v-worse">model got worse</span></h2>' in html
+    assert '<h2>Latest window: <span class="v-worse">model got worse</span> against the' in html
     for chart in ("ap", "split", "ratio", "metric"):
         assert f'<svg class="chart wide" id="{chart}"' in html
     assert '<svg class="chart" id="reliability"' in html

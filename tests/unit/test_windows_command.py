@@ -70,12 +70,13 @@ def test_the_table_shows_values_and_marks_each_part_by_its_interval() -> None:
     )
     assert lines[0] == "model fraud, segment *, average_precision"
     assert lines[1] == (
-        "reference 2026-11-01T08:00:00Z to 2026-11-01T10:00:00Z: n 4000, ratio 0.0500,"
+        "reference of the latest window: the fixed reference 1 Nov 2026 08:00\u201310:00 UTC,"
+        " 2026-11-01T08:00:00Z to 2026-11-01T10:00:00Z: n 4000, ratio 0.0500,"
         " average_precision 0.461"
     )
     assert lines[2].split("  ")[0] == "window start (UTC)"
     rows = [line.split() for line in lines[3:6]]
-    assert rows[0] == ["2026-11-01", "10:00", "2000", "16", "0", "0.0080", "0.176"] + ["-"] * 7
+    assert rows[0] == ["2026-11-01", "10:00", "2000", "16", "0", "0.0080", "0.176"] + ["-"] * 8
     assert (
         rows[1][2:]
         == [
@@ -88,9 +89,9 @@ def test_the_table_shows_values_and_marks_each_part_by_its_interval() -> None:
             "-0.285*",
             "+0.002",
         ]
-        + ["-"] * 4
+        + ["-"] * 5
     )
-    assert rows[2][-7:-4] == ["0.228", "+0.001?", "-0.233*"]
+    assert rows[2][-8:-5] == ["0.228", "+0.001?", "-0.233*"]
     assert "\n".join(lines[6:]) == LEGEND
     # numbers are right-aligned under their header; a part's digits align whatever its mark
     header = lines[2]
@@ -111,7 +112,7 @@ def test_a_metric_without_calibration_or_split_shows_dashes() -> None:
     lines = format_table([record], model="m", segment="country=FR", metric="roc_auc").split("\n")
     assert lines[0] == "model m, segment country=FR, roc_auc"
     assert lines[1].endswith("roc_auc 0.900")
-    assert lines[3].split()[5:] == ["0.0080", "0.901"] + ["-"] * 7
+    assert lines[3].split()[5:] == ["0.0080", "0.901"] + ["-"] * 8
 
 
 def test_before_labels_the_estimate_speaks_with_its_interval_and_verdict() -> None:
@@ -201,9 +202,11 @@ def test_the_table_shows_each_windows_pooled_decision_and_its_verdict() -> None:
     lines = format_table(
         [worse, short], model="fraud", segment="*", metric="average_precision"
     ).split("\n")
-    assert lines[2].split()[-8:-5] == ["pooled", "decision", "verdict"]
-    assert lines[3].split()[-5:] == ["-0.233?", "6/104", "-0.181*", "model_got_worse", "-"]
-    assert lines[4].split()[-4:] == ["2/31", "-", "not_enough_data", "-"]
+    assert lines[2].split()[-9:-5] == ["pooled", "decision", "verdict", "against"]
+    fixed = "fixed reference 1 Nov 2026 08:00\u201310:00 UTC"
+    assert lines[3].split()[-12:-8] == ["-0.233?", "6/104", "-0.181*", "model_got_worse"]
+    assert lines[4].split()[-11:-8] == ["2/31", "-", "not_enough_data"]
+    assert [line.endswith(f"  {fixed}  -") for line in lines[3:5]] == [True, True]
 
 
 def test_advice_columns_show_the_configured_and_the_advised_threshold() -> None:
@@ -226,7 +229,7 @@ def test_advice_columns_show_the_configured_and_the_advised_threshold() -> None:
     lines = format_table(records, model="m", segment="*", metric="average_precision").splitlines()
     assert lines[2].split()[-2:] == ["threshold", "advised"]
     assert lines[3].split()[-2:] == ["0.5000", "0.9123"]
-    assert lines[4].split()[-2:] == ["0.5000", "0.9123!"]
+    assert lines[4].split()[-2:] == ["0.5000", "withheld"]
     assert lines[5].split()[-2:] == ["0.5000", "-"]
     assert "label-shift check failed" in lines[-1]
     plain = format_table(

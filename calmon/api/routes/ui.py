@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final
 from urllib.parse import parse_qs
@@ -69,7 +69,7 @@ from calmon.services.window_results import last_window_records
 from calmon.settings import Settings
 from calmon.timeline import window_length
 from calmon.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
-from calmon.ui.verdict import alerts, is_stale
+from calmon.ui.verdict import alerts, group_alerts, is_stale, segment_alerts
 
 logger = logging.getLogger("calmon.ui")
 
@@ -193,32 +193,38 @@ def _latest_by_model(
     return grouped
 
 
-def _window_alerts(segment: str, record: WindowRecord) -> list[str]:
-    """Alert states of one segment's latest record, in words naming the segment."""
-    where = "" if segment == ALL_SEGMENTS else f" (segment {segment})"
-    return [f"{text}{where}" for text in alerts(record)]
-
-
 def _stale(model: Model, computed: datetime | None, now: datetime) -> list[str]:
     """The stale alert of a model whose newest window was computed at ``computed``."""
     if computed is not None and is_stale(computed, now=now, length=window_length(model.window)):
-        return [f"stale: no window computed since {computed.isoformat()}"]
+        return [f"stale: no window computed since {computed.astimezone(UTC):%Y-%m-%d %H:%M} UTC"]
     return []
 
 
 def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> list[str]:
-    """Alert states of a model's latest windows: each segment's record rules, and stale."""
-    out = [text for w in latest for text in _window_alerts(w.segment, w.record)]
+    """Alert states of a model's latest windows: the record rules, each said once with the
+    segments where it holds counted, and stale."""
+    out = segment_alerts([(w.segment, w.record) for w in latest])
     return out + _stale(model, max((w.computed_at for w in latest), default=None), now)
 
 
 @dataclass(slots=True)
 class _ModelLatest:
-    """What the model list shows of one model's latest windows."""
+    """What the model list shows of one model's latest windows: the ``*`` record, each latest
+    window's segment with its alert states, and the newest ``computed_at``."""
 
     star: WindowRecord | None = None
-    alerts: list[str] = field(default_factory=list)
+    windows: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     computed: datetime | None = None
+
+    @property
+    def alerts(self) -> list[str]:
+        """The alert states, each said once with the segments where it holds counted."""
+        return group_alerts(self.windows)
+
+    @property
+    def segments(self) -> int:
+        """Latest windows besides ``*``."""
+        return sum(1 for segment, _ in self.windows if segment != ALL_SEGMENTS)
 
 
 _Kept = tuple[tuple[str, ...], WindowRecord | None]
@@ -258,7 +264,7 @@ class WindowAlerts:
             if kept is None:
                 continue  # deleted between the two reads
             latest = by_model.setdefault(k.model, _ModelLatest())
-            latest.alerts.extend(kept[0])
+            latest.windows.append((k.segment, kept[0]))
             if k.segment == ALL_SEGMENTS:
                 latest.star = kept[1]
             latest.computed = max(latest.computed or k.computed_at, k.computed_at)
@@ -275,7 +281,7 @@ def _judged(window: LatestWindow) -> _Kept:
     """What the model list keeps of one latest window: its alert states, and its record
     when it is a ``*`` window."""
     star = window.record if window.segment == ALL_SEGMENTS else None
-    return tuple(_window_alerts(window.segment, window.record)), star
+    return tuple(alerts(window.record)), star
 
 
 @router.get("/ui", response_class=HTMLResponse, dependencies=[PageReadScope])
@@ -294,6 +300,7 @@ def ui_index(request: Request, session: ReadSessionDep) -> Response:
                 score_kind=model.score_kind,
                 latest=found.star,
                 alerts=found.alerts + _stale(model, found.computed, now),
+                segments=found.segments,
             )
         )
     return _html(index_page(summaries, logout=bool(request.app.state.tokens)))

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import delete, insert, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from calmon.api.routes.ui import WindowAlerts, _latest_by_model, _window_alerts
+from calmon.api.routes.ui import WindowAlerts, _latest_by_model
 from calmon.db.models import Model, ModelSegment, WindowResult
 from calmon.db.session import create_db_engine, create_session_factory
 from calmon.names import ALL_SEGMENTS
@@ -107,23 +107,26 @@ def sessions(migrated_url: str) -> Iterator[sessionmaker[Session]]:
     engine.dispose()
 
 
-def _expected(session: Session) -> dict[str, tuple[WindowRecord | None, list[str], datetime]]:
+Windows = list[tuple[str, tuple[str, ...]]]
+
+
+def _expected(session: Session) -> dict[str, tuple[WindowRecord | None, Windows, datetime]]:
     """From every latest window's record, read now."""
     out = {}
     for model, windows in _latest_by_model(session).items():
         star = next((w.record for w in windows if w.segment == ALL_SEGMENTS), None)
-        texts = [text for w in windows for text in _window_alerts(w.segment, w.record)]
+        texts = [(w.segment, tuple(alerts(w.record))) for w in windows]
         out[model] = (star, texts, max(w.computed_at for w in windows))
     return out
 
 
 def _listed(
     cache: WindowAlerts, factory: sessionmaker[Session]
-) -> dict[str, tuple[WindowRecord | None, list[str], datetime]]:
+) -> dict[str, tuple[WindowRecord | None, Windows, datetime]]:
     reads = create_session_factory(factory.kw["bind"], reads_only=True)
     with reads() as session:
         return {
-            model: (latest.star, latest.alerts, latest.computed)
+            model: (latest.star, latest.windows, latest.computed)
             for model, latest in cache.latest_by_model(session).items()
             if latest.computed is not None
         }
@@ -131,7 +134,7 @@ def _listed(
 
 def _now(
     factory: sessionmaker[Session],
-) -> dict[str, tuple[WindowRecord | None, list[str], datetime]]:
+) -> dict[str, tuple[WindowRecord | None, Windows, datetime]]:
     with factory() as session:
         return _expected(session)
 
@@ -145,9 +148,24 @@ def test_the_list_gives_every_segments_alerts_as_the_records_say(
     star, texts, computed = first["many"]
     assert star is not None
     assert alerts(star) == []
-    assert texts == [f"{SHIFTED} (segment s{p:03d})" for p in range(SEGMENTS) if _alerting(p)]
+    shifted = [f"s{p:03d}" for p in range(SEGMENTS) if _alerting(p)]
+    assert [segment for segment, said in texts if said] == shifted
+    assert all(said[0].startswith(SHIFTED) for _, said in texts if said)
     assert computed == LATEST + LENGTH
-    assert first["few"][1] == [SHIFTED]
+    assert [(segment, len(said)) for segment, said in first["few"][1]] == [
+        (ALL_SEGMENTS, 1),
+        ("a", 0),
+        ("b", 0),
+    ]
+    # the list says the shift once, its segments counted
+    reads = create_session_factory(sessions.kw["bind"], reads_only=True)
+    with reads() as session:
+        (said,) = cache.latest_by_model(session)["many"].alerts
+    assert said.startswith(SHIFTED)
+    named = ", ".join(shifted[:3])
+    assert said.endswith(
+        f", in {len(shifted)} of {SEGMENTS} segments: {named} and {len(shifted) - 3} more"
+    )
     assert _listed(cache, sessions) == first  # from what was kept
 
 
@@ -185,11 +203,11 @@ def test_recomputed_added_and_removed_windows_show_at_the_next_load(
         session.commit()
     listed = _listed(cache, sessions)
     assert listed == _now(sessions)
-    texts = listed["many"][1]
-    assert f"{SHIFTED} (segment s001)" in texts
-    assert f"{SHIFTED} (segment s007)" not in texts
-    assert f"{SHIFTED} (segment s057)" not in texts
-    assert f"{SHIFTED} (segment s107)" in texts
+    texts = dict(listed["many"][1])
+    assert texts["s001"]
+    assert not texts["s007"]
+    assert not texts["s057"]
+    assert texts["s107"]
     assert listed["many"][2] == later
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote_plus
 
 import httpx
 from fastapi.testclient import TestClient
@@ -51,11 +52,15 @@ def _three_windows(
 
 
 def _verdict_rows(html: str) -> list[str]:
-    """The window starts of the verdict table, in its order (newest first)."""
-    table = html[html.index('<table id="verdicts">') :]
-    return re.findall(
-        r'<tr(?: class="selected")?><td class="text"><a href="[^"]*">([^<]+)</a>', table
-    )
+    """The window starts of the verdict table, in its order (newest first): each row's link
+    to its window (the cell shows the start in minutes, UTC)."""
+    table = html[html.index('<table id="verdicts"') :]
+    return [
+        unquote_plus(start)
+        for start in re.findall(
+            r'<tr(?: class="selected")?><td class="text"><a href="[^"]*window=([^"&]+)">', table
+        )
+    ]
 
 
 def test_pages_from_computed_windows(

@@ -154,6 +154,8 @@ def _families() -> dict[str, Family]:
     families["calmon_advised_threshold"] = Family("gauge", WINDOW)
     families["calmon_advised_expected"] = Family("gauge", WINDOW | {"quantity"})
     families["calmon_advice_assumption_holds"] = Family("gauge", WINDOW)
+    for name in ("calmon_reference_info", "calmon_decision_reference_info"):
+        families[name] = Family("gauge", WINDOW | {"kind", "against"})
     model = frozenset({"model"})
     none = frozenset[str]()
     families |= {

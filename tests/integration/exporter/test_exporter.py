@@ -180,7 +180,14 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     # them: always its pooled windows, predictions, positives and ratio with its bounds; its
     # parts and their bounds where it has a reference and 100 positives (none here); the
     # positives' shift p-value where both sets have positives
-    defined = sum(1 for name, _ in expected if name.startswith("calmon_decision_"))
+    # the two reference info series of each window count as their records define them (a
+    # decision whose pooled windows reach back to the first has no reference)
+    infos = sum(1 for name, _ in expected if name.endswith("reference_info"))
+    defined = sum(
+        1
+        for name, _ in expected
+        if name.startswith("calmon_decision_") and name != "calmon_decision_reference_info"
+    )
     count = (
         3
         * (
@@ -198,8 +205,11 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
         + 1
         - 4 * 13
         + defined
+        - 4 * 2
+        + infos
     )
     assert 4 * 6 <= defined < 4 * 12
+    assert 4 <= infos <= 4 * 2  # every window has a reference here
     for record in _latest(env.client, "fraud").values():
         assert record["intervals"]["calibrated"]["0.01"]["average_precision"] is None
     for model in ("fraud", "ads"):

@@ -15,6 +15,7 @@ from typing import Any, cast
 from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
 from calmon.metrics.prepared import pi0_key
 from calmon.records import WindowRecord
+from calmon.words import decision_reference, decision_words, reference_words
 from tests.integration.deploy.contract import (
     CATALOGUE,
     COMPONENTS,
@@ -131,6 +132,12 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "positive_class_ratio_interval": [0.0487, 0.0514],
             "reference_positive_class_ratio_interval": [0.0193, 0.0207],
             "positives_shift": {"method": "mann_whitney", "z": 1.2, "p_value": 0.115},
+            "reference": {
+                "kind": "trailing",
+                "start": (START - 11 * LENGTH).isoformat(),
+                "end": (START - 4 * LENGTH).isoformat(),
+                "windows": 7,
+            },
         },
         "advice": {
             "objective": {"costs": {"false_positive": 1.0, "false_negative": 20.0}},
@@ -275,6 +282,22 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
     put("calmon_window_start_timestamp_seconds", _unix(record["start"]))
     put("calmon_window_end_timestamp_seconds", _unix(record["end"]))
     put("calmon_window_computed_timestamp_seconds", _unix(record["computed_at"]))
+    # the references as labels: their words are calmon.words' (tests/unit/test_words.py)
+    if record["reference"] is not None:
+        put(
+            "calmon_reference_info",
+            1,
+            kind=record["reference"]["kind"],
+            against=reference_words(record["reference"]),
+        )
+    compared, _ = decision_reference(cast(Any, record))
+    if record.get("decision") is not None and compared is not None:
+        put(
+            "calmon_decision_reference_info",
+            1,
+            kind=compared["kind"],
+            against=decision_words(cast(Any, record)),
+        )
     overflow = record["segments_overflow"]
     if record["segment"] == "*" and overflow is not None:
         out[key("calmon_segments_overflow_predictions", model=model)] = overflow["predictions"]
@@ -292,7 +315,7 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     unlabelled, start, end, computed; the decision's prior and likelihood parts with their
     bounds, its pooled windows, predictions, positives, ratio, the ratio's bounds and the
     positives' shift p-value; the advised threshold, its four expected values and its
-    assumption check."""
+    assumption check; the reference's and the decision's reference's info series."""
     count = 0
     for metric in CATALOGUE:
         if not probability and metric in PROBABILITY_ONLY:
@@ -302,7 +325,7 @@ def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
         count += variants * (1 + bounds) + 1
     count += len(SPLIT) * len(COMPONENTS) + len(SPLIT_INTERVAL) * 2 * len(INTERVAL_COMPONENTS)
     count += estimated_series(configured_pi0=configured_pi0)
-    return count + 4 + 6 + 2 * 3 + 7 + 1 + len(ADVICE_QUANTITIES) + 1
+    return count + 4 + 6 + 2 * 3 + 7 + 1 + len(ADVICE_QUANTITIES) + 1 + 2
 
 
 def estimated_series(*, configured_pi0: int) -> int:

@@ -81,11 +81,11 @@ def test_series_count_is_models_times_segments_times_variants() -> None:
         (1 + len(segments)) * per_window_series(configured_pi0=len(pi0)) + 1
         for _, pi0, segments in models
     )
-    # 137 + 15 per configured pi0 for a window (13 of them the decision's, 6 the advice's, 1
-    # the label-shift check's); one overflow series per model
-    assert per_window_series(configured_pi0=0) == 137
-    assert per_window_series(configured_pi0=2) == 167
-    assert expected == 1 * 138 + 2 * 152 + 1 + 4 * 182 + 1
+    # 139 + 15 per configured pi0 for a window (13 of them the decision's, 6 the advice's, 1
+    # the label-shift check's, 2 the references' info); one overflow series per model
+    assert per_window_series(configured_pi0=0) == 139
+    assert per_window_series(configured_pi0=2) == 169
+    assert expected == 1 * 140 + 2 * 154 + 1 + 4 * 184 + 1
     assert len(_series(snapshot)) == expected
     assert snapshot.series == expected
     assert snapshot.windows == len(windows)
@@ -268,3 +268,13 @@ def test_advice_series_follow_the_advice_and_vanish_without_it() -> None:
     record["advice"] = None
     names = {name for name, _ in _series(build_snapshot([window("m", record)]))}
     assert not any(name.startswith(("calmon_advised_", "calmon_advice_")) for name in names)
+
+
+def test_the_references_are_labels_in_words() -> None:
+    """What the window and its pooled decision compare against (docs/references.md): the
+    record's trailing reference of 7 windows, and the 7 windows before the 5 pooled ones."""
+    series = _series(build_snapshot([window("fraud", make_record(segment="*"))]))
+    where = {"model": "fraud", "segment": "*", "kind": "trailing"}
+    assert series[key("calmon_reference_info", **where, against="the previous 7 windows")] == 1
+    pooled = "the 7 windows before the pooled ones"
+    assert series[key("calmon_decision_reference_info", **where, against=pooled)] == 1

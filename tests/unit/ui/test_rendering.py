@@ -182,8 +182,10 @@ def test_model_page_holds_every_chart_and_verdict() -> None:
     for chart in ("ap", "split", "ratio", "metric"):
         assert f'<svg class="chart wide" id="{chart}"' in html
     assert '<svg class="chart" id="reliability"' in html
-    assert html.count("class ratio moved</td>") == 3
-    assert html.count("neither: stable</td>") == 3
+    table = html[html.index('<table id="verdicts"') :]
+    assert table.count('class="v-ratio">class ratio moved</span>') == 3
+    assert table.count('class="ok">neither: stable</span>') == 3
+    assert table.count("against the fixed reference 1\u20132 Nov 2026</span></td></tr>") == 6
     assert f"Window {records[1]['start']}" in html
     assert "<script" not in html
     assert "http://" not in html.replace('"http://www.w3.org', "")
@@ -206,7 +208,8 @@ def test_the_served_page_links_each_window_and_the_standalone_page_links_none() 
         standalone="<p>intro</p>",
     )
     assert re.findall(r'(?:href|src|action)="', standalone) == []
-    assert f'<td class="text">{records[0]["start"]}</td>' in standalone
+    start = records[0]["start"]
+    assert f'<td class="text"><time datetime="{start}">2026-01-01 00:00</time></td>' in standalone
 
 
 def test_numbered_windows_show_their_position_and_no_date() -> None:
@@ -426,6 +429,10 @@ def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
     broken = advice_section(_window(advice), name="m", segment="*")
     assert "broken assumption" in broken
     assert "(p = 1e-09)" in broken
+    # withheld with its reason, not shown as a number
+    assert "<strong>Advice withheld</strong>" in broken
+    assert "0.9123" not in broken
+    assert "Advised threshold" not in broken
     withheld = {**advice, "threshold": None, "expected": None, "reason": "too few labels <x>"}
     shown = advice_section(_window(withheld), name="m", segment="*")
     assert "No advice: too few labels &lt;x&gt;." in shown

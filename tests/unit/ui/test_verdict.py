@@ -26,6 +26,8 @@ from calmon.ui.verdict import (
 )
 
 REFERENCE_N, REFERENCE_POS = 80_000, 4_000  # ratio 0.05
+#: the fixed reference of :func:`record` in words
+FIXED = "the fixed reference 1\u20132 Nov 2026"
 
 
 def record(
@@ -40,9 +42,11 @@ def record(
     p_value: float | None = 0.4,
     unlabelled: int = 0,
     estimate_verdict: str = "class_ratio_moved",
+    trailing: int | None = None,
 ) -> Any:
     """A window record with the fields the verdict reads; parts default to intervals around
-    0 (nothing moved)."""
+    0 (nothing moved). Its reference is the fixed one of 1-2 Nov 2026, or the ``trailing``
+    windows before it."""
     n_pos = round(ratio * n)
     prior_iv = prior_interval or [-0.02, 0.03]
     lik_iv = likelihood_interval or [-0.04, 0.05]
@@ -64,6 +68,10 @@ def record(
             }
         },
         "reference": {
+            "kind": "fixed" if trailing is None else "trailing",
+            "start": "2026-11-01T00:00:00Z",
+            "end": "2026-11-03T00:00:00Z",
+            "windows": trailing,
             "n": REFERENCE_N,
             "n_pos": REFERENCE_POS,
             "prior": REFERENCE_POS / REFERENCE_N,
@@ -164,11 +172,11 @@ def test_an_estimated_fall_reads_as_fewer_positives_or_positives_scoring_lower()
     rose = record(estimated=[0.08, 0.09], n=100, unlabelled=19_900)
     assert alerts(fell) == [
         "estimated fall (no labels needed): fewer positives, or positives scoring lower (a model"
-        " that got worse looks the same); labels will tell"
+        f" that got worse looks the same); labels will tell \u2014 against {FIXED}"
     ]
     assert alerts(rose) == [
         "estimated prior shift (no labels needed): class ratio went up, or negatives score like"
-        " positives; labels will tell"
+        f" positives; labels will tell \u2014 against {FIXED}"
     ]
 
 
@@ -190,13 +198,14 @@ def test_scores_changed_is_an_alert_and_never_beside_an_estimated_shift() -> Non
     texts = alerts(changed)
     assert len(texts) == 1
     assert texts[0].startswith("scores changed in a way a class-ratio change does not explain")
+    assert texts[0].endswith(f"\u2014 against {FIXED}")
 
 
 def test_alerts_in_words() -> None:
     texts = alerts(record(ratio=0.008, calibrated_ap=0.3, likelihood_interval=[-0.3, -0.2]))
     assert texts == [
-        "calibrated AP drop: the model got worse",
-        "prior shift: class ratio went down",
+        f"calibrated AP drop: the model got worse \u2014 against {FIXED}",
+        f"prior shift: class ratio went down \u2014 against {FIXED}",
     ]
     assert alerts(record()) == []
 
@@ -268,7 +277,10 @@ def test_the_decision_alerts_follow_the_rules() -> None:
     # p = 1e-5 < 0.000233 and -0.08 < -0.05·0.46: pages
     worse = _with_decision("model_got_worse")
     assert decision_drop(worse)
-    assert "pooled AP drop: the model got worse over the pooled windows" in alerts(worse)
+    assert (
+        f"pooled AP drop: the model got worse over the pooled windows \u2014 against {FIXED}"
+        in alerts(worse)
+    )
     # the positives' shift at p = 0.001 only
     assert not decision_drop(_with_decision("model_got_worse", shift_p=0.001))
     # significant but immaterial: -0.02 > -0.05·0.46
@@ -277,7 +289,10 @@ def test_the_decision_alerts_follow_the_rules() -> None:
     )
     moved = _with_decision("class_ratio_moved", ratio=0.02, ratio_interval=[0.012, 0.03])
     assert pooled_prior_shift(moved) == "down"
-    assert "pooled prior shift: class ratio of the pooled windows went down" in alerts(moved)
+    assert (
+        f"pooled prior shift: class ratio of the pooled windows went down \u2014 against {FIXED}"
+        in alerts(moved)
+    )
     alone = _with_decision("class_ratio_moved", windows=1, ratio=0.02, ratio_interval=[0.012, 0.03])
     assert pooled_prior_shift(alone) is None
 
@@ -297,7 +312,7 @@ def test_a_window_with_its_own_ap_interval_is_left_to_the_windows_own_alerts() -
 def test_a_decision_of_one_window_is_left_to_the_windows_own_alert() -> None:
     alone = _with_decision("model_got_worse", windows=1)
     assert not decision_drop(alone)
-    assert "pooled AP drop: the model got worse over the pooled windows" not in alerts(alone)
+    assert not [a for a in alerts(alone) if a.startswith("pooled AP drop")]
 
 
 def test_a_weaker_signal_reads_may_be_worse_with_the_tests_p_value() -> None:
