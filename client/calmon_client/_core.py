@@ -539,7 +539,7 @@ def _deliver_part(
                 logger.info(
                     "calmon: %d %s delivered after %d attempts",
                     len(items),
-                    batch.kind,
+                    _noun(batch.kind, len(items)),
                     attempt + 1,
                 )
             return []
@@ -582,7 +582,7 @@ def _note_retry(
         logger.warning(
             "calmon: sending %d %s failed (%s); retrying",
             len(items),
-            kind,
+            _noun(kind, len(items)),
             problem,
         )
     report(
@@ -643,13 +643,18 @@ def _reject(
     logger.error(
         "calmon: the server refused %d %s (%d %s: %s), e.g. ids %s",
         len(items),
-        batch.kind,
+        _noun(batch.kind, len(items)),
         status,
         code,
         message,
         ", ".join(ids[:3]),
     )
     report(Incident("rejected", message, len(items), status=status, code=code, ids=ids))
+
+
+def _noun(kind: Kind, count: int) -> str:
+    """``kind`` ("predictions", "labels") for ``count`` items: "1 prediction", "2 labels"."""
+    return kind if count != 1 else kind[:-1]
 
 
 def _error(reply: Reply) -> tuple[str, str]:
