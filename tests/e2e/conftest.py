@@ -19,7 +19,7 @@ from typing import NoReturn
 
 import pytest
 
-from tests.support import NOTES, not_run_reasons
+from tests.support.skips import NOTES, not_run_reasons
 
 REPO = Path(__file__).resolve().parents[2]
 #: the tag the tests build the image under (rebuilt each run; Docker's layer cache makes an

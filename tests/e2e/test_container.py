@@ -22,10 +22,8 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from calmon.db.migrate import head_revision
-from tests.e2e import conftest
-from tests.e2e.conftest import docker, find_engine
-from tests.e2e.stack import (
+from bench.harness.processes import free_port, wait_for
+from bench.harness.stack import (
     API,
     API_TOKENS,
     DATABASE_URL,
@@ -36,7 +34,10 @@ from tests.e2e.stack import (
     Placement,
     Role,
 )
-from tests.support import assert_required_or_skipped, free_port, wait_for
+from calmon.db.migrate import head_revision
+from tests.e2e import conftest
+from tests.e2e.conftest import docker, find_engine
+from tests.support.skips import assert_required_or_skipped
 
 TOKEN = "container-test-token-0123456789"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}

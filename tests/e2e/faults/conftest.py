@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.faults.helpers import ApiProcess
-from tests.integration.conftest import upgraded
+from tests.support.databases import upgraded
 
 ApiFactory = Callable[..., ApiProcess]
 

@@ -15,10 +15,11 @@ import httpx
 import pytest
 import uvicorn
 
+from bench.harness.processes import free_port, wait_for
 from calmon.api.app import create_app
 from calmon.settings import Settings
-from tests.integration.conftest import upgraded
-from tests.support import free_port, server_started, wait_for
+from tests.support.databases import upgraded
+from tests.support.servers import server_started
 
 MODEL = "fraud"
 

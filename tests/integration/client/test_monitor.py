@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from calmon_client import Incident, Monitor
 
+from bench.harness.processes import wait_for
 from tests.integration.client.conftest import MODEL, Server, ServerFactory
-from tests.support import wait_for
 
 CLIENT = Path(__file__).resolve().parents[3] / "client"
 #: an event time the server takes (inside the default retention period)

@@ -17,7 +17,7 @@ from typing import NoReturn
 import pytest
 
 from tests.integration.scheduler.conftest import env as env
-from tests.support import not_run_reasons
+from tests.support.skips import not_run_reasons
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
