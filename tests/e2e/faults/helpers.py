@@ -115,6 +115,11 @@ class ApiProcess:
         return time.monotonic() - started
 
 
+#: what the ``api_factory`` fixture gives: a started `calmon api` process (keyword arguments:
+#: its settings), stopped after the test
+ApiFactory = Callable[..., ApiProcess]
+
+
 def batch_body(batch: int, size: int) -> tuple[bytes, dict[str, float]]:
     """The body of batch number ``batch`` and the score of each of its ids."""
     scores = {

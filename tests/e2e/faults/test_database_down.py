@@ -16,8 +16,7 @@ import httpx
 import pytest
 
 from bench.harness.processes import wait_for
-from tests.e2e.faults.conftest import ApiFactory
-from tests.e2e.faults.helpers import JSON, MODEL, batch_body, stored
+from tests.e2e.faults.helpers import JSON, MODEL, ApiFactory, batch_body, stored
 from tests.integration.tcp_proxy import Mode, TcpProxy
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ import pytest
 from calmon_client import Incident, Monitor
 
 from bench.harness.processes import wait_for
-from tests.integration.client.conftest import MODEL, Server, ServerFactory
+from tests.integration.client.servers import MODEL, Server, ServerFactory
 
 CLIENT = Path(__file__).resolve().parents[3] / "client"
 #: an event time the server takes (inside the default retention period)

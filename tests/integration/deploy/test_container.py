@@ -22,9 +22,9 @@ from sqlalchemy.engine import make_url
 
 from bench.harness.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
 from calmon.cli import build_parser
-from tests.integration.deploy import conftest
-from tests.integration.deploy.conftest import DEPLOY, REPO, find_compose
+from tests.integration.deploy import tools
 from tests.integration.deploy.test_packaging import SOURCES
+from tests.integration.deploy.tools import DEPLOY, REPO, find_compose
 from tests.support.servers import QuietHandler, http_server
 from tests.support.skips import assert_required_or_skipped
 
@@ -391,7 +391,7 @@ def test_a_missing_compose_client_fails_when_required(
     assert_required_or_skipped(
         monkeypatch,
         tmp_path,
-        conftest,
+        tools,
         find_compose,
         require_env="CALMON_REQUIRE_PROMETHEUS",
         missing="docker-compose",

@@ -14,7 +14,7 @@ import yaml
 
 from bench.harness.contract import contract_violations
 from bench.harness.promql import selectors
-from tests.integration.deploy.conftest import DEPLOY, REPO
+from tests.integration.deploy.tools import DEPLOY, REPO
 
 GRAFANA = DEPLOY / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "calmon.json"

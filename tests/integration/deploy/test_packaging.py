@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from calmon.db.migrate import MIGRATIONS_PACKAGE, migrations_directory
-from tests.integration.deploy.conftest import REPO
+from tests.integration.deploy.tools import REPO
 
 #: what the Dockerfile copies into the build context
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "calmon", "migrations")

@@ -28,7 +28,7 @@ from bench.harness.stack import (
     running_prometheus,
     wait_for_rule_evaluations,
 )
-from tests.integration.deploy.conftest import DEPLOY
+from tests.integration.deploy.tools import DEPLOY
 from tests.support.servers import QuietHandler, http_server
 
 W = {"segment": "*"}
