@@ -3,7 +3,7 @@
 
     .venv/bin/python -m bench.advice [--models 25] [--seed 0]
 
-Runs ``tests/unit/metrics/advice_study.py``: per score family, ``--models`` references of each
+Runs ``bench/studies/advice.py``: per score family, ``--models`` references of each
 size, each with a pair of 20,000-row windows at every prior (target precision 0.8, pure label
 shift), and prints, per group of families (design, held-out), prior and rule (``before``: the
 reference's point estimates, advice whenever a threshold meets them; ``after``: calmon's
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from tests.unit.metrics.advice_study import FAMILIES, PRIORS, REFERENCES, TARGET, TOLERANCE, run
+from bench.studies.advice import FAMILIES, PRIORS, REFERENCES, TARGET, TOLERANCE, run
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
     .venv/bin/python -m bench.interval_coverage --means [--sets 2000]
     .venv/bin/python -m bench.interval_coverage --noisy [--sets 300] [--before] [--family NAME]
 
-Runs the regimes of the coverage study (``tests/unit/metrics/coverage_study.py``, the same
+Runs the regimes of the coverage study (``bench/studies/coverage.py``, the same
 seeds as ``test_interval_coverage.py``) and prints, per regime (a row), the share of sets whose
 published 95% interval covers the population value, as a Markdown table (``—`` where the
 metric publishes no interval in that regime), then the mean widths. With ``--split``, the
@@ -21,8 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from calmon.metrics import intervals
-from tests.unit.metrics.coverage_study import (
+from bench.studies.coverage import (
     ALL_MEAN_METRICS,
     MEAN_METRICS,
     MEAN_REGIMES,
@@ -41,6 +40,7 @@ from tests.unit.metrics.coverage_study import (
     population_parts,
     split_coverage,
 )
+from calmon.metrics import intervals
 
 
 def _print_table(results: list[tuple[str, Coverage]], names: tuple[str, ...]) -> None:

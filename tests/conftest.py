@@ -5,7 +5,7 @@ create and drop databases (``scripts/test`` sets it, starting a throwaway server
 When it is empty or unreachable the PostgreSQL tests are skipped and the run ends with a loud
 warning, unless ``CALMON_REQUIRE_POSTGRES=1`` (CI), which turns that into a failure.
 
-Also the end of the run for every kind of test that could not run (``tests.support.NOT_RUN``,
+Also the end of the run for every kind of test that could not run (``tests.support.skips.NOT_RUN``,
 collected from each pytest-xdist worker), and the ``serial`` group of pytest-xdist: the tests
 that must not overlap each other (see :data:`SERIAL`), run one after the other on one worker
 under ``--dist loadgroup``.
@@ -20,7 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import NOT_RUN, NOTES, database_url, not_run_reasons, throwaway_database
+from tests.support.databases import database_url, throwaway_database
+from tests.support.skips import NOT_RUN, NOTES, not_run_reasons
 
 _skipped_for_postgres = not_run_reasons("PostgreSQL tests")
 

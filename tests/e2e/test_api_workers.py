@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.stack import api_workers
+from bench.harness.stack import api_workers
 from tests.e2e.test_serve_quickstart import RECENT
 
 BATCHES = 24

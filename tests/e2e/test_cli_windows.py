@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.harness.processes import calmon_command, wait_until_up
+from bench.harness.stack import API_TOKENS, SERVE, LocalStack, running
 from calmon.words import period_text
-from tests.e2e.stack import API_TOKENS, SERVE, LocalStack, running
-from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
 
 pytestmark = pytest.mark.slow
 

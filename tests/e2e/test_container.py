@@ -5,8 +5,8 @@ prediction posted to the API comes back as a window on `/metrics`.
 The containers use the host's network (PostgreSQL listens on loopback) with free ports, and a
 throwaway database. The image's HEALTHCHECK command is the one under test; only its interval
 is shortened (``--health-interval``) so that the test does not wait 30 s for the first probe.
-Needs a Docker engine (see ``tests/e2e/conftest.py``); about 35 s once the base image
-exists.
+Needs a Docker engine (see ``tests/e2e/conftest.py`` and ``tests/e2e/docker_client.py``);
+about 35 s once the base image exists.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from calmon.db.migrate import head_revision
-from tests.e2e import conftest
-from tests.e2e.conftest import docker, find_engine
-from tests.e2e.stack import (
+from bench.harness.processes import free_port, wait_for
+from bench.harness.stack import (
     API,
     API_TOKENS,
     DATABASE_URL,
@@ -36,7 +34,10 @@ from tests.e2e.stack import (
     Placement,
     Role,
 )
-from tests.support import assert_required_or_skipped, free_port, wait_for
+from calmon.db.migrate import head_revision
+from tests.e2e import docker_client
+from tests.e2e.docker_client import docker, find_engine
+from tests.support.skips import assert_required_or_skipped
 
 TOKEN = "container-test-token-0123456789"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -246,7 +247,7 @@ def test_a_missing_engine_fails_when_required(
     assert_required_or_skipped(
         monkeypatch,
         tmp_path,
-        conftest,
+        docker_client,
         find_engine,
         require_env="CALMON_REQUIRE_DOCKER",
         missing="docker client",

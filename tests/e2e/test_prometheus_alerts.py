@@ -6,7 +6,7 @@ simulated prior shift and a simulated likelihood drift.
 stable, prior: π 0.05 -> 0.008 with P(score | y) unchanged) and "likelihood-drift" (phases
 stable, likelihood: ROC AUC 0.90 -> 0.80 at π 0.05), so the latest window of each is in its
 drift phase. Prometheus (the Debian package's ``prometheus``) runs a copy of
-``deploy/prometheus`` in which only two things change (``tests.e2e.stack.prometheus_config``):
+``deploy/prometheus`` in which only two things change (``bench.harness.stack.prometheus_config``):
 both jobs scrape the one `calmon serve` process instead of discovering the compose services
 by DNS (as docs/deployment.md says for a single process) and no Alertmanager is named, and the
 global scrape and evaluation intervals are 1 s instead of 15 s. The rules are the repository's,
@@ -40,15 +40,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.stack import (
+from bench.harness.processes import calmon_command, free_port, wait_for, wait_until_up
+from bench.harness.stack import (
     SERVE,
     LocalStack,
     prometheus_config,
     running_prometheus,
     wait_for_rule_evaluations,
 )
-from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
-from tests.support import free_port, not_run, wait_for
+from tests.support.skips import not_run
 
 pytestmark = pytest.mark.slow
 

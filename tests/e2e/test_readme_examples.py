@@ -27,10 +27,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.harness.processes import clean_environment, free_port, wait_for, wait_until_up
+from bench.harness.stack import SERVE, LocalStack, running
 from calmon.settings import parse_tokens
-from tests.e2e.stack import SERVE, LocalStack, running
-from tests.e2e.test_serve_quickstart import clean_environment, wait_until_up
-from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.slow
 

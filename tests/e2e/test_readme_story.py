@@ -16,13 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.harness.processes import clean_environment
 from calmon.ui.verdict import Verdict
-from tests.e2e.test_serve_quickstart import clean_environment
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 #: a verdict cell of the report's table (newest window first)
-VERDICT_CELL = re.compile(r'<td class="text (?:v-[\w-]+|ok)">([^<]+)</td></tr>')
+VERDICT_CELL = re.compile(r'<td class="text verdict"><span class="(?:v-[\w-]+|ok)">([^<]+)</span>')
 #: anything that reads as a calendar date
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b(?:Jan|Dec) \d{1,2} \d{2}:\d{2}\b")
 
@@ -68,7 +68,7 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def _verdicts(html: str) -> list[str]:
     """The verdict of each window of a report, oldest first."""
-    table = html.split('<table id="verdicts">', 1)[1].split("</table>", 1)[0]
+    table = html.split('<table id="verdicts"', 1)[1].split("</table>", 1)[0]
     return VERDICT_CELL.findall(table)[::-1]
 
 

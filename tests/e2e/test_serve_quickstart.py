@@ -3,49 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 
-from tests.support import free_port, wait_for
+from bench.harness.processes import calmon_command, clean_environment, free_port, wait_until_up
 
 #: an event time of the last hour, within the default retention period
 RECENT = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
-
-STARTUP_SECONDS = 30
-
-
-def calmon_command() -> list[str]:
-    script = Path(sys.executable).parent / "calmon"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "calmon.cli"]
-
-
-def clean_environment() -> dict[str, str]:
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("CALMON_") and k != "PROMETHEUS_MULTIPROC_DIR"
-    }
-
-
-def wait_until_up(base: str, process: subprocess.Popen[bytes]) -> None:
-
-    def healthy() -> bool:
-        assert process.poll() is None, "the server exited"
-        return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-
-    wait_for(
-        "the server to answer /healthz",
-        healthy,
-        timeout=STARTUP_SECONDS,
-        interval=0.2,
-        errors=(httpx.TransportError,),
-    )
 
 
 def test_serve_with_no_configuration(tmp_path: Path) -> None:

@@ -20,9 +20,8 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.e2e.stack import SERVE, LocalStack
-from tests.e2e.test_serve_quickstart import wait_until_up
-from tests.support import wait_for
+from bench.harness.processes import wait_for, wait_until_up
+from bench.harness.stack import SERVE, LocalStack
 
 pytestmark = pytest.mark.slow
 

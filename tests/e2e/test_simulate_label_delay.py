@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.stack import SERVE, LocalStack
-from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from bench.harness.processes import calmon_command, wait_until_up
+from bench.harness.stack import SERVE, LocalStack
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +110,7 @@ def test_estimates_come_before_late_labels_and_measured_values_after(tmp_path: P
     assert "scores consistent with a class-ratio change" in run.stdout
     assert (
         "likelihood: no labels yet; scores changed in a way a class-ratio change does not explain"
-        " (label-shift check rejects in 1 of 1 windows)" in run.stdout
+        " (label-shift check rejects in 1 of 1 window)" in run.stdout
     ), verdicts
     for line_after, row in zip(after, rows, strict=True):
         record = records[row["start"]]

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.stack import SERVE, LocalStack
-from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from bench.harness.processes import calmon_command, wait_until_up
+from bench.harness.stack import SERVE, LocalStack
 
 pytestmark = pytest.mark.slow
 

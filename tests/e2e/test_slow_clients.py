@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import running
-from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
-from tests.support import free_port
+from bench.harness.processes import calmon_command, clean_environment, free_port, wait_until_up
+from bench.harness.stack import running
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 2.0

@@ -3,7 +3,7 @@
 `calmon serve` (SQLite) receives a `calmon simulate` stream of three phases (stable, prior
 shift, likelihood drift; 3 windows of 20,000 predictions each) whose windows its scheduler
 computes. Then, with every request recorded and any to another host aborted (as on a network
-without internet, :class:`tests.e2e.browser.Offline`):
+without internet, :class:`bench.harness.browser.Offline`):
 
 - the model page renders every chart (the rendered SVG lines, bands and points have a size)
   and gives each window the verdict its phase calls for; a window's link selects it;
@@ -25,9 +25,7 @@ Screenshots of the model page and the list are kept in the test's temporary dire
 
 from __future__ import annotations
 
-import copy
 import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,20 +34,16 @@ from typing import Any, Final
 import httpx
 import pytest
 from playwright.sync_api import Browser
-from sqlalchemy import create_engine, select
-from sqlalchemy.orm import Session
 
-from calmon.db.models import Model, WindowResult
-from calmon.timeline import iso
-from tests.e2e.browser import Offline, chromium, load_seconds, require_chromium
-from tests.e2e.stack import API, API_TOKENS, MIGRATE, SERVE, LocalStack
-from tests.e2e.test_serve_quickstart import calmon_command, wait_until_up
+from bench.harness.browser import Offline, chromium, load_seconds
+from bench.harness.processes import wait_until_up
+from bench.harness.stack import API, API_TOKENS, MIGRATE, SERVE, LocalStack
+from bench.harness.web_view import MODEL, simulate, store_copies
+from tests.e2e.browser import require_chromium
 
 pytestmark = pytest.mark.slow
 
-MODEL: Final = "drift"
 MANY: Final = "many"
-BUDGET_SECONDS: Final = 1.0
 PHASE_VERDICTS: Final = {
     "stable": {"neither: stable"},
     "prior": {"class ratio moved"},
@@ -69,76 +63,6 @@ class Served:
     database_url: str
     truth: dict[str, Any]
     directory: Path
-
-
-def simulate(base: str, *, model: str, truth: Path, env: dict[str, str]) -> None:
-    """Run `calmon simulate` to the end: 3 windows per phase, every window computed."""
-    done = subprocess.run(
-        [
-            *calmon_command(),
-            "simulate",
-            "--url",
-            base,
-            "--model",
-            model,
-            "--seed",
-            "11",
-            "--windows-per-phase",
-            "3",
-            "--truth",
-            str(truth),
-            "--wait",
-            "300",
-        ],
-        env=env,
-        cwd=truth.parent,
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "every window computed" in done.stderr
-
-
-def store_copies(database_url: str, *, source: str, target: str, count: int) -> None:
-    """Store ``count`` windows for the existing model ``target``: the records of ``source``'s
-    segment ``*`` again, one after the other, ending where ``source``'s first window starts
-    (each record's ``start``/``end`` moved with it). The window service reads them as it reads
-    computed ones; this is only quicker than computing 500 windows."""
-    engine = create_engine(database_url)
-    with Session(engine) as session:
-        models = {m.name: m for m in session.scalars(select(Model))}
-        rows = session.scalars(
-            select(WindowResult)
-            .where(WindowResult.model_id == models[source].id, WindowResult.segment == "*")
-            .order_by(WindowResult.starts_at)
-        ).all()
-        length = rows[0].ends_at - rows[0].starts_at
-        first = rows[0].starts_at
-        for index in range(count):
-            row = rows[index % len(rows)]
-            start = first - (count - index) * length
-            record = copy.deepcopy(row.record)
-            record["start"], record["end"] = iso(start), iso(start + length)
-            session.add(
-                WindowResult(
-                    model_id=models[target].id,
-                    segment="*",
-                    starts_at=start,
-                    ends_at=start + length,
-                    computed_at=row.computed_at,
-                    computed_by="copy",
-                    version=1,
-                    n=row.n,
-                    n_pos=row.n_pos,
-                    unlabelled=row.unlabelled,
-                    prior=row.prior,
-                    record=record,
-                )
-            )
-        session.commit()
-    engine.dispose()
 
 
 @pytest.fixture(scope="module")

@@ -1,34 +1,23 @@
-"""Fixtures for integration tests: a migrated database of each backend and API clients."""
+"""Fixtures for integration tests: a migrated database of each backend and API clients.
+
+The helpers they use live in :mod:`tests.support`; ``ClientFactory`` and ``upgraded`` are
+still importable from here, where they used to be."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from psycopg import sql
 
 from calmon.api.app import create_app
-from calmon.db import migrate
-from calmon.db.session import create_db_engine
 from calmon.settings import Settings
 from tests.integration.scheduler.helpers import SettledClock, settle
-from tests.support import database_url, throwaway_database
-
-ClientFactory = Callable[..., TestClient]
-
-
-def upgraded(url: str) -> str:
-    """``url``, its database brought to the latest schema."""
-    engine = create_db_engine(Settings(database_url=url))
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
-    return url
+from tests.support.clients import ClientFactory as ClientFactory
+from tests.support.databases import database_url, empty_postgres, throwaway_database
+from tests.support.databases import upgraded as upgraded
 
 
 @pytest.fixture(scope="session")
@@ -39,32 +28,14 @@ def shared_postgres_url(postgres_admin_url: str) -> Iterator[str]:
         yield upgraded(url.replace("postgresql://", "postgresql+psycopg://", 1))
 
 
-def _empty_postgres(url: str) -> None:
-    libpq_url = url.replace("postgresql+psycopg://", "postgresql://", 1)
-    with psycopg.connect(libpq_url, autocommit=True) as conn:
-        tables = [
-            row[0]
-            for row in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-                " AND tablename <> 'alembic_version'"
-            )
-        ]
-        if tables:
-            conn.execute(
-                sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
-                    sql.SQL(", ").join(sql.Identifier(t) for t in tables)
-                )
-            )
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def migrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database at the latest schema, of each backend: a new SQLite file, then the
-    session's PostgreSQL database emptied of all rows."""
+    """An empty database at the latest schema, of each backend: a new SQLite file (a copy of
+    the migrated template), then the session's PostgreSQL database emptied of all rows."""
     if request.param == "sqlite":
         return upgraded(f"sqlite:///{tmp_path / 'calmon.db'}")
     shared: str = request.getfixturevalue("shared_postgres_url")
-    _empty_postgres(shared)
+    empty_postgres(shared)
     return shared
 
 

@@ -85,12 +85,19 @@ def test_first_in_delays_the_first_call_and_stop_waits_for_none() -> None:
         nonlocal calls
         calls += 1
 
-    timer = RepeatingTimer(action, 0.01, name="test-timer", first_in=5.0)
+    # an hour away: a stop() that waited for the first call would not end within _until's
+    # wait, however loaded the machine (no bound on how fast it ends)
+    timer = RepeatingTimer(action, 0.01, name="test-timer", first_in=3600.0)
     timer.start()
     time.sleep(0.05)
-    began = time.monotonic()
-    timer.stop()
-    assert time.monotonic() - began < 1.0
+    stopped = threading.Event()
+
+    def stop() -> None:
+        timer.stop()
+        stopped.set()
+
+    threading.Thread(target=stop, daemon=True).start()
+    _until(stopped)
     assert calls == 0
 
 

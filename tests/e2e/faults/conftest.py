@@ -3,15 +3,14 @@ stopped after the test."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.faults.helpers import ApiFactory as ApiFactory
 from tests.e2e.faults.helpers import ApiProcess
-from tests.integration.conftest import upgraded
-
-ApiFactory = Callable[..., ApiProcess]
+from tests.support.databases import upgraded
 
 
 @pytest.fixture

@@ -17,8 +17,13 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from tests.e2e.test_serve_quickstart import calmon_command, clean_environment, wait_until_up
-from tests.support import free_port, wait_for
+from bench.harness.processes import (
+    calmon_command,
+    clean_environment,
+    free_port,
+    wait_for,
+    wait_until_up,
+)
 
 MODEL = "faults"
 #: an event time well inside the default retention period, whatever the date of the run
@@ -108,6 +113,11 @@ class ApiProcess:
             errors=(httpx.TransportError,),
         )
         return time.monotonic() - started
+
+
+#: what the ``api_factory`` fixture gives: a started `calmon api` process (keyword arguments:
+#: its settings), stopped after the test
+ApiFactory = Callable[..., ApiProcess]
 
 
 def batch_body(batch: int, size: int) -> tuple[bytes, dict[str, float]]:

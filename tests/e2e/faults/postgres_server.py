@@ -9,7 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.support import free_port, not_run
+from bench.harness.processes import free_port
+from tests.support.skips import not_run
 
 #: where Debian puts the server's programs when they are not on PATH
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"

@@ -11,10 +11,10 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.e2e.faults.conftest import ApiFactory
 from tests.e2e.faults.helpers import (
     JSON,
     MODEL,
+    ApiFactory,
     batch_body,
     in_threads,
     send_until_acknowledged,

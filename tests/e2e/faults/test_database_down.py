@@ -15,10 +15,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.e2e.faults.conftest import ApiFactory
-from tests.e2e.faults.helpers import JSON, MODEL, batch_body, stored
+from bench.harness.processes import wait_for
+from tests.e2e.faults.helpers import JSON, MODEL, ApiFactory, batch_body, stored
 from tests.integration.tcp_proxy import Mode, TcpProxy
-from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
 

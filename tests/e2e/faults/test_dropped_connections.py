@@ -7,9 +7,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.faults.conftest import ApiFactory
 from tests.e2e.faults.cutting_proxy import CuttingProxy
-from tests.e2e.faults.helpers import MODEL, batch_body, in_threads, send_until_acknowledged, stored
+from tests.e2e.faults.helpers import (
+    MODEL,
+    ApiFactory,
+    batch_body,
+    in_threads,
+    send_until_acknowledged,
+    stored,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,8 @@ from typing import Final
 
 import psycopg
 
-from tests.support import free_port, not_run, wait_for
+from bench.harness.processes import free_port, wait_for
+from tests.support.skips import not_run
 
 #: the binaries of Debian's PostgreSQL 15 (``initdb`` is not on PATH there)
 PG_BIN: Final = Path("/usr/lib/postgresql/15/bin")

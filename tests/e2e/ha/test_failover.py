@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.harness.processes import wait_for
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import DATABASE, Pair, start_pair
 from tests.e2e.ha.workload import (
@@ -42,9 +43,8 @@ from tests.e2e.ha.workload import (
     unavailability,
     unsettled,
 )
-from tests.integration.conftest import upgraded
 from tests.integration.scheduler.helpers import floor
-from tests.support import wait_for
+from tests.support.databases import upgraded
 
 pytestmark = pytest.mark.slow
 

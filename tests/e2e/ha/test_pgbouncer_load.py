@@ -25,9 +25,8 @@ from calmon.db.session import PING_TIMEOUT
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import Bouncer, start_bouncer
 from tests.e2e.ha.workload import Scheduler, start_scheduler
-from tests.integration.conftest import upgraded
 from tests.integration.scheduler.helpers import make_batch
-from tests.support import throwaway_database
+from tests.support.databases import throwaway_database, upgraded
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.harness.processes import wait_for
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import DATABASE, Pair, Server, start_pair
-from tests.integration.conftest import upgraded
-from tests.support import wait_for
+from tests.support.databases import upgraded
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from calmon.log import JsonFormatter
 from calmon.settings import ConfigError, Settings, get_settings, parse_tokens
 from tests.integration.api.helpers import error_of, prediction
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 READ = "read-token-0123456789"
 WRITE = "write-token-0123456789"

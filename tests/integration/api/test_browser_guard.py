@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from calmon.api.browser_guard import host_name, parse_allowed_hosts
 from tests.integration.api.helpers import error_of
-from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import create_model
+from tests.support.clients import ClientFactory
 
 RECOMPUTE = "/v1/models/m/recompute?start=2026-01-01T00:00:00Z&end=2026-01-02T00:00:00Z"
 CROSS_SITE = [

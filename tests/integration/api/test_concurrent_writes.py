@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from bench.harness.processes import wait_for
 from calmon.db.models import Model, Prediction
 from calmon.db.session import outage_gate
 from calmon.services.model_registry import ModelConfig, get_model, put_model
@@ -26,8 +27,7 @@ from tests.integration.api.helpers import (
     prediction,
     stored_predictions,
 )
-from tests.integration.conftest import ClientFactory
-from tests.support import wait_for
+from tests.support.clients import ClientFactory
 
 on_postgres = pytest.mark.parametrize("migrated_url", ["postgresql"], indirect=True)
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,11 +13,12 @@ import httpx
 import pytest
 import uvicorn
 
+from bench.harness.processes import wait_for
 from calmon.api.app import create_app
 from calmon.api.server import server_options
 from calmon.settings import Settings
-from tests.integration.conftest import upgraded
-from tests.support import server_started, wait_for
+from tests.support.databases import upgraded
+from tests.support.servers import server_started
 
 TOKENS = "read-token-0123456789:read"
 GUESSES = 15

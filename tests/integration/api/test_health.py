@@ -12,13 +12,13 @@ from urllib.parse import urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
+from bench.harness.processes import wait_for
 from calmon.api.app import create_app
 from calmon.db import migrate
 from calmon.settings import Settings
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
-from tests.integration.conftest import upgraded
 from tests.integration.tcp_proxy import Mode, TcpProxy
-from tests.support import wait_for
+from tests.support.databases import upgraded
 
 #: an outage must be reported within this many seconds: ping deadline 1 s + connect timeout
 #: 2 s, plus slack for a loaded machine

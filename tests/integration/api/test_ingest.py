@@ -20,7 +20,7 @@ from tests.integration.api.helpers import (
     prediction,
     stored_predictions,
 )
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from sqlalchemy import update
 
 from calmon.db.models import Model
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 FULL = {
     "score_kind": "score",

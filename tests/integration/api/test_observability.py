@@ -13,7 +13,7 @@ from calmon import __version__
 from calmon.instruments import REJECT_OTHER, REJECT_REASONS
 from calmon.log import JsonFormatter, configure_logging
 from tests.integration.api.helpers import create_model, post_labels, post_predictions, prediction
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 
 def _samples(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -43,12 +43,13 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from bench.harness.processes import wait_for
 from calmon.api.app import create_app
 from calmon.services.model_registry import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
 from calmon.settings import Settings
 from calmon.timeline import WINDOW_SECONDS
-from tests.integration.conftest import _empty_postgres, upgraded
-from tests.support import server_started, wait_for
+from tests.support.databases import empty_postgres, upgraded
+from tests.support.servers import server_started
 
 MODEL = "contract"
 #: what PUT generates is sent here, never to MODEL
@@ -197,7 +198,7 @@ def _database(request: pytest.FixtureRequest, backend: str) -> str:
     database emptied of all rows."""
     if backend == "postgresql":
         url: str = request.getfixturevalue("shared_postgres_url")
-        _empty_postgres(url)
+        empty_postgres(url)
         return url
     tmp_path_factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
     return upgraded(f"sqlite:///{tmp_path_factory.mktemp('contract') / 'calmon.db'}")

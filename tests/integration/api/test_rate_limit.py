@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.api.helpers import error_of, prediction
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 WRITER = "writer-token-0123456789"
 OTHER = "other-writer-0123456789"

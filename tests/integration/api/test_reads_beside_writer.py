@@ -25,7 +25,6 @@ from calmon.exporter.refresh import WindowExporter
 from calmon.scheduler.runner import WindowScheduler
 from calmon.settings import Settings
 from tests.integration.api.helpers import error_of, post_predictions, prediction
-from tests.integration.conftest import ClientFactory, upgraded
 from tests.integration.scheduler.helpers import (
     SettledClock,
     create_model,
@@ -33,6 +32,8 @@ from tests.integration.scheduler.helpers import (
     send,
     windows,
 )
+from tests.support.clients import ClientFactory
+from tests.support.databases import upgraded
 
 BUSY_TIMEOUT = 2.0
 #: a read answered within this many seconds did not wait for the busy timeout

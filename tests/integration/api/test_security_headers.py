@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from calmon.api.server import HEAD_TOO_LARGE, MALFORMED, REQUEST_TIMEOUT
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 #: a script element without a ``src``: inline code
 INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.IGNORECASE)

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import delete, insert, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from bench.harness.records import make_record
 from calmon.api.routes.ui import WindowAlerts, _latest_by_model
 from calmon.db.models import Model, ModelSegment, WindowResult
 from calmon.db.session import create_db_engine, create_session_factory
@@ -21,7 +22,6 @@ from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord
 from calmon.settings import Settings
 from calmon.ui.verdict import alerts
-from tests.unit.exporter.records import make_record
 
 LENGTH = timedelta(minutes=5)
 LATEST = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

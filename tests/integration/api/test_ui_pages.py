@@ -16,7 +16,6 @@ from sqlalchemy import event
 
 from calmon.api.routes.ui import COOKIE
 from calmon.scheduler.runner import WindowScheduler
-from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     SettledClock,
     create_model,
@@ -24,6 +23,7 @@ from tests.integration.scheduler.helpers import (
     make_batch,
     send,
 )
+from tests.support.clients import ClientFactory
 
 READ = "read-token-0123456789"
 WRITE = "write-token-0123456789"

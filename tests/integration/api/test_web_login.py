@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 
 from calmon.api.routes.ui import COOKIE
 from tests.integration.api.helpers import error_of
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 READ = "read-token-0123456789"
 WRITE = "write-token-0123456789"

@@ -18,7 +18,6 @@ from calmon.scheduler.runner import WindowScheduler
 from calmon.services.model_registry import get_model
 from calmon.services.window_results import request_recompute
 from tests.integration.api.helpers import error_of
-from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     Batch,
     SettledClock,
@@ -29,6 +28,7 @@ from tests.integration.scheduler.helpers import (
     send,
     windows,
 )
+from tests.support.clients import ClientFactory
 
 FIVE_MINUTES = timedelta(minutes=5)
 READ = "read-token-0123456789"

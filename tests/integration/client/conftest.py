@@ -1,13 +1,11 @@
 """A real calmon API for the client's tests: the app on uvicorn in a thread of the test process,
-on a migrated SQLite file, with what is stored read back from that file."""
+on a migrated SQLite file (:class:`~tests.integration.client.servers.Server`)."""
 
 from __future__ import annotations
 
 import socket
-import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,44 +13,14 @@ import httpx
 import pytest
 import uvicorn
 
+from bench.harness.processes import free_port, wait_for
 from calmon.api.app import create_app
 from calmon.settings import Settings
-from tests.integration.conftest import upgraded
-from tests.support import free_port, server_started, wait_for
-
-MODEL = "fraud"
-
-
-@dataclass
-class Server:
-    """A running API: its URL, its database file, and a way to stop it."""
-
-    url: str
-    database: Path
-    server: uvicorn.Server
-    thread: threading.Thread
-
-    def stored(self) -> dict[str, tuple[float, int | None]]:
-        """Score and label stored for each id of :data:`MODEL`."""
-        with sqlite3.connect(self.database) as conn:
-            rows = conn.execute(
-                "SELECT p.client_id, p.score, p.label FROM predictions p"
-                " JOIN models m ON m.id = p.model_id WHERE m.name = ?",
-                (MODEL,),
-            ).fetchall()
-        return {str(client_id): (float(score), label) for client_id, score, label in rows}
-
-    def count(self) -> int:
-        with sqlite3.connect(self.database) as conn:
-            row = conn.execute("SELECT count(*) FROM predictions").fetchone()
-        return int(row[0])
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-
-ServerFactory = Callable[..., Server]
+from tests.integration.client.servers import MODEL as MODEL
+from tests.integration.client.servers import Server as Server
+from tests.integration.client.servers import ServerFactory as ServerFactory
+from tests.support.databases import upgraded
+from tests.support.servers import server_started
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 from calmon_client import AsyncMonitor, Incident
 
-from tests.integration.client.conftest import MODEL, Server, ServerFactory
+from tests.integration.client.servers import MODEL, Server, ServerFactory
 
 RECENT = datetime.now(UTC) - timedelta(days=1)
 

@@ -19,8 +19,8 @@ import pytest
 from calmon_client import Incident, Monitor
 from calmon_client._core import PredictionItem, encode_body, prediction_item
 
-from tests.integration.client.conftest import MODEL, Server, ServerFactory
-from tests.support import wait_for
+from bench.harness.processes import wait_for
+from tests.integration.client.servers import MODEL, Server, ServerFactory
 
 CLIENT = Path(__file__).resolve().parents[3] / "client"
 #: an event time the server takes (inside the default retention period)

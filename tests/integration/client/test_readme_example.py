@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.client.conftest import Server
+from tests.integration.client.servers import Server
 
 REPO = Path(__file__).resolve().parents[3]
 DOCUMENTED = "http://127.0.0.1:8000"

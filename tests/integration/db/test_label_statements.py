@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import Connection, create_engine
 
 from calmon.db.ingest_statements import EXPIRED_LABELS, UPDATE_LABELS, label_stage
-from tests.integration.conftest import upgraded
+from tests.support.databases import upgraded
 
 
 def _plan(connection: Connection, statement: str) -> str:

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
+from bench.harness.processes import wait_for
 from calmon.db.session import PING_TIMEOUT, OutageGate, create_db_engine, outage_gate
 from calmon.settings import Settings
 from tests.integration.tcp_proxy import Mode, TcpProxy
-from tests.support import wait_for
 
 pytestmark = pytest.mark.postgres
 

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
+from bench.harness.processes import wait_for
 from calmon.db.session import (
     WATCHDOG,
     Watchdog,
@@ -21,7 +22,6 @@ from calmon.db.session import (
 )
 from calmon.settings import Settings
 from tests.integration.tcp_proxy import TcpProxy
-from tests.support import wait_for
 
 
 @pytest.fixture

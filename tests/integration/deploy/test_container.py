@@ -1,5 +1,5 @@
 """Dockerfile, .dockerignore and docker-compose.yml agree with the CLI, deploy/ and the
-end-to-end tests' process set (``tests/e2e/stack.py``); no container engine needed."""
+end-to-end tests' process set (``bench/harness/stack.py``); no container engine needed."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
+from bench.harness.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
 from calmon.cli import build_parser
-from tests.e2e.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
-from tests.integration.deploy import conftest
-from tests.integration.deploy.conftest import DEPLOY, REPO, find_compose
+from tests.integration.deploy import tools
 from tests.integration.deploy.test_packaging import SOURCES
-from tests.support import QuietHandler, assert_required_or_skipped, http_server
+from tests.integration.deploy.tools import DEPLOY, REPO, find_compose
+from tests.support.servers import QuietHandler, http_server
+from tests.support.skips import assert_required_or_skipped
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 GRAFANA_PASSWORD = "GRAFANA_ADMIN_PASSWORD"
@@ -396,7 +397,7 @@ def test_a_missing_compose_client_fails_when_required(
     assert_required_or_skipped(
         monkeypatch,
         tmp_path,
-        conftest,
+        tools,
         find_compose,
         require_env="CALMON_REQUIRE_PROMETHEUS",
         missing="docker-compose",

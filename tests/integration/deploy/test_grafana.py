@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
-from tests.integration.deploy.conftest import DEPLOY, REPO
-from tests.integration.deploy.contract import contract_violations
-from tests.integration.deploy.promql import selectors
+from bench.harness.contract import contract_violations
+from bench.harness.promql import selectors
+from tests.integration.deploy.tools import DEPLOY, REPO
 
 GRAFANA = DEPLOY / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "calmon.json"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from calmon.db.migrate import MIGRATIONS_PACKAGE, migrations_directory
-from tests.integration.deploy.conftest import REPO
+from tests.integration.deploy.tools import REPO
 
 #: what the Dockerfile copies into the build context
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "calmon", "migrations")
@@ -251,4 +252,9 @@ def test_the_client_wheel_is_typed_and_holds_its_package_alone(tmp_path: Path) -
     assert {n.split("/")[0] for n in names if not n.startswith("calmon_client-")} == {
         "calmon_client"
     }
-    assert [r.split(">")[0].split("<")[0] for r in requires] == ["httpx"]
+    required = [r for r in requires if "extra ==" not in r]
+    optional = [r for r in requires if "extra ==" in r]
+    assert [r.split(">")[0].split("<")[0] for r in required] == ["httpx"]
+    # pyarrow only with the ``arrow`` extra (Arrow bodies; JSON without it)
+    assert [re.split(r"[<>=;, ]", r)[0] for r in optional] == ["pyarrow"]
+    assert 'extra == "arrow"' in optional[0]

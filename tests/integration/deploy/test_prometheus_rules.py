@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.harness.contract import contract_violations
 from calmon.instruments import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
-from tests.integration.deploy.conftest import DEPLOY
-from tests.integration.deploy.contract import contract_violations
+from tests.integration.deploy.tools import DEPLOY
 
 PROMETHEUS = DEPLOY / "prometheus"
 RULES = PROMETHEUS / "rules" / "calmon.yml"

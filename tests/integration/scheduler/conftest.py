@@ -8,11 +8,9 @@ import pytest
 
 from calmon.db.session import create_db_engine, create_session_factory
 from calmon.settings import Settings
-from tests.integration.conftest import ClientFactory
+from tests.integration.scheduler.helpers import MARGIN as MARGIN
 from tests.integration.scheduler.helpers import Env, SettledClock
-
-#: seconds of overlap between scans; commits in these tests take milliseconds
-MARGIN = 5.0
+from tests.support.clients import ClientFactory
 
 
 @pytest.fixture

@@ -19,6 +19,9 @@ from calmon.db.models import Model, WindowResult, WindowState
 from calmon.scheduler.runner import WindowScheduler
 from calmon.settings import Settings
 
+#: seconds of overlap between scans; commits in these tests take milliseconds
+MARGIN = 5.0
+
 
 @dataclass
 class Batch:

@@ -9,8 +9,8 @@ from sqlalchemy import select
 
 from calmon.db.models import Model, WindowChange
 from calmon.services.planning import scan_model
-from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
+    MARGIN,
     Env,
     by_window,
     create_model,

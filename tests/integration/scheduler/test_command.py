@@ -21,15 +21,14 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from bench.harness.processes import free_port, wait_for
 from calmon import __version__
 from calmon.api.app import create_app
 from calmon.cli import main
-from calmon.db import migrate
-from calmon.db.session import create_db_engine
 from calmon.settings import Settings
 from tests.integration.scheduler.helpers import SettledClock, make_batch, send, windows
 from tests.integration.tcp_proxy import TcpProxy
-from tests.support import free_port, wait_for
+from tests.support.databases import upgraded
 
 TIMEOUT = 30.0
 
@@ -52,14 +51,11 @@ def _scrape(url: str) -> dict[str, float]:
 @pytest.fixture
 def sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: SettledClock) -> str:
     """A SQLite file holding a model with two closed 5-minute windows of predictions."""
-    url = f"sqlite:///{tmp_path / 'calmon.db'}"
+    url = upgraded(f"sqlite:///{tmp_path / 'calmon.db'}")
     for name in list(os.environ):
         if name.startswith("CALMON_"):
             monkeypatch.delenv(name)
     settings = Settings(database_url=url)
-    engine = create_db_engine(settings)
-    migrate.upgrade(engine)
-    engine.dispose()
     with TestClient(create_app(settings)) as client:
         assert client.put("/v1/models/fraud", json={"window": "5m", "grace": "0s"}).is_success
         batch = make_batch(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bench.harness.processes import wait_for
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,
@@ -16,7 +17,6 @@ from tests.integration.scheduler.helpers import (
     make_batch,
     send,
 )
-from tests.support import wait_for
 
 BACKFILL = 200
 

@@ -13,12 +13,12 @@ import psycopg
 import pytest
 from sqlalchemy import Engine
 
+from bench.harness.processes import wait_for
 from calmon.db.session import create_db_engine
 from calmon.scheduler.lock import LeaseLeaderLock
 from calmon.settings import Settings
-from tests.integration.conftest import upgraded
 from tests.integration.tcp_proxy import TcpProxy
-from tests.support import wait_for
+from tests.support.databases import upgraded
 
 #: a short lease for the tests (seconds); the default is ``LEASE_SECONDS``
 LEASE = 2.0

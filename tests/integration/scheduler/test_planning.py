@@ -23,8 +23,8 @@ from calmon.services.planning import (
     first_fingerprints,
     scan_model,
 )
-from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
+    MARGIN,
     Env,
     SettledClock,
     by_window,

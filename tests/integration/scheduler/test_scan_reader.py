@@ -17,8 +17,14 @@ from sqlalchemy.orm import Session
 from calmon.db.models import Model, WindowState
 from calmon.db.session import READ_ONLY, create_session_factory
 from calmon.services.planning import ScanResult, scan_model
-from tests.integration.scheduler.conftest import MARGIN
-from tests.integration.scheduler.helpers import Env, SettledClock, create_model, make_batch, send
+from tests.integration.scheduler.helpers import (
+    MARGIN,
+    Env,
+    SettledClock,
+    create_model,
+    make_batch,
+    send,
+)
 
 FIVE_MINUTES = timedelta(minutes=5)
 

@@ -14,12 +14,12 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
+from bench.harness.processes import wait_for
 from calmon.db.models import Model, Prediction, WindowChange
 from calmon.services.reference_cache import ReferenceCache
 from calmon.services.retention import expire_windows_batch, run_retention
 from calmon.services.retention_bound import change_retention
 from calmon.services.window_compute import compute_window
-from tests.integration.conftest import ClientFactory
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Batch,
@@ -31,7 +31,7 @@ from tests.integration.scheduler.helpers import (
     send,
     send_labels,
 )
-from tests.support import wait_for
+from tests.support.clients import ClientFactory
 
 FIXED_2020 = {"kind": "fixed", "start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}
 NEW_THRESHOLD = 0.7

@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 
-from calmon.exporter.snapshot import (
-    QUIET_SEGMENT_WINDOWS,
-    LatestWindow,
-    Snapshot,
-    build_snapshot,
-    current_windows,
-)
-from tests.integration.deploy.contract import NO_INTERVAL, SERIES
-from tests.integration.scheduler.helpers import SetClock
-from tests.unit.exporter.records import (
+from bench.harness.contract import NO_INTERVAL, SERIES
+from bench.harness.records import (
     PROBABILITY_ONLY,
     Key,
     expected_series,
@@ -27,6 +19,14 @@ from tests.unit.exporter.records import (
     per_window_series,
     window,
 )
+from calmon.exporter.snapshot import (
+    QUIET_SEGMENT_WINDOWS,
+    LatestWindow,
+    Snapshot,
+    build_snapshot,
+    current_windows,
+)
+from tests.integration.scheduler.helpers import SetClock
 
 
 def _series(snapshot: Snapshot) -> dict[Key, float]:

@@ -16,6 +16,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from bench.studies import advice as study
 from calmon.arrays import FloatArray, Int8Array
 from calmon.metrics.advice import (
     PRECISION_TOLERANCE,
@@ -33,7 +34,6 @@ from calmon.metrics.label_free import LabelShiftReference, assess_window, label_
 from calmon.metrics.prepared import prepare
 from calmon.metrics.ranking import Ranking, rank
 from calmon.metrics.recalibration import MAX_KNOTS, calibration_map, too_small
-from tests.unit.metrics import advice_study as study
 
 PI_REF = 0.1
 MULTIPLIERS = (1 / 5, 1 / 3, 1 / 2, 2, 3, 5)

@@ -14,8 +14,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from calmon.api.app import create_app
-from calmon.db import migrate
-from calmon.db.session import create_db_engine
 from calmon.scheduler.runner import WindowScheduler
 from calmon.settings import Settings
 from calmon.simulation.population import truth_document
@@ -39,21 +37,18 @@ from calmon.simulation.stream import (
     generate_window,
     plan_windows,
 )
+from tests.support.databases import upgraded
 
 PER_WINDOW = 400
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    value = Settings(
-        database_url=f"sqlite:///{tmp_path / 'calmon.db'}",
+    return Settings(
+        database_url=upgraded(f"sqlite:///{tmp_path / 'calmon.db'}"),
         scheduler_scan_margin=5.0,
         retention_days=0,
     )
-    engine = create_db_engine(value)
-    migrate.upgrade(engine)
-    engine.dispose()
-    return value
 
 
 @pytest.fixture

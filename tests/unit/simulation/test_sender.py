@@ -14,9 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from calmon.api.app import create_app
-from calmon.db import migrate
 from calmon.db.models import Prediction
-from calmon.db.session import create_db_engine
 from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
 from calmon.settings import Settings
 from calmon.simulation.sender import (
@@ -28,6 +26,7 @@ from calmon.simulation.sender import (
     send_windows,
 )
 from calmon.simulation.stream import PHASES, WindowData, WindowPlan, generate_window
+from tests.support.databases import upgraded
 
 START = datetime(2024, 5, 1, 11, 0, tzinfo=UTC)
 FAST = RetryPolicy(attempts=4, first_delay=0.01, max_delay=0.05)
@@ -129,10 +128,8 @@ def test_delays_are_capped() -> None:
 def api(tmp_path: Path) -> Iterator[TestClient]:
     """The real API on a migrated SQLite file, retention off (the stream's event times are
     fixed instants long past)."""
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'calmon.db'}", retention_days=0)
-    engine = create_db_engine(settings)
-    migrate.upgrade(engine)
-    engine.dispose()
+    url = upgraded(f"sqlite:///{tmp_path / 'calmon.db'}")
+    settings = Settings(database_url=url, retention_days=0)
     with TestClient(create_app(settings)) as client:
         yield client
 

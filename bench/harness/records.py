@@ -12,11 +12,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
-from calmon.metrics.prepared import pi0_key
-from calmon.records import WindowRecord
-from calmon.words import decision_reference, decision_words, reference_words
-from tests.integration.deploy.contract import (
+from bench.harness.contract import (
     CATALOGUE,
     COMPONENTS,
     ESTIMATED,
@@ -27,6 +23,10 @@ from tests.integration.deploy.contract import (
     SPLIT,
     SPLIT_INTERVAL,
 )
+from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
+from calmon.metrics.prepared import pi0_key
+from calmon.records import WindowRecord
+from calmon.words import decision_reference, decision_words, reference_words
 
 #: docs/intervals.md: these have no interval
 #: docs/metrics.md: these exist for probability models only
