@@ -65,6 +65,7 @@ from calmon.metrics.prepared import prepare
 from calmon.metrics.recalibration import calibration_map
 from calmon.metrics.window_evaluation import all_sorted, segment_seed, window_decision
 from calmon.names import ALL_SEGMENTS
+from calmon.records import Objective
 from calmon.services.changes import record_changes
 from calmon.services.decisions import pooled_set, trailing_pool
 from calmon.services.ingest import ingest_predictions
@@ -72,7 +73,6 @@ from calmon.services.ingest_schemas import PredictionRow
 from calmon.services.model_registry import (
     MAX_DECISION_POSITIVES,
     ModelConfig,
-    Objective,
     ReferenceConfig,
     put_model,
 )

@@ -1,18 +1,25 @@
-"""The window record as every reader types it: the stored JSON of a window and segment
+"""The window record, declared once: the stored JSON of a window and segment
 (``window_results.record``), as :func:`calmon.services.window_record.segment_record` builds it and
 the exporter, the web view, ``calmon windows``, ``calmon simulate``, the offline HTML report
 and the notebook read it; and the record of one evaluation set without a reference
 (:class:`EvaluationRecord`), as ``calmon evaluate`` and :func:`calmon.evaluate_frame` give it.
 
-These TypedDicts agree with the OpenAPI schema of the record (:mod:`calmon.api.window_schemas`):
-the same keys, a key the schema gives a default is ``NotRequired`` (absent for ``score``
-models, or from records computed before it existed), and a nullable value is ``X | None``.
-``tests/unit/test_records.py`` walks both and fails on any difference, and checks that real
-computed records (``tests/data/windows/golden_records.json``) validate against the schema and
-hold exactly these keys. A section read by a catalogue name held in a variable (a TypedDict
-takes literal keys only) goes through :func:`metric_value`, :func:`metric_interval` and
-:func:`split_parts`. Instants are ISO 8601 text and intervals ``[lower, upper]`` lists, as
-stored. The record's fields and when each is null: ``docs/scheduler.md`` ("The record").
+These TypedDicts are the only declaration of the record. The code types records with them,
+and the OpenAPI schema of ``GET /v1/models/{model}/windows`` is generated from them by pydantic
+(:data:`WINDOW_PAGE`): each key carries its description in an ``Annotated`` ``Field``, every
+object is closed (``additionalProperties: false``) except the maps keyed by a configured π0
+(``"0.01"``), whose values have one schema. A key that is ``NotRequired`` is absent for
+``score`` models, or from records computed before it existed; a nullable value is ``X | None``.
+``tests/unit/test_records.py`` checks that real computed records
+(``tests/data/windows/golden_records.json``) validate and hold exactly these keys. A section
+read by a catalogue name held in a variable (a TypedDict takes literal keys only) goes through
+:func:`metric_value`, :func:`metric_interval` and :func:`split_parts`. Instants are ISO 8601
+text and intervals ``[lower, upper]`` lists, as stored. The record's fields and when each is
+null: ``docs/scheduler.md`` ("The record").
+
+A metric is ``null`` where it is undefined (one class only, no prediction at the threshold,
+…); an interval is ``[lower, upper]`` at 95%, or ``null`` where none is published
+(``docs/intervals.md``).
 
 This module imports nothing of ``calmon``, so every layer may import it. Its annotations are
 evaluated when it is imported (no ``from __future__ import annotations``), so that
@@ -20,47 +27,103 @@ evaluated when it is imported (no ``from __future__ import annotations``), so th
 """
 
 from collections.abc import Mapping
-from typing import Literal, NotRequired, cast
+from typing import Annotated, Any, Literal, NotRequired, cast
 
+from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
+_CLOSED = ConfigDict(extra="forbid")
+_PROBABILITY = " (probability models only)"
+
 #: A 95% interval ``[lower, upper]``, or None where none is published (``docs/intervals.md``).
-Interval = list[float] | None
+Interval = Annotated[
+    Annotated[list[float], Field(min_length=2, max_length=2)] | None,
+    Field(description="95% interval `[lower, upper]`, null where none is published"),
+]
+#: A value that is None where the metric is undefined.
+Metric = Annotated[float | None, Field(description="the value, null where undefined")]
+#: An instant as stored: ISO 8601 text in UTC.
+Instant = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+#: A ``[lower, upper]`` pair that is always given.
+Pair = Annotated[list[float], Field(min_length=2, max_length=2)]
 
 
+def _described(description: str) -> Any:
+    """The ``Field`` that gives a key its description in the OpenAPI document."""
+    return Field(description=description)
+
+
+def _prior_keyed(description: str) -> Any:
+    """The ``Field`` of a map keyed ``reference`` and by each configured π0's decimal text:
+    the ``reference`` key is always present."""
+    return Field(
+        description=description,
+        json_schema_extra={"required": ["reference"], "propertyNames": {"type": "string"}},
+    )
+
+
+@with_config(_CLOSED)
 class RegularMetrics(TypedDict):
-    """Every catalogue metric at the window's own class ratio; the probability metrics are
-    absent for ``score`` models."""
+    """Every catalogue metric of the window's labelled predictions, at their own class ratio
+    (`docs/metrics.md`); the probability metrics are absent for `score` models."""
 
-    precision: float | None
-    f1: float | None
-    recall: float | None
-    fpr: float | None
-    roc_auc: float | None
-    ks: float | None
-    ks_abc: float | None
-    average_precision: float | None
-    best_f1: float | None
-    best_f1_threshold: float | None
-    pr_gain_auc: float | None
-    brier: NotRequired[float | None]
-    brier_skill: NotRequired[float | None]
-    brier_pos: NotRequired[float | None]
-    brier_neg: NotRequired[float | None]
-    log_loss: NotRequired[float | None]
-    ece: NotRequired[float | None]
-    mce: NotRequired[float | None]
+    precision: Annotated[Metric, _described("TP/(TP+FP) at the model's threshold")]
+    f1: Annotated[Metric, _described("2PR/(P+R) at the threshold")]
+    recall: Annotated[Metric, _described("TP/n_pos at the threshold (prior-invariant)")]
+    fpr: Annotated[Metric, _described("FP/n_neg at the threshold (prior-invariant)")]
+    roc_auc: Annotated[Metric, _described("area under the ROC curve, ties count 1/2")]
+    ks: Annotated[Metric, _described("Kolmogorov-Smirnov statistic: max of TPR - FPR")]
+    ks_abc: Annotated[Metric, _described("mean score of positives minus that of negatives")]
+    average_precision: Annotated[Metric, _described("average precision (scikit-learn's step rule)")]
+    best_f1: Annotated[Metric, _described("highest F1 over every threshold")]
+    best_f1_threshold: Annotated[Metric, _described("highest threshold reaching `best_f1`")]
+    pr_gain_auc: Annotated[Metric, _described("area under the precision-recall-gain curve")]
+    brier: NotRequired[
+        Annotated[Metric, _described("mean squared error of the score" + _PROBABILITY)]
+    ]
+    brier_skill: NotRequired[
+        Annotated[Metric, _described("1 - brier / (prior (1 - prior))" + _PROBABILITY)]
+    ]
+    brier_pos: NotRequired[
+        Annotated[Metric, _described("mean (score - 1)^2 over positives" + _PROBABILITY)]
+    ]
+    brier_neg: NotRequired[
+        Annotated[Metric, _described("mean score^2 over negatives" + _PROBABILITY)]
+    ]
+    log_loss: NotRequired[
+        Annotated[
+            Metric,
+            _described("mean log loss, scores clipped to [1e-15, 1 - 1e-15]" + _PROBABILITY),
+        ]
+    ]
+    ece: NotRequired[
+        Annotated[
+            Metric,
+            _described("expected calibration error over 10 equal-width bins" + _PROBABILITY),
+        ]
+    ]
+    mce: NotRequired[
+        Annotated[
+            Metric, _described("maximum calibration error over the non-empty bins" + _PROBABILITY)
+        ]
+    ]
 
 
+@with_config(_CLOSED)
 class CalibratedMetrics(TypedDict):
-    """The prior-dependent metrics calibrated at one reference prior π0."""
+    """The prior-dependent metrics calibrated at a reference prior π0: their value had the
+    window's positives made up a π0 share of it (`docs/metrics.md`, π0 calibration)."""
 
-    precision: float | None
-    f1: float | None
-    average_precision: float | None
-    best_f1: float | None
-    best_f1_threshold: float | None
-    pr_gain_auc: float | None
+    precision: Annotated[Metric, _described("calibrated precision at the threshold")]
+    f1: Annotated[Metric, _described("F1 of the calibrated precision and the recall")]
+    average_precision: Annotated[Metric, _described("calibrated average precision (AUC-PcR)")]
+    best_f1: Annotated[Metric, _described("highest calibrated F1 over every threshold")]
+    best_f1_threshold: Annotated[
+        Metric, _described("highest threshold reaching the calibrated `best_f1`")
+    ]
+    pr_gain_auc: Annotated[
+        Metric, _described("area under the PR-gain curve with recall gain at π0")
+    ]
 
 
 #: Calibrated metrics keyed ``reference`` (None without a usable reference prior) and by the
@@ -68,110 +131,156 @@ class CalibratedMetrics(TypedDict):
 CalibratedByPrior = dict[str, CalibratedMetrics | None]
 
 
+@with_config(_CLOSED)
 class RegularIntervals(TypedDict):
-    """Intervals of the regular metrics; the probability ones absent for ``score`` models."""
+    """95% intervals of the regular metrics (`docs/intervals.md`); null where none is
+    published (always for `best_f1`, `pr_gain_auc` and `ks`); the probability ones absent for
+    `score` models."""
 
-    precision: Interval
-    recall: Interval
-    fpr: Interval
-    f1: Interval
-    roc_auc: Interval
-    average_precision: Interval
-    best_f1: Interval
-    pr_gain_auc: Interval
-    ks: Interval
-    ks_abc: Interval
-    brier: NotRequired[Interval]
-    brier_pos: NotRequired[Interval]
-    brier_neg: NotRequired[Interval]
-    log_loss: NotRequired[Interval]
-    brier_skill: NotRequired[Interval]
+    precision: Annotated[Interval, _described("precision's 95% interval")]
+    recall: Annotated[Interval, _described("recall's 95% interval")]
+    fpr: Annotated[Interval, _described("false positive rate's 95% interval")]
+    f1: Annotated[Interval, _described("F1's 95% interval")]
+    roc_auc: Annotated[Interval, _described("ROC AUC's 95% interval")]
+    average_precision: Annotated[Interval, _described("average precision's 95% interval")]
+    best_f1: Annotated[Interval, _described("always null: no interval is published")]
+    pr_gain_auc: Annotated[Interval, _described("always null: no interval is published")]
+    ks: Annotated[Interval, _described("always null: no interval is published")]
+    ks_abc: Annotated[Interval, _described("`ks_abc`'s 95% interval")]
+    brier: NotRequired[Annotated[Interval, _described("95% interval" + _PROBABILITY)]]
+    brier_pos: NotRequired[Annotated[Interval, _described("95% interval" + _PROBABILITY)]]
+    brier_neg: NotRequired[Annotated[Interval, _described("95% interval" + _PROBABILITY)]]
+    log_loss: NotRequired[Annotated[Interval, _described("95% interval" + _PROBABILITY)]]
+    brier_skill: NotRequired[Annotated[Interval, _described("95% interval" + _PROBABILITY)]]
 
 
+@with_config(_CLOSED)
 class CalibratedIntervals(TypedDict):
-    """Intervals of the calibrated metrics at one prior."""
+    """95% intervals of the calibrated metrics at one prior (none for `best_f1` and
+    `pr_gain_auc`, nor for average precision at small priors)."""
 
-    precision: Interval
-    f1: Interval
-    average_precision: Interval
-    best_f1: Interval
-    pr_gain_auc: Interval
+    precision: Annotated[Interval, _described("calibrated precision's 95% interval")]
+    f1: Annotated[Interval, _described("calibrated F1's 95% interval")]
+    average_precision: Annotated[
+        Interval, _described("calibrated average precision's 95% interval")
+    ]
+    best_f1: Annotated[Interval, _described("always null: no interval is published")]
+    pr_gain_auc: Annotated[Interval, _described("always null: no interval is published")]
 
 
 #: Intervals of the calibrated metrics, keyed like :data:`CalibratedByPrior`.
 CalibratedIntervalsByPrior = dict[str, CalibratedIntervals | None]
 
 
+@with_config(_CLOSED)
 class WindowIntervals(TypedDict):
-    """The intervals of every published metric."""
+    """The 95% intervals of every published metric."""
 
-    regular: RegularIntervals
-    calibrated: CalibratedIntervalsByPrior
+    regular: Annotated[RegularIntervals, _described("intervals of the regular metrics")]
+    calibrated: Annotated[
+        CalibratedIntervalsByPrior,
+        _prior_keyed(
+            "intervals of the calibrated metrics, keyed like `calibrated`: at the reference's "
+            "positive class ratio (`reference`, null when `calibrated.reference` is) and at "
+            'each configured π0 under its decimal text (`"0.01"`)'
+        ),
+    ]
 
 
+@with_config(_CLOSED)
 class SplitParts(TypedDict):
-    """One metric's change from the reference, split into its prior and likelihood parts."""
+    """A change of one prior-dependent metric from the reference to the window, split into the
+    part due to the class ratio and the part due to the model (`docs/metrics.md`, the
+    order-symmetric split: total = prior + likelihood)."""
 
-    total: float | None
-    prior: float | None
-    likelihood: float | None
-    prior_interval: Interval
-    likelihood_interval: Interval
+    total: Annotated[Metric, _described("the window's value minus the reference's")]
+    prior: Annotated[Metric, _described("the part due to the class ratio moving (the prior shift)")]
+    likelihood: Annotated[
+        Metric,
+        _described(
+            "the part due to P(score | class) moving: the model got better (> 0) or worse (< 0)"
+        ),
+    ]
+    prior_interval: Annotated[Interval, _described("the prior part's 95% interval")]
+    likelihood_interval: Annotated[Interval, _described("the likelihood part's 95% interval")]
 
 
+@with_config(_CLOSED)
 class Split(TypedDict):
-    """The change split of each prior-dependent metric."""
+    """The change split of each prior-dependent metric (intervals for precision, F1 and, with
+    at least 100 positives in the window and in the reference, average precision)."""
 
-    precision: SplitParts
-    f1: SplitParts
-    average_precision: SplitParts
-    best_f1: SplitParts
-    pr_gain_auc: SplitParts
+    precision: Annotated[SplitParts, _described("change of the precision at the threshold")]
+    f1: Annotated[SplitParts, _described("change of the F1 at the threshold")]
+    average_precision: Annotated[SplitParts, _described("change of the average precision")]
+    best_f1: Annotated[SplitParts, _described("change of the best F1 (parts without intervals)")]
+    pr_gain_auc: Annotated[SplitParts, _described("change of AUPRG (parts without intervals)")]
 
 
+@with_config(_CLOSED)
 class ReferencePeriod(TypedDict):
-    """Which reference set: how it is chosen, the period it covers and, for a trailing one,
-    how many windows it pools (what a verdict names as compared against)."""
+    """Which reference set (`docs/references.md`): how it is chosen, the period it covers and,
+    for a trailing one, how many windows it pools (what a verdict names as compared
+    against)."""
 
-    kind: Literal["trailing", "fixed"]
-    start: str
-    end: str
-    windows: int | None
+    kind: Annotated[Literal["trailing", "fixed"], _described("how the reference is chosen")]
+    start: Annotated[Instant, _described("first instant of the reference period (UTC)")]
+    end: Annotated[Instant, _described("end of the reference period, excluded (UTC)")]
+    windows: Annotated[int | None, _described("trailing windows pooled; null for a fixed one")]
 
 
+@with_config(_CLOSED)
 class ReferenceSummary(ReferencePeriod):
     """The reference set the window is compared with."""
 
-    n: int
-    n_pos: int
-    prior: float | None
-    regular: RegularMetrics
+    n: Annotated[int, _described("labelled predictions of the reference")]
+    n_pos: Annotated[int, _described("positives of the reference")]
+    prior: Annotated[float | None, _described("positive class ratio of the reference")]
+    regular: Annotated[RegularMetrics, _described("the regular metrics of the reference")]
 
 
+@with_config(_CLOSED)
 class EstimatedRegular(TypedDict):
-    """Label-free estimates of regular metrics at the estimated class ratio."""
+    """Label-free estimates of the regular metrics at the estimated class ratio."""
 
-    precision: float | None
-    recall: float | None
-    f1: float | None
-    roc_auc: float | None
-    average_precision: float | None
+    precision: Annotated[Metric, _described("estimated precision at the threshold")]
+    recall: Annotated[Metric, _described("estimated recall at the threshold")]
+    f1: Annotated[Metric, _described("estimated F1 at the threshold")]
+    roc_auc: Annotated[Metric, _described("estimated ROC AUC")]
+    average_precision: Annotated[Metric, _described("estimated average precision")]
 
 
+@with_config(_CLOSED)
 class EstimatedCalibrated(TypedDict):
     """Label-free estimates of calibrated metrics at one configured π0."""
 
-    precision: float | None
-    f1: float | None
-    average_precision: float | None
+    precision: Annotated[Metric, _described("estimated calibrated precision")]
+    f1: Annotated[Metric, _described("estimated calibrated F1")]
+    average_precision: Annotated[Metric, _described("estimated calibrated average precision")]
 
 
+@with_config(_CLOSED)
 class LabelShiftCheck(TypedDict):
-    """The label-shift check of the window's label-free estimate."""
+    """The label-shift check of the window (`docs/metrics.md`, The label-shift check): does
+    the window's score distribution fit the reference's class mixture at some ratio?"""
 
-    p_value: float | None
-    holds: bool | None
-    method: Literal["cvm_pearson_mixture_bootstrap", "cvm_mixture_bootstrap"]
+    p_value: Annotated[
+        float | None, _described("p-value of the check; null under 200 scored predictions")
+    ]
+    holds: Annotated[
+        bool | None,
+        _described(
+            "the check does not reject at level 0.01 (the estimate's assumption holds as far "
+            "as scores can tell); null where the p-value is"
+        ),
+    ]
+    method: Annotated[
+        Literal["cvm_pearson_mixture_bootstrap", "cvm_mixture_bootstrap"],
+        _described(
+            "how it was tested (cvm_mixture_bootstrap: records computed before the check "
+            "gained its upper-tail statistic)"
+        ),
+    ]
 
 
 EstimateVerdict = Literal[
@@ -183,102 +292,233 @@ EstimateVerdict = Literal[
 ]
 
 
+@with_config(_CLOSED)
 class Estimated(TypedDict):
-    """The label-free estimate of the window; ``label_shift``, ``verdict`` and ``cannot_see``
-    are absent from records computed before they existed."""
+    """The label-free estimate of the window (`docs/metrics.md`, Label-free estimates): from
+    every scored prediction, labelled or not, assuming P(score | class) is the reference's.
+    ``label_shift``, ``verdict`` and ``cannot_see`` are absent from records computed before
+    they existed."""
 
-    positive_class_ratio: float
-    positive_class_ratio_interval: list[float]
-    method: Literal["saerens_em_isotonic"]
-    n: int
-    regular: EstimatedRegular
-    calibrated: dict[str, EstimatedCalibrated]
-    label_shift: NotRequired[LabelShiftCheck | None]
-    verdict: NotRequired[EstimateVerdict | None]
-    cannot_see: NotRequired[str | None]
+    positive_class_ratio: Annotated[float, _described("estimated positive class ratio")]
+    positive_class_ratio_interval: Annotated[Pair, _described("its 95% interval `[lower, upper]`")]
+    method: Annotated[Literal["saerens_em_isotonic"], _described("how it was estimated")]
+    n: Annotated[int, _described("scored predictions it used")]
+    regular: Annotated[EstimatedRegular, _described("metrics at the estimated class ratio")]
+    calibrated: Annotated[
+        dict[str, EstimatedCalibrated],
+        _described('at each configured π0, keyed by its decimal text (`"0.01"`)'),
+    ]
+    label_shift: NotRequired[
+        Annotated[
+            LabelShiftCheck | None,
+            _described(
+                "the check of the estimate's assumption; absent in windows computed before "
+                "it existed"
+            ),
+        ]
+    ]
+    verdict: NotRequired[
+        Annotated[
+            EstimateVerdict | None,
+            _described(
+                "what the estimate says, with the check holding: the class ratio went up "
+                "beyond the reference's times 1.5 (`class_ratio_moved`), or the estimate fell "
+                "below the reference's divided by 1.5 (`fewer_positives_or_lower_scores`: fewer "
+                "positives, or positives scoring lower, e.g. a model that got worse; labels "
+                "will tell); the check rejecting: the scores changed in a way a class-ratio "
+                "change does not explain (`scores_changed`, labels needed); `no_change`; or "
+                "`not_enough_data` (under 200 scored predictions). Windows computed before the "
+                "fall had its own word say `class_ratio_moved` for it"
+            ),
+        ]
+    ]
+    cannot_see: NotRequired[
+        Annotated[
+            str | None,
+            _described(
+                "what no test on unlabelled scores can see: a share of one class scoring like "
+                "the other reads as a class-ratio change (positives scoring like negatives as "
+                "fewer positives); absent in windows computed before it existed"
+            ),
+        ]
+    ]
 
 
+def _one_objective(schema: dict[str, Any]) -> None:
+    """Say that an objective holds exactly one of its keys: one schema per kind."""
+    properties = schema["properties"]
+    variants = []
+    for title, key in (
+        ("PrecisionObjective", "target_precision"),
+        ("CostObjective", "costs"),
+        ("AlertRateObjective", "alert_rate"),
+    ):
+        part = properties[key]
+        kept = [item for item in part.get("anyOf", [part]) if item.get("type") != "null"]
+        rest = {name: value for name, value in part.items() if name not in {"anyOf", "default"}}
+        variants.append(
+            {
+                "title": title,
+                "type": "object",
+                "additionalProperties": False,
+                "required": [key],
+                "properties": {key: {**kept[0], **rest}},
+            }
+        )
+    schema["oneOf"] = variants
+
+
+@with_config(ConfigDict(extra="forbid", strict=True))
 class Costs(TypedDict):
-    """The cost of one false positive and of one false negative."""
+    """The cost of one false positive and of one false negative (any unit)."""
 
-    false_positive: float
-    false_negative: float
+    false_positive: Annotated[
+        float, Field(ge=0.0, allow_inf_nan=False, description="cost of one false positive")
+    ]
+    false_negative: Annotated[
+        float, Field(ge=0.0, allow_inf_nan=False, description="cost of one false negative")
+    ]
 
 
+@with_config(ConfigDict(extra="forbid", strict=True, json_schema_extra=_one_objective))
 class Objective(TypedDict):
-    """A model's objective as stored: exactly one of its keys."""
+    """What a model's advised threshold aims at (``docs/acting.md``); exactly one of:
 
-    target_precision: NotRequired[float | None]
-    costs: NotRequired[Costs | None]
-    alert_rate: NotRequired[float | None]
+    ``{"target_precision": p}``: the lowest threshold whose expected precision is at least p;
+    ``{"costs": {...}}``: the threshold of least expected cost per prediction;
+    ``{"alert_rate": r}``: the lowest threshold flagging at most a fraction r (an alert budget).
+    """
+
+    target_precision: NotRequired[
+        Annotated[float | None, Field(gt=0.0, le=1.0, description="the precision to reach")]
+    ]
+    costs: NotRequired[
+        Annotated[Costs | None, _described("the costs whose expected sum to minimise")]
+    ]
+    alert_rate: NotRequired[
+        Annotated[float | None, Field(gt=0.0, le=1.0, description="the largest fraction to flag")]
+    ]
 
 
+@with_config(_CLOSED)
 class AdviceExpected(TypedDict):
-    """What the advised threshold is expected to give at the window's class ratio."""
+    """What the advised threshold is expected to give at the window's class ratio, if
+    P(score | class) is the reference's."""
 
-    precision: float | None
-    recall: float | None
-    alert_rate: float | None
-    cost: float | None
+    precision: Annotated[float | None, _described("expected precision")]
+    recall: Annotated[float | None, _described("expected recall")]
+    alert_rate: Annotated[float | None, _described("expected fraction of predictions flagged")]
+    cost: Annotated[
+        float | None,
+        _described("expected cost per prediction; null unless the objective is `costs`"),
+    ]
 
 
+@with_config(_CLOSED)
 class AdviceIntervals(TypedDict):
-    """95% intervals of the expected values over the reference's sampling (``docs/acting.md``);
-    ``cost`` only with a cost objective."""
+    """95% intervals of the expected values, [lower, upper], over the reference's sampling
+    (each class's rates bounded by Wilson): not the next window's own noise nor the class
+    ratio's error (`docs/acting.md`); ``cost`` only with a cost objective."""
 
-    precision: Interval
-    recall: Interval
-    alert_rate: Interval
-    cost: Interval
+    precision: Annotated[Interval, _described("expected precision's interval")]
+    recall: Annotated[Interval, _described("expected recall's interval")]
+    alert_rate: Annotated[Interval, _described("expected alert rate's interval")]
+    cost: Annotated[
+        Interval, _described("expected cost's interval; null unless the objective is `costs`")
+    ]
 
 
+@with_config(_CLOSED)
 class AdviceAssumption(TypedDict):
-    """Whether the label-shift assumption of the advice was checked and held."""
+    """Whether label shift (the window's P(score | class) is the reference's) was checked and
+    held: from the window's labels (`ks_by_class`), or the label-free check of `estimated`."""
 
-    holds: bool | None
-    p_value: float | None
-    method: str | None
+    holds: Annotated[bool | None, _described("false: the advice rests on a broken assumption")]
+    p_value: Annotated[float | None, _described("p-value of the check")]
+    method: Annotated[str | None, _described("how it was checked")]
 
 
+@with_config(_CLOSED)
 class Advice(TypedDict):
-    """The advised threshold for the model's objective at the window's class ratio."""
+    """The advised threshold for the model's objective at the window's class ratio
+    (`docs/acting.md`); `threshold` is null with a `reason` when there is none."""
 
-    objective: Objective
-    configured_threshold: float
-    prior: float | None
-    prior_source: Literal["measured", "estimated"] | None
-    threshold: float | None
-    expected: AdviceExpected | None
-    expected_intervals: AdviceIntervals | None
-    assumption: AdviceAssumption | None
-    reason: str | None
+    objective: Annotated[Objective, _described("the model's objective when computed")]
+    configured_threshold: Annotated[float, _described("the model's configured threshold")]
+    prior: Annotated[float | None, _described("the class ratio the advice is computed at")]
+    prior_source: Annotated[
+        Literal["measured", "estimated"] | None,
+        _described("`measured` from the window's labels, `estimated` without them"),
+    ]
+    threshold: Annotated[float | None, _described("the advised threshold (predict s >= it)")]
+    expected: Annotated[AdviceExpected | None, _described("what it is expected to give")]
+    expected_intervals: Annotated[
+        AdviceIntervals | None,
+        _described(
+            "95% intervals of `expected` over the reference's sampling; null with `expected`"
+        ),
+    ]
+    assumption: Annotated[AdviceAssumption | None, _described("the label-shift check")]
+    reason: Annotated[str | None, _described("why there is no advice, else null")]
 
 
+@with_config(_CLOSED)
 class ReliabilityBin(TypedDict):
-    """One bin of the reliability diagram."""
+    """One bin of the reliability diagram (10 equal-width bins on [0, 1], right-closed)."""
 
-    lower: float
-    upper: float
-    count: int
-    mean_score: float | None
-    fraction_positive: float | None
+    lower: Annotated[float, _described("lower edge of the bin")]
+    upper: Annotated[float, _described("upper edge of the bin")]
+    count: Annotated[int, _described("labelled predictions in the bin")]
+    mean_score: Annotated[float | None, _described("mean score in the bin, null when empty")]
+    fraction_positive: Annotated[
+        float | None, _described("share of positives in the bin, null when empty")
+    ]
 
 
+@with_config(_CLOSED)
 class SegmentsOverflow(TypedDict):
-    """Segments beyond the model's ``max_segments`` in the window."""
+    """Segments beyond the model's `max_segments` in this window (counted only in `*`)."""
 
-    segments: int
-    predictions: int
+    segments: Annotated[int, _described("distinct untracked segments")]
+    predictions: Annotated[int, _described("predictions in them")]
 
 
+@with_config(_CLOSED)
 class PositivesShift(TypedDict):
-    """Whether the pooled positives score lower than the reference's positives."""
+    """Whether the pooled positives score lower than the reference's positives: the test the
+    page `CalmonDecisionMetricDrop` reads (`docs/metrics.md`, "Decisions at few positives")."""
 
-    method: Literal["mann_whitney", "mann_whitney_and_placement"]
-    z: float
-    p_value: float
-    mann_whitney_z: NotRequired[float | None]
-    placement_z: NotRequired[float | None]
+    method: Annotated[
+        Literal["mann_whitney", "mann_whitney_and_placement"],
+        _described(
+            "`mann_whitney_and_placement`: the one-sided Mann-Whitney test of the two sets' "
+            "positive scores and the test of their placements among the pooled negatives, the "
+            "smaller p-value doubled; `mann_whitney` (windows computed before): the first alone"
+        ),
+    ]
+    z: Annotated[
+        float,
+        _described(
+            "the larger of the tests' z (the Mann-Whitney z alone before), above 0 when the "
+            "pooled positives score lower"
+        ),
+    ]
+    p_value: Annotated[float, _described("its one-sided p-value")]
+    mann_whitney_z: NotRequired[
+        Annotated[
+            float | None,
+            _described("z of the Mann-Whitney test (ties corrected); absent before it was stored"),
+        ]
+    ]
+    placement_z: NotRequired[
+        Annotated[
+            float | None,
+            _described(
+                "skewness-corrected z of the placement test; null without pooled negatives, "
+                "absent before it was stored"
+            ),
+        ]
+    ]
 
 
 DecisionVerdict = Literal[
@@ -292,53 +532,151 @@ DecisionVerdict = Literal[
 ]
 
 
+@with_config(_CLOSED)
 class Decision(TypedDict):
-    """The pooled decision of the window and the reference its verdict is compared with (a
-    trailing reference's pooled decision reads the windows before the oldest pooled one);
-    ``positives_shift`` and ``reference`` are absent from records computed before they
-    existed."""
+    """The pooled decision of the window (`docs/metrics.md`, "Decisions at few positives"): the
+    window and the trailing windows before it, pooled back until they hold the model's
+    `decision.min_positives` positives (within `decision.max_span`), split against the
+    reference like a window. The one verdict the web view, `calmon windows`, `calmon simulate`
+    and the alerts read. ``positives_shift`` and ``reference`` are absent from records
+    computed before they existed."""
 
-    windows: int
-    start: str
-    n: int
-    n_pos: int
-    verdict: DecisionVerdict
-    metric: Literal["precision", "f1", "average_precision"]
-    prior_part: float | None
-    prior_interval: Interval
-    likelihood_part: float | None
-    likelihood_interval: Interval
-    positive_class_ratio: float | None
-    positive_class_ratio_interval: list[float] | None
-    reference_positive_class_ratio_interval: list[float] | None
-    positives_shift: NotRequired[PositivesShift | None]
-    reference: NotRequired[ReferencePeriod | None]
+    windows: Annotated[int, _described("windows pooled, this one included")]
+    start: Annotated[Instant, _described("start of the oldest pooled window (UTC)")]
+    n: Annotated[int, _described("labelled predictions pooled")]
+    n_pos: Annotated[int, _described("positives pooled")]
+    verdict: Annotated[
+        DecisionVerdict,
+        _described(
+            "`class_ratio_moved` when the pooled and the reference class ratios' 95% Wilson "
+            "intervals are disjoint; `model_got_worse` when the page's rule holds (the "
+            "positives' shift test below p 0.000233 and the likelihood part below -5% of the "
+            "reference value), `both` with a moved ratio; `model_may_be_worse` (or "
+            "`class_ratio_moved_model_may_be_worse`) when only the likelihood part's 95% "
+            "interval lies below 0, not yet significant at the page's level; `stable` when the "
+            "likelihood interval exists and none holds; `not_enough_data` without a likelihood "
+            "interval and a visible ratio move. Windows computed before the page's rule decided "
+            "read `model_got_worse` / `both` from the interval alone"
+        ),
+    ]
+    metric: Annotated[
+        Literal["precision", "f1", "average_precision"],
+        _described("the metric whose change is split"),
+    ]
+    prior_part: Annotated[Metric, _described("the part of the change due to the class ratio")]
+    prior_interval: Annotated[Interval, _described("the prior part's 95% interval")]
+    likelihood_part: Annotated[Metric, _described("the part due to the model (P(score | class))")]
+    likelihood_interval: Annotated[Interval, _described("the likelihood part's 95% interval")]
+    positive_class_ratio: Annotated[
+        float | None, _described("positive class ratio of the pooled windows")
+    ]
+    positive_class_ratio_interval: Annotated[
+        Pair | None, _described("its 95% Wilson interval, null when nothing is labelled")
+    ]
+    reference_positive_class_ratio_interval: Annotated[
+        Pair | None,
+        _described("95% Wilson interval of the reference's class ratio, null without one"),
+    ]
+    positives_shift: NotRequired[
+        Annotated[
+            PositivesShift | None,
+            _described(
+                "the page's test; null without a reference with positives or without pooled "
+                "positives, absent in windows computed before it existed"
+            ),
+        ]
+    ]
+    reference: NotRequired[
+        Annotated[
+            ReferencePeriod | None,
+            _described(
+                "the reference the verdict is compared with: the window's own, except for a "
+                "trailing reference when the decision pools earlier windows, where it is the "
+                "windows before the oldest pooled one; null without a reference, absent in "
+                "windows computed before it was stored"
+            ),
+        ]
+    ]
 
 
+@with_config(_CLOSED)
 class WindowRecord(TypedDict):
-    """The stored record of one window and segment. ``reliability`` is absent for ``score``
-    models; ``advice`` and ``decision`` are absent from records computed before they
-    existed."""
+    """The result of one window and segment, as computed by the scheduler. ``reliability`` is
+    absent for ``score`` models; ``advice`` and ``decision`` are absent from records computed
+    before they existed."""
 
-    start: str
-    end: str
-    segment: str
-    computed_at: str
-    n: int
-    n_pos: int
-    unlabelled: int
-    prior: float | None
-    prior_interval: list[float] | None
-    regular: RegularMetrics
-    calibrated: CalibratedByPrior
-    intervals: WindowIntervals
-    split: Split | None
-    reference: ReferenceSummary | None
-    estimated: Estimated | None
-    reliability: NotRequired[list[ReliabilityBin] | None]
-    advice: NotRequired[Advice | None]
-    segments_overflow: SegmentsOverflow | None
-    decision: NotRequired[Decision | None]
+    start: Annotated[Instant, _described("first instant of the window (UTC)")]
+    end: Annotated[Instant, _described("end of the window, excluded (UTC)")]
+    segment: Annotated[str, _described("the segment, `*` for every prediction")]
+    computed_at: Annotated[Instant, _described("when this record was computed (UTC)")]
+    n: Annotated[int, _described("labelled predictions")]
+    n_pos: Annotated[int, _described("positives")]
+    unlabelled: Annotated[int, _described("predictions without a label yet")]
+    prior: Annotated[float | None, _described("positive class ratio n_pos / n, null when n = 0")]
+    prior_interval: Annotated[
+        Pair | None, _described("95% Wilson interval of the prior, null when n = 0")
+    ]
+    regular: Annotated[RegularMetrics, _described("every metric at the window's own prior")]
+    calibrated: Annotated[
+        CalibratedByPrior,
+        _prior_keyed(
+            "the prior-dependent metrics calibrated at the reference's prior (`reference`, "
+            "null until the model has a reference with labelled predictions of both classes) "
+            'and at each configured π0 under its decimal text (`"0.01"`)'
+        ),
+    ]
+    intervals: Annotated[WindowIntervals, _described("95% intervals of the metrics")]
+    split: Annotated[
+        Split | None,
+        _described(
+            "change from the reference, split into prior and likelihood parts; null until the "
+            "model has a reference with labelled predictions"
+        ),
+    ]
+    reference: Annotated[
+        ReferenceSummary | None, _described("the reference set, null when the model has none yet")
+    ]
+    estimated: Annotated[
+        Estimated | None,
+        _described(
+            "label-free estimate; null until the model has a reference with both classes, or "
+            "when the window has no scored prediction"
+        ),
+    ]
+    reliability: NotRequired[
+        Annotated[list[ReliabilityBin] | None, _described("reliability diagram" + _PROBABILITY)]
+    ]
+    advice: NotRequired[
+        Annotated[
+            Advice | None,
+            _described("the advised threshold for the model's objective; null without one"),
+        ]
+    ]
+    segments_overflow: Annotated[
+        SegmentsOverflow | None,
+        _described("untracked segments of the window, on segment `*` only (else null)"),
+    ]
+    decision: NotRequired[
+        Annotated[
+            Decision | None,
+            _described("the pooled decision; absent from records computed before it existed"),
+        ]
+    ]
+
+
+@with_config(_CLOSED)
+class WindowPage(TypedDict):
+    """A page of window records, oldest window first (`*` first within a window)."""
+
+    windows: Annotated[list[WindowRecord], _described("at most `limit` records")]
+    next_cursor: Annotated[
+        str | None,
+        _described("pass as `cursor` to read the next page; null on the last one"),
+    ]
+
+
+#: Validates a stored record (JSON text or parsed) against the one declaration.
+WINDOW_RECORD: TypeAdapter[WindowRecord] = TypeAdapter(WindowRecord)
 
 
 class EvaluationIntervals(TypedDict):

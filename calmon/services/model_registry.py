@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal, NoReturn
+from typing import Annotated, Any, Final, Literal, NoReturn, cast
 
 from pydantic import (
     AfterValidator,
@@ -35,6 +35,7 @@ from calmon.db import locks
 from calmon.db.backend import has_advisory_locks
 from calmon.db.models import Model, Prediction
 from calmon.metrics import MIN_PI0, check_pi0
+from calmon.records import Objective
 from calmon.services.errors import ConflictError
 from calmon.services.ingest_schemas import check_event_time
 from calmon.timeline import WINDOW_SECONDS
@@ -228,68 +229,17 @@ class DecisionConfig(BaseModel):
     ] = DEFAULT_DECISION_SPAN
 
 
-class Costs(BaseModel):
-    """The cost of one false positive and of one false negative (any unit)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    false_positive: Annotated[float, AfterValidator(_finite)] = Field(ge=0.0)
-    false_negative: Annotated[float, AfterValidator(_finite)] = Field(ge=0.0)
-
-
-def _not_null(part: dict[str, Any]) -> dict[str, Any]:
-    """A property's schema without its null variant (``anyOf`` of a type and null)."""
-    kept = [item for item in part.get("anyOf", [part]) if item.get("type") != "null"]
-    rest = {key: value for key, value in part.items() if key not in {"anyOf", "default"}}
-    return {**kept[0], **rest}
+def _one_kind(objective: Objective) -> Objective:
+    """An objective (:class:`calmon.records.Objective`) holds exactly one of its kinds."""
+    given = [objective.get("target_precision"), objective.get("costs"), objective.get("alert_rate")]
+    if sum(value is not None for value in given) != 1:
+        raise ValueError("give exactly one of target_precision, costs, alert_rate")
+    return objective
 
 
-def _objective_schema(schema: dict[str, Any]) -> None:
-    """Say that an objective holds exactly one of its keys: one schema per kind."""
-    properties = schema["properties"]
-    schema["oneOf"] = [
-        {
-            "title": title,
-            "type": "object",
-            "additionalProperties": False,
-            "required": [key],
-            "properties": {key: _not_null(properties[key])},
-        }
-        for title, key in (
-            ("PrecisionObjective", "target_precision"),
-            ("CostObjective", "costs"),
-            ("AlertRateObjective", "alert_rate"),
-        )
-    ]
-
-
-class Objective(BaseModel):
-    """What a model's advised threshold aims at (``docs/acting.md``); exactly one of:
-
-    ``{"target_precision": p}``: the lowest threshold whose expected precision is at least p;
-    ``{"costs": {...}}``: the threshold of least expected cost per prediction;
-    ``{"alert_rate": r}``: the lowest threshold flagging at most a fraction r (an alert budget).
-    """
-
-    model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, json_schema_extra=_objective_schema
-    )
-
-    target_precision: float | None = Field(default=None, gt=0.0, le=1.0)
-    costs: Costs | None = None
-    alert_rate: float | None = Field(default=None, gt=0.0, le=1.0)
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Objective:
-        given = [self.target_precision, self.costs, self.alert_rate]
-        if sum(value is not None for value in given) != 1:
-            raise ValueError("give exactly one of target_precision, costs, alert_rate")
-        return self
-
-    def stored(self) -> dict[str, Any]:
-        """The objective as stored and as the metric engine reads it (its one key)."""
-        out: dict[str, Any] = self.model_dump(exclude_none=True)
-        return out
+def stored_objective(objective: Objective) -> dict[str, Any]:
+    """The objective as stored and as the metric engine reads it (its one key)."""
+    return {key: value for key, value in objective.items() if value is not None}
 
 
 class ModelConfig(BaseModel):
@@ -322,7 +272,7 @@ class ModelConfig(BaseModel):
     ] = "10m"
     max_segments: int = Field(default=20, ge=1, le=1000)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
-    objective: Objective | None = Field(
+    objective: Annotated[Objective, AfterValidator(_one_kind)] | None = Field(
         default=None,
         description="what the advised threshold of each window aims at: "
         '`{"target_precision": p}`, `{"costs": {"false_positive": c, "false_negative": c}}` '
@@ -393,7 +343,7 @@ def config_of(model: Model) -> ModelConfig:
         grace=format_duration(model.grace_seconds),
         max_segments=model.max_segments,
         decision=decision_of(model.decision),
-        objective=None if model.objective is None else Objective.model_validate(model.objective),
+        objective=None if model.objective is None else cast(Objective, model.objective),
     )
 
 
@@ -439,7 +389,7 @@ def _columns(config: ModelConfig) -> dict[str, Any]:
         "grace_seconds": duration_seconds(config.grace),
         "max_segments": config.max_segments,
         "decision": _decision_column(config.decision),
-        "objective": None if config.objective is None else config.objective.stored(),
+        "objective": None if config.objective is None else stored_objective(config.objective),
     }
 
 

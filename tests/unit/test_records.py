@@ -1,12 +1,12 @@
-"""The window record's TypedDicts (:mod:`calmon.records`) and its OpenAPI schema
-(:mod:`calmon.api.window_schemas`) describe one shape: both are walked from the record down, and
-every path must have the same keys, the same required/optional split and the same kinds of
-value (null included). Real computed records (the golden file, which
+"""The window record is declared once, as the TypedDicts of :mod:`calmon.records`, from which
+pydantic generates its OpenAPI schema: no pydantic model of the package redeclares one of them,
+every key of the record carries a description, and real computed records (the golden file, which
 ``tests/integration/scheduler/test_golden_records.py`` proves the scheduler stores byte for byte)
-validate against the schema and hold exactly the TypedDicts' keys."""
+validate against the declaration and hold exactly its keys."""
 
 from __future__ import annotations
 
+import ast
 import json
 import types
 from datetime import datetime
@@ -18,7 +18,6 @@ from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
 from calmon import records
-from calmon.api import window_schemas
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "windows" / "golden_records.json"
 
@@ -96,11 +95,6 @@ def _paths(shape: Any) -> dict[str, Entry]:
     return out
 
 
-def test_the_typed_record_and_the_schema_agree_on_every_key() -> None:
-    typed, schema = _paths(records.WindowRecord), _paths(window_schemas.WindowRecord)
-    assert typed == schema
-
-
 def test_the_walk_sees_optional_nullable_and_nested_keys() -> None:
     paths = _paths(records.WindowRecord)
     assert paths["record.decision"] == (False, frozenset({"object", "null"}))
@@ -112,18 +106,6 @@ def test_the_walk_sees_optional_nullable_and_nested_keys() -> None:
     assert paths["record.prior_interval"] == (True, frozenset({"array", "null"}))
     assert paths["record.start"] == (True, frozenset({"string"}))
     assert len(paths) > 150
-
-
-def test_the_walk_finds_a_difference() -> None:
-    class Narrow(records.SegmentsOverflow, total=False):
-        extra: int
-
-    class Wide(window_schemas.SegmentsOverflow):
-        extra: int | None = None
-
-    narrow, wide = _paths(Narrow), _paths(Wide)
-    assert narrow["record.extra"] == (False, frozenset({"int"}))
-    assert wide["record.extra"] == (False, frozenset({"int", "null"}))
 
 
 def _golden() -> list[Any]:
@@ -161,7 +143,7 @@ def _missing_and_unknown(value: Any, shape: Any, path: str) -> list[str]:
 @pytest.mark.parametrize("index", range(9))
 def test_a_computed_record_validates_and_holds_exactly_the_typed_keys(index: int) -> None:
     record = _golden()[index]
-    window_schemas.WindowRecord.model_validate(record)
+    records.WINDOW_RECORD.validate_python(record)
     assert _missing_and_unknown(record, records.WindowRecord, "record") == []
 
 
@@ -206,13 +188,73 @@ def test_a_decision_stored_before_the_placement_test_still_validates() -> None:
     old = json.loads(json.dumps(record))
     old["decision"]["positives_shift"] = {"method": "mann_whitney", "z": 0.4, "p_value": 0.34}
     old["decision"]["verdict"] = "both"
-    window_schemas.WindowRecord.model_validate(old)
+    records.WINDOW_RECORD.validate_python(old)
     assert _missing_and_unknown(old, records.WindowRecord, "record") == []
     for verdict in ("model_may_be_worse", "class_ratio_moved_model_may_be_worse"):
         new = json.loads(json.dumps(record))
         new["decision"]["verdict"] = verdict
-        window_schemas.WindowRecord.model_validate(new)
+        records.WINDOW_RECORD.validate_python(new)
     wrong = json.loads(json.dumps(record))
     wrong["decision"]["verdict"] = "may_be_worse"
     with pytest.raises(ValueError, match="verdict"):
-        window_schemas.WindowRecord.model_validate(wrong)
+        records.WINDOW_RECORD.validate_python(wrong)
+
+
+def test_the_declaration_refuses_what_breaks_it() -> None:
+    """The declaration is closed and typed: what the OpenAPI schema would refuse, validation
+    refuses too."""
+    record = next(r for r in _golden() if r["split"] is not None and r["estimated"] is not None)
+    breakages: dict[str, Any] = {
+        "unknown field": lambda r: r.update(surprise=1),
+        "unknown metric": lambda r: r["regular"].update(accuracy=0.9),
+        "interval of three": lambda r: r["intervals"]["regular"].update(f1=[0.1, 0.2, 0.3]),
+        "missing part": lambda r: r["split"]["average_precision"].pop("likelihood"),
+        "bad π0 entry": lambda r: r["calibrated"].update({"0.2": {"precision": 0.5}}),
+        "unknown method": lambda r: r["estimated"].update(method="guess"),
+        "count as text": lambda r: r.update(n="12"),
+    }
+    for breaking in breakages.values():
+        broken = json.loads(json.dumps(record))
+        breaking(broken)
+        with pytest.raises(ValueError, match="validation error"):
+            records.WINDOW_RECORD.validate_python(broken, strict=True)
+
+
+def _typed_dicts() -> dict[str, Any]:
+    return {
+        name: value
+        for name, value in vars(records).items()
+        if is_typeddict(value) and value.__module__ == records.__name__
+    }
+
+
+def test_no_model_of_the_package_redeclares_a_record_part() -> None:
+    """One declaration: no pydantic model or TypedDict elsewhere in ``calmon`` has the name of a
+    part of the record (the OpenAPI document would otherwise hold two schemas of one shape).
+    The engine's dataclasses of the same names (``Advice``) are computed values, not records."""
+    package = Path(records.__file__).resolve().parent
+    declared = set(_typed_dicts())
+    twins = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in declared:
+                bases = {ast.unparse(base) for base in node.bases}
+                if path.name != "records.py" and bases & {"BaseModel", "TypedDict"}:
+                    twins.append(f"{path.relative_to(package)}:{node.name}")
+    assert twins == []
+
+
+def test_every_key_of_the_record_is_described() -> None:
+    """The OpenAPI document shows a description for every key of every part of the record."""
+    schema = records.WINDOW_RECORD.json_schema()
+    parts = {"WindowRecord": schema, **schema["$defs"]}
+    undescribed = [
+        f"{name}.{key}"
+        for name, part in parts.items()
+        for key, field in part.get("properties", {}).items()
+        if not field.get("description")
+    ]
+    assert undescribed == []
+    assert all(part.get("description") for part in parts.values())
+    assert set(parts) >= {"Decision", "Estimated", "Advice", "Split", "ReferenceSummary"}

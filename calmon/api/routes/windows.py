@@ -30,9 +30,9 @@ from calmon.api.errors import field_error
 from calmon.api.openapi import MODEL_ERRORS, error_responses
 from calmon.api.schemas import CalibrationOut
 from calmon.api.transactions import in_transaction
-from calmon.api.window_schemas import WindowPage
 from calmon.db.models import Model
 from calmon.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
+from calmon.records import WindowPage
 from calmon.services.advice import calibration_of
 from calmon.services.ingest_schemas import Instant
 from calmon.services.window_results import (

@@ -150,11 +150,9 @@ def test_every_record_field_is_typed_and_described(client: TestClient) -> None:
         "WindowPage",
         "WindowRecord",
         "RegularMetrics",
-        "CalibratedByPrior",
         "CalibratedMetrics",
         "WindowIntervals",
         "RegularIntervals",
-        "CalibratedIntervalsByPrior",
         "CalibratedIntervals",
         "Split",
         "SplitParts",
@@ -179,6 +177,15 @@ def test_every_record_field_is_typed_and_described(client: TestClient) -> None:
                 name,
                 field,
             )
+    # the maps keyed by π0: a `reference` key always, every key's value of one schema
+    for owner, target in (
+        ("WindowRecord", "CalibratedMetrics"),
+        ("WindowIntervals", "CalibratedIntervals"),
+    ):
+        keyed = schemas[owner]["properties"]["calibrated"]
+        assert keyed["description"] and keyed["required"] == ["reference"], owner
+        values = keyed["additionalProperties"]["anyOf"]
+        assert values == [{"$ref": f"#/components/schemas/{target}"}, {"type": "null"}], owner
     reference = schemas["ReferenceConfig"]
     assert set(reference["properties"]) == {"kind", "windows", "start", "end"}
     assert all(part["description"] for part in reference["properties"].values())
