@@ -96,6 +96,41 @@ _LABEL_COLUMNS: Final = (
 )
 
 
+#: each column's rule, as the OpenAPI document states it
+_RULES: Final = {
+    "id": "as JSON's `id`: 1 to 128 characters, no control character",
+    "timestamp": "as JSON's `timestamp`: from the retention bound to a day past the server's clock",
+    "score": "as JSON's `score`: finite; in [0, 1] for a `probability` model",
+    "label": "0 or 1",
+    "segment": "as JSON's `segment` (also a dictionary of utf8, a data frame's categorical)",
+}
+
+
+def describe_columns(route: str) -> str:
+    """The Arrow stream a route takes (``predictions`` or ``labels``), in Markdown for the
+    OpenAPI document: its columns (name, type, nullability, rule) and its row bound."""
+    specs = _PREDICTION_COLUMNS if route == "predictions" else _LABEL_COLUMNS
+    lines = [
+        f"Or an Arrow IPC stream (`{ARROW_MEDIA_TYPE}`, where the server has pyarrow, the"
+        " `calmon[arrow]` extra; 415 otherwise) of one schema, up to"
+        f" {MAX_ARROW_BATCH:,} rows within the body limit, all or nothing as JSON:",
+        "",
+        "| column | Arrow type | required | nulls | rule |",
+        "|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        lines.append(
+            f"| `{spec.name}` | `{spec.kind}` | {'yes' if spec.required else 'no'}"
+            f" | {'yes' if spec.nullable else 'no'} | {_RULES[spec.name]} |"
+        )
+    lines += [
+        "",
+        "A column missing, unknown, sent twice or of another type is 422 with `field` = the"
+        f" column; an invalid value is named as JSON names it (`{route}[17].{specs[-1].name}`).",
+    ]
+    return "\n".join(lines)
+
+
 @dataclass
 class _Problems:
     """Invalid values found so far, each as ``(row, column position, detail)``."""
