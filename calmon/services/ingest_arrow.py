@@ -27,11 +27,10 @@ from pydantic_core import PydanticKnownError
 from calmon.db.stage_columns import TextColumn
 from calmon.names import SEGMENT_PATTERN
 from calmon.services.errors import ServiceError
-from calmon.services.ingest_batches import PredictionColumns
+from calmon.services.ingest_batches import LabelColumns, PredictionColumns
 from calmon.services.ingest_schemas import (
     CLIENT_ID_PATTERN,
     MAX_BATCH,
-    LabelIn,
     earliest_timestamp,
     latest_timestamp,
 )
@@ -94,8 +93,6 @@ _LABEL_COLUMNS: Final = (
     _Column("id", "utf8", required=True, nullable=False),
     _Column("label", "int8", required=True, nullable=False),
 )
-
-
 #: each column's rule, as the OpenAPI document states it
 _RULES: Final = {
     "id": "as JSON's `id`: 1 to 128 characters, no control character",
@@ -454,9 +451,10 @@ def _segments(array: Any, n: int, problems: _Problems) -> TextColumn:
     return column
 
 
-def read_labels(body: bytes) -> list[LabelIn]:
+def read_labels(body: bytes) -> LabelColumns:
     """The labels of an Arrow stream (columns ``id`` utf8 and ``label`` int8, no null), checked
-    as a JSON label batch is; raises as :func:`read_predictions` does."""
+    as a JSON label batch is, as columns of distinct ids (the last label sent for an id wins,
+    as in JSON); raises as :func:`read_predictions` does."""
     specs = _LABEL_COLUMNS
     columns = _columns(_read(body), specs, "labels", MAX_ARROW_BATCH)
     problems = _Problems("labels")
@@ -465,5 +463,23 @@ def read_labels(body: bytes) -> list[LabelIn]:
     values = _fixed(columns["label"], np.int8)
     _check_range(values, (0, 1), (0, 1), _valid(columns["label"]), (problems, 1, "label"))
     problems.raise_any()
-    ids = columns["id"].to_pylist()
-    return [LabelIn(id=i, label=v) for i, v in zip(ids, values.tolist(), strict=True)]
+    ids = columns["id"]
+    last = _last_of_each(ids)
+    if last is not None:
+        ids, values = ids.take(last), values[last]
+    return LabelColumns(_text(ids), values.astype(np.int16))
+
+
+def _last_of_each(ids: Any) -> npt.NDArray[np.int64] | None:
+    """The row of each id's last copy, in the order of the ids' first copies (as a dict of
+    JSON's items keeps them), or None when every id is sent once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(ids)
+    distinct = pc.unique(ids)
+    if len(distinct) == n:
+        return None
+    backwards = ids.take(pa.array(np.arange(n - 1, -1, -1)))
+    last = n - 1 - pc.index_in(distinct, value_set=backwards).to_numpy()
+    return np.asarray(last, np.int64)

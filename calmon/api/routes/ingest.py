@@ -44,7 +44,7 @@ from calmon.services.ingest_arrow import (
     read_labels,
     read_predictions,
 )
-from calmon.services.ingest_batches import PredictionColumns, prediction_columns
+from calmon.services.ingest_batches import LabelColumns, PredictionColumns, prediction_columns
 from calmon.services.ingest_schemas import (
     LABEL_BATCH,
     PREDICTION_BATCH,
@@ -154,8 +154,8 @@ def _predictions(
     return prediction_columns(parse_json(validate, body.content)["predictions"])
 
 
-def _labels(body: BatchBody) -> list[LabelIn]:
-    """The validated items of a label batch, from JSON or from Arrow."""
+def _labels(body: BatchBody) -> LabelColumns | list[LabelIn]:
+    """The validated labels of a batch: JSON's items, or an Arrow stream's columns."""
     if body.arrow:
         return read_labels(body.content)
     return parse_json(LABEL_BATCH.validate_json, body.content)["labels"]
