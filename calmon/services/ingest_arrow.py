@@ -312,8 +312,11 @@ def id_problems(column: TextColumn) -> tuple[npt.NDArray[np.bool_], npt.NDArray[
     nulls are neither."""
     data = column.data
     control = (data < 0x20) | (data == 0x7F)
-    control[:-1] |= (data[:-1] == 0xC2) & (data[1:] >= 0x80) & (data[1:] <= 0x9F)
-    chars = _char_counts(column)
+    if len(data) and int(data.max()) >= 0x80:
+        control[:-1] |= (data[:-1] == 0xC2) & (data[1:] >= 0x80) & (data[1:] <= 0x9F)
+        chars = _char_counts(column)
+    else:  # all ASCII (ids nearly always are): one character a byte
+        chars = np.diff(column.offsets).astype(np.int32)
     too_long = chars > _MAX_ID_LENGTH
     mismatch = ((chars == 0) | _rows_holding(column, control)) & ~too_long
     if column.valid is not None:
@@ -443,10 +446,21 @@ def _segments(array: Any, n: int, problems: _Problems) -> TextColumn:
 
     if array is None:
         return TextColumn(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8), np.zeros(n, bool))
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary_decode()
-    column = _text(array)
     pattern = PydanticKnownError("string_pattern_mismatch", {"pattern": SEGMENT_PATTERN})
+    if pa.types.is_dictionary(array.type):
+        # each distinct segment checked once, in the dictionary, and named at every row using it
+        valid = _valid(array)
+        bad = np.zeros(n, bool)
+        if len(array.dictionary):
+            codes = _fixed(array.indices, array.indices.type.to_pandas_dtype()).astype(np.intp)
+            if valid is not None:  # a null row's index may be anything
+                codes = np.where(valid, codes, 0)
+            bad = segment_problems(_text(array.dictionary))[codes]
+            if valid is not None:
+                bad &= valid
+        problems.add(bad, 4, "segment", pattern)
+        return _text(array.dictionary_decode())
+    column = _text(array)
     problems.add(segment_problems(column), 4, "segment", pattern)
     return column
 
