@@ -13,7 +13,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 RUN python3 -m venv /opt/build && python3 -m venv /opt/calmon
 WORKDIR /src
-# Dependencies first, from the lock files alone, so that code changes reuse these layers.
+# Dependencies first, from the lock files alone, so that code changes reuse these layers. The
+# runtime lock holds the `arrow` extra (pyarrow): the API takes Arrow IPC stream bodies.
 COPY requirements/build.txt requirements/runtime.txt ./requirements/
 RUN /opt/build/bin/pip install --require-hashes --no-deps -r requirements/build.txt \
  && /opt/calmon/bin/pip install --require-hashes --no-deps -r requirements/runtime.txt

@@ -86,6 +86,7 @@ import orjson
 import psycopg
 from psycopg import sql
 
+from bench.harness.processes import cpu_seconds
 from bench.scratch import create_scratch, drop_scratch
 from calmon.db import migrate
 from calmon.db.session import create_db_engine, create_session_factory
@@ -316,12 +317,6 @@ def machine_cpu_seconds() -> float:
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class RssSampler(threading.Thread):

@@ -13,7 +13,10 @@ prints, each timing in the same run as its baseline (the machine may be shared):
 - load: the scheduler's read of the same rows (``array_send(array_agg(...))``);
 - one window: scan + compute + store + commit of the first window (no reference exists yet),
   i.e. load, every metric at 3 priors with 95% intervals, store; and its ratio to the
-  baseline (target ≤ 3x);
+  baseline (target ≤ 3x); beside each window's wall times, the CPU time of its baseline and
+  of its compute (this process and the PostgreSQL server processes of its connections, from
+  ``/proc``: the database must be on this machine) and their ratio, which a shared machine's
+  load moves less than the wall ratio;
 - backfill: every window computed in order by one scheduler tick, time per window; windows
   from the 8th on carry a trailing reference of 7 windows, whose extra cost is reported
   (per window, and the reference build alone, from a cold cache);
@@ -53,6 +56,7 @@ import numpy.typing as npt
 import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
+from bench.harness.processes import cpu_seconds
 from bench.scratch import migrated_scratch
 from calmon.arrays import FloatArray
 from calmon.db import migrate
@@ -162,28 +166,47 @@ def _record_copied(factory: sessionmaker[Session], model_id: int, starts: list[d
 
 def _baseline(
     conn: psycopg.Connection[tuple[object, ...]], model_id: int, start: datetime
-) -> float:
-    """Seconds to read one window's (score, label) the plain way into NumPy: the faster of
-    the planner's own plan and the scheduler's access path (the (model_id, ts) index, no
-    JIT). The planner alone may scan the whole table once a window is a few percent of it,
-    and the scheduler's path is not always the fastest either, so the better of the two is
-    the bar."""
+) -> tuple[float, float]:
+    """Seconds to read one window's (score, label) the plain way into NumPy, and the CPU
+    seconds it took (this process and its PostgreSQL server process): the faster of the
+    planner's own plan and the scheduler's access path (the (model_id, ts) index, no JIT). The
+    planner alone may scan the whole table once a window is a few percent of it, and the
+    scheduler's path is not always the fastest either, so the better of the two is the bar."""
     query = "SELECT score, label FROM predictions WHERE model_id = %s AND ts >= %s AND ts < %s"
     times: list[float] = []
+    cpus: list[float] = []
     for index_path in (False, True):
         if index_path:
             conn.execute("SET enable_seqscan = off")
             conn.execute("SET jit = off")
+        cpu = _cpu(conn.info.backend_pid)
         began = time.perf_counter()
         rows = conn.execute(query, (model_id, start, start + WINDOW)).fetchall()
         array = np.array(rows, dtype=np.float64)
         times.append(time.perf_counter() - began)
+        cpus.append(_cpu(conn.info.backend_pid) - cpu)
         del rows
         assert array.shape[0] > 0
         if index_path:
             conn.execute("RESET enable_seqscan")
             conn.execute("RESET jit")
-    return min(times)
+    return min(times), min(cpus)
+
+
+def _cpu(*server_pids: int) -> float:
+    """CPU seconds so far of this process and of the PostgreSQL server processes
+    ``server_pids`` (the database is on this machine)."""
+    return time.process_time() + sum(cpu_seconds(pid) for pid in server_pids)
+
+
+def _servers(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
+    """The server processes of the connections to ``conn``'s database: those of the session
+    pool (the scheduler's connections, kept between windows) besides ``conn``'s own, idle
+    meanwhile."""
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+    ).fetchall()
+    return [int(row[0]) for row in rows]  # type: ignore[call-overload]
 
 
 def _label_free_share(
@@ -552,9 +575,13 @@ def main() -> None:
         baselines: list[float] = []
         loads: list[float] = []
         computes: list[float] = []
+        baseline_cpus: list[float] = []
+        compute_cpus: list[float] = []
         with psycopg.connect(libpq_url) as conn:
             for window in due:
-                baselines.append(_baseline(conn, model_id, window.start))
+                baseline, baseline_cpu = _baseline(conn, model_id, window.start)
+                baselines.append(baseline)
+                baseline_cpus.append(baseline_cpu)
                 with factory() as session:
                     t0 = time.perf_counter()
                     rows = load_rows(session, model=model, start=window.start, end=window.end)
@@ -562,6 +589,8 @@ def main() -> None:
                     assert rows.scores.size == args.rows
                     del rows
                 with factory() as session:
+                    servers = _servers(conn)
+                    c0 = _cpu(*servers)
                     t0 = time.perf_counter()
                     done = compute_window(
                         session,
@@ -574,11 +603,18 @@ def main() -> None:
                     )
                     session.commit()
                     computes.append(time.perf_counter() - t0)
+                    compute_cpus.append(_cpu(*servers) - c0)
                     assert done is not None
         ratios = [c / b for c, b in zip(computes, baselines, strict=True)]
-        print("window  baseline  load    compute  ratio")
+        cpu_ratios = [c / b for c, b in zip(compute_cpus, baseline_cpus, strict=True)]
+        # CPU: this process and its PostgreSQL server process, for the baseline and the compute
+        print("window  baseline  load    compute  ratio  | CPU: baseline  compute  ratio")
         for i, (b, ld, c, r) in enumerate(zip(baselines, loads, computes, ratios, strict=True)):
-            print(f"{i + 1:>6}  {b:7.3f}  {ld:6.3f}  {c:7.3f}  {r:5.2f}x")
+            bc, cc, cr = baseline_cpus[i], compute_cpus[i], cpu_ratios[i]
+            print(
+                f"{i + 1:>6}  {b:7.3f}  {ld:6.3f}  {c:7.3f}  {r:5.2f}x |"
+                f"      {bc:7.3f}  {cc:7.3f}  {cr:5.2f}x"
+            )
         print(
             f"one window without a reference (window 1): {computes[0]:.3f} s = "
             f"{ratios[0]:.2f}x its baseline ({baselines[0]:.3f} s)"
@@ -593,7 +629,9 @@ def main() -> None:
         if len(computes) > 1:
             print(
                 f"window 2 (trailing reference of one window): {computes[1]:.3f} s = "
-                f"{ratios[1]:.2f}x its baseline ({baselines[1]:.3f} s)"
+                f"{ratios[1]:.2f}x its baseline ({baselines[1]:.3f} s); CPU "
+                f"{compute_cpus[1]:.3f} s = {cpu_ratios[1]:.2f}x its baseline's "
+                f"({baseline_cpus[1]:.3f} s)"
             )
         if len(computes) > 8:
             early = statistics.median(computes[1:7])

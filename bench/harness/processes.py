@@ -94,3 +94,9 @@ def wait_until_up(base: str, process: subprocess.Popen[bytes]) -> None:
         interval=0.2,
         errors=(httpx.TransportError,),
     )
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -33,13 +33,14 @@ Responses = dict[int | str, dict[str, Any]]
 #: what each error status means, wherever it is answered
 ERROR_DESCRIPTIONS: Final[dict[int, str]] = {
     400: "`invalid_json`: the body is not well-formed JSON (`bad_request`: nor is the "
-    "`Content-Length` a number)",
+    "`Content-Length` a number; `invalid_arrow`: an Arrow body is no readable IPC stream)",
     401: "`unauthorized`: tokens are configured and none or an unknown one was presented",
     403: "`forbidden`: the token lacks the scope of this route",
     404: "`model_not_found`: no model of this name",
     409: "`conflict`: the request contradicts what is stored",
     413: "`payload_too_large`: the body is over `CALMON_MAX_BODY_BYTES`",
-    415: "`unsupported_media_type`: the body is not `application/json`",
+    415: "`unsupported_media_type`: the body is not `application/json` (nor, on the ingestion "
+    "routes of a server with pyarrow, `application/vnd.apache.arrow.stream`)",
     422: "`validation_error`: a path, query or body field breaks its rule; details name each",
     429: "`too_many_requests`: over the write rate of this token; retry after `Retry-After`",
     503: "`database_unavailable`, `database_busy` or `transaction_conflict`: nothing was "
@@ -80,6 +81,18 @@ def json_request_body(name: str, adapter: TypeAdapter[Any]) -> dict[str, Any]:
     _BODIES[name] = adapter
     schema = {"$ref": REF_TEMPLATE.format(model=name)}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def arrow_request_body(
+    name: str, adapter: TypeAdapter[Any], media_type: str, description: str
+) -> dict[str, Any]:
+    """``openapi_extra`` of a route that takes its batch as JSON (``adapter``, shown as
+    ``name``) or as a binary stream of ``media_type``, which ``description`` describes."""
+    extra = json_request_body(name, adapter)
+    body = extra["requestBody"]
+    body["description"] = description
+    body["content"][media_type] = {"schema": {"type": "string", "format": "binary"}}
+    return extra
 
 
 def install_openapi(app: FastAPI) -> None:

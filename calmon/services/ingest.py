@@ -54,7 +54,7 @@ from calmon.db.partitions import ensure_days, forget
 from calmon.db.sqlstate import CHECK_VIOLATION, UNIQUE_VIOLATION, sqlstate
 from calmon.services.changes import record_changes, record_stored_predictions
 from calmon.services.errors import ConflictError
-from calmon.services.ingest_batches import PredictionColumns, label_stage_columns, latest_labels
+from calmon.services.ingest_batches import LabelColumns, PredictionColumns
 from calmon.services.ingest_schemas import LabelIn, PredictionRow
 from calmon.timeline import EPOCH
 
@@ -223,21 +223,22 @@ def ingest_labels(
     session: Session,
     *,
     model: Model,
-    labels: Sequence[LabelIn],
+    labels: LabelColumns | Sequence[LabelIn],
     now: datetime,
     earliest: datetime = EPOCH,
 ) -> LabelsResult:
-    """Apply a batch of labels; ids without a prediction become pending labels. Labels of
-    predictions with an event time before ``earliest`` (what retention keeps) are ignored and
-    counted as ``expired``: they would bring back windows that retention removes."""
-    latest = latest_labels(labels)
-    if not latest:
+    """Apply a batch of labels (its columns, or its items); ids without a prediction become
+    pending labels. Labels of predictions with an event time before ``earliest`` (what
+    retention keeps) are ignored and counted as ``expired``: they would bring back windows
+    that retention removes."""
+    batch = labels if isinstance(labels, LabelColumns) else LabelColumns.of_items(labels)
+    if not len(batch):
         return LabelsResult(updated=0, unchanged=0, pending=[], pending_changed=0)
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now, "earliest": earliest}
     partitioned = partitions_predictions(connection)
     find_unknown = PG_UNKNOWN_LABEL_IDS if partitioned else UNKNOWN_LABEL_IDS
-    load_stage(connection, label_stage, label_stage_columns(latest))
+    load_stage(connection, label_stage, batch.stage())
     unknown = connection.execute(find_unknown, params).scalars().all()
     if unknown:
         lock_model(connection, model.id, exclusive=True)
@@ -269,7 +270,7 @@ def ingest_labels(
             connection.execute(PG_UPSERT_PENDING if partitioned else UPSERT_PENDING, params)
     return LabelsResult(
         updated=updated,
-        unchanged=len(latest) - updated - expired - len(unknown),
+        unchanged=len(batch) - updated - expired - len(unknown),
         pending=list(unknown),
         pending_changed=pending_changed,
         expired=expired,

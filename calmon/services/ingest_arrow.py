@@ -27,11 +27,10 @@ from pydantic_core import PydanticKnownError
 from calmon.db.stage_columns import TextColumn
 from calmon.names import SEGMENT_PATTERN
 from calmon.services.errors import ServiceError
-from calmon.services.ingest_batches import PredictionColumns
+from calmon.services.ingest_batches import LabelColumns, PredictionColumns
 from calmon.services.ingest_schemas import (
     CLIENT_ID_PATTERN,
     MAX_BATCH,
-    LabelIn,
     earliest_timestamp,
     latest_timestamp,
 )
@@ -94,6 +93,39 @@ _LABEL_COLUMNS: Final = (
     _Column("id", "utf8", required=True, nullable=False),
     _Column("label", "int8", required=True, nullable=False),
 )
+#: each column's rule, as the OpenAPI document states it
+_RULES: Final = {
+    "id": "as JSON's `id`: 1 to 128 characters, no control character",
+    "timestamp": "as JSON's `timestamp`: from the retention bound to a day past the server's clock",
+    "score": "as JSON's `score`: finite; in [0, 1] for a `probability` model",
+    "label": "0 or 1",
+    "segment": "as JSON's `segment` (also a dictionary of utf8, a data frame's categorical)",
+}
+
+
+def describe_columns(route: str) -> str:
+    """The Arrow stream a route takes (``predictions`` or ``labels``), in Markdown for the
+    OpenAPI document: its columns (name, type, nullability, rule) and its row bound."""
+    specs = _PREDICTION_COLUMNS if route == "predictions" else _LABEL_COLUMNS
+    lines = [
+        f"Or an Arrow IPC stream (`{ARROW_MEDIA_TYPE}`, where the server has pyarrow, the"
+        " `calmon[arrow]` extra; 415 otherwise) of one schema, up to"
+        f" {MAX_ARROW_BATCH:,} rows within the body limit, all or nothing as JSON:",
+        "",
+        "| column | Arrow type | required | nulls | rule |",
+        "|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        lines.append(
+            f"| `{spec.name}` | `{spec.kind}` | {'yes' if spec.required else 'no'}"
+            f" | {'yes' if spec.nullable else 'no'} | {_RULES[spec.name]} |"
+        )
+    lines += [
+        "",
+        "A column missing, unknown, sent twice or of another type is 422 with `field` = the"
+        f" column; an invalid value is named as JSON names it (`{route}[17].{specs[-1].name}`).",
+    ]
+    return "\n".join(lines)
 
 
 @dataclass
@@ -280,8 +312,11 @@ def id_problems(column: TextColumn) -> tuple[npt.NDArray[np.bool_], npt.NDArray[
     nulls are neither."""
     data = column.data
     control = (data < 0x20) | (data == 0x7F)
-    control[:-1] |= (data[:-1] == 0xC2) & (data[1:] >= 0x80) & (data[1:] <= 0x9F)
-    chars = _char_counts(column)
+    if len(data) and int(data.max()) >= 0x80:
+        control[:-1] |= (data[:-1] == 0xC2) & (data[1:] >= 0x80) & (data[1:] <= 0x9F)
+        chars = _char_counts(column)
+    else:  # all ASCII (ids nearly always are): one character a byte
+        chars = np.diff(column.offsets).astype(np.int32)
     too_long = chars > _MAX_ID_LENGTH
     mismatch = ((chars == 0) | _rows_holding(column, control)) & ~too_long
     if column.valid is not None:
@@ -411,17 +446,29 @@ def _segments(array: Any, n: int, problems: _Problems) -> TextColumn:
 
     if array is None:
         return TextColumn(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8), np.zeros(n, bool))
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary_decode()
-    column = _text(array)
     pattern = PydanticKnownError("string_pattern_mismatch", {"pattern": SEGMENT_PATTERN})
+    if pa.types.is_dictionary(array.type):
+        # each distinct segment checked once, in the dictionary, and named at every row using it
+        valid = _valid(array)
+        bad = np.zeros(n, bool)
+        if len(array.dictionary):
+            codes = _fixed(array.indices, array.indices.type.to_pandas_dtype()).astype(np.intp)
+            if valid is not None:  # a null row's index may be anything
+                codes = np.where(valid, codes, 0)
+            bad = segment_problems(_text(array.dictionary))[codes]
+            if valid is not None:
+                bad &= valid
+        problems.add(bad, 4, "segment", pattern)
+        return _text(array.dictionary_decode())
+    column = _text(array)
     problems.add(segment_problems(column), 4, "segment", pattern)
     return column
 
 
-def read_labels(body: bytes) -> list[LabelIn]:
+def read_labels(body: bytes) -> LabelColumns:
     """The labels of an Arrow stream (columns ``id`` utf8 and ``label`` int8, no null), checked
-    as a JSON label batch is; raises as :func:`read_predictions` does."""
+    as a JSON label batch is, as columns of distinct ids (the last label sent for an id wins,
+    as in JSON); raises as :func:`read_predictions` does."""
     specs = _LABEL_COLUMNS
     columns = _columns(_read(body), specs, "labels", MAX_ARROW_BATCH)
     problems = _Problems("labels")
@@ -430,5 +477,23 @@ def read_labels(body: bytes) -> list[LabelIn]:
     values = _fixed(columns["label"], np.int8)
     _check_range(values, (0, 1), (0, 1), _valid(columns["label"]), (problems, 1, "label"))
     problems.raise_any()
-    ids = columns["id"].to_pylist()
-    return [LabelIn(id=i, label=v) for i, v in zip(ids, values.tolist(), strict=True)]
+    ids = columns["id"]
+    last = _last_of_each(ids)
+    if last is not None:
+        ids, values = ids.take(last), values[last]
+    return LabelColumns(_text(ids), values.astype(np.int16))
+
+
+def _last_of_each(ids: Any) -> npt.NDArray[np.int64] | None:
+    """The row of each id's last copy, in the order of the ids' first copies (as a dict of
+    JSON's items keeps them), or None when every id is sent once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(ids)
+    distinct = pc.unique(ids)
+    if len(distinct) == n:
+        return None
+    backwards = ids.take(pa.array(np.arange(n - 1, -1, -1)))
+    last = n - 1 - pc.index_in(distinct, value_set=backwards).to_numpy()
+    return np.asarray(last, np.int64)

@@ -134,11 +134,23 @@ def prediction_columns(
     )
 
 
-def label_stage_columns(latest: dict[str, int]) -> list[StageColumn]:
-    """The columns of the label stage table for the labels ``latest`` (id -> label)."""
-    return [TextColumn.of(list(latest)), NumberColumn(np.array(list(latest.values()), np.int16))]
+@dataclass(frozen=True, slots=True)
+class LabelColumns:
+    """Labels of one batch as columns, one row per distinct id (the last label sent for an
+    id wins): ids and labels (0 or 1)."""
 
+    ids: TextColumn
+    labels: npt.NDArray[np.int16]
 
-def latest_labels(labels: Sequence[LabelIn]) -> dict[str, int]:
-    """Each id's label in a batch: the last one sent wins."""
-    return {item["id"]: item["label"] for item in labels}
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def stage(self) -> list[StageColumn]:
+        """The columns of the label stage table, in its order."""
+        return [self.ids, NumberColumn(self.labels)]
+
+    @classmethod
+    def of_items(cls, labels: Sequence[LabelIn]) -> LabelColumns:
+        """The columns of validated request items (each id's last label)."""
+        latest = {item["id"]: item["label"] for item in labels}
+        return cls(TextColumn.of(list(latest)), np.array(list(latest.values()), np.int16))

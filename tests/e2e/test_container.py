@@ -1,6 +1,7 @@
 """The real image: built from this tree's Dockerfile, its `migrate`, `api` and `scheduler`
-containers run against this machine's PostgreSQL, turn healthy, run as non-root, and a
-prediction posted to the API comes back as a window on `/metrics`.
+containers run against this machine's PostgreSQL, turn healthy, run as non-root, and
+predictions posted to the API (as JSON and as an Arrow stream) come back as a window on
+`/metrics`.
 
 The containers use the host's network (PostgreSQL listens on loopback) with free ports, and a
 throwaway database. The image's HEALTHCHECK command is the one under test; only its interval
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
+import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -35,6 +37,7 @@ from bench.harness.stack import (
     Role,
 )
 from calmon.db.migrate import head_revision
+from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE
 from tests.e2e import docker_client
 from tests.e2e.docker_client import docker, find_engine
 from tests.support.skips import assert_required_or_skipped
@@ -206,20 +209,43 @@ def test_migrate_api_and_scheduler_round_trip_a_prediction(
     )
     assert created.status_code == 201, created.text
     start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    stamps = [start + timedelta(minutes=i) for i in range(PREDICTIONS)]
+    scores = [(i % 10) / 10 + 0.05 for i in range(PREDICTIONS)]
+    labels = [int(i % 10 >= 5) for i in range(PREDICTIONS)]
+    half = PREDICTIONS // 2
     body = {
         "predictions": [
             {
                 "id": f"p{i}",
-                "timestamp": (start + timedelta(minutes=i)).isoformat(),
-                "score": (i % 10) / 10 + 0.05,
-                "label": int(i % 10 >= 5),
+                "timestamp": stamps[i].isoformat(),
+                "score": scores[i],
+                "label": labels[i],
             }
-            for i in range(PREDICTIONS)
+            for i in range(half)
         ]
     }
     posted = httpx.post(f"{base}/v1/models/{MODEL}/predictions", json=body, headers=HEADERS)
     assert posted.status_code == 200, posted.text
-    assert posted.json()["new"] == PREDICTIONS
+    assert posted.json()["new"] == half
+    # the other half as an Arrow IPC stream: the image has pyarrow (the runtime lock's extra)
+    table = pa.table(
+        {
+            "id": pa.array([f"p{i}" for i in range(half, PREDICTIONS)], pa.utf8()),
+            "timestamp": pa.array(stamps[half:], pa.timestamp("us", tz="UTC")),
+            "score": pa.array(scores[half:], pa.float64()),
+            "label": pa.array(labels[half:], pa.int8()),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    posted = httpx.post(
+        f"{base}/v1/models/{MODEL}/predictions",
+        content=sink.getvalue().to_pybytes(),
+        headers={**HEADERS, "Content-Type": ARROW_MEDIA_TYPE},
+    )
+    assert posted.status_code == 200, posted.text
+    assert posted.json()["new"] == PREDICTIONS - half
 
     wait_for(
         f"the exporter to count {PREDICTIONS} predictions",

@@ -1,7 +1,8 @@
 """The lock files of requirements/ agree with pyproject.toml, so that they cannot drift apart.
 
-``runtime.txt`` (the image) pins every dependency of ``[project]`` at a version inside its
-range; ``test.txt`` (scripts/test, CI) pins the same versions plus the ``test`` extra;
+``runtime.txt`` (the image) pins every dependency of ``[project]`` and of the ``arrow`` extra
+at a version inside its range; ``test.txt`` (scripts/test, CI) pins the same versions plus the
+``test`` extra;
 ``build.txt`` pins the build system. Every pin is exact and carries hashes (pip's
 ``--require-hashes`` mode refuses anything else). Refresh with ``scripts/lock``.
 """
@@ -73,6 +74,10 @@ def test_parse_lock_reads_pins_and_hashes_and_refuses_ranges() -> None:
 
 def test_runtime_lock_covers_the_dependencies_within_their_ranges() -> None:
     _check_covers(PYPROJECT["project"]["dependencies"], _lock("runtime.txt"))
+
+
+def test_runtime_lock_covers_the_arrow_extra_the_image_serves() -> None:
+    _check_covers(PYPROJECT["project"]["optional-dependencies"]["arrow"], _lock("runtime.txt"))
 
 
 def test_test_lock_is_the_runtime_lock_plus_the_test_extra() -> None:

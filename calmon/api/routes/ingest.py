@@ -29,7 +29,7 @@ from calmon.api.deps import (
     existing_model,
 )
 from calmon.api.errors import parse_json
-from calmon.api.openapi import WRITE_ERRORS, described_error, json_request_body
+from calmon.api.openapi import WRITE_ERRORS, arrow_request_body, described_error
 from calmon.api.schemas import LabelsOut, PredictionsOut
 from calmon.api.transactions import in_transaction
 from calmon.services.ingest import (
@@ -38,8 +38,13 @@ from calmon.services.ingest import (
     ingest_labels,
     ingest_predictions,
 )
-from calmon.services.ingest_arrow import read_labels, read_predictions
-from calmon.services.ingest_batches import PredictionColumns, prediction_columns
+from calmon.services.ingest_arrow import (
+    ARROW_MEDIA_TYPE,
+    describe_columns,
+    read_labels,
+    read_predictions,
+)
+from calmon.services.ingest_batches import LabelColumns, PredictionColumns, prediction_columns
 from calmon.services.ingest_schemas import (
     LABEL_BATCH,
     PREDICTION_BATCH,
@@ -55,7 +60,9 @@ router = APIRouter(prefix="/v1/models", tags=["ingestion"])
     "/{model}/predictions",
     summary="Send predictions",
     dependencies=[WriteScope],
-    openapi_extra=json_request_body("PredictionBatch", PREDICTION_BATCH),
+    openapi_extra=arrow_request_body(
+        "PredictionBatch", PREDICTION_BATCH, ARROW_MEDIA_TYPE, describe_columns("predictions")
+    ),
     responses={
         **WRITE_ERRORS,
         **described_error(
@@ -97,7 +104,9 @@ def send_predictions(
     "/{model}/labels",
     summary="Send labels",
     dependencies=[WriteScope],
-    openapi_extra=json_request_body("LabelBatch", LABEL_BATCH),
+    openapi_extra=arrow_request_body(
+        "LabelBatch", LABEL_BATCH, ARROW_MEDIA_TYPE, describe_columns("labels")
+    ),
     responses=WRITE_ERRORS,
 )
 def send_labels(
@@ -107,8 +116,9 @@ def send_labels(
     retention: RetentionDep,
     clock: ClockDep,
 ) -> LabelsOut:
-    """Label up to 10,000 predictions; labels of unknown ids wait for their prediction, and
-    labels of predictions older than the retention period are ignored."""
+    """Label up to 10,000 predictions (JSON) or 100,000 (an Arrow IPC stream); labels of
+    unknown ids wait for their prediction, and labels of predictions older than the retention
+    period are ignored."""
     now = clock.now()
     monotonic = clock.monotonic()
 
@@ -144,8 +154,8 @@ def _predictions(
     return prediction_columns(parse_json(validate, body.content)["predictions"])
 
 
-def _labels(body: BatchBody) -> list[LabelIn]:
-    """The validated items of a label batch, from JSON or from Arrow."""
+def _labels(body: BatchBody) -> LabelColumns | list[LabelIn]:
+    """The validated labels of a batch: JSON's items, or an Arrow stream's columns."""
     if body.arrow:
         return read_labels(body.content)
     return parse_json(LABEL_BATCH.validate_json, body.content)["labels"]

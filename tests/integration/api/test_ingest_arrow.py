@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from calmon.db.models import Model, Prediction
 from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE, MAX_ARROW_BATCH
-from tests.integration.api.helpers import create_model, error_of, post_predictions
+from tests.integration.api.helpers import create_model, error_of, post_labels, post_predictions
 from tests.integration.conftest import ClientFactory
 
 ARROW = {"content-type": ARROW_MEDIA_TYPE}
@@ -143,6 +143,26 @@ def test_optional_columns_may_be_left_out_and_segments_dictionary_encoded(
     )
     assert post_arrow(fraud, stream(table)).json()["new"] == 4
     assert [stored(fraud)[f"q-{i}"][3] for i in range(4)] == ["a=1", None, "a=1", "b"]
+
+
+def test_dictionary_segments_are_named_at_each_row_using_an_invalid_one(
+    fraud: TestClient,
+) -> None:
+    """A dictionary's entries are checked once each; an invalid one is named at every row that
+    uses it (a null row or an entry no row uses is no error), as JSON names the same rows."""
+    dictionary = pa.array(["ok", "bad value", "x", "-unused"])
+    indices = pa.array([0, 1, None, 1, 2], pa.int8())
+    segments = pa.DictionaryArray.from_arrays(indices, dictionary)
+    table = predictions_table(items(5, "d")).set_column(4, "segment", segments)
+    response = post_arrow(fraud, stream(table))
+    assert response.status_code == 422
+    fields = [d["field"] for d in error_of(response)["details"]]
+    assert fields == ["predictions[1].segment", "predictions[3].segment"]
+    assert stored(fraud) == {}
+    fine = pa.DictionaryArray.from_arrays(pa.array([0, None, 2, 0, 2], pa.int8()), dictionary)
+    response = post_arrow(fraud, stream(table.set_column(4, "segment", fine)))
+    assert response.json()["new"] == 5
+    assert [stored(fraud)[f"d-{i}"][3] for i in range(5)] == ["ok", None, "x", "ok", "x"]
 
 
 def test_several_record_batches_make_one_request(fraud: TestClient) -> None:
@@ -396,6 +416,43 @@ class TestLabels:
         assert response.json() == {"updated": 1, "unchanged": 2, "pending": ["zz"], "expired": 0}
         labels = {key: row[2] for key, row in stored(fraud).items()}
         assert labels == {"p-0": 1, "p-1": 0, "p-2": 1}
+
+    def test_label_stream_answers_and_stores_as_the_json_batch(self, client: TestClient) -> None:
+        """The same labels (repeats of an id whose last copy wins, a relabel, an unchanged
+        label, pending ids) by JSON to one model and by Arrow to another: the same answers,
+        the same stored labels, and the pending labels applied alike."""
+        ids = ["p-0", "p-1", "p-2", "zz", "p-0", "yy", "p-3", "zz", "p-4", "p-3"]
+        labels = [0, 0, 1, 1, 1, 0, 0, 0, 1, 1]
+        items_json = [{"id": i, "label": v} for i, v in zip(ids, labels, strict=True)]
+        answers: dict[str, list[dict[str, Any]]] = {}
+        for model, send in (("by-json", "json"), ("by-arrow", "arrow")):
+            create_model(client, model)
+            post_predictions(client, [as_json(item) for item in items(5)], model=model)
+            for _ in range(2):  # the second time: nothing changes
+                if send == "json":
+                    response = post_labels(client, items_json, model)
+                else:
+                    response = post_arrow(client, self._labels(ids, labels), model, "labels")
+                assert response.status_code == 200, response.text
+                answers.setdefault(model, []).append(response.json())
+            late = post_predictions(client, [{**as_json(items(1)[0]), "id": "zz"}], model=model)
+            assert late.json()["pending_labels_applied"] == 1
+        assert answers["by-arrow"] == answers["by-json"]
+        assert answers["by-arrow"][0] == {
+            "updated": 3,
+            "unchanged": 2,
+            "pending": ["yy", "zz"],
+            "expired": 0,
+        }
+        assert answers["by-arrow"][1]["updated"] == 0
+        as_stored = {
+            model: {key: (row[2], row[4]) for key, row in stored(client, model).items()}
+            for model in ("by-json", "by-arrow")
+        }
+        assert as_stored["by-arrow"] == as_stored["by-json"]
+        assert as_stored["by-arrow"]["p-0"] == (1, True)
+        assert as_stored["by-arrow"]["p-3"] == (1, True)
+        assert as_stored["by-arrow"]["zz"] == (0, True)
 
     @pytest.mark.parametrize(
         ("ids", "labels", "label_type", "field"),

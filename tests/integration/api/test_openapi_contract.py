@@ -28,12 +28,14 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pytest
 import schemathesis
 import uvicorn
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi import unregister_string_format
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -45,6 +47,7 @@ from schemathesis.specs.openapi.checks import (
 
 from bench.harness.processes import wait_for
 from calmon.api.app import create_app
+from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE
 from calmon.services.model_registry import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
 from calmon.settings import Settings
 from calmon.timeline import WINDOW_SECONDS
@@ -98,6 +101,71 @@ def event_times() -> st.SearchStrategy[str]:
     )
 
 
+def _stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+@st.composite
+def arrow_predictions(draw: st.DrawFn) -> bytes:
+    """Arrow IPC streams of 1 to 20 valid predictions (event times as :func:`event_times`,
+    any finite score, labels and segments with nulls): what the Arrow media type of the
+    ingestion routes takes. :func:`respect_unsayable_rules` makes a label stream of one for the
+    labels route."""
+    last = datetime.now(UTC).replace(tzinfo=None)
+    n = draw(st.integers(1, 20))
+
+    def column(values: st.SearchStrategy[Any]) -> list[Any]:
+        return draw(st.lists(values, min_size=n, max_size=n))
+
+    characters = st.characters(codec="utf-8", categories=["L", "N", "P"])
+    ids = column(st.text(characters, min_size=1, max_size=40))
+    stamps = column(st.datetimes(min_value=last - timedelta(days=30), max_value=last))
+    table = pa.table(
+        {
+            "id": pa.array(ids, pa.utf8()),
+            "timestamp": pa.array(
+                [stamp.replace(tzinfo=UTC) for stamp in stamps], pa.timestamp("us", "UTC")
+            ),
+            "score": pa.array(column(st.floats(allow_nan=False, allow_infinity=False))),
+            "label": pa.array(column(st.sampled_from([None, 0, 1])), pa.int8()),
+            "segment": pa.array(
+                column(st.sampled_from([None, "country=FR", "a", "x.y:z_1-2"])), pa.utf8()
+            ),
+        }
+    )
+    return _stream(table)
+
+
+def _as_labels(body: bytes) -> bytes:
+    """The label stream of a prediction stream: its ids, each labelled 1 if its score is
+    positive (a label stream already: itself, as a case may be replayed)."""
+    table = pa.ipc.open_stream(body).read_all()
+    if "score" not in table.column_names:
+        return body
+    scores = table.column("score").to_pylist()
+    labels = pa.array([int(score > 0) for score in scores], pa.int8())
+    return _stream(pa.table({"id": table.column("id"), "label": labels}))
+
+
+def _negated_body(case: schemathesis.Case[Any]) -> bool:
+    """Whether schemathesis meant the case's body to break its schema."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_negative:
+        return False
+    body = meta.components.get(ParameterLocation.BODY)
+    return body is not None and body.mode.is_negative
+
+
+def _with_wrong_id_type(body: bytes) -> bytes:
+    """An Arrow stream whose ``id`` column is ``large_utf8``, which the routes refuse (422)."""
+    table = pa.ipc.open_stream(body).read_all()
+    ids = table.column("id").cast(pa.large_utf8())
+    return _stream(table.set_column(table.schema.get_field_index("id"), "id", ids))
+
+
 def _instant(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -144,16 +212,23 @@ def _span(body: dict[str, Any]) -> None:
 
 
 def respect_unsayable_rules(case: schemathesis.Case[Any]) -> None:
-    """Make the generated data keep three rules that JSON Schema cannot say.
+    """Make the generated data keep the rules that JSON Schema cannot say.
 
     ``start`` comes before ``end`` where both are instants (the window query, a recompute
     range, a fixed reference): a rule between two fields. A decision's ``max_span`` is at least
     one of the model's windows (another rule between two fields) and at most 90 days (its
     digits do not say it). The integers of a model's configuration are written without a
     fraction: pydantic's strict integers refuse ``20.0``, which JSON Schema 2020-12 cannot tell
-    from ``20``.
+    from ``20``. An Arrow body of the labels route is the label stream of the drawn predictions
+    (one media type has one strategy, :func:`arrow_predictions`); where schemathesis means the
+    body to be invalid, which a binary schema cannot say, its ``id`` column gets a wrong type.
     """
     _ordered(case.query)
+    if case.media_type == ARROW_MEDIA_TYPE and isinstance(case.body, bytes):
+        if case.path.endswith("/labels"):
+            case.body = _as_labels(case.body)
+        if _negated_body(case):
+            case.body = _with_wrong_id_type(case.body)
     if isinstance(case.body, dict):
         _ordered(case.body.get("reference"))
         _span(case.body)
@@ -173,6 +248,7 @@ def _document() -> dict[str, Any]:
 
 
 DOCUMENT = _document()
+schemathesis.openapi.media_type(ARROW_MEDIA_TYPE, arrow_predictions())
 schema = schemathesis.openapi.from_dict(
     DOCUMENT, config=schemathesis.Config.from_dict(SCHEMATHESIS_CONFIG)
 )
@@ -308,3 +384,30 @@ def test_documentation_samples_are_realistic() -> None:
     assert prediction["score"]["examples"] == [0.93]
     segment = prediction["segment"]["anyOf"][0]
     assert segment["examples"] == ["country=FR"]
+
+
+@pytest.mark.parametrize(
+    ("route", "rows"),
+    [
+        (
+            "predictions",
+            [
+                "| `id` | `utf8` | yes | no |",
+                "| `timestamp` | `timestamp[us, tz=UTC]` | yes | no |",
+                "| `score` | `float64` | yes | no |",
+                "| `label` | `int8` | no | yes |",
+                "| `segment` | `utf8` | no | yes |",
+            ],
+        ),
+        ("labels", ["| `id` | `utf8` | yes | no |", "| `label` | `int8` | yes | no |"]),
+    ],
+)
+def test_ingestion_routes_list_the_arrow_stream_with_its_columns_and_bound(
+    route: str, rows: list[str]
+) -> None:
+    body = DOCUMENT["paths"][f"/v1/models/{{model}}/{route}"]["post"]["requestBody"]
+    assert list(body["content"]) == ["application/json", ARROW_MEDIA_TYPE]
+    assert body["content"][ARROW_MEDIA_TYPE] == {"schema": {"type": "string", "format": "binary"}}
+    table = [line for line in body["description"].splitlines() if line.startswith("| `")]
+    assert [line.rsplit(" | ", 1)[0] + " |" for line in table] == rows
+    assert "up to 100,000 rows" in body["description"]

@@ -1,16 +1,20 @@
 """The Arrow path checks ids and segments over whole columns, byte by byte: it refuses
-exactly the values the JSON schema's patterns refuse."""
+exactly the values the JSON schema's patterns refuse; a label stream becomes the columns a
+JSON label batch becomes (each id once, its last label)."""
 
 from __future__ import annotations
 
 import re
 
-from hypothesis import given
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calmon.db.stage_columns import TextColumn
 from calmon.names import SEGMENT_PATTERN
-from calmon.services.ingest_arrow import id_problems, segment_problems
+from calmon.services.ingest_arrow import id_problems, read_labels, segment_problems
+from calmon.services.ingest_batches import LabelColumns
 from calmon.services.ingest_schemas import CLIENT_ID_PATTERN
 
 #: (no lone surrogates: UTF-8 cannot carry them, nor can an Arrow string)
@@ -58,3 +62,26 @@ def test_segment_pattern_cases() -> None:
         False,
         False,
     ]
+
+
+# no deadline: the first example imports pyarrow's compute functions
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "cé", "d" * 40, "e"]), st.integers(0, 1))))
+def test_label_streams_are_the_columns_of_the_same_json_batch(
+    labels: list[tuple[str, int]],
+) -> None:
+    table = pa.table(
+        {
+            "id": pa.array([i for i, _ in labels], pa.utf8()),
+            "label": pa.array([v for _, v in labels], pa.int8()),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    columns = read_labels(sink.getvalue().to_pybytes())
+    expected = LabelColumns.of_items([{"id": i, "label": v} for i, v in labels])
+    assert columns.ids.values() == expected.ids.values()
+    assert columns.labels.dtype == np.int16
+    assert columns.labels.tolist() == expected.labels.tolist()
+    assert columns.ids.values() == list(dict.fromkeys(i for i, _ in labels))
