@@ -227,7 +227,7 @@ class Cell:
 
 def rows_named(reason: str | None) -> int | None:
     """The window size a withheld advice's reason names, if it names one."""
-    marker = "windows of about "
+    marker = "With this reference, windows of about "
     if reason is None or marker not in reason:
         return None
     return int(reason.split(marker, 1)[1].split(" ", 1)[0])

@@ -717,22 +717,49 @@ def _not_held(advice: Advice, hold: Hold, *, held: float) -> str:
     return text + ". " + _what_would_help(hold)
 
 
+#: The larger reference :func:`_what_would_help` weighs, as a multiple of the rows.
+LARGER_REFERENCE: Final = 4
+
+
 def _what_would_help(hold: Hold) -> str:
-    """What would make advice possible (the normal model's answer, approximate)."""
+    """What would make advice possible, by the normal model of :class:`Hold` (approximate):
+    the window size that would keep the objective with this reference; when none does, or it
+    is over ten times this window, the size with a reference :data:`LARGER_REFERENCE` times
+    as large (the reference's error shrinking as 1/√rows), or how much larger a reference
+    would have to be."""
     needed = hold.rows_needed()
+    parts = []
     if needed is not None:
-        return (
+        parts.append(
             f"With this reference, windows of about {needed} predictions would keep it "
-            f"(a longer window, or fewer segments)"
+            "(e.g. a longer window)"
         )
-    factor = hold.reference_factor()
-    if factor is not None:
-        return (
-            "No window size would with this reference: its own error needs a reference about "
-            f"{factor:.1f} times as large (in rows at the same class ratio), and then windows "
-            "large enough"
-        )
-    return (
-        "Neither a larger window nor a larger reference would: the expected value at this "
-        "threshold is itself off the objective's tolerance"
-    )
+    else:
+        parts.append("No window size would keep it with this reference")
+    if needed is None or needed > 10 * hold.rows:
+        spread = hold.spread
+        larger = Hold(
+            hold.quantity,
+            hold.mean,
+            Spread(spread.window, spread.reference / math.sqrt(LARGER_REFERENCE), spread.ratio),
+            hold.rows,
+            hold.low,
+            hold.high,
+        ).rows_needed()
+        factor = hold.reference_factor()
+        if larger is not None:
+            parts.append(
+                f"with a reference {LARGER_REFERENCE} times as large (in rows at the same class "
+                f"ratio), windows of about {larger} would"
+            )
+        elif factor is not None:
+            parts.append(
+                f"its own error needs a reference about {factor:.1f} times as large (in rows "
+                "at the same class ratio) for a large enough window to keep it"
+            )
+        elif needed is None:
+            parts.append(
+                "nor would a larger reference: the expected value at this threshold is itself "
+                "off the objective's tolerance"
+            )
+    return "; ".join(parts)
