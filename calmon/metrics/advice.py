@@ -17,11 +17,11 @@ reference's sampling: a one-sided Wilson bound on TPR (positives) and on FPR (ne
 at √(0.975) (for :data:`LEVEL` 0.95), so that, the two classes being independent samples, each
 end of a 95% interval holds with probability 0.975. The FPR's upper bound is never 0
 (z²/(n_neg + z²) at FP = 0). An objective picks one t_k from them (:func:`advise`), and
-:func:`window_advice` withholds a threshold whose precision the next window could not hold
-(:func:`precision_spread`). Where the assumption fails (a likelihood drift), these
-expectations are wrong in a direction no prior can fix: :func:`class_shift_p_value` tests it
-from a window's labelled scores (two-sample Kolmogorov-Smirnov per class against the
-reference, at the reference's thresholds).
+:func:`window_advice` withholds a threshold whose objective (a precision, a budget, a cost)
+a window of this size could not keep (:func:`window_hold`). Where the assumption fails (a
+likelihood drift), these expectations are wrong in a direction no prior can fix:
+:func:`class_shift_p_value` tests it from a window's labelled scores (two-sample
+Kolmogorov-Smirnov per class against the reference, at the reference's thresholds).
 
 :func:`window_advice` gives the ``advice`` of a window record: the window's class ratio comes
 from its labels when it has enough of them (``measured``), else from the label-free estimate,
@@ -580,12 +580,11 @@ def window_advice(
     (``ks_by_class``) on the measured path, from the label-free check on the estimated one.
     ``expected_intervals`` holds the 95% intervals of the expected values (:func:`advise`):
     they cover the reference's sampling at the window's ratio, not the next window's own
-    noise nor the ratio's error. A target precision is advised only when a window of this
-    one's size (``result["n"]`` + ``unlabelled``) would hold it within
-    :data:`PRECISION_TOLERANCE` with probability :data:`HOLD_PROBABILITY`
-    (:func:`precision_spread`, :func:`hold_probability`); otherwise ``reason`` says how many
-    rows the threshold would flag, how often it would hold, and which error weighs most
-    (``docs/acting.md``)."""
+    noise nor the ratio's error. Advice is given only when a window of this one's size
+    (``result["n"]`` + ``unlabelled``) would keep the objective with probability
+    :data:`HOLD_PROBABILITY` (:func:`window_hold`); otherwise ``reason`` says how many rows the
+    threshold would flag, how often it would keep it, which error weighs most and what window
+    or reference size would make advice possible (``docs/acting.md``)."""
     out: dict[str, Any] = {
         "objective": objective,
         "configured_threshold": threshold,

@@ -18,6 +18,7 @@ import pytest
 
 from bench.studies import advice as study
 from calmon.arrays import FloatArray, Int8Array
+from calmon.metrics import advice as advice_module
 from calmon.metrics.advice import (
     HOLD_PROBABILITY,
     PRECISION_TOLERANCE,
@@ -541,3 +542,24 @@ def test_budget_and_cost_kept_on_the_next_window_at_rare_priors() -> None:
         assert given >= 10
         assert sum(c.held for c in after) >= 0.8 * given
         assert all(sum(c.reasons.values()) == c.windows - c.given for c in after)
+
+
+def test_the_reason_says_what_window_or_reference_would_keep_it() -> None:
+    """Where the reference's error alone breaks the target, the reason says no window size
+    would, and names the window a reference four times as large would need; where the
+    window's sampling does, it names the window size."""
+    by_reference = Hold("precision", 0.8, Spread(0.05, 0.035, 0.0), 1_000, 0.75, 0.85)
+    assert by_reference.rows_needed() is None
+    text = advice_module._what_would_help(by_reference)
+    assert text.startswith("No window size would keep it with this reference")
+    larger = Hold("precision", 0.8, Spread(0.05, 0.0175, 0.0), 1_000, 0.75, 0.85).rows_needed()
+    assert larger is not None
+    assert f"with a reference {advice_module.LARGER_REFERENCE} times as large" in text
+    assert f"windows of about {larger} would" in text
+    by_window = Hold("precision", 0.8, Spread(0.05, 0.0, 0.0), 1_000, 0.75, 0.85)
+    needed = by_window.rows_needed()
+    assert needed is not None
+    assert advice_module._what_would_help(by_window) == (
+        f"With this reference, windows of about {needed} predictions would keep it "
+        "(e.g. a longer window)"
+    )
