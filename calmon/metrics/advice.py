@@ -17,11 +17,11 @@ reference's sampling: a one-sided Wilson bound on TPR (positives) and on FPR (ne
 at √(0.975) (for :data:`LEVEL` 0.95), so that, the two classes being independent samples, each
 end of a 95% interval holds with probability 0.975. The FPR's upper bound is never 0
 (z²/(n_neg + z²) at FP = 0). An objective picks one t_k from them (:func:`advise`), and
-:func:`window_advice` withholds a threshold whose precision the next window could not hold
-(:func:`precision_spread`). Where the assumption fails (a likelihood drift), these
-expectations are wrong in a direction no prior can fix: :func:`class_shift_p_value` tests it
-from a window's labelled scores (two-sample Kolmogorov-Smirnov per class against the
-reference, at the reference's thresholds).
+:func:`window_advice` withholds a threshold whose objective (a precision, a budget, a cost)
+a window of this size could not keep (:func:`window_hold`). Where the assumption fails (a
+likelihood drift), these expectations are wrong in a direction no prior can fix:
+:func:`class_shift_p_value` tests it from a window's labelled scores (two-sample
+Kolmogorov-Smirnov per class against the reference, at the reference's thresholds).
 
 :func:`window_advice` gives the ``advice`` of a window record: the window's class ratio comes
 from its labels when it has enough of them (``measured``), else from the label-free estimate,
@@ -63,6 +63,13 @@ LEVEL: Final = 0.95
 PRECISION_TOLERANCE: Final = 0.05
 #: ... with at least this probability (:func:`hold_probability`); otherwise no advice.
 HOLD_PROBABILITY: Final = 0.9
+#: An alert budget r is kept when a window flags at most r·(1 + this) of its predictions, and
+#: a cost is no worse than promised when a window's cost per prediction is at most the upper
+#: end of the expected cost's interval·(1 + this), each with :data:`HOLD_PROBABILITY`
+#: (:func:`window_hold`).
+RELATIVE_TOLERANCE: Final = 0.1
+#: The largest window, in rows, that :func:`rows_needed` names.
+MAX_ROWS: Final = 10**9
 #: z of each class's one-sided bound, so that both hold at once w.p. 1 - (1 - LEVEL)/2.
 _Z_CLASS: Final = NormalDist().inv_cdf(math.sqrt(1.0 - (1.0 - LEVEL) / 2.0))
 #: z of a two-sided interval at :data:`LEVEL` (the recall, the class ratio).
@@ -241,8 +248,8 @@ def advise(ranking: Ranking, *, prior: float, objective: Mapping[str, Any]) -> A
 
 @dataclass(frozen=True, slots=True)
 class Spread:
-    """Standard deviations of the precision a window gives at an advised threshold, by
-    source (:func:`precision_spread`)."""
+    """Standard deviations of the value a window gives at an advised threshold, by source
+    (:func:`precision_spread`, :func:`alert_rate_spread`, :func:`cost_spread`)."""
 
     window: float
     reference: float
@@ -252,6 +259,26 @@ class Spread:
     def total(self) -> float:
         """The three together (independent errors)."""
         return math.sqrt(self.window**2 + self.reference**2 + self.ratio**2)
+
+    def at_rows(self, factor: float) -> Spread:
+        """The spread of a window ``factor`` times this one's size: the window's own sampling
+        and the ratio's error (measured from, or estimated on, the window) scale as
+        1/√factor; the reference's does not."""
+        shrink = 1.0 / math.sqrt(factor)
+        return Spread(self.window * shrink, self.reference, self.ratio * shrink)
+
+
+def _ratio_sd(prior_interval: Sequence[float] | None) -> float:
+    """The class ratio's standard deviation from its interval at :data:`LEVEL` (0 if none)."""
+    if prior_interval is None:
+        return 0.0
+    lo, hi = (float(x) for x in prior_interval)
+    return max(hi - lo, 0.0) / (2.0 * _Z_LEVEL)
+
+
+def _fpr(advice: Advice, prior: float) -> float:
+    """The reference's FPR at the advised threshold, from its expected alert rate."""
+    return max(advice.alert_rate - prior * advice.recall, 0.0) / (1.0 - prior)
 
 
 def precision_spread(
@@ -283,15 +310,179 @@ def precision_spread(
     return Spread(window=window, reference=reference, ratio=ratio)
 
 
-def hold_probability(precision: float, spread: float, target: float) -> float:
-    """P(|X - target| ≤ :data:`PRECISION_TOLERANCE`) for X normal with mean ``precision`` and
-    standard deviation ``spread``: how often a window's precision holds the target."""
+def alert_rate_spread(
+    advice: Advice, *, prior: float, window_rows: int, prior_interval: Sequence[float] | None
+) -> Spread:
+    """How much the alert rate a = π·TPR + (1 - π)·FPR that a window of ``window_rows``
+    predictions gives at the advised threshold varies around ``advice.alert_rate``:
+    ``window``, each row flagged independently with probability a, √(a(1 - a)/rows);
+    ``reference``, (its upper bound - a)/z of that bound; ``ratio``, |TPR - FPR| times the
+    ratio's standard deviation (its interval's width/(2·z))."""
+    a = advice.alert_rate
+    window = math.sqrt(a * (1.0 - a) / window_rows) if window_rows > 0 else math.inf
+    reference = (advice.intervals["alert_rate"][1] - a) / _Z_CLASS
+    ratio = abs(advice.recall - _fpr(advice, prior)) * _ratio_sd(prior_interval)
+    return Spread(window=window, reference=reference, ratio=ratio)
+
+
+def cost_spread(
+    advice: Advice,
+    *,
+    costs: Mapping[str, Any],
+    prior: float,
+    window_rows: int,
+    prior_interval: Sequence[float] | None,
+) -> Spread:
+    """How much the cost per prediction c = (c_fp·FP + c_fn·FN)/rows that a window of
+    ``window_rows`` predictions gives at the advised threshold varies around ``advice.cost``:
+    ``window``, FP and FN being two cells of a multinomial with probabilities
+    q_fp = (1 - π)·FPR and q_fn = π·(1 - TPR),
+    √((c_fp²·q_fp(1 - q_fp) + c_fn²·q_fn(1 - q_fn) - 2·c_fp·c_fn·q_fp·q_fn)/rows);
+    ``reference``, (its upper bound - c)/z of that bound; ``ratio``,
+    |c_fn·(1 - TPR) - c_fp·FPR| times the ratio's standard deviation."""
+    c_fp, c_fn = float(costs["false_positive"]), float(costs["false_negative"])
+    fpr = _fpr(advice, prior)
+    q_fp, q_fn = (1.0 - prior) * fpr, prior * (1.0 - advice.recall)
+    variance = (
+        c_fp * c_fp * q_fp * (1.0 - q_fp)
+        + c_fn * c_fn * q_fn * (1.0 - q_fn)
+        - 2.0 * c_fp * c_fn * q_fp * q_fn
+    )
+    window = math.sqrt(max(variance, 0.0) / window_rows) if window_rows > 0 else math.inf
+    reference = (advice.intervals["cost"][1] - advice.cost) / _Z_CLASS
+    ratio = abs(c_fn * (1.0 - advice.recall) - c_fp * fpr) * _ratio_sd(prior_interval)
+    return Spread(window=window, reference=reference, ratio=ratio)
+
+
+def _within(mean: float, spread: float, low: float, high: float) -> float:
+    """P(low ≤ X ≤ high) for X normal with ``mean`` and standard deviation ``spread``."""
     if not math.isfinite(spread):
         return 0.0
     if spread <= 0.0:
-        return float(abs(precision - target) <= PRECISION_TOLERANCE)
-    normal = NormalDist(precision, spread)
-    return normal.cdf(target + PRECISION_TOLERANCE) - normal.cdf(target - PRECISION_TOLERANCE)
+        return float(low <= mean <= high)
+    normal = NormalDist(mean, spread)
+    return (1.0 if math.isinf(high) else normal.cdf(high)) - (
+        0.0 if math.isinf(low) else normal.cdf(low)
+    )
+
+
+def hold_probability(precision: float, spread: float, target: float) -> float:
+    """P(|X - target| ≤ :data:`PRECISION_TOLERANCE`) for X normal with mean ``precision`` and
+    standard deviation ``spread``: how often a window's precision holds the target."""
+    return _within(precision, spread, target - PRECISION_TOLERANCE, target + PRECISION_TOLERANCE)
+
+
+def upper_hold_probability(mean: float, spread: float, limit: float) -> float:
+    """P(X ≤ ``limit``) for X normal with ``mean`` and standard deviation ``spread``: how
+    often a window's alert rate keeps a budget, or its cost the promise (:func:`window_hold`)."""
+    return _within(mean, spread, -math.inf, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Whether a window of ``rows`` predictions keeps what an objective's advice promises:
+    its ``quantity`` (``precision``, ``alert_rate`` or ``cost``) has expectation ``mean`` and
+    ``spread``, and the promise is kept when it lies in [``low``, ``high``]."""
+
+    quantity: str
+    mean: float
+    spread: Spread
+    rows: int
+    low: float
+    high: float
+
+    def probability(self, factor: float = 1.0) -> float:
+        """How often a window ``factor`` times this one's size keeps it (normal model)."""
+        return _within(self.mean, self.spread.at_rows(factor).total, self.low, self.high)
+
+    def rows_needed(self) -> int | None:
+        """The fewest rows a window needs to keep it with :data:`HOLD_PROBABILITY` (to about
+        2%), with this reference at this ratio; None when none up to :data:`MAX_ROWS` does
+        (the reference's error alone is too large, or the expectation is off the promise)."""
+        top = MAX_ROWS / max(self.rows, 1)
+        if self.probability(top) < HOLD_PROBABILITY:
+            return None
+        low, high = 1.0, top
+        while high / low > 1.02:
+            middle = math.sqrt(low * high)
+            low, high = (
+                (middle, high)
+                if self.probability(middle) < HOLD_PROBABILITY
+                else (
+                    low,
+                    middle,
+                )
+            )
+        return math.ceil(high * max(self.rows, 1))
+
+    def reference_factor(self) -> float | None:
+        """How many times as many reference rows (at the same class ratio) would let a large
+        enough window keep it, the reference's error shrinking as 1/√rows; None when its
+        expectation is off the promise (no reference helps) or beyond 10^6 times."""
+
+        def held(factor: float) -> bool:
+            alone = Spread(0.0, self.spread.reference / math.sqrt(factor), 0.0)
+            return _within(self.mean, alone.total, self.low, self.high) >= HOLD_PROBABILITY
+
+        if not held(1e6):
+            return None
+        low, high = 1.0, 1e6
+        while high / low > 1.02:
+            middle = math.sqrt(low * high)
+            low, high = (middle, high) if not held(middle) else (low, middle)
+        return high
+
+
+def window_hold(
+    objective: Mapping[str, Any],
+    advice: Advice,
+    *,
+    prior: float,
+    rows: int,
+    prior_interval: Sequence[float] | None,
+) -> Hold:
+    """The :class:`Hold` of ``advice`` for ``objective`` on a window of ``rows`` predictions
+    at ``prior`` (whose interval at :data:`LEVEL` is ``prior_interval``, None if unknown):
+
+    - ``target_precision`` p: the precision within ±:data:`PRECISION_TOLERANCE` of p;
+    - ``alert_rate`` r: the alert rate at most r·(1 + :data:`RELATIVE_TOLERANCE`);
+    - ``costs``: the cost per prediction at most the upper end of the expected cost's 95%
+      interval·(1 + :data:`RELATIVE_TOLERANCE`) (no worse than promised: the interval holds
+      the reference's error, the tolerance the window's)."""
+    kind = objective_kind(objective)
+    if kind == "target_precision":
+        target = float(objective["target_precision"])
+        spread = precision_spread(advice, window_rows=rows, prior_interval=prior_interval)
+        return Hold(
+            "precision",
+            advice.precision,
+            spread,
+            rows,
+            target - PRECISION_TOLERANCE,
+            target + PRECISION_TOLERANCE,
+        )
+    if kind == "alert_rate":
+        budget = float(objective["alert_rate"])
+        spread = alert_rate_spread(
+            advice, prior=prior, window_rows=rows, prior_interval=prior_interval
+        )
+        return Hold(
+            "alert_rate",
+            advice.alert_rate,
+            spread,
+            rows,
+            -math.inf,
+            budget * (1 + RELATIVE_TOLERANCE),
+        )
+    spread = cost_spread(
+        advice,
+        costs=objective["costs"],
+        prior=prior,
+        window_rows=rows,
+        prior_interval=prior_interval,
+    )
+    promised = advice.intervals["cost"][1] * (1 + RELATIVE_TOLERANCE)
+    return Hold("cost", advice.cost, spread, rows, -math.inf, promised)
 
 
 def kolmogorov_p_value(statistic: float, n1: int, n2: int) -> float:
@@ -389,12 +580,11 @@ def window_advice(
     (``ks_by_class``) on the measured path, from the label-free check on the estimated one.
     ``expected_intervals`` holds the 95% intervals of the expected values (:func:`advise`):
     they cover the reference's sampling at the window's ratio, not the next window's own
-    noise nor the ratio's error. A target precision is advised only when a window of this
-    one's size (``result["n"]`` + ``unlabelled``) would hold it within
-    :data:`PRECISION_TOLERANCE` with probability :data:`HOLD_PROBABILITY`
-    (:func:`precision_spread`, :func:`hold_probability`); otherwise ``reason`` says how many
-    rows the threshold would flag, how often it would hold, and which error weighs most
-    (``docs/acting.md``)."""
+    noise nor the ratio's error. Advice is given only when a window of this one's size
+    (``result["n"]`` + ``unlabelled``) would keep the objective with probability
+    :data:`HOLD_PROBABILITY` (:func:`window_hold`); otherwise ``reason`` says how many rows the
+    threshold would flag, how often it would keep it, which error weighs most and what window
+    or reference size would make advice possible (``docs/acting.md``)."""
     out: dict[str, Any] = {
         "objective": objective,
         "configured_threshold": threshold,
@@ -435,19 +625,17 @@ def window_advice(
     if advice is None:
         out["reason"] = _unmet(objective, reference)
         return out
-    if "target_precision" in objective:
-        rows = int(result["n"]) + unlabelled
-        interval = (
-            wilson_interval(int(result["n_pos"]), int(result["n"]), LEVEL)
-            if source == "measured"
-            else (estimated or {}).get("positive_class_ratio_interval")
-        )
-        spread = precision_spread(advice, window_rows=rows, prior_interval=interval)
-        target = float(objective["target_precision"])
-        held = hold_probability(advice.precision, spread.total, target)
-        if held < HOLD_PROBABILITY:
-            out["reason"] = _not_held(advice, rows=rows, spread=spread, held=held, target=target)
-            return out
+    rows = int(result["n"]) + unlabelled
+    interval = (
+        wilson_interval(int(result["n_pos"]), int(result["n"]), LEVEL)
+        if source == "measured"
+        else (estimated or {}).get("positive_class_ratio_interval")
+    )
+    hold = window_hold(objective, advice, prior=prior, rows=rows, prior_interval=interval)
+    held = hold.probability()
+    if held < HOLD_PROBABILITY:
+        out["reason"] = _not_held(advice, hold, held=held)
+        return out
     out["threshold"] = advice.threshold
     out["expected"] = {
         "precision": advice.precision,
@@ -482,22 +670,95 @@ def _unmet(objective: Mapping[str, Any], reference: Ranking) -> str:
     return "no threshold meets the objective at this class ratio"
 
 
-def _not_held(advice: Advice, *, rows: int, spread: Spread, held: float, target: float) -> str:
+def _not_held(advice: Advice, hold: Hold, *, held: float) -> str:
+    spread, rows = hold.spread, hold.rows
     flagged = rows * advice.alert_rate
-    p = advice.precision
     sources = {
         "the window's own sampling (too few flagged rows)": spread.window,
         "the reference's sampling (too few reference rows at this threshold)": spread.reference,
         "the class ratio's error": spread.ratio,
     }
     worst = max(sources, key=lambda name: sources[name])
-    lo, hi = advice.intervals["precision"]
-    return (
-        f"the target would not hold on a window of this size: mostly from {worst}. At this "
-        f"class ratio the threshold {advice.threshold:.4g} (expected precision {p:.3f}, 95% "
-        f"interval {lo:.3f}-{hi:.3f}) would flag about {flagged:.1f} of a window's {rows} "
-        f"predictions ({flagged * p:.1f} of them positive); the window's precision would be "
-        f"within ±{PRECISION_TOLERANCE:g} of {target:g} in {held:.0%} of windows, under the "
-        f"{HOLD_PROBABILITY:.0%} needed (standard deviations: {spread.window:.3f} from the "
-        f"window, {spread.reference:.3f} from the reference, {spread.ratio:.3f} from the ratio)"
+    p = advice.precision
+    lo, hi = advice.intervals[hold.quantity]
+    deviations = (
+        f"standard deviations: {spread.window:.3g} from the window, {spread.reference:.3g} "
+        f"from the reference, {spread.ratio:.3g} from the ratio"
     )
+    if hold.quantity == "precision":
+        target = (hold.low + hold.high) / 2.0
+        text = (
+            f"the target would not hold on a window of this size: mostly from {worst}. At this "
+            f"class ratio the threshold {advice.threshold:.4g} (expected precision {p:.3f}, 95% "
+            f"interval {lo:.3f}-{hi:.3f}) would flag about {flagged:.1f} of a window's {rows} "
+            f"predictions ({flagged * p:.1f} of them positive); the window's precision would "
+            f"be within ±{PRECISION_TOLERANCE:g} of {target:g} in {held:.0%} of windows, under "
+            f"the {HOLD_PROBABILITY:.0%} needed ({deviations})"
+        )
+    elif hold.quantity == "alert_rate":
+        text = (
+            f"the budget would not be kept on a window of this size: mostly from {worst}. At "
+            f"this class ratio the threshold {advice.threshold:.4g} (expected alert rate "
+            f"{advice.alert_rate:.4g}, 95% interval {lo:.4g}-{hi:.4g}) would flag about "
+            f"{flagged:.1f} of a window's {rows} predictions; the window would flag at most "
+            f"{hold.high:.4g} of them (the budget and {RELATIVE_TOLERANCE:.0%}) in {held:.0%} "
+            f"of windows, under the {HOLD_PROBABILITY:.0%} needed ({deviations})"
+        )
+    else:
+        text = (
+            f"the cost would not be kept on a window of this size: mostly from {worst}. At "
+            f"this class ratio the threshold {advice.threshold:.4g} (expected cost "
+            f"{advice.cost:.4g} per prediction, 95% interval {lo:.4g}-{hi:.4g}) would flag "
+            f"about {flagged:.1f} of a window's {rows} predictions; the window's cost would be "
+            f"at most {hold.high:.4g} (the interval's upper end and {RELATIVE_TOLERANCE:.0%}) in "
+            f"{held:.0%} of windows, under the {HOLD_PROBABILITY:.0%} needed ({deviations})"
+        )
+    return text + ". " + _what_would_help(hold)
+
+
+#: The larger reference :func:`_what_would_help` weighs, as a multiple of the rows.
+LARGER_REFERENCE: Final = 4
+
+
+def _what_would_help(hold: Hold) -> str:
+    """What would make advice possible, by the normal model of :class:`Hold` (approximate):
+    the window size that would keep the objective with this reference; when none does, or it
+    is over ten times this window, the size with a reference :data:`LARGER_REFERENCE` times
+    as large (the reference's error shrinking as 1/√rows), or how much larger a reference
+    would have to be."""
+    needed = hold.rows_needed()
+    parts = []
+    if needed is not None:
+        parts.append(
+            f"With this reference, windows of about {needed} predictions would keep it "
+            "(e.g. a longer window)"
+        )
+    else:
+        parts.append("No window size would keep it with this reference")
+    if needed is None or needed > 10 * hold.rows:
+        spread = hold.spread
+        larger = Hold(
+            hold.quantity,
+            hold.mean,
+            Spread(spread.window, spread.reference / math.sqrt(LARGER_REFERENCE), spread.ratio),
+            hold.rows,
+            hold.low,
+            hold.high,
+        ).rows_needed()
+        factor = hold.reference_factor()
+        if larger is not None:
+            parts.append(
+                f"with a reference {LARGER_REFERENCE} times as large (in rows at the same class "
+                f"ratio), windows of about {larger} would"
+            )
+        elif factor is not None:
+            parts.append(
+                f"its own error needs a reference about {factor:.1f} times as large (in rows "
+                "at the same class ratio) for a large enough window to keep it"
+            )
+        elif needed is None:
+            parts.append(
+                "nor would a larger reference: the expected value at this threshold is itself "
+                "off the objective's tolerance"
+            )
+    return "; ".join(parts)

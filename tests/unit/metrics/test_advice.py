@@ -18,15 +18,24 @@ import pytest
 
 from bench.studies import advice as study
 from calmon.arrays import FloatArray, Int8Array
+from calmon.metrics import advice as advice_module
 from calmon.metrics.advice import (
+    HOLD_PROBABILITY,
     PRECISION_TOLERANCE,
+    RELATIVE_TOLERANCE,
+    Advice,
+    Hold,
+    Spread,
     advise,
+    alert_rate_spread,
     class_shift_p_value,
+    cost_spread,
     expected_bounds,
     expected_curves,
     kolmogorov_p_value,
     wilson_arrays,
     window_advice,
+    window_hold,
 )
 from calmon.metrics.evaluation import evaluate
 from calmon.metrics.intervals import wilson_bounds
@@ -388,3 +397,169 @@ def test_wilson_arrays_agree_with_the_scalar_bounds() -> None:
         assert lower[i] == pytest.approx(lo, abs=1e-15)
         assert upper[i] == pytest.approx(hi, abs=1e-15)
     assert upper[0] == pytest.approx(2.2**2 / (100 + 2.2**2))
+
+
+def _measured(scores: FloatArray, labels: Int8Array) -> dict[str, float]:
+    return {"n": labels.size, "n_pos": int(labels.sum()), "prior": float(labels.mean())}
+
+
+@pytest.mark.parametrize(
+    ("objective", "prior", "rows", "start"),
+    [
+        (
+            {"alert_rate": 0.001},
+            0.05,
+            2_000,
+            "the budget would not be kept on a window of this size",
+        ),
+        (
+            {"costs": {"false_positive": 1.0, "false_negative": 20.0}},
+            0.01,
+            5_000,
+            "the cost would not be kept on a window of this size",
+        ),
+    ],
+)
+def test_budget_and_cost_withheld_on_small_windows_with_the_rows_that_would_do(
+    objective: dict[str, object], prior: float, rows: int, start: str
+) -> None:
+    """A window of 2,000 rows flags a handful at an alert budget of 0.001, one of 5,000 counts
+    a few costly rows at π 0.01: the advice is withheld, and the reason names a window size at
+    which the same reference and ratio give it (and at which the hold rule is met, just)."""
+    rng = np.random.default_rng(12)
+    reference = rank(*study.draw(rng, "logistic", 100_000, 0.05))
+    scores, labels = study.draw(rng, "logistic", rows, prior)
+    result = _measured(scores, labels)
+    common = {
+        "objective": objective,
+        "threshold": 0.5,
+        "prepared": prepare(scores, labels, score_kind="probability"),
+        "result": result,
+        "reference": reference,
+        "estimated": None,
+    }
+    small = window_advice(unlabelled=0, **common)  # type: ignore[arg-type]
+    assert small["threshold"] is None
+    assert small["expected_intervals"] is None
+    assert small["reason"].startswith(start)
+    named = study.rows_named(small["reason"])
+    assert named is not None
+    assert named > labels.size
+    # the rows named are about the fewest that keep it (the ratio measured on the window)
+    advice = advise(reference, prior=result["prior"], objective=objective)
+    assert advice is not None
+    interval = wilson_bounds(result["prior"], labels.size, 1.959964)
+    hold = window_hold(
+        objective, advice, prior=result["prior"], rows=labels.size, prior_interval=interval
+    )
+    assert hold.probability(named / labels.size) >= HOLD_PROBABILITY
+    assert hold.probability(named / labels.size / 1.05) < HOLD_PROBABILITY
+    # the same labelled rows counted in a window of that size (its ratio measured as well)
+    wide = window_advice(
+        unlabelled=0,
+        **{**common, "result": {**result, "n": named, "n_pos": round(named * result["prior"])}},  # type: ignore[arg-type]
+    )
+    assert wide["reason"] is None, wide["reason"]
+    assert wide["threshold"] == advice.threshold
+
+
+def test_window_spreads_match_simulated_windows() -> None:
+    """The window parts of :func:`alert_rate_spread` and :func:`cost_spread` are the standard
+    deviations of a window's alert rate and cost per prediction when each row is a positive
+    with probability π and flagged with the class's rate (multinomial cells)."""
+    rng = np.random.default_rng(4)
+    prior, tpr, fpr, rows = 0.01, 0.7, 0.004, 5_000
+    costs = {"false_positive": 1.0, "false_negative": 20.0}
+    alert = prior * tpr + (1 - prior) * fpr
+    cost = (1 - prior) * fpr + 20.0 * prior * (1 - tpr)
+    advice = Advice(
+        threshold=0.5,
+        precision=prior * tpr / alert,
+        recall=tpr,
+        alert_rate=alert,
+        cost=cost,
+        intervals={"alert_rate": [alert, alert], "cost": [cost, cost], "precision": [0.6, 0.7]},
+    )
+    shares = [prior * tpr, (1 - prior) * fpr, prior * (1 - tpr)]
+    cells = rng.multinomial(rows, [*shares, 1 - sum(shares)], 20_000)
+    tp, fp, fn = cells[:, 0], cells[:, 1], cells[:, 2]
+    alerts = alert_rate_spread(advice, prior=prior, window_rows=rows, prior_interval=None)
+    costed = cost_spread(advice, costs=costs, prior=prior, window_rows=rows, prior_interval=None)
+    assert alerts.reference == 0.0
+    assert alerts.ratio == 0.0
+    assert alerts.window == pytest.approx(np.std((tp + fp) / rows), rel=0.03)
+    assert costed.window == pytest.approx(np.std((fp + 20.0 * fn) / rows), rel=0.03)
+    # a ratio known to ±0.002 moves the alert rate by (TPR - FPR) per unit of ratio
+    moved = alert_rate_spread(advice, prior=prior, window_rows=rows, prior_interval=[0.008, 0.012])
+    assert moved.ratio == pytest.approx((tpr - fpr) * 0.002 / 1.959964, rel=1e-3)
+
+
+def test_rows_and_reference_needed_follow_the_normal_model() -> None:
+    """A precision of 0.8 with a window's spread 0.1 at 1,000 rows holds ±0.05 nine times in
+    ten at a spread of 0.05/1.645: about (0.1·1.645/0.05)² times the rows. With the
+    reference's spread 0.05 alone no window does; a reference (0.05·1.645/0.05)² times as
+    large would."""
+    needed_spread = PRECISION_TOLERANCE / NormalDist().inv_cdf(0.5 + HOLD_PROBABILITY / 2)
+    by_window = Hold("precision", 0.8, Spread(0.1, 0.0, 0.0), 1_000, 0.75, 0.85)
+    assert by_window.probability() < HOLD_PROBABILITY
+    rows = by_window.rows_needed()
+    assert rows is not None
+    assert rows == pytest.approx(1_000 * (0.1 / needed_spread) ** 2, rel=0.025)
+    by_reference = Hold("precision", 0.8, Spread(0.001, 0.05, 0.0), 1_000, 0.75, 0.85)
+    assert by_reference.rows_needed() is None
+    factor = by_reference.reference_factor()
+    assert factor is not None
+    assert factor == pytest.approx((0.05 / needed_spread) ** 2, rel=0.025)
+    off = Hold("precision", 0.9, Spread(0.01, 0.01, 0.0), 1_000, 0.75, 0.85)
+    assert off.rows_needed() is None
+    assert off.reference_factor() is None
+    # a budget: one-sided
+    budget = Hold("alert_rate", 0.009, Spread(0.002, 0.0, 0.0), 1_000, -np.inf, 0.011)
+    assert budget.probability() == pytest.approx(NormalDist(0.009, 0.002).cdf(0.011))
+    advice = Advice(
+        0.5, 0.9, 0.5, 0.009, 0.02, {"alert_rate": [0.0085, 0.0095], "cost": [0.01, 0.03]}
+    )
+    kept = window_hold({"alert_rate": 0.01}, advice, prior=0.01, rows=1_000, prior_interval=None)
+    assert kept.high == pytest.approx(0.01 * (1 + RELATIVE_TOLERANCE))
+    assert kept.low == -np.inf
+    costs = {"costs": {"false_positive": 1.0, "false_negative": 5.0}}
+    promised = window_hold(costs, advice, prior=0.01, rows=1_000, prior_interval=None)
+    assert promised.high == pytest.approx(0.03 * (1 + RELATIVE_TOLERANCE))
+    assert promised.mean == 0.02
+
+
+def test_budget_and_cost_kept_on_the_next_window_at_rare_priors() -> None:
+    """The study in small for the alert-rate and cost objectives (``bench/advice.py`` runs it
+    in full): where advice is given at priors ≤ 0.02, the next window keeps the budget (at
+    most r·1.1 flagged) and the cost (at most its interval's upper end·1.1) in at least 80%
+    of windows; withheld advice always carries a reason."""
+    for name in ("alert rate 0.002", "costs 1:20"):
+        cells = study.run(
+            3, families=("logistic", "tree"), seed=7, objective=study.OBJECTIVES[name]
+        )
+        after = [cells[("design", p, "after")] for p in study.PRIORS if p <= 0.02]
+        given = sum(c.given for c in after)
+        assert given >= 10
+        assert sum(c.held for c in after) >= 0.8 * given
+        assert all(sum(c.reasons.values()) == c.windows - c.given for c in after)
+
+
+def test_the_reason_says_what_window_or_reference_would_keep_it() -> None:
+    """Where the reference's error alone breaks the target, the reason says no window size
+    would, and names the window a reference four times as large would need; where the
+    window's sampling does, it names the window size."""
+    by_reference = Hold("precision", 0.8, Spread(0.05, 0.035, 0.0), 1_000, 0.75, 0.85)
+    assert by_reference.rows_needed() is None
+    text = advice_module._what_would_help(by_reference)
+    assert text.startswith("No window size would keep it with this reference")
+    larger = Hold("precision", 0.8, Spread(0.05, 0.0175, 0.0), 1_000, 0.75, 0.85).rows_needed()
+    assert larger is not None
+    assert f"with a reference {advice_module.LARGER_REFERENCE} times as large" in text
+    assert f"windows of about {larger} would" in text
+    by_window = Hold("precision", 0.8, Spread(0.05, 0.0, 0.0), 1_000, 0.75, 0.85)
+    needed = by_window.rows_needed()
+    assert needed is not None
+    assert advice_module._what_would_help(by_window) == (
+        f"With this reference, windows of about {needed} predictions would keep it "
+        "(e.g. a longer window)"
+    )
