@@ -29,7 +29,7 @@ DEFAULT_WAIT: Final = 300.0
 #: precision at its class ratio (docs/acting.md)
 OBJECTIVE: Final = {"target_precision": 0.5}
 #: seconds for one request, and requests made of each before giving up on a failure that may
-#: pass (the client's back-off between them: about 9 s in all)
+#: pass (the client's back-off between them: at most 11.3 s in all)
 TIMEOUT: Final = 60.0
 ATTEMPTS: Final = 8
 
