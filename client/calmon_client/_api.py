@@ -64,8 +64,9 @@ class Api:
     does the last attempt without a usable answer. Every request of the API that this class
     makes is safe to repeat (the server stores a prediction id once).
 
-    ``client``: an ``httpx.Client`` to send through instead of one of its own (its base URL
-    and headers as they are; ``url`` and ``token`` are then not given, and closing the
+    ``timeout``: seconds for one request (connect, send, answer), past which it is retried.
+    ``client``: an ``httpx.Client`` to send through instead of one of its own (its base URL,
+    headers and timeout as they are; ``url`` and ``token`` are then not given, and closing the
     ``Api`` leaves it open). The methods may be called from several threads at once.
     """
 
