@@ -21,8 +21,12 @@ RUN /opt/build/bin/pip install --require-hashes --no-deps -r requirements/build.
 COPY pyproject.toml setup.py README.md ./
 COPY calmon ./calmon
 COPY migrations ./migrations
-RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
- && /opt/calmon/bin/pip install --no-deps --no-index /wheels/calmon-*.whl \
+# calmon-client (client/), a dependency of calmon built from this repository: the HTTP client of
+# `calmon simulate` and `calmon windows`; its own dependency (httpx) is in the lock.
+COPY client ./client
+RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels ./client . \
+ && /opt/calmon/bin/pip install --no-deps --no-index /wheels/calmon-*.whl /wheels/calmon_client-*.whl \
+ && /opt/calmon/bin/python -c "import calmon_client" \
  && /opt/calmon/bin/pip uninstall --yes pip setuptools wheel \
  && /opt/calmon/bin/python -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ('pip', 'setuptools', 'wheel')))" \
  && /opt/calmon/bin/calmon --version

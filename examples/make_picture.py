@@ -4,7 +4,7 @@ draws it, with the page's chart styles inlined so the file stands alone::
 
     .venv/bin/python examples/make_picture.py
 
-Needs calmon installed (``pip install -e .``).
+Needs calmon installed (``pip install -e ./client -e .``).
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from calmon_client import ApiError
     from sqlalchemy.engine import Engine
 
     from calmon.settings import Settings
@@ -80,3 +81,24 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
     return value
+
+
+#: the message of the server's 404 for a path it does not serve (a missing model names itself)
+UNKNOWN_PATH: Final = "Not Found"
+
+
+def api_error_text(exc: ApiError) -> str:
+    """What a command says of a request that failed: the server's ``code: message`` (or what
+    went wrong with the connection), with :func:`url_hint`."""
+    return exc.reason + url_hint(exc)
+
+
+def url_hint(exc: ApiError) -> str:
+    """For the server's 404 of a path it does not serve: that ``--url`` is probably not the
+    server's root (empty otherwise)."""
+    if exc.status != 404 or not exc.reason.endswith(f": {UNKNOWN_PATH}"):
+        return ""
+    return (
+        f" ({exc.url} is not a path of the calmon API: is --url the server's root URL, such as"
+        " http://127.0.0.1:8000?)"
+    )

@@ -16,7 +16,7 @@ from calmon.words import plural
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    import httpx
+    from calmon_client import Api
 
     from calmon.simulation.sender import SendTotals
     from calmon.simulation.stream import ScoreMap, WindowData, WindowPlan
@@ -28,6 +28,10 @@ DEFAULT_WAIT: Final = 300.0
 #: the simulated model's objective: each window's advice is the threshold keeping this
 #: precision at its class ratio (docs/acting.md)
 OBJECTIVE: Final = {"target_precision": 0.5}
+#: seconds for one request, and requests made of each before giving up on a failure that may
+#: pass (the client's back-off between them: at most 11.3 s in all)
+TIMEOUT: Final = 60.0
+ATTEMPTS: Final = 8
 
 EPILOG = """\
 The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
@@ -258,7 +262,9 @@ def run(args: argparse.Namespace) -> int:
     import secrets
     from datetime import UTC, datetime
 
-    from calmon.simulation.sender import SendError
+    from calmon_client import ApiError
+
+    from calmon.commands.common import url_hint
     from calmon.simulation.stream import DEFAULT_PHASES, STABLE_PRIOR, phases_for, plan_windows
 
     seed: int = args.seed if args.seed is not None else secrets.randbelow(2**31)
@@ -279,7 +285,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return _simulate(args, plans=plans, seed=seed, truth=truth)
-    except SendError as exc:
+    except ApiError as exc:
+        print(f"calmon simulate: {exc}{url_hint(exc)}", file=sys.stderr)
+        return 1
+    except NoFreeNameError as exc:
         print(f"calmon simulate: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -296,25 +305,25 @@ def _simulate(
     """The run once the stream is planned: announce it, create the model, send the stream,
     write the truth file, then show the server's results (first its estimates when labels are
     held back, then the verdicts)."""
-    from calmon.simulation.sender import make_client
+    from calmon_client import Api
 
     _announce(args=args, plans=plans, seed=seed)
     stream = _Stream(
         plans=plans, seed=seed, label_delay=args.label_delay, score_map=_score_map(plans)
     )
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    with make_client(args.url, token=token) as client:
-        args.model = _create_model(client, args=args, plans=plans)
-        sent_at = _send_stream(client, args=args, plans=plans, stream=stream)
+    with Api(args.url, token=token, timeout=TIMEOUT, attempts=ATTEMPTS) as api:
+        args.model = _create_model(api, args=args, plans=plans)
+        sent_at = _send_stream(api, args=args, plans=plans, stream=stream)
         document = _write_truth(truth, args=args, plans=plans, seed=seed, stream=stream)
         if stream.delayed:
             status = _send_labels_late(
-                client, args=args, plans=plans, truth=document, stream=stream, sent_at=sent_at
+                api, args=args, plans=plans, truth=document, stream=stream, sent_at=sent_at
             )
             if status:
                 return status
         return _wait_and_show(
-            client, args=args, plans=plans, truth=document, labelled=bool(stream.delayed)
+            api, args=args, plans=plans, truth=document, labelled=bool(stream.delayed)
         )
 
 
@@ -373,18 +382,12 @@ class _Stream:
             yield data
 
 
-def _create_model(
-    client: httpx.Client, *, args: argparse.Namespace, plans: list[WindowPlan]
-) -> str:
+def _create_model(api: Api, *, args: argparse.Namespace, plans: list[WindowPlan]) -> str:
     """Create (or, with ``--reuse``, reconfigure) the model the stream goes to; its name."""
-    import orjson
-
-    from calmon.simulation.sender import request_json
-
     err = sys.stderr
     model: str = args.model
     if not args.reuse:
-        model = _free_name(client, args.model)
+        model = _free_name(api, args.model)
         if model != args.model:
             print(
                 f"calmon simulate: model {args.model} exists (its predictions would mix with"
@@ -392,11 +395,8 @@ def _create_model(
                 f" {args.model})",
                 file=err,
             )
-    body = orjson.dumps(
-        _model_config(plans, args.window, rare=getattr(args, "prior", None) is not None)
-    )
-    status, _ = request_json(client, "PUT", f"/v1/models/{model}", body=body)
-    if status == 200:
+    config = _model_config(plans, args.window, rare=getattr(args, "prior", None) is not None)
+    if not api.put_model(model, config=config).created:
         print(
             f"calmon simulate: model {model} existed; its configuration is replaced"
             " and its earlier predictions stay",
@@ -406,7 +406,7 @@ def _create_model(
 
 
 def _send_stream(
-    client: httpx.Client, *, args: argparse.Namespace, plans: list[WindowPlan], stream: _Stream
+    api: Api, *, args: argparse.Namespace, plans: list[WindowPlan], stream: _Stream
 ) -> float:
     """Send every window of ``stream`` with a progress display and say how it went; the
     monotonic time the last prediction was sent at."""
@@ -417,7 +417,7 @@ def _send_stream(
     progress = _Progress(sys.stderr, total=len(plans) * args.per_window, windows=len(plans))
     started = time.monotonic()
     totals = send_windows(
-        client,
+        api,
         model=args.model,
         windows=stream,
         batch_size=args.batch_size,
@@ -468,7 +468,7 @@ def _write_truth(
 
 
 def _send_labels_late(
-    client: httpx.Client,
+    api: Api,
     *,
     args: argparse.Namespace,
     plans: list[WindowPlan],
@@ -488,33 +488,36 @@ def _send_labels_late(
         f" {args.label_delay:g} s; before they land the server shows its estimates",
         file=err,
     )
-    status = _wait_and_show(client, args=args, plans=plans, truth=truth, labelled=False)
+    status = _wait_and_show(api, args=args, plans=plans, truth=truth, labelled=False)
     if status:
         return status
     time.sleep(max(0.0, args.label_delay - (time.monotonic() - sent_at)))
-    count = send_labels(
-        client, model=args.model, windows=stream.delayed, batch_size=args.batch_size
-    )
+    count = send_labels(api, model=args.model, windows=stream.delayed, batch_size=args.batch_size)
     print(f"calmon simulate: sent {plural(count, 'label')} late", file=err)
     return 0
 
 
-def _free_name(client: httpx.Client, model: str) -> str:
+class NoFreeNameError(Exception):
+    """Every name :func:`_free_name` tries is taken."""
+
+
+def _free_name(api: Api, model: str) -> str:
     """``model`` when the server has no model of that name, else the first of ``model-2``,
     ``model-3``, … it has not (shortened to stay a valid name)."""
+    from calmon_client import ApiError
+
     from calmon.names import MODEL_NAME_MAX
-    from calmon.simulation.sender import SendError, request_json
 
     for number in range(1, 1000):
         suffix = "" if number == 1 else f"-{number}"
         name = model[: MODEL_NAME_MAX - len(suffix)] + suffix
         try:
-            request_json(client, "GET", f"/v1/models/{name}")
-        except SendError as exc:
+            api.get_model(name)
+        except ApiError as exc:
             if exc.status == 404:
                 return name
             raise
-    raise SendError(f"models {model} to {model}-999 all exist; choose another --model name")
+    raise NoFreeNameError(f"models {model} to {model}-999 all exist; choose another --model name")
 
 
 def _show(plans: list[WindowPlan], records: Any, truth: dict[str, Any] | None) -> None:
@@ -532,7 +535,7 @@ def _show(plans: list[WindowPlan], records: Any, truth: dict[str, Any] | None) -
 
 
 def _wait_and_show(
-    client: httpx.Client,
+    api: Api,
     *,
     args: argparse.Namespace,
     plans: list[WindowPlan],
@@ -555,7 +558,7 @@ def _wait_and_show(
     started = time.monotonic()
     try:
         records = wait_for_windows(
-            client, model=args.model, plans=plans, timeout=args.wait, labelled=labelled
+            api, model=args.model, plans=plans, timeout=args.wait, labelled=labelled
         )
     except WaitTimeoutError as exc:
         print(f"calmon simulate: {exc}", file=err)

@@ -14,10 +14,11 @@ import sys
 from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from calmon.catalogue import REGULAR_METRICS, VERDICT_WORDS, labels_decide
-from calmon.commands.common import http_url, positive_int
+from calmon.commands.common import api_error_text, http_url, positive_int
 from calmon.names import ALL_SEGMENTS
 from calmon.records import (
     Advice,
@@ -30,13 +31,15 @@ from calmon.records import (
 from calmon.words import reference_words, verdict_against
 
 if TYPE_CHECKING:
-    import httpx
+    from calmon_client import Api
 
 TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
 DEFAULT_METRIC: Final = "average_precision"
 DEFAULT_LAST: Final = 24
 PAGE: Final = 1000
+#: requests made of each kind before giving up on a failure that may pass (the client's back-off)
+ATTEMPTS: Final = 2
 #: after a part of the split: its 95% interval excludes 0, holds it, or is not published
 EXCLUDES_ZERO: Final = "*"
 HOLDS_ZERO: Final = " "
@@ -125,22 +128,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the model and its last windows from the server and print the table."""
-    from calmon.simulation.sender import RetryPolicy, SendError, make_client
+    from calmon_client import Api, ApiError
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     try:
-        with make_client(args.url, token=token, timeout=30.0) as client:
-            records = last_records(
-                client,
-                model=args.model,
-                segment=args.segment,
-                last=args.last,
-                retry=RetryPolicy(attempts=2, first_delay=0.5),
-            )
+        with Api(args.url, token=token, timeout=30.0, attempts=ATTEMPTS) as api:
+            records = last_records(api, model=args.model, segment=args.segment, last=args.last)
             if not records and args.segment != ALL_SEGMENTS:
-                known = segments_with_windows(
-                    client, model=args.model, retry=RetryPolicy(attempts=2, first_delay=0.5)
-                )
+                known = segments_with_windows(api, model=args.model)
                 if known:
                     print(
                         f"calmon windows: model {args.model} has no window of segment"
@@ -148,9 +143,9 @@ def run(args: argparse.Namespace) -> int:
                         file=sys.stderr,
                     )
                     return 2
-    except SendError as exc:
-        if exc.status is not None and 400 <= exc.status < 500:
-            print(f"calmon windows: {exc.reason}", file=sys.stderr)
+    except ApiError as exc:
+        if not exc.transient:
+            print(f"calmon windows: {api_error_text(exc)}", file=sys.stderr)
             return 2
         print(f"calmon windows: {args.url}: {exc.reason}", file=sys.stderr)
         return 1
@@ -163,59 +158,39 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def last_records(
-    client: httpx.Client, *, model: str, segment: str, last: int, retry: Any
-) -> list[WindowRecord]:
+def last_records(api: Api, *, model: str, segment: str, last: int) -> list[WindowRecord]:
     """The ``last`` most recent records of ``model`` and ``segment``, oldest first.
 
     The model is read first (an unknown model is the server's 404). The windows API lists
     oldest first, so the records are read from ``last`` windows before now, and, when that
     finds fewer (windows further in the past), from the beginning, keeping the last ones.
     """
-    from calmon.simulation.sender import request_json
     from calmon.timeline import iso, window_length
 
-    _, stored = request_json(client, "GET", f"/v1/models/{model}", retry=retry)
+    stored = api.get_model(model)
     since = datetime.now(UTC) - last * window_length(stored["window"])
-    records = _read(client, model=model, segment=segment, last=last, start=iso(since), retry=retry)
+    records = _read(api, model=model, segment=segment, last=last, start=iso(since))
     if len(records) < last:
-        records = _read(client, model=model, segment=segment, last=last, start=None, retry=retry)
+        records = _read(api, model=model, segment=segment, last=last, start=None)
     return records
 
 
-def segments_with_windows(client: httpx.Client, *, model: str, retry: Any) -> list[str]:
+def segments_with_windows(api: Api, *, model: str) -> list[str]:
     """The segments of ``model``'s most recent computed windows (``*`` first, then by name):
     what to suggest for a segment that has none."""
-    from calmon.simulation.sender import request_json
-
-    _, page = request_json(
-        client, "GET", f"/v1/models/{model}/windows", params={"limit": str(PAGE)}, retry=retry
-    )
-    names = {record["segment"] for record in page["windows"]}
+    first_page = islice(api.windows(model, page=PAGE), PAGE)
+    names = {record["segment"] for record in first_page}
     return sorted(names, key=lambda name: (name != ALL_SEGMENTS, name))
 
 
 def _read(
-    client: httpx.Client, *, model: str, segment: str, last: int, start: str | None, retry: Any
+    api: Api, *, model: str, segment: str, last: int, start: str | None
 ) -> list[WindowRecord]:
-    from calmon.simulation.sender import request_json
-
-    kept: deque[WindowRecord] = deque(maxlen=last)
-    cursor: str | None = None
-    while True:
-        params = {"segment": segment, "limit": str(PAGE)}
-        if start is not None:
-            params["start"] = start
-        if cursor is not None:
-            params["cursor"] = cursor
-        _, page = request_json(
-            client, "GET", f"/v1/models/{model}/windows", params=params, retry=retry
-        )
-        windows: list[WindowRecord] = page["windows"]
-        kept.extend(windows)
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return list(kept)
+    kept: deque[WindowRecord] = deque(
+        (cast(WindowRecord, r) for r in api.windows(model, segment=segment, start=start)),
+        maxlen=last,
+    )
+    return list(kept)
 
 
 def _value(value: Any, digits: int = 3) -> str:

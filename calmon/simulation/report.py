@@ -18,18 +18,17 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
-
-import httpx
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from calmon.names import ALL_SEGMENTS
 from calmon.records import Interval, ReferenceSummary, SplitParts, WindowRecord
-from calmon.simulation.sender import request_json
 from calmon.simulation.stream import REFERENCE_PHASE, WindowPlan
 from calmon.timeline import iso
 from calmon.words import plural
 
-PAGE: Final = 1000
+if TYPE_CHECKING:
+    from calmon_client import Api
+
 POLL_SECONDS: Final = 1.0
 REREQUEST_SECONDS: Final = 10.0
 
@@ -49,31 +48,12 @@ class MixedWindowsError(WaitTimeoutError):
     stream's predictions there, so they will never match the plan (no use waiting)."""
 
 
-def fetch_records(client: httpx.Client, *, model: str, start: datetime, end: datetime) -> Records:
+def fetch_records(api: Api, *, model: str, start: datetime, end: datetime) -> Records:
     """Every stored record of segment ``*`` of the windows overlapping [start, end), by start."""
-    records: Records = {}
-    cursor: str | None = None
-    while True:
-        params = {"start": iso(start), "end": iso(end), "segment": ALL_SEGMENTS, "limit": str(PAGE)}
-        if cursor is not None:
-            params["cursor"] = cursor
-        _, page = request_json(client, "GET", f"/v1/models/{model}/windows", params=params)
-        windows: list[WindowRecord] = page["windows"]
-        for record in windows:
-            records[datetime.fromisoformat(record["start"])] = record
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return records
-
-
-def request_recompute(client: httpx.Client, *, model: str, start: datetime, end: datetime) -> None:
-    """Ask the server to recompute the windows overlapping [start, end) at its next tick."""
-    request_json(
-        client,
-        "POST",
-        f"/v1/models/{model}/recompute",
-        params={"start": iso(start), "end": iso(end)},
-    )
+    return {
+        datetime.fromisoformat(record["start"]): cast(WindowRecord, record)
+        for record in api.windows(model, segment=ALL_SEGMENTS, start=iso(start), end=iso(end))
+    }
 
 
 def is_complete(
@@ -109,7 +89,7 @@ def reference_size(plans: Sequence[WindowPlan]) -> int:
 
 
 def wait_for_windows(
-    client: httpx.Client,
+    api: Api,
     *,
     model: str,
     plans: Sequence[WindowPlan],
@@ -133,13 +113,13 @@ def wait_for_windows(
     """
     size = reference_size(plans)
     first, last = plans[0].start, plans[-1].end
-    request_recompute(client, model=model, start=first, end=last)
+    api.recompute(model, start=iso(first), end=iso(last))
     requested = clock()
     deadline = requested + timeout
     remaining = len(plans)
     pause = rerequest
     while True:
-        records = fetch_records(client, model=model, start=first, end=last)
+        records = fetch_records(api, model=model, start=first, end=last)
         behind = [
             p for p in plans if not is_complete(records.get(p.start), p, size, labelled=labelled)
         ]
@@ -164,7 +144,7 @@ def wait_for_windows(
                 records,
             )
         if now - requested >= pause:
-            request_recompute(client, model=model, start=behind[0].start, end=behind[-1].end)
+            api.recompute(model, start=iso(behind[0].start), end=iso(behind[-1].end))
             requested, pause = now, 2 * pause
         sleep(max(0.0, min(poll, deadline - now)))
 

@@ -13,11 +13,15 @@ Nothing raises into the caller after the constructor: problems are counted (:met
 logged on the ``calmon_client`` logger, and passed to an optional ``on_error`` callback.
 The model must exist: :func:`ensure_model` creates it when missing (and raises
 :class:`ModelError` when it cannot), or give the monitor a ``config`` to have it do the same.
-:class:`AsyncMonitor` is the asyncio twin. Depends on httpx only.
+:class:`AsyncMonitor` is the asyncio twin. :class:`Api` makes the API's requests one at a
+time for tools (create a model, send a prepared batch, read window records, ask for a
+recompute), with the same retries, raising :class:`ApiError`. Depends on httpx only.
 """
 
+from calmon_client._api import Api
 from calmon_client._async import AsyncMonitor, ensure_model_async
 from calmon_client._core import (
+    ApiError,
     Incident,
     IncidentKind,
     ModelConfigMismatchError,
@@ -29,6 +33,8 @@ from calmon_client._core import (
 from calmon_client._sync import Monitor, ensure_model
 
 __all__ = [
+    "Api",
+    "ApiError",
     "AsyncMonitor",
     "Incident",
     "IncidentKind",

@@ -84,6 +84,7 @@ async def run_registry(
                     step.method,
                     step.path,
                     content=step.body,
+                    params=step.params or None,
                     headers=ENSURE_HEADERS,
                     timeout=timeout,
                 )

@@ -718,18 +718,44 @@ def safe_callback(
     return report
 
 
-class ModelError(Exception):
+class ApiError(Exception):
+    """A request of :class:`~calmon_client.Api` that failed for good: the server refused it
+    (``status`` and ``code`` are its answer's, ``reason`` its ``code: message``), or gave no
+    usable answer after every attempt (``status`` None when nothing answered, else the last
+    status retried; ``reason`` what went wrong). ``url`` is the request's URL without its
+    query, when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        reason: str = "",
+        url: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        #: the server's ``code: message``, or what went wrong with the connection
+        self.reason = reason or message
+        self.url = url
+
+    @property
+    def transient(self) -> bool:
+        """Whether the failure may pass (no usable answer: no answer at all, a status of
+        :data:`RETRY_STATUSES` or a server error), as opposed to a refusal that sending the
+        same request again would only repeat."""
+        return self.status is None or self.status in RETRY_STATUSES or self.status >= 500
+
+
+class ModelError(ApiError):
     """What :func:`~calmon_client.ensure_model` raises when it cannot make sure the model
     exists: the server refused (``status`` and ``code`` are its answer's: 401 or 403 for a
     token without the ``read`` scope, or without ``admin`` to create it; 422 for a
     configuration the server does not take; 409 ``model_limit``), or gave no usable answer
     after :data:`ENSURE_ATTEMPTS` attempts (``status`` None for a connection error)."""
-
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
 
 
 class ModelConfigMismatchError(ModelError):
@@ -769,11 +795,13 @@ class ModelInfo:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """Step: make this request of the model registry; the driver sends back a :class:`Reply`."""
+    """Step: make this request (``body`` JSON already encoded, ``params`` the query); the
+    driver sends back a :class:`Reply`."""
 
-    method: Literal["GET", "PUT"]
+    method: Literal["GET", "PUT", "POST"]
     path: str
     body: bytes | None = None
+    params: tuple[tuple[str, str], ...] = ()
 
 
 def model_config(config: object) -> tuple[dict[str, Any], bytes]:
@@ -853,7 +881,7 @@ def ensure_steps(
     is harmless: the second finds the model."""
     wanted, body = model_config(config)
     path = f"/v1/models/{check_model(model)}"
-    reply = yield from _registry_call(Call("GET", path), backoff, attempts)
+    reply = yield from call_steps(Call("GET", path), backoff, attempts, ModelError)
     if reply.status == 200:
         stored = _answer(reply)
         differences = config_differences(wanted, stored)
@@ -862,16 +890,25 @@ def ensure_steps(
         return ModelInfo(model, False, stored)
     if reply.status != 404 or _error(reply)[0] != "model_not_found":
         raise _model_error(reply, f"reading model {model!r}")
-    reply = yield from _registry_call(Call("PUT", path, body), backoff, attempts)
+    reply = yield from call_steps(Call("PUT", path, body), backoff, attempts, ModelError)
     if reply.status not in (200, 201):
         raise _model_error(reply, f"creating model {model!r}")
     return ModelInfo(model, reply.status == 201, _answer(reply))
 
 
-def _registry_call(
-    call: Call, backoff: Backoff, attempts: int
+def call_steps(
+    call: Call,
+    backoff: Backoff,
+    attempts: int,
+    error: type[ApiError] = ApiError,
 ) -> Generator[Call | Pause, Reply | None, Reply]:
-    """``call`` until it gets an answer that is not to be retried, at most ``attempts`` times."""
+    """Make ``call`` until it gets an answer that is not to be retried (which it returns, a
+    refusal included), at most ``attempts`` times, pausing as ``backoff`` says between them
+    (a ``Retry-After`` is obeyed). What is retried is what a batch retries: no answer, a
+    status of :data:`RETRY_STATUSES`, a server error (see :func:`_retryable`). Raises
+    ``error`` when the last attempt still has no usable answer."""
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
     attempt = 0
     while True:
         reply = yield call
@@ -881,13 +918,39 @@ def _registry_call(
         attempt += 1
         if attempt >= attempts:
             problem = reply.failure or f"{reply.status} {_error(reply)[1]}"
-            raise ModelError(
+            raise error(
                 f"{call.method} {call.path}: no usable answer after {attempts} attempts"
                 f" ({problem})",
                 status=reply.status or None,
                 code=_error(reply)[0] if reply.status else None,
+                reason=problem,
             )
         yield Pause(backoff.delay(attempt - 1, reply.retry_after))
+
+
+def refused(call: Call, reply: Reply, url: str = "") -> ApiError:
+    """The error of an answer ``reply`` that refuses ``call`` (a status of 400 or more)."""
+    code, message = _error(reply)
+    return ApiError(
+        f"{call.method} {call.path}: {reply.status} {code}: {message}",
+        status=reply.status,
+        code=code,
+        reason=f"{code}: {message}",
+        url=url,
+    )
+
+
+def decoded(reply: Reply) -> Any:
+    """The JSON value of an answer (None for an empty body); raises :class:`ApiError` when
+    the body is not JSON."""
+    if not reply.content:
+        return None
+    try:
+        return json.loads(reply.content)
+    except ValueError:
+        raise ApiError(
+            f"the server's answer ({reply.status}) is not JSON", status=reply.status
+        ) from None
 
 
 def _answer(reply: Reply) -> dict[str, Any]:
@@ -915,4 +978,4 @@ def transient(error: ModelError) -> bool:
     any other refusal is final for it."""
     if isinstance(error, ModelConfigMismatchError):
         return False
-    return error.status is None or error.status in RETRY_STATUSES or error.status >= 500
+    return error.transient

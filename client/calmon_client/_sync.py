@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable, Generator, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import httpx
 
@@ -47,6 +47,7 @@ from calmon_client._core import (
 )
 
 logger = logging.getLogger("calmon_client")
+T = TypeVar("T")
 
 #: seconds between two warnings about dropped items (each says how many since the last)
 DROP_WARNING_PERIOD: Final = 10.0
@@ -81,18 +82,20 @@ def ensure_model(
     with httpx.Client(
         base_url=root_url(url), headers=headers_for(token), timeout=timeout
     ) as client:
-        return run_registry(client, steps, timeout=timeout)
+        return run_steps(client, steps, timeout=timeout)
 
 
-def run_registry(
+def run_steps(
     client: httpx.Client,
-    steps: Generator[Call | Pause, Reply | None, ModelInfo],
+    steps: Generator[Call | Pause, Reply | None, T],
     *,
-    timeout: float,
+    timeout: float | None,
     stop: threading.Event | None = None,
-) -> ModelInfo:
-    """Drive :func:`~calmon_client._core.ensure_steps` with ``client``; a set ``stop`` cuts a
-    pause short and ends it with :class:`ModelError`."""
+) -> T:
+    """Drive ``steps`` (such as :func:`~calmon_client._core.ensure_steps` or
+    :func:`~calmon_client._core.call_steps`) with ``client``: make each request, sleep each
+    pause, and return what the steps return; a set ``stop`` cuts a pause short and ends it
+    with :class:`ModelError`."""
     step = next(steps)
     while True:
         reply: Reply | None = None
@@ -102,8 +105,9 @@ def run_registry(
                     step.method,
                     step.path,
                     content=step.body,
+                    params=step.params or None,
                     headers=ENSURE_HEADERS,
-                    timeout=timeout,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                 )
                 reply = Reply(
                     response.status_code, response.content, response.headers.get("retry-after")
@@ -118,7 +122,7 @@ def run_registry(
         try:
             step = steps.send(reply)
         except StopIteration as done:
-            result: ModelInfo = done.value
+            result: T = done.value
             return result
 
 
@@ -375,7 +379,7 @@ class Monitor:
         while not self._stop.is_set() and not self._abandoned:
             steps = ensure_steps(self.model, config, self._backoff)
             try:
-                info = run_registry(self._client, steps, timeout=self._timeout, stop=self._stop)
+                info = run_steps(self._client, steps, timeout=self._timeout, stop=self._stop)
             except ModelError as exc:
                 if not self._stop.is_set():
                     logger.error("calmon: %s", exc.message)

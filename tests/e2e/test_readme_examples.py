@@ -43,7 +43,7 @@ DOCUMENTED = "http://127.0.0.1:8000"
 PAIR = re.compile(r'"(\w+)":(null|-?[0-9][0-9.e+-]*|"[^"…]*")(?=[,}\]])')
 #: how the first line of each block not run here starts, and why it is not
 NOT_RUN = {
-    "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/calmon serve": (
+    "python3 -m venv .venv && .venv/bin/pip install -e ./client -e . && .venv/bin/calmon serve": (
         "installs from the network; its `calmon serve` runs in test_serve_quickstart.py"
     ),
     "./scripts/test": "the test suite itself",

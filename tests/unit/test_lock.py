@@ -5,6 +5,10 @@ at a version inside its range; ``test.txt`` (scripts/test, CI) pins the same ver
 ``test`` extra;
 ``build.txt`` pins the build system. Every pin is exact and carries hashes (pip's
 ``--require-hashes`` mode refuses anything else). Refresh with ``scripts/lock``.
+
+calmon-client, a dependency published from this repository (``client/``), is in no lock: every
+install line installs it from its source (``--no-deps``), and its range in ``pyproject.toml``
+holds the version of ``client/pyproject.toml``; its own dependencies are locked.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parents[2]
 LOCKS = REPO / "requirements"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+CLIENT = tomllib.loads((REPO / "client" / "pyproject.toml").read_text(encoding="utf-8"))
+#: dependencies built from this repository rather than taken from the index
+FROM_SOURCE = frozenset({canonicalize_name(CLIENT["project"]["name"])})
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)")
 
 
@@ -72,8 +79,25 @@ def test_parse_lock_reads_pins_and_hashes_and_refuses_ranges() -> None:
         parse_lock("numpy==2 --hash=sha256:aa\nNumPy==2 --hash=sha256:aa\n")
 
 
+def _from_index(requirements: list[str]) -> list[str]:
+    return [r for r in requirements if canonicalize_name(Requirement(r).name) not in FROM_SOURCE]
+
+
 def test_runtime_lock_covers_the_dependencies_within_their_ranges() -> None:
-    _check_covers(PYPROJECT["project"]["dependencies"], _lock("runtime.txt"))
+    _check_covers(_from_index(PYPROJECT["project"]["dependencies"]), _lock("runtime.txt"))
+
+
+def test_the_client_is_a_dependency_from_source_whose_own_dependencies_are_locked() -> None:
+    (client,) = [
+        Requirement(r)
+        for r in PYPROJECT["project"]["dependencies"]
+        if canonicalize_name(Requirement(r).name) in FROM_SOURCE
+    ]
+    assert client.specifier.contains(CLIENT["project"]["version"])
+    assert not client.specifier.contains("0.0.1")
+    for name in ("runtime.txt", "test.txt"):
+        assert canonicalize_name(client.name) not in _lock(name), name
+    _check_covers(CLIENT["project"]["dependencies"], _lock("runtime.txt"))
 
 
 def test_runtime_lock_covers_the_arrow_extra_the_image_serves() -> None:

@@ -1,4 +1,5 @@
-"""`calmon windows`: the table's layout, values and marks, from window records built here."""
+"""`calmon windows`: the table's layout, values and marks, from window records built here; and
+what it says of a request that failed."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import sys
 from typing import Any
 
 import pytest
+from calmon_client import ApiError
 
 from calmon.cli import build_parser
+from calmon.commands.common import api_error_text
 from calmon.commands.windows import LEGEND, format_table
 
 REFERENCE = {
@@ -239,3 +242,24 @@ def test_advice_columns_show_the_configured_and_the_advised_threshold() -> None:
         metric="average_precision",
     )
     assert "advised" not in plain
+
+
+def test_a_path_the_server_does_not_serve_says_the_url_is_not_its_root() -> None:
+    url = "http://calmon.test/calmon/v1/models/m"
+    unknown_path = ApiError(
+        "GET /v1/models/m: 404 not_found: Not Found",
+        status=404,
+        code="not_found",
+        reason="not_found: Not Found",
+        url=url,
+    )
+    assert api_error_text(unknown_path) == (
+        f"not_found: Not Found ({url} is not a path of the calmon API: is --url the server's"
+        " root URL, such as http://127.0.0.1:8000?)"
+    )
+    missing_model = ApiError(
+        "x", status=404, code="model_not_found", reason="model_not_found: no model named 'm'"
+    )
+    assert api_error_text(missing_model) == "model_not_found: no model named 'm'"
+    unreachable = ApiError("x", reason="ConnectError: refused")
+    assert api_error_text(unreachable) == "ConnectError: refused"

@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 from bench.harness.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
 from calmon.cli import build_parser
 from tests.integration.deploy import tools
-from tests.integration.deploy.test_packaging import SOURCES
+from tests.integration.deploy.test_packaging import CLIENT, SOURCES
 from tests.integration.deploy.tools import DEPLOY, REPO, find_compose
 from tests.support.servers import QuietHandler, http_server
 from tests.support.skips import assert_required_or_skipped
@@ -240,8 +240,8 @@ def test_dockerfile_copies_the_installed_packages_and_dockerignore_keeps_them() 
     sources = [shlex.split(rest)[:-1] for rest in _args(builder, "COPY")]
     copied = {source for group in sources for source in group}
     locks = {"requirements/build.txt", "requirements/runtime.txt"}
-    assert copied == {*SOURCES, *locks}
-    prefixes = {"calmon", "migrations"}
+    assert copied == {*SOURCES, CLIENT, *locks}
+    prefixes = {"calmon", "migrations", CLIENT}
     patterns = [
         line.strip()
         for line in (REPO / ".dockerignore").read_text().splitlines()
@@ -283,13 +283,15 @@ def test_dockerfile_copies_the_installed_packages_and_dockerignore_keeps_them() 
 def test_dockerfile_installs_the_hashed_runtime_lock_and_no_packaging_tools() -> None:
     """The builder installs requirements/runtime.txt (checked against pyproject.toml by
     tests/unit/test_lock.py) in hash-checking mode, and calmon itself without resolving
-    anything; the runtime venv loses pip, setuptools and wheel."""
+    anything (calmon-client, built from client/, beside it); the runtime venv loses pip,
+    setuptools and wheel."""
     runs = " ".join(_args(_stages()["builder"], "RUN"))
     assert "/opt/calmon/bin/pip install --require-hashes --no-deps -r requirements/runtime.txt" in (
         runs
     )
     assert "--require-hashes --no-deps -r requirements/build.txt" in runs
     assert "--no-deps --no-index /wheels/calmon-*.whl" in runs
+    assert "/wheels/calmon_client-*.whl" in runs  # calmon's dependency built from client/
     assert "/opt/calmon/bin/pip uninstall --yes pip setuptools wheel" in runs
     assert "python3 -m venv /opt/calmon" in runs
 

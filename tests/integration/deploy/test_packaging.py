@@ -3,8 +3,9 @@ package, ``calmon``, with the Alembic migrations inside it as ``calmon.migration
 maps the repository's ``migrations/`` folder there), so that no top-level ``migrations``
 package can collide with another distribution's. Installed into a fresh environment, the wheel
 alone gives the public API (``import calmon``, ``calmon.__version__``, ``evaluate_frame``,
-``report``) and the ``calmon`` command. And calmon-client's wheel (``client/``): typed
-(``py.typed``) and alone."""
+``report``) and the ``calmon`` command, whose commands that speak to a server send through its
+dependency calmon-client, built from ``client/`` and installed beside it. And calmon-client's
+wheel: typed (``py.typed``) and alone."""
 
 from __future__ import annotations
 
@@ -20,12 +21,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
+from bench.harness.processes import free_port
 from calmon.db.migrate import MIGRATIONS_PACKAGE, migrations_directory
 from tests.integration.deploy.tools import REPO
 
-#: what the Dockerfile copies into the build context
+#: what the Dockerfile copies into the build context for calmon's wheel
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "calmon", "migrations")
+#: the folder of calmon-client, which the Dockerfile copies too, and what its wheel is built from
+CLIENT = "client"
+CLIENT_SOURCES = ("pyproject.toml", "README.md", "calmon_client")
 
 
 def _build_wheel(tmp_path: Path, root: Path = REPO, sources: tuple[str, ...] = SOURCES) -> Path:
@@ -57,6 +63,12 @@ def _build_wheel(tmp_path: Path, root: Path = REPO, sources: tuple[str, ...] = S
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built once for the tests of this module that need it."""
     return _build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def client_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """calmon-client's wheel, built once from ``client/``."""
+    return _build_wheel(tmp_path_factory.mktemp("client-wheel"), REPO / CLIENT, CLIENT_SOURCES)
 
 
 # slow: builds a wheel with pip
@@ -110,6 +122,7 @@ frame = {"score": [0.1, 0.4, 0.35, 0.8] * 25, "label": [0, 0, 1, None] * 25}
 record = evaluate_frame(frame, pi0=[0.1])
 page = report(frame, frame).html
 dist = distribution("calmon")
+import calmon_client
 print(json.dumps({
     "file": calmon.__file__,
     "version": calmon.__version__,
@@ -120,12 +133,15 @@ print(json.dumps({
     "migrations": str(migrations_directory()),
     "dist_at": str(dist.locate_file("")),
     "top_level": dist.read_text("top_level.txt").split(),
+    "requires": dist.requires,
+    "client_file": calmon_client.__file__,
+    "client_version": distribution("calmon-client").version,
 }))
 """
 
 
-def _fresh_environment(root: Path, wheel: Path) -> Path:
-    """A new virtual environment with ``wheel`` installed by pip (``--no-deps --no-index``); its
+def _fresh_environment(root: Path, *wheels: Path) -> Path:
+    """A new virtual environment with ``wheels`` installed by pip (``--no-deps --no-index``); their
     dependencies, the locked runtime ones, come from this test environment's site-packages,
     which a ``.pth`` file puts after its own on the path (a plain path entry: the ``.pth``
     files there, such as the editable install of this checkout, are not run). Returns its
@@ -136,7 +152,7 @@ def _fresh_environment(root: Path, wheel: Path) -> Path:
     python = root / "bin" / "python"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-         "--no-index", "--disable-pip-version-check", "--quiet", str(wheel)],
+         "--no-index", "--disable-pip-version-check", "--quiet", *map(str, wheels)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -157,9 +173,11 @@ def _fresh_environment(root: Path, wheel: Path) -> Path:
 
 # slow: builds a wheel and installs it into a new environment
 @pytest.mark.slow
-def test_a_fresh_install_of_the_wheel_gives_the_public_api(wheel: Path, tmp_path: Path) -> None:
+def test_a_fresh_install_of_the_wheel_gives_the_public_api(
+    wheel: Path, client_wheel: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "venv"
-    python = _fresh_environment(root, wheel)
+    python = _fresh_environment(root, wheel, client_wheel)
     # -I: neither this checkout (the working directory, PYTHONPATH) nor the user's site
     done = subprocess.run(
         [str(python), "-I", "-c", FRESH_CHECK],
@@ -193,6 +211,25 @@ def test_a_fresh_install_of_the_wheel_gives_the_public_api(wheel: Path, tmp_path
         cwd=tmp_path,
     )
     assert command.stdout.strip() == f"calmon {version}"
+    # calmon requires calmon-client within a range holding the version built from client/,
+    # and its commands that speak to a server find it in the environment
+    client_version = tomllib.loads((REPO / CLIENT / "pyproject.toml").read_text("utf-8"))[
+        "project"
+    ]["version"]
+    assert seen["client_file"].startswith(installed), seen["client_file"]
+    assert seen["client_version"] == client_version
+    (client,) = [Requirement(r) for r in seen["requires"] if r.startswith("calmon-client")]
+    assert client.specifier.contains(client_version)
+    unreachable = subprocess.run(
+        [str(root / "bin" / "calmon"), "windows", "m", "--url", f"http://127.0.0.1:{free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert unreachable.returncode == 1, unreachable.stderr
+    assert ": ConnectError" in unreachable.stderr
     _check_user_code_types(python, tmp_path)
 
 
@@ -234,9 +271,9 @@ def _check_user_code_types(python: Path, directory: Path) -> None:
 
 # slow: builds a wheel with pip
 @pytest.mark.slow
-def test_the_client_wheel_is_typed_and_holds_its_package_alone(tmp_path: Path) -> None:
-    client = REPO / "client"
-    wheel_path = _build_wheel(tmp_path, client, ("pyproject.toml", "README.md", "calmon_client"))
+def test_the_client_wheel_is_typed_and_holds_its_package_alone(client_wheel: Path) -> None:
+    client = REPO / CLIENT
+    wheel_path = client_wheel
     assert wheel_path.name.startswith("calmon_client-")
     with zipfile.ZipFile(wheel_path) as wheel:
         names = set(wheel.namelist())

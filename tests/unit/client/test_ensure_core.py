@@ -1,18 +1,16 @@
 """The I/O-free part of ``ensure_model``: the requests it makes for each answer, its retries,
-and what counts as the same configuration; and the client's copies of server constants."""
+and what counts as the same configuration (the client's copies of server constants:
+test_server_copies.py)."""
 
 from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 from calmon_client._core import (
-    MAX_BATCH,
-    MODEL_PATTERN,
     Backoff,
     Call,
     ModelConfigMismatchError,
@@ -25,9 +23,6 @@ from calmon_client._core import (
     model_config,
     transient,
 )
-
-from calmon.names import MODEL_NAME_PATTERN
-from calmon.services import ingest_schemas
 
 Steps = Generator[Call | Pause, Reply | None, ModelInfo]
 MODEL = {"name": "m", "window": "1h", "threshold": 0.5, "grace": "10m", "pi0": [0.01, 0.1]}
@@ -142,10 +137,3 @@ def test_a_config_must_be_a_json_mapping() -> None:
     for bad in (["window"], {1: "x"}, {"threshold": float("inf")}, {"x": object()}):
         with pytest.raises(ValueError, match="config"):
             model_config(bad)
-
-
-def test_the_client_s_copies_of_server_constants_are_the_server_s() -> None:
-    """calmon-client depends on httpx only, so it copies what it checks before sending."""
-    assert MAX_BATCH == ingest_schemas.MAX_BATCH
-    assert MODEL_PATTERN.pattern == MODEL_NAME_PATTERN
-    assert re.compile(MODEL_NAME_PATTERN).flags == MODEL_PATTERN.flags

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from calmon_client import Api
 from fastapi.testclient import TestClient
 
 from calmon.api.app import create_app
@@ -28,7 +29,7 @@ from calmon.simulation.report import (
     reference_size,
     wait_for_windows,
 )
-from calmon.simulation.sender import SendTotals, request_json, send_labels, send_windows
+from calmon.simulation.sender import SendTotals, send_labels, send_windows
 from calmon.simulation.stream import (
     PHASES,
     SCORE_MAP,
@@ -52,9 +53,10 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def api(settings: Settings) -> Iterator[TestClient]:
+def api(settings: Settings) -> Iterator[Api]:
+    """The real API, through the client's :class:`Api`."""
     with TestClient(create_app(settings)) as client:
-        yield client
+        yield Api(client=client)
 
 
 @pytest.fixture
@@ -84,7 +86,7 @@ def _ticks(scheduler: WindowScheduler, computed: list[int]) -> Callable[[float],
     return tick
 
 
-def _create(api: TestClient, plans: list[WindowPlan]) -> None:
+def _create(api: Api, plans: list[WindowPlan]) -> None:
     config = {
         "window": "5m",
         "grace": "0s",
@@ -94,12 +96,12 @@ def _create(api: TestClient, plans: list[WindowPlan]) -> None:
             "end": plans[1].end.isoformat(),
         },
     }
-    status, _ = request_json(api, "PUT", "/v1/models/sim", body=orjson.dumps(config))
+    status, _ = api.request("PUT", "/v1/models/sim", content=orjson.dumps(config))
     assert status == 201
 
 
 def _send(
-    api: TestClient,
+    api: Api,
     plans: list[WindowPlan],
     *,
     seed: int,
@@ -119,7 +121,7 @@ def _send(
 
 
 def test_windows_computed_early_are_brought_up_to_date(
-    api: TestClient, scheduler: WindowScheduler
+    api: Api, scheduler: WindowScheduler
 ) -> None:
     plans = _plans()
     _create(api, plans)
@@ -150,7 +152,7 @@ def test_windows_computed_early_are_brought_up_to_date(
         assert record["reference"]["n"] == 2 * PER_WINDOW
 
 
-def test_wait_gives_up_at_the_deadline_and_asks_again_meanwhile(api: TestClient) -> None:
+def test_wait_gives_up_at_the_deadline_and_asks_again_meanwhile(api: Api) -> None:
     plans = _plans()
     _create(api, plans)
     _send(api, plans, seed=2)
@@ -160,7 +162,7 @@ def test_wait_gives_up_at_the_deadline_and_asks_again_meanwhile(api: TestClient)
         if request.url.path.endswith("/recompute"):
             recomputes.append(request.url.params["start"])
 
-    api.event_hooks["request"].append(seen)
+    api.http.event_hooks["request"].append(seen)
     # each poll takes 4 s; re-ask after 10 s, then 20 s more, ...; give up at 40 s
     clock = itertools.count(0.0, 4.0)
     with pytest.raises(
@@ -180,7 +182,7 @@ def test_wait_gives_up_at_the_deadline_and_asks_again_meanwhile(api: TestClient)
     assert caught.value.records == {}
 
 
-def test_no_wait_reads_once(api: TestClient) -> None:
+def test_no_wait_reads_once(api: Api) -> None:
     plans = _plans()
     _create(api, plans)
     assert wait_for_windows(api, model="sim", plans=plans, timeout=0) == {}
@@ -190,7 +192,7 @@ def _text(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def test_summary_lists_every_planned_window(api: TestClient, scheduler: WindowScheduler) -> None:
+def test_summary_lists_every_planned_window(api: Api, scheduler: WindowScheduler) -> None:
     plans = _plans()
     _create(api, plans)
     _send(api, plans[:3], seed=3)
@@ -232,7 +234,7 @@ def test_summary_lists_every_planned_window(api: TestClient, scheduler: WindowSc
 
 
 def test_late_labels_keep_the_estimate_beside_the_measured_values(
-    api: TestClient, scheduler: WindowScheduler
+    api: Api, scheduler: WindowScheduler
 ) -> None:
     """Windows after the reference period are sent without labels: their records first hold
     only the label-free estimate; once the labels land they hold the measured values too, and
@@ -279,7 +281,7 @@ def test_late_labels_keep_the_estimate_beside_the_measured_values(
 
 
 def test_a_second_stream_in_the_same_windows_stops_the_wait_at_once(
-    api: TestClient, scheduler: WindowScheduler
+    api: Api, scheduler: WindowScheduler
 ) -> None:
     plans = _plans()
     _create(api, plans)
@@ -294,17 +296,17 @@ def test_a_second_stream_in_the_same_windows_stops_the_wait_at_once(
     assert all(r["n"] == 2 * PER_WINDOW for r in caught.value.records.values())
 
 
-def test_an_existing_model_name_gives_the_first_free_suffix(api: TestClient) -> None:
+def test_an_existing_model_name_gives_the_first_free_suffix(api: Api) -> None:
     from calmon.commands.simulate import _free_name
 
     assert _free_name(api, "sim") == "sim"
     _create(api, _plans())
     assert _free_name(api, "sim") == "sim-2"
-    status, _ = request_json(api, "PUT", "/v1/models/sim-2", body=b"{}")
+    status, _ = api.request("PUT", "/v1/models/sim-2", content=b"{}")
     assert status == 201
     assert _free_name(api, "sim") == "sim-3"
     long = "m" * 63
-    status, _ = request_json(api, "PUT", f"/v1/models/{long}", body=b"{}")
+    status, _ = api.request("PUT", f"/v1/models/{long}", content=b"{}")
     assert status == 201
     assert _free_name(api, long) == "m" * 61 + "-2"
 
@@ -439,7 +441,7 @@ def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
 
 
 def test_no_recompute_is_asked_again_while_windows_complete(
-    api: TestClient, scheduler: WindowScheduler
+    api: Api, scheduler: WindowScheduler
 ) -> None:
     """On a slow server every poll sees one more window done: asking again would only make it
     compute windows twice."""
@@ -459,7 +461,7 @@ def test_no_recompute_is_asked_again_while_windows_complete(
             _send(api, [pending.pop(0)], seed=4)
         scheduler.tick()
 
-    api.event_hooks["request"].append(seen)
+    api.http.event_hooks["request"].append(seen)
     clock = itertools.count(0.0, 8.0)  # each poll takes 8 s; re-ask after 10 s without progress
     records = wait_for_windows(
         api,
