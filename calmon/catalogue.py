@@ -1,43 +1,205 @@
-"""The names of the metrics a window record holds, in report order (``docs/metrics.md``), and
-the words of the label-free estimate's verdicts.
+"""The metric catalogue: one descriptor per metric (``docs/metrics.md``), in report order, that
+the engine's names, the record's schema, the exporter's HELP lines and the web view's charts all
+read; and the words of the label-free estimate's verdicts.
 
-Names only, no NumPy: the command line reads them without loading the metric engine.
+Adding a metric is one row of :data:`METRICS` and one formula in :mod:`calmon.metrics`.
+Names and words only, no NumPy: the command line reads them without loading the metric engine.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from dataclasses import KW_ONLY, dataclass
+from typing import Final, Literal
 
-#: Regular metrics in report order; the last seven exist only for probability models.
-REGULAR_METRICS: Final = (
-    "precision",
-    "f1",
-    "recall",
-    "fpr",
-    "roc_auc",
-    "ks",
-    "ks_abc",
-    "average_precision",
-    "best_f1",
-    "best_f1_threshold",
-    "pr_gain_auc",
-    "brier",
-    "brier_skill",
-    "brier_pos",
-    "brier_neg",
-    "log_loss",
-    "ece",
-    "mce",
+#: How a metric's 95% interval is computed (``docs/intervals.md``): Wilson/MOVER from the
+#: confusion counts, a bootstrap on the logit scale, Student's t of a mean, or none published.
+IntervalMethod = Literal["counts", "bootstrap", "mean", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDescriptor:
+    """Everything the service says about one metric, apart from its formula.
+
+    Attributes:
+        name: the catalogue name: record key, series ``calmon_<name>``, chart choice.
+        short: what legends and headings call it.
+        title: a chart's axis title, with the metric's scale.
+        about: what it is, in one line: the record schema's description and the series' HELP.
+        probability_only: only for ``probability`` models (a score in [0, 1]).
+        calibrated: has a π0-calibrated version (it depends on the class ratio).
+        split: its change from the reference is split into a prior and a likelihood part
+            (prior-dependent, ``docs/metrics.md``).
+        interval: how its 95% interval is computed.
+
+    """
+
+    name: str
+    short: str
+    title: str
+    about: str
+    _: KW_ONLY
+    probability_only: bool = False
+    calibrated: bool = False
+    split: bool = False
+    interval: IntervalMethod = "none"
+
+
+#: Every metric of a window record's ``regular`` section, in report order.
+METRICS: Final = (
+    MetricDescriptor(
+        "precision",
+        "precision",
+        "precision at threshold (0 to 1)",
+        "precision TP/(TP+FP) at the model's threshold",
+        calibrated=True,
+        interval="counts",
+        split=True,
+    ),
+    MetricDescriptor(
+        "f1",
+        "F1",
+        "F1 at threshold (0 to 1)",
+        "F1 score 2PR/(P+R) at the threshold",
+        calibrated=True,
+        interval="counts",
+        split=True,
+    ),
+    MetricDescriptor(
+        "recall",
+        "recall",
+        "recall at threshold (0 to 1)",
+        "recall TP/n_pos at the threshold (prior-invariant)",
+        interval="counts",
+    ),
+    MetricDescriptor(
+        "fpr",
+        "false positive rate",
+        "false positive rate (0 to 1)",
+        "false positive rate FP/n_neg at the threshold (prior-invariant)",
+        interval="counts",
+    ),
+    MetricDescriptor(
+        "roc_auc",
+        "ROC AUC",
+        "ROC AUC (0.5 random, 1 best)",
+        "area under the ROC curve, ties count 1/2",
+        interval="bootstrap",
+    ),
+    MetricDescriptor(
+        "ks",
+        "KS",
+        "KS statistic (0 to 1)",
+        "Kolmogorov-Smirnov statistic: max of TPR - FPR over the thresholds",
+    ),
+    MetricDescriptor(
+        "ks_abc",
+        "KS area",
+        "KS area (-1 to 1, 0 no separation)",
+        "area between the class-conditional score CDFs: the mean score of the positives minus "
+        "that of the negatives",
+        interval="mean",
+    ),
+    MetricDescriptor(
+        "average_precision",
+        "AP",
+        "average precision (0 to 1)",
+        "average precision (scikit-learn's step rule)",
+        calibrated=True,
+        interval="bootstrap",
+        split=True,
+    ),
+    MetricDescriptor(
+        "best_f1",
+        "best F1",
+        "best F1 (0 to 1)",
+        "highest F1 over every threshold",
+        calibrated=True,
+        split=True,
+    ),
+    MetricDescriptor(
+        "best_f1_threshold",
+        "best F1 threshold",
+        "best F1 threshold (score)",
+        "highest threshold reaching the best F1",
+        calibrated=True,
+    ),
+    MetricDescriptor(
+        "pr_gain_auc",
+        "PR-Gain AUC",
+        "PR-Gain AUC (1 best)",
+        "area under the precision-recall-gain curve",
+        calibrated=True,
+        split=True,
+    ),
+    MetricDescriptor(
+        "brier",
+        "Brier score",
+        "Brier score (0 best)",
+        "Brier score: mean squared error of the score",
+        probability_only=True,
+        interval="mean",
+    ),
+    MetricDescriptor(
+        "brier_skill",
+        "Brier skill",
+        "Brier skill (1 best)",
+        "Brier skill score 1 - brier / (prior (1 - prior)), against predicting the prior",
+        probability_only=True,
+        interval="mean",
+    ),
+    MetricDescriptor(
+        "brier_pos",
+        "Brier (positives)",
+        "Brier, positives (0 best)",
+        "Brier score over the positives: mean (score - 1)^2",
+        probability_only=True,
+        interval="mean",
+    ),
+    MetricDescriptor(
+        "brier_neg",
+        "Brier (negatives)",
+        "Brier, negatives (0 best)",
+        "Brier score over the negatives: mean score^2",
+        probability_only=True,
+        interval="mean",
+    ),
+    MetricDescriptor(
+        "log_loss",
+        "log loss",
+        "log loss (nats, 0 best)",
+        "log loss in nats, scores clipped to [1e-15, 1 - 1e-15]",
+        probability_only=True,
+        interval="mean",
+    ),
+    MetricDescriptor(
+        "ece",
+        "ECE",
+        "calibration error, ECE (0 best)",
+        "expected calibration error over 10 equal-width bins",
+        probability_only=True,
+    ),
+    MetricDescriptor(
+        "mce",
+        "MCE",
+        "calibration error, MCE (0 best)",
+        "maximum calibration error over the non-empty ones of 10 equal-width bins",
+        probability_only=True,
+    ),
 )
+#: The descriptor of each metric by name.
+BY_NAME: Final = {metric.name: metric for metric in METRICS}
+#: Regular metrics in report order; the probability-only ones last.
+REGULAR_METRICS: Final = tuple(metric.name for metric in METRICS)
 #: Metrics with a π0-calibrated version, in report order.
-CALIBRATED_METRICS: Final = (
-    "precision",
-    "f1",
-    "average_precision",
-    "best_f1",
-    "best_f1_threshold",
-    "pr_gain_auc",
-)
+CALIBRATED_METRICS: Final = tuple(metric.name for metric in METRICS if metric.calibrated)
+#: Prior-dependent metrics whose change is split into a prior and a likelihood part.
+SPLIT_METRICS: Final = tuple(metric.name for metric in METRICS if metric.split)
+#: Metrics estimated without labels (``estimated.regular``), in the record's order.
+ESTIMATED_REGULAR: Final = ("precision", "recall", "f1", "roc_auc", "average_precision")
+#: Their calibrated versions at each π0 (``estimated.calibrated``).
+ESTIMATED_CALIBRATED: Final = tuple(name for name in ESTIMATED_REGULAR if BY_NAME[name].calibrated)
+#: Metrics of probability models only (a score in [0, 1]).
+PROBABILITY_METRICS: Final = tuple(metric.name for metric in METRICS if metric.probability_only)
 
 #: What no test on unlabelled scores can see, stated in every label-free estimate
 #: (``estimated.cannot_see``): a share f of the positives scoring like the negatives makes the

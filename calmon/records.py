@@ -21,7 +21,8 @@ A metric is ``null`` where it is undefined (one class only, no prediction at the
 …); an interval is ``[lower, upper]`` at 95%, or ``null`` where none is published
 (``docs/intervals.md``).
 
-This module imports nothing of ``calmon``, so every layer may import it. Its annotations are
+This module imports nothing of ``calmon`` but the metric catalogue (:mod:`calmon.catalogue`,
+whose descriptors give the metrics' descriptions), so every layer may import it. Its annotations are
 evaluated when it is imported (no ``from __future__ import annotations``), so that
 ``__required_keys__`` tells the ``NotRequired`` keys apart at run time.
 """
@@ -31,6 +32,8 @@ from typing import Annotated, Any, Literal, NotRequired, cast
 
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
+
+from calmon.catalogue import BY_NAME
 
 _CLOSED = ConfigDict(extra="forbid")
 _PROBABILITY = " (probability models only)"
@@ -53,6 +56,13 @@ def _described(description: str) -> Any:
     return Field(description=description)
 
 
+def _about(metric: str) -> Any:
+    """The ``Field`` of a catalogue metric: what its descriptor says it is."""
+    descriptor = BY_NAME[metric]
+    extra = _PROBABILITY if descriptor.probability_only else ""
+    return Field(description=descriptor.about + extra)
+
+
 def _prior_keyed(description: str) -> Any:
     """The ``Field`` of a map keyed ``reference`` and by each configured π0's decimal text:
     the ``reference`` key is always present."""
@@ -67,46 +77,24 @@ class RegularMetrics(TypedDict):
     """Every catalogue metric of the window's labelled predictions, at their own class ratio
     (`docs/metrics.md`); the probability metrics are absent for `score` models."""
 
-    precision: Annotated[Metric, _described("TP/(TP+FP) at the model's threshold")]
-    f1: Annotated[Metric, _described("2PR/(P+R) at the threshold")]
-    recall: Annotated[Metric, _described("TP/n_pos at the threshold (prior-invariant)")]
-    fpr: Annotated[Metric, _described("FP/n_neg at the threshold (prior-invariant)")]
-    roc_auc: Annotated[Metric, _described("area under the ROC curve, ties count 1/2")]
-    ks: Annotated[Metric, _described("Kolmogorov-Smirnov statistic: max of TPR - FPR")]
-    ks_abc: Annotated[Metric, _described("mean score of positives minus that of negatives")]
-    average_precision: Annotated[Metric, _described("average precision (scikit-learn's step rule)")]
-    best_f1: Annotated[Metric, _described("highest F1 over every threshold")]
-    best_f1_threshold: Annotated[Metric, _described("highest threshold reaching `best_f1`")]
-    pr_gain_auc: Annotated[Metric, _described("area under the precision-recall-gain curve")]
-    brier: NotRequired[
-        Annotated[Metric, _described("mean squared error of the score" + _PROBABILITY)]
-    ]
-    brier_skill: NotRequired[
-        Annotated[Metric, _described("1 - brier / (prior (1 - prior))" + _PROBABILITY)]
-    ]
-    brier_pos: NotRequired[
-        Annotated[Metric, _described("mean (score - 1)^2 over positives" + _PROBABILITY)]
-    ]
-    brier_neg: NotRequired[
-        Annotated[Metric, _described("mean score^2 over negatives" + _PROBABILITY)]
-    ]
-    log_loss: NotRequired[
-        Annotated[
-            Metric,
-            _described("mean log loss, scores clipped to [1e-15, 1 - 1e-15]" + _PROBABILITY),
-        ]
-    ]
-    ece: NotRequired[
-        Annotated[
-            Metric,
-            _described("expected calibration error over 10 equal-width bins" + _PROBABILITY),
-        ]
-    ]
-    mce: NotRequired[
-        Annotated[
-            Metric, _described("maximum calibration error over the non-empty bins" + _PROBABILITY)
-        ]
-    ]
+    precision: Annotated[Metric, _about("precision")]
+    f1: Annotated[Metric, _about("f1")]
+    recall: Annotated[Metric, _about("recall")]
+    fpr: Annotated[Metric, _about("fpr")]
+    roc_auc: Annotated[Metric, _about("roc_auc")]
+    ks: Annotated[Metric, _about("ks")]
+    ks_abc: Annotated[Metric, _about("ks_abc")]
+    average_precision: Annotated[Metric, _about("average_precision")]
+    best_f1: Annotated[Metric, _about("best_f1")]
+    best_f1_threshold: Annotated[Metric, _about("best_f1_threshold")]
+    pr_gain_auc: Annotated[Metric, _about("pr_gain_auc")]
+    brier: NotRequired[Annotated[Metric, _about("brier")]]
+    brier_skill: NotRequired[Annotated[Metric, _about("brier_skill")]]
+    brier_pos: NotRequired[Annotated[Metric, _about("brier_pos")]]
+    brier_neg: NotRequired[Annotated[Metric, _about("brier_neg")]]
+    log_loss: NotRequired[Annotated[Metric, _about("log_loss")]]
+    ece: NotRequired[Annotated[Metric, _about("ece")]]
+    mce: NotRequired[Annotated[Metric, _about("mce")]]
 
 
 @with_config(_CLOSED)

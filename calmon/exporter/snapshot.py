@@ -48,14 +48,20 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, aliased
 
-from calmon.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
+from calmon.catalogue import (
+    BY_NAME,
+    CALIBRATED_METRICS,
+    ESTIMATED_CALIBRATED,
+    ESTIMATED_REGULAR,
+    PROBABILITY_METRICS,
+    REGULAR_METRICS,
+    SPLIT_METRICS,
+)
 from calmon.clock import SYSTEM_CLOCK, Clock
 from calmon.db.backend import epoch_microseconds, has_lateral_joins
 from calmon.db.models import Model, ModelSegment, WindowResult
 from calmon.metrics.intervals import MEAN_METRICS, NO_INTERVAL, REGULAR_INTERVAL_METRICS
-from calmon.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
-from calmon.metrics.probability import PROBABILITY_METRICS
-from calmon.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS
+from calmon.metrics.split import PART_INTERVAL_METRICS
 from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_interval, metric_value, split_parts
 from calmon.words import decision_reference, decision_words, reference_words
@@ -78,27 +84,12 @@ INTERVAL_METRICS: Final = frozenset(REGULAR_INTERVAL_METRICS).difference(NO_INTE
 #: windows whose records one statement reads (three bound parameters each)
 RECORDS_PER_STATEMENT: Final = 500
 
-#: what each catalogue metric is (docs/metrics.md), for the HELP lines
-DESCRIPTIONS: Final[dict[str, str]] = {
-    "precision": "Precision TP/(TP+FP) at the decision threshold",
-    "recall": "Recall TP/n_pos at the decision threshold",
-    "fpr": "False positive rate FP/n_neg at the decision threshold",
-    "f1": "F1 score at the decision threshold",
-    "roc_auc": "Area under the ROC curve",
-    "average_precision": "Average precision",
-    "best_f1": "Best F1 score over the thresholds",
-    "best_f1_threshold": "Highest threshold reaching the best F1 score",
-    "pr_gain_auc": "Area under the precision-recall-gain curve",
-    "ks": "Kolmogorov-Smirnov statistic, max TPR - FPR",
-    "ks_abc": "Area between the class-conditional score CDFs",
-    "brier": "Brier score",
-    "brier_skill": "Brier skill score against predicting the prior",
-    "brier_pos": "Brier score over the positives",
-    "brier_neg": "Brier score over the negatives",
-    "ece": "Expected calibration error (10 equal-width bins)",
-    "mce": "Maximum calibration error (10 equal-width bins)",
-    "log_loss": "Log loss",
-}
+
+def _capitalised(text: str) -> str:
+    """A HELP line starts with a capital, as the exposition's other families do."""
+    return text[:1].upper() + text[1:]
+
+
 _WINDOW_FAMILIES: Final = (
     ("calmon_positive_class_ratio", "Share of positives among the labelled predictions"),
     ("calmon_positive_class_ratio_lower", "Lower end of the 95% Wilson interval of the ratio"),
@@ -696,7 +687,7 @@ def _declare(builder: _Builder) -> None:
     """Every family, so that the exposition's order does not depend on the data."""
     for metric in REGULAR_METRICS:
         name = f"calmon_{metric}"
-        about = DESCRIPTIONS[metric]
+        about = _capitalised(BY_NAME[metric].about)
         extra = _PI0_HELP if metric in CALIBRATED_METRICS else ""
         builder.family(name, f"{about} of the latest window{extra}")
         builder.family(f"{name}_lower", f"Lower end of the 95% interval of {name}{extra}")
@@ -729,7 +720,8 @@ def _declare(builder: _Builder) -> None:
         )
         builder.family(
             f"calmon_estimated_{metric}",
-            f"{DESCRIPTIONS[metric]} estimated without labels at the estimated ratio{extra}",
+            f"{_capitalised(BY_NAME[metric].about)} estimated without labels at the estimated "
+            f"ratio{extra}",
         )
     builder.family(
         "calmon_segments_overflow_predictions",

@@ -16,14 +16,14 @@ and cache reference sets and to check a configuration) and through its entry mod
 (``window_evaluation``, its pooled decision included; ``advice``; ``recalibration``) only.
 """
 
-from calmon.catalogue import CALIBRATED_METRICS, REGULAR_METRICS
+from calmon.catalogue import CALIBRATED_METRICS, REGULAR_METRICS, SPLIT_METRICS
 from calmon.metrics.curves import CurveValues, curve_metrics
 from calmon.metrics.evaluation import SetSums, evaluate, evaluate_ranked, set_sums
 from calmon.metrics.label_free import LabelShiftReference, label_shift_reference
 from calmon.metrics.pool import Pool
 from calmon.metrics.prepared import MIN_PI0, PreparedSet, check_pi0
 from calmon.metrics.ranking import Ranking, RankingAccumulator, rank
-from calmon.metrics.split import SPLIT_METRICS, drift_split, split_from_arrays
+from calmon.metrics.split import drift_split, split_from_arrays
 from calmon.metrics.thresholded import ThresholdValues, threshold_metrics
 
 __all__ = [

@@ -92,7 +92,12 @@ import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray, IntArray
-from calmon.catalogue import CANNOT_SEE, ESTIMATE_FELL
+from calmon.catalogue import (
+    CANNOT_SEE,
+    ESTIMATE_FELL,
+    ESTIMATED_CALIBRATED,
+    ESTIMATED_REGULAR,
+)
 from calmon.metrics.curves import auc_and_ap
 from calmon.metrics.prepared import pi0_key
 from calmon.metrics.ranking import Ranking, distinct_runs
@@ -127,8 +132,6 @@ ESTIMATE_SHIFT_FACTOR = 1.5
 #: π̂ at most this far from 0 (or 1) is that bound: bisection stops 2^-61 from it.
 BOUNDARY = 2.0**-50
 #: Estimated metrics, regular and calibrated at each π0.
-ESTIMATED_REGULAR = ("precision", "recall", "f1", "roc_auc", "average_precision")
-ESTIMATED_CALIBRATED = ("precision", "f1", "average_precision")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray
+from calmon.catalogue import PROBABILITY_METRICS
 from calmon.metrics.ranking import distinct_runs
 
 #: Probabilities are clipped to [LOG_LOSS_EPS, 1 - LOG_LOSS_EPS] inside the log loss.
@@ -22,7 +23,6 @@ LOG_LOSS_EPS = 1e-15
 ECE_BINS = 10
 
 ReliabilityStrategy = Literal["uniform", "quantile"]
-PROBABILITY_METRICS = ("brier", "brier_skill", "brier_pos", "brier_neg", "log_loss", "ece", "mce")
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray, LabelArray
+from calmon.catalogue import SPLIT_METRICS
 from calmon.metrics.curves import prior_dependent_at
 from calmon.metrics.evaluation import evaluate_prepared
 from calmon.metrics.intervals import REAL, Interval, replicate_interval
@@ -47,8 +48,6 @@ from calmon.metrics.resampling import (
 )
 from calmon.metrics.thresholded import threshold_metrics
 
-#: Metrics whose change is split (prior-dependent, ``docs/metrics.md``).
-SPLIT_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
 #: The split metrics whose parts get intervals: the bootstrap intervals of the parts of best F1
 #: (a maximum) and AUPRG miss nominal coverage (``docs/intervals.md``), so theirs are None.
 PART_INTERVAL_METRICS = ("precision", "f1", "average_precision")

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Final
 
+from calmon.catalogue import METRICS
 from calmon.records import ReliabilityBin
 from calmon.words import plural
 
@@ -47,47 +48,9 @@ NUMBER_AXIS: Final = "window"
 #: the dash pattern of a dashed series (levels are dotted by the style sheet)
 DASHES: Final = "6 4"
 #: axis titles of the metrics, with their scale (``docs/metrics.md``)
-METRIC_TITLES: Final[dict[str, str]] = {
-    "precision": "precision at threshold (0 to 1)",
-    "f1": "F1 at threshold (0 to 1)",
-    "recall": "recall at threshold (0 to 1)",
-    "fpr": "false positive rate (0 to 1)",
-    "roc_auc": "ROC AUC (0.5 random, 1 best)",
-    "ks": "KS statistic (0 to 1)",
-    "ks_abc": "KS area (0 to 1)",
-    "average_precision": "average precision (0 to 1)",
-    "best_f1": "best F1 (0 to 1)",
-    "best_f1_threshold": "best F1 threshold (score)",
-    "pr_gain_auc": "PR-Gain AUC (1 best)",
-    "brier": "Brier score (0 best)",
-    "brier_skill": "Brier skill (1 best)",
-    "brier_pos": "Brier, positives (0 best)",
-    "brier_neg": "Brier, negatives (0 best)",
-    "log_loss": "log loss (nats, 0 best)",
-    "ece": "calibration error, ECE (0 best)",
-    "mce": "calibration error, MCE (0 best)",
-}
+METRIC_TITLES: Final[dict[str, str]] = {metric.name: metric.title for metric in METRICS}
 #: what a metric is called in legends and headings
-METRIC_NAMES: Final[dict[str, str]] = {
-    "precision": "precision",
-    "f1": "F1",
-    "recall": "recall",
-    "fpr": "false positive rate",
-    "roc_auc": "ROC AUC",
-    "ks": "KS",
-    "ks_abc": "KS area",
-    "average_precision": "AP",
-    "best_f1": "best F1",
-    "best_f1_threshold": "best F1 threshold",
-    "pr_gain_auc": "PR-Gain AUC",
-    "brier": "Brier score",
-    "brier_skill": "Brier skill",
-    "brier_pos": "Brier (positives)",
-    "brier_neg": "Brier (negatives)",
-    "log_loss": "log loss",
-    "ece": "ECE",
-    "mce": "MCE",
-}
+METRIC_NAMES: Final[dict[str, str]] = {metric.name: metric.short for metric in METRICS}
 
 Bounds = tuple[float, float]
 

@@ -183,7 +183,8 @@ def test_every_record_field_is_typed_and_described(client: TestClient) -> None:
         ("WindowIntervals", "CalibratedIntervals"),
     ):
         keyed = schemas[owner]["properties"]["calibrated"]
-        assert keyed["description"] and keyed["required"] == ["reference"], owner
+        assert keyed["description"], owner
+        assert keyed["required"] == ["reference"], owner
         values = keyed["additionalProperties"]["anyOf"]
         assert values == [{"$ref": f"#/components/schemas/{target}"}, {"type": "null"}], owner
     reference = schemas["ReferenceConfig"]

@@ -11,9 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
+from calmon.catalogue import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR, SPLIT_METRICS
 from calmon.metrics import REGULAR_METRICS, evaluate
-from calmon.metrics.label_free import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
-from calmon.metrics.split import SPLIT_METRICS
 from calmon.scheduler.runner import WindowScheduler
 from calmon.services.model_registry import get_model
 from calmon.services.window_results import request_recompute

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
+from calmon.catalogue import SPLIT_METRICS
 from calmon.db.models import Model, WindowState
 from calmon.metrics import Pool, evaluate
 from calmon.metrics.evaluation import evaluate_ranked
 from calmon.metrics.prepared import pi0_key
 from calmon.metrics.ranking import RankingAccumulator, rank
-from calmon.metrics.split import PART_INTERVAL_METRICS, SPLIT_METRICS, ap_parts_published
+from calmon.metrics.split import PART_INTERVAL_METRICS, ap_parts_published
 from calmon.services.planning import (
     FIXED_REFRESH_WINDOWS,
     refresh_for_fixed_reference,

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 from calmon.arrays import BoolArray, FloatArray
+from calmon.catalogue import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from calmon.metrics.evaluation import evaluate
 from calmon.metrics.label_free import (
     CHECK_BINS_PER_CLASS,
     CHECK_LEVEL,
-    ESTIMATED_CALIBRATED,
-    ESTIMATED_REGULAR,
     LabelShiftReference,
     adjusted_probabilities,
     assess_window,
