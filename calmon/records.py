@@ -177,6 +177,7 @@ class LabelShiftCheck(TypedDict):
 EstimateVerdict = Literal[
     "class_ratio_moved",
     "fewer_positives_or_lower_scores",
+    "more_positives_or_higher_scores",
     "scores_changed",
     "no_change",
     "not_enough_data",
@@ -184,8 +185,8 @@ EstimateVerdict = Literal[
 
 
 class Estimated(TypedDict):
-    """The label-free estimate of the window; ``label_shift``, ``verdict`` and ``cannot_see``
-    are absent from records computed before they existed."""
+    """The label-free estimate of the window; ``label_shift``, ``verdict``, ``cannot_see`` and
+    ``positive_class_ratio_resolved`` are absent from records computed before they existed."""
 
     positive_class_ratio: float
     positive_class_ratio_interval: list[float]
@@ -196,6 +197,7 @@ class Estimated(TypedDict):
     label_shift: NotRequired[LabelShiftCheck | None]
     verdict: NotRequired[EstimateVerdict | None]
     cannot_see: NotRequired[str | None]
+    positive_class_ratio_resolved: NotRequired[bool | None]
 
 
 class Costs(TypedDict):

@@ -257,6 +257,7 @@ class Estimated(_Closed):
         Literal[
             "class_ratio_moved",
             "fewer_positives_or_lower_scores",
+            "more_positives_or_higher_scores",
             "scores_changed",
             "no_change",
             "not_enough_data",
@@ -264,20 +265,28 @@ class Estimated(_Closed):
         | None
     ) = Field(
         default=None,
-        description="what the estimate says, with the check holding: the class ratio went up "
-        "beyond the reference's times 1.5 (`class_ratio_moved`), or the estimate fell below the "
+        description="what the estimate says, with the check holding: the estimate rose above "
+        "the reference's ratio times 1.5 (`more_positives_or_higher_scores`: more positives, or "
+        "negatives scoring like positives; labels will tell), or fell below the "
         "reference's divided by 1.5 (`fewer_positives_or_lower_scores`: fewer positives, or "
         "positives scoring lower, e.g. a model that got worse; labels will tell); the check "
         "rejecting: the scores changed in a way a class-ratio change does not explain "
         "(`scores_changed`, labels needed); `no_change`; or `not_enough_data` (under 200 "
-        "scored predictions). Windows computed before the fall had its own word say "
-        "`class_ratio_moved` for it",
+        "scored predictions). Windows computed before the rise and the fall had their own "
+        "words say `class_ratio_moved` for them",
     )
     cannot_see: str | None = Field(
         default=None,
         description="what no test on unlabelled scores can see: a share of one class scoring "
         "like the other reads as a class-ratio change (positives scoring like negatives as "
         "fewer positives); absent in windows computed before it existed",
+    )
+    positive_class_ratio_resolved: bool | None = Field(
+        default=None,
+        description="false when the estimate's 95% interval reaches 0: its spread is of the "
+        "order of the value (too few positives), which an estimate that is never negative "
+        "biases upward; the value is then an order of magnitude and the interval is what holds. "
+        "Absent in windows computed before it existed",
     )
 
 
