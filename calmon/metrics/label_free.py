@@ -476,8 +476,9 @@ def solve_shares(
     hence unbiased, in the shares it subtracts (:func:`level_fit`). The weights' shares must be
     positive (:data:`PSEUDOCOUNT`).
 
-    ``below``: where the equation is already negative at π = 0 (no root in [0, 1]), the root of
-    its tangent at 0 instead of 0, a negative number: Σ_j d_j(0)·(m_j - n b_j) over
+    ``below``: where the equation is already negative at π = 0 and bisection finds no root
+    above 0 (cross-fitted, the equation need not be monotone), the root of its tangent at 0
+    instead of 0, a negative number: Σ_j d_j(0)·(m_j - n b_j) over
     Σ_j d_j(0)·n(a_j - b_j) (where that slope is positive; else 0). Not a ratio, but the
     estimating equation's own solution unclipped, nearly unbiased and nearly normal where π̂'s
     spread reaches 0; :func:`prior_from_counts` centres the interval on it."""
@@ -512,7 +513,8 @@ def solve_shares(
             level = np.nansum(at_zero * surplus, axis=-1)
             slope = np.nansum(at_zero * expected_gap, axis=-1)
             tangent = level / slope
-        estimate = np.where((level < 0.0) & (slope > 0.0), tangent, estimate)
+        # only where bisection found no root above 0: the same π̂ = max(root, 0) as without
+        estimate = np.where((lo == 0.0) & (level < 0.0) & (slope > 0.0), tangent, estimate)
     return np.where(valid, estimate, np.nan)
 
 
