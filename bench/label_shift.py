@@ -1,6 +1,7 @@
 """The label-shift check and π̂'s interval under pure label shift and under its violations.
 
     PYTHONPATH=. .venv/bin/python bench/label_shift.py [--windows 20] [--rows 20000 5000 2000]
+        [--priors 0.005 0.02] [--scenarios label_shift negatives_rise]
 
 Held-out score families (none was used to build the estimator, which was tuned on binormal
 scores): a gradient-boosted tree (scikit-learn's HistGradientBoosting, scores rounded to 3
@@ -214,6 +215,7 @@ def study(
     windows: int,
     references: int,
     scenarios: tuple[str, ...] = SCENARIOS,
+    priors: tuple[float, ...] = PRIORS,
     seed: int = 0,
 ) -> Iterator[Cell]:
     """Every cell of the study, family by family, each pooled over ``references``
@@ -224,7 +226,7 @@ def study(
         built = [reference_of(scorer, rng) for _ in range(references)]
         for size in rows:
             for scenario in scenarios:
-                for prior in PRIORS:
+                for prior in priors:
                     cells = [
                         run_cell(
                             name,
@@ -263,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--references", type=int, default=4, help="references per family")
     parser.add_argument("--rows", type=int, nargs="+", default=[20_000, 5_000, 2_000])
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    parser.add_argument("--priors", type=float, nargs="+", default=list(PRIORS))
+    parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
     args = parser.parse_args(argv)
     print("| family | rows | scenario | prior | rejects | interval holds | either | mean π̂ |")
     print("|---|---:|---|---:|---:|---:|---:|---:|")
@@ -272,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         rows=tuple(args.rows),
         windows=args.windows,
         references=args.references,
+        scenarios=tuple(args.scenarios),
+        priors=tuple(args.priors),
     ):
         print(
             f"| {cell.family} | {cell.rows} | {cell.scenario} | {cell.prior} |"

@@ -212,6 +212,15 @@ CANNOT_SEE: Final = (
 #: The estimate's verdict when it fell: fewer positives, or positives scoring lower (a model
 #: that got worse gives the same scores), never called a settled class-ratio change.
 ESTIMATE_FELL: Final = "fewer_positives_or_lower_scores"
+#: The estimate's verdict when it rose, the mirror of :data:`ESTIMATE_FELL`: more positives, or
+#: negatives scoring like positives (the same scores), never called a settled class-ratio change.
+ESTIMATE_ROSE: Final = "more_positives_or_higher_scores"
+#: What an estimate whose interval reaches 0 says (``estimated.positive_class_ratio_resolved``
+#: false): its spread is of the order of the value, which π̂ ≥ 0 biases upward.
+UNRESOLVED: Final = (
+    "the estimate's interval reaches 0: too few positives to resolve the ratio, the value is "
+    "biased upward and reads as an order of magnitude; the interval is what holds"
+)
 #: The estimate's verdicts (:func:`calmon.metrics.label_free.estimate_verdict`) in plain words.
 VERDICT_WORDS: Final = {
     "class_ratio_moved": (
@@ -219,6 +228,10 @@ VERDICT_WORDS: Final = {
     ),
     "fewer_positives_or_lower_scores": (
         "fewer positives, or positives scoring lower (estimated without labels): labels will tell"
+    ),
+    "more_positives_or_higher_scores": (
+        "more positives, or negatives scoring like positives (estimated without labels): labels "
+        "will tell"
     ),
     "scores_changed": (
         "scores changed in a way a class-ratio change does not explain: labels needed"

@@ -274,6 +274,7 @@ class LabelShiftCheck(TypedDict):
 EstimateVerdict = Literal[
     "class_ratio_moved",
     "fewer_positives_or_lower_scores",
+    "more_positives_or_higher_scores",
     "scores_changed",
     "no_change",
     "not_enough_data",
@@ -284,8 +285,8 @@ EstimateVerdict = Literal[
 class Estimated(TypedDict):
     """The label-free estimate of the window (`docs/metrics.md`, Label-free estimates): from
     every scored prediction, labelled or not, assuming P(score | class) is the reference's.
-    ``label_shift``, ``verdict`` and ``cannot_see`` are absent from records computed before
-    they existed."""
+    ``label_shift``, ``verdict``, ``cannot_see`` and ``positive_class_ratio_resolved`` are
+    absent from records computed before they existed."""
 
     positive_class_ratio: Annotated[float, _described("estimated positive class ratio")]
     positive_class_ratio_interval: Annotated[Pair, _described("its 95% interval `[lower, upper]`")]
@@ -309,14 +310,15 @@ class Estimated(TypedDict):
         Annotated[
             EstimateVerdict | None,
             _described(
-                "what the estimate says, with the check holding: the class ratio went up "
-                "beyond the reference's times 1.5 (`class_ratio_moved`), or the estimate fell "
-                "below the reference's divided by 1.5 (`fewer_positives_or_lower_scores`: fewer "
-                "positives, or positives scoring lower, e.g. a model that got worse; labels "
-                "will tell); the check rejecting: the scores changed in a way a class-ratio "
-                "change does not explain (`scores_changed`, labels needed); `no_change`; or "
-                "`not_enough_data` (under 200 scored predictions). Windows computed before the "
-                "fall had its own word say `class_ratio_moved` for it"
+                "what the estimate says, with the check holding: the estimate rose above the "
+                "reference's ratio times 1.5 (`more_positives_or_higher_scores`: more positives, "
+                "or negatives scoring like positives; labels will tell), or fell below the "
+                "reference's divided by 1.5 (`fewer_positives_or_lower_scores`: fewer positives, "
+                "or positives scoring lower, e.g. a model that got worse; labels will tell); the "
+                "check rejecting: the scores changed in a way a class-ratio change does not "
+                "explain (`scores_changed`, labels needed); `no_change`; or `not_enough_data` "
+                "(under 200 scored predictions). Windows computed before the rise and the fall "
+                "had their own words say `class_ratio_moved` for them"
             ),
         ]
     ]
@@ -327,6 +329,17 @@ class Estimated(TypedDict):
                 "what no test on unlabelled scores can see: a share of one class scoring like "
                 "the other reads as a class-ratio change (positives scoring like negatives as "
                 "fewer positives); absent in windows computed before it existed"
+            ),
+        ]
+    ]
+    positive_class_ratio_resolved: NotRequired[
+        Annotated[
+            bool | None,
+            _described(
+                "false when the estimate's 95% interval reaches 0: its spread is of the order of "
+                "the value (too few positives), which an estimate that is never negative biases "
+                "upward; the value is then an order of magnitude and the interval is what holds. "
+                "Absent in windows computed before it existed"
             ),
         ]
     ]

@@ -11,7 +11,9 @@ Families. Each draws a latent score per row, class by class, then maps it to a s
   4 decimals), ``noise`` (label noise with a rare component in each class: 9% of positives
   score like negatives, 1% of negatives like positives at N(2.5, 1); 4 decimals) and ``tree``
   (a gradient-boosted tree on a 20-feature problem, its probabilities rounded to 3 decimals:
-  ties; the latent score is the features' projection on the positives' mean).
+  ties; the latent score is the features' projection on the positives' mean) and ``student``
+  (heavy tails in both classes: logits 2 + t₃ against t₃, 4 decimals; added after the
+  estimator's last change, to test it).
 
 Scenarios: ``label_shift`` (P(score | y) unchanged) and ``negatives_rise`` (g, δ): a share g of
 the negatives has its latent score raised by δ latent standard deviations toward the positives
@@ -39,7 +41,7 @@ from calmon.metrics.label_free import LabelShiftReference, assess_window, label_
 from calmon.metrics.ranking import rank
 
 DESIGN: Final = ("beta", "gumbel")
-HELD_OUT: Final = ("binormal", "noise", "tree")
+HELD_OUT: Final = ("binormal", "noise", "tree", "student")
 REFERENCE_PRIOR: Final = 0.1
 WINDOW_ROWS: Final = 20_000
 #: (share of negatives, latent shift) of the negatives_rise scenarios
@@ -67,6 +69,9 @@ def _latent(name: str, rng: np.random.Generator, n: int, positive: bool) -> Floa
         return rng.normal(1.0, 1.2, n) if positive else rng.gumbel(-1.0, 0.8, n)
     if name == "binormal":
         return rng.normal(1.5 if positive else 0.0, 1.0, n)
+    if name == "student":
+        out = rng.standard_t(3.0, n) + (2.0 if positive else 0.0)
+        return out
     rare = rng.random(n) < (0.09 if positive else 0.01)
     common, other = (2.5, 0.0) if positive else (0.0, 2.5)
     return np.where(rare, rng.normal(other, 1.0, n), rng.normal(common, 1.0, n))
@@ -149,6 +154,7 @@ class Cell:
     flagged: int
     covered: int
     safe: int
+    unresolved: int
     estimated: float
     measured: float
 
@@ -181,7 +187,7 @@ def run_cell(
     draw = family(name)
     rng = np.random.default_rng(seed)
     share, shift = rise or (0.0, 0.0)
-    flagged = covered = safe = 0
+    flagged = covered = safe = unresolved = 0
     estimated = measured = 0.0
     count = 0
     for _ in range(references):
@@ -199,10 +205,21 @@ def run_cell(
             flagged += flag
             covered += holds
             safe += flag or holds
+            unresolved += not estimate.resolved
             estimated += estimate.ratio
             measured += truth
             count += 1
     scenario = "label_shift" if rise is None else f"negatives_rise {share:g}/{shift:g}"
     return Cell(
-        name, reference_rows, prior, scenario, count, flagged, covered, safe, estimated, measured
+        name,
+        reference_rows,
+        prior,
+        scenario,
+        count,
+        flagged,
+        covered,
+        safe,
+        unresolved,
+        estimated,
+        measured,
     )

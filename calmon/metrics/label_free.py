@@ -36,12 +36,20 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
    (with :data:`PSEUDOCOUNT`) and the expected counts from the other half (raw counts). It is
    the score equation when both are the same rows; split, it is linear in the shares it
    subtracts, so their noise no longer biases it (:func:`solve_shares`).
-5. 95% interval: π̂ ± 1.96·sd, sd the standard deviation of π̂ over a Poisson bootstrap of
+5. 95% interval: r ± 1.96·sd, sd the standard deviation of r over a Poisson bootstrap of
    the window (its rows per cell, the cells where both halves' levels are constant) and of
    each half of the reference, the levels kept fixed; clipped to [0, 1]. Any fixed grouping
    keeps P(level | y) unchanged under label shift, so the replicates estimate the same π. The
    normal form, not the percentile interval: π̂ is skewed at small π, and percentiles
    covered 0.82 at π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/metrics.md``).
+   r is the equation's root unclipped: π̂ = max(r, 0), and where the equation has no root in
+   [0, 1] because it is negative at 0, r is the root of its tangent at 0 (``below`` in
+   :func:`solve_shares`). At rare priors π̂'s spread reaches 0 (at 40 positives it is 1-3
+   times π), and clipped replicates piled up at 0 shrank the sd and the interval's upper end
+   (coverage 0.85 on the held-out tree at π = 0.005); the unclipped root keeps the spread.
+   π̂ itself stays clipped, so it is biased upward wherever the interval reaches 0: no
+   estimator that is never negative can be unbiased when its spread is that of π itself. The
+   record says so (:attr:`PriorEstimate.resolved`).
 
 6. Where the score equation has no interior root, π̂ is exactly 0 (or 1) and the bootstrap's
    replicates pile up there: the interval is then also bounded by the profile likelihood of
@@ -68,8 +76,10 @@ p ≥ :data:`CHECK_LEVEL`. What it cannot see (``calmon.catalogue.CANNOT_SEE``):
 a class whose window is still (nearly) a mixture of the reference's classes at another π. A
 share f of the positives scoring like the negatives makes the window exactly the mixture at
 π(1 - f), at any π: no test on scores sees it, and a model that got worse reads as fewer
-positives (hence the verdict ``fewer_positives_or_lower_scores``, not ``class_ratio_moved``,
-for a fall). Only labels tell them apart.
+positives (hence the verdict ``fewer_positives_or_lower_scores``, not a class-ratio change,
+for a fall); a share g of the negatives scoring like the positives makes it the mixture at
+π + g(1 - π), read as more positives (``more_positives_or_higher_scores`` for a rise). Only
+labels tell them apart.
 
 Estimated metrics at π̂ are those of the expected confusion counts: each window row counts
 p' as a positive and 1 - p' as a negative at its own score, so at threshold τ
@@ -95,6 +105,7 @@ from calmon.arrays import FloatArray, IntArray
 from calmon.catalogue import (
     CANNOT_SEE,
     ESTIMATE_FELL,
+    ESTIMATE_ROSE,
     ESTIMATED_CALIBRATED,
     ESTIMATED_REGULAR,
 )
@@ -275,6 +286,14 @@ class PriorEstimate:
     upper: float
     n: int
 
+    @property
+    def resolved(self) -> bool:
+        """Whether the interval stays clear of 0. When it reaches 0, π̂'s spread is of the
+        order of π̂ itself and π̂ ≥ 0 truncates it: the value is then biased upward (no
+        estimator that is never negative can be unbiased there) and reads as an order of
+        magnitude, the interval being what holds (``docs/metrics.md``, "Rare priors")."""
+        return self.lower > 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class LabelShiftCheck:
@@ -449,6 +468,7 @@ def solve_shares(
     weights: tuple[FloatArray, FloatArray] | None = None,
     *,
     steps: int = BISECTIONS,
+    below: bool = False,
 ) -> FloatArray:
     """:func:`solve_prior` from the class shares of each level ``a``, ``b`` (..., J) (NaN where
     the reference lacks a class, then the result is NaN too), by ``steps`` bisection steps.
@@ -458,7 +478,14 @@ def solve_shares(
     the score equation (which it is when a' = a, b' = b, as Σ_j (a_j - b_j) = 0) with the
     weights taken from rows independent of the expected counts, so that the equation is linear,
     hence unbiased, in the shares it subtracts (:func:`level_fit`). The weights' shares must be
-    positive (:data:`PSEUDOCOUNT`)."""
+    positive (:data:`PSEUDOCOUNT`).
+
+    ``below``: where the equation is already negative at π = 0 and bisection finds no root
+    above 0 (cross-fitted, the equation need not be monotone), the root of its tangent at 0
+    instead of 0, a negative number: Σ_j d_j(0)·(m_j - n b_j) over
+    Σ_j d_j(0)·n(a_j - b_j) (where that slope is positive; else 0). Not a ratio, but the
+    estimating equation's own solution unclipped, nearly unbiased and nearly normal where π̂'s
+    spread reaches 0; :func:`prior_from_counts` centres the interval on it."""
     valid = (counts.sum(axis=-1) > 0) & np.all(np.isfinite(a), axis=-1)
     valid &= np.all(np.isfinite(b), axis=-1)
     wa, wb = (a, b) if weights is None else weights
@@ -484,6 +511,14 @@ def solve_shares(
     estimate = np.where(
         estimate < BOUNDARY, 0.0, np.where(estimate > 1.0 - BOUNDARY, 1.0, estimate)
     )
+    if below:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at_zero = weight_gap / wb
+            level = np.nansum(at_zero * surplus, axis=-1)
+            slope = np.nansum(at_zero * expected_gap, axis=-1)
+            tangent = level / slope
+        # only where bisection found no root above 0: the same π̂ = max(root, 0) as without
+        estimate = np.where((lo == 0.0) & (level < 0.0) & (slope > 0.0), tangent, estimate)
     return np.where(valid, estimate, np.nan)
 
 
@@ -524,7 +559,8 @@ def prior_from_counts(
     unbiased = 0.0 if mirrored else PSEUDOCOUNT
     a, b = fit.shares(fit.pos, fit.neg, pseudocount=unbiased)
     weights = fit.shares(fit.fit_pos, fit.fit_neg)
-    ratio = float(solve_shares(fit.level_counts(counts), a, b, weights))
+    root = float(solve_shares(fit.level_counts(counts), a, b, weights, below=True))
+    ratio = max(root, 0.0)
     rng = np.random.default_rng(seed)
     drawn = poisson(rng, counts, replicates)
     drawn_pos = poisson(rng, fit.pos, replicates)
@@ -535,11 +571,12 @@ def prior_from_counts(
         *fit.shares(drawn_pos, drawn_neg, pseudocount=unbiased),
         fit.shares(drawn_pos[:, ::-1], drawn_neg[:, ::-1]) if mirrored else None,
         steps=REPLICATE_BISECTIONS,
+        below=True,
     )
     draws = draws[np.isfinite(draws)]
     spread = float(np.std(draws, ddof=1)) if draws.size > 1 else float("nan")
     half = float(NormalDist().inv_cdf(0.5 + level / 2.0)) * spread
-    lower, upper = max(ratio - half, 0.0), min(ratio + half, 1.0)
+    lower, upper = max(root - half, 0.0), min(root + half, 1.0)
     if not np.isfinite(ratio):
         return PriorEstimate(ratio=ratio, lower=lower, upper=upper, n=n)
     profile_lower, profile_upper = profile_bounds(
@@ -672,20 +709,22 @@ def estimate_verdict(
     """What the label-free estimate says of a window, in one word (``docs/metrics.md``):
     ``not_enough_data`` under :data:`MIN_ESTIMATE_ROWS` rows; ``scores_changed`` where the
     label-shift check rejects (the scores changed in a way a class-ratio change does not
-    explain); where it holds, ``class_ratio_moved`` when π̂'s interval lies wholly above the
-    reference's ratio times :data:`ESTIMATE_SHIFT_FACTOR` and
+    explain); where it holds, ``more_positives_or_higher_scores`` when π̂'s interval lies
+    wholly above the reference's ratio times :data:`ESTIMATE_SHIFT_FACTOR` and
     ``fewer_positives_or_lower_scores`` when it lies wholly below the ratio divided by it; else
     ``no_change``.
 
-    A fall is not called a class-ratio change: positives whose scores fell toward the
-    negatives' (a model that got worse) give exactly the same scores as fewer positives
-    (``calmon.catalogue.CANNOT_SEE``), and only labels tell the two apart."""
+    Neither direction is called a class-ratio change: positives whose scores fell toward the
+    negatives' (a model that got worse) give exactly the same scores as fewer positives, and
+    negatives scoring like positives the same as more positives
+    (``calmon.catalogue.CANNOT_SEE``); only labels tell them apart. (Records computed before
+    the rise had its own word say ``class_ratio_moved`` for it.)"""
     if check.holds is None:
         return "not_enough_data"
     if not check.holds:
         return "scores_changed"
     if estimate.lower > ESTIMATE_SHIFT_FACTOR * reference_prior:
-        return "class_ratio_moved"
+        return ESTIMATE_ROSE
     if estimate.upper < reference_prior / ESTIMATE_SHIFT_FACTOR:
         return ESTIMATE_FELL
     return "no_change"
@@ -783,8 +822,9 @@ def estimate_window(
 
     ``{"positive_class_ratio", "positive_class_ratio_interval": [lo, hi], "method", "n",
     "regular": {...}, "calibrated": {repr(π0): {...}}, "label_shift": {"p_value", "holds",
-    "method"}, "verdict", "cannot_see"}`` (:func:`label_shift_check`, :func:`estimate_verdict`,
-    ``calmon.catalogue.CANNOT_SEE``); metric values NaN where undefined. The metrics have no
+    "method"}, "verdict", "cannot_see", "positive_class_ratio_resolved"}``
+    (:func:`label_shift_check`, :func:`estimate_verdict`, ``calmon.catalogue.CANNOT_SEE``,
+    :attr:`PriorEstimate.resolved`); metric values NaN where undefined. The metrics have no
     interval (see ``docs/metrics.md``).
     """
     if reference is None:
@@ -810,6 +850,7 @@ def estimate_window(
         "label_shift": check.as_record(),
         "verdict": estimate_verdict(estimate, check, reference.prior),
         "cannot_see": CANNOT_SEE,
+        "positive_class_ratio_resolved": estimate.resolved,
     }
 
 

@@ -164,9 +164,9 @@ def _part(value: float | None, bounds: Interval) -> str:
 
 
 def _estimate(record: WindowRecord) -> str:
-    """The label-free prior, its 95% interval and its verdict (one word: ``class_ratio_moved``,
-    ``fewer_positives_or_lower_scores``, ``scores_changed``, ``no_change``,
-    ``not_enough_data``), or ``-``."""
+    """The label-free prior, its 95% interval and its verdict (one word:
+    ``more_positives_or_higher_scores``, ``fewer_positives_or_lower_scores``,
+    ``scores_changed``, ``no_change``, ``not_enough_data``), or ``-``."""
     estimated = record["estimated"]
     if estimated is None:
         return "-"
@@ -304,6 +304,8 @@ def _estimate_verdict(found: Sequence[WindowRecord], ref_prior: Any, true_ratio:
     fell = (
         "; a fall may also be positives scoring lower, which scores alone cannot tell"
         if estimate < ref_prior
+        else "; a rise may also be negatives scoring like positives, which scores alone cannot tell"
+        if estimate > ref_prior
         else ""
     )
     return (

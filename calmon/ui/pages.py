@@ -15,7 +15,7 @@ from html import escape
 from typing import Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
-from calmon.catalogue import ESTIMATE_FELL, VERDICT_WORDS
+from calmon.catalogue import ESTIMATE_FELL, ESTIMATE_ROSE, UNRESOLVED, VERDICT_WORDS
 from calmon.records import Objective, WindowRecord, metric_interval, metric_value
 from calmon.ui.charts import (
     DASH,
@@ -125,6 +125,7 @@ BLIND_SPOT: Final = (
 ESTIMATE_CLASS: Final[dict[str, str]] = {
     "class_ratio_moved": "v-ratio",
     "fewer_positives_or_lower_scores": "v-unknown",
+    "more_positives_or_higher_scores": "v-unknown",
     "scores_changed": "v-worse",
     "no_change": "ok",
     "not_enough_data": "v-unknown",
@@ -815,15 +816,25 @@ def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: str
         f"; the scores fit the reference's classes at that ratio (label-shift check p = "
         f"{p_value}). "
     )
+    resolved = estimated is None or estimated.get("positive_class_ratio_resolved") is not False
+    precision = "" if resolved else f" (Not resolved: {UNRESOLVED}.)"
     if verdict == ESTIMATE_FELL:
         return (
             counts
             + ratio
             + fits
             + "That reads as fewer positives, or as positives scoring lower (a model that got "
-            "worse gives the same scores): labels will tell."
+            "worse gives the same scores): labels will tell." + precision
         )
-    return counts + ratio + fits + BLIND_SPOT
+    if verdict == ESTIMATE_ROSE:
+        return (
+            counts
+            + ratio
+            + fits
+            + "That reads as more positives, or as negatives scoring like positives (a change "
+            "of the inputs can give the same scores): labels will tell." + precision
+        )
+    return counts + ratio + fits + BLIND_SPOT + precision
 
 
 def model_page(

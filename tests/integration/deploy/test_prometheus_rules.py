@@ -94,6 +94,7 @@ def test_the_estimated_shift_names_what_scores_cannot_see() -> None:
     description = " ".join(rule["annotations"]["description"].split())
     assert "positives scoring like negatives read as fewer positives" in description
     assert "positives scoring lower" in description
+    assert '"up" means more positives, or negatives scoring like positives' in description
     assert "labels will tell" in rule["annotations"]["summary"]
 
 

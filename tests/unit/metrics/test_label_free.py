@@ -28,6 +28,7 @@ from calmon.metrics.label_free import (
     metrics_of_runs,
     pav,
     prior_from_counts,
+    solve_shares,
 )
 from calmon.metrics.ranking import rank
 
@@ -385,3 +386,37 @@ def test_the_check_sees_a_few_negatives_rising_at_a_rare_prior() -> None:
                 held += check.holds is True
     assert flagged >= 6
     assert held == 8
+
+
+def test_below_zero_the_root_is_the_tangent_at_zero() -> None:
+    """A window with fewer rows in the top level than the negatives alone predict: the
+    equation is negative at 0, so π̂ = 0, and with ``below`` the root of its tangent at 0,
+    Σ d_j(0)(m_j - n b_j) / Σ d_j(0) n (a_j - b_j), d_j(0) = (a'_j - b'_j) / b'_j."""
+    a = np.array([0.2, 0.3, 0.5])
+    b = np.array([0.6, 0.3, 0.1])
+    counts = np.array([650.0, 300.0, 50.0])
+    n = counts.sum()
+    d = (a - b) / b
+    tangent = float((d * (counts - n * b)).sum() / (d * n * (a - b)).sum())
+    assert tangent < 0.0
+    assert float(solve_shares(counts, a, b)) == 0.0
+    assert float(solve_shares(counts, a, b, below=True)) == pytest.approx(tangent, rel=1e-12)
+    # an interior root is the same either way
+    inside = np.array([500.0, 300.0, 200.0])
+    assert float(solve_shares(inside, a, b, below=True)) == float(solve_shares(inside, a, b))
+
+
+def test_an_interval_reaching_zero_says_the_ratio_is_not_resolved() -> None:
+    """At π = 0.002 (about 40 positives in 20,000 rows) π̂'s spread is of the order of π: its
+    interval reaches 0, and the record says the value is not resolved; at π = 0.1 it is."""
+    rng = np.random.default_rng(23)
+    reference = reference_of(rng, 20_000)
+    resolved = []
+    for pi in (0.002, 0.1):
+        scores, _ = draw(rng, 20_000, pi)
+        estimated = estimate_window(reference, np.sort(scores), threshold=0.5, pi0=[0.1], seed=1)
+        assert estimated is not None
+        lower = estimated["positive_class_ratio_interval"][0]
+        assert estimated["positive_class_ratio_resolved"] is (lower > 0.0)
+        resolved.append(estimated["positive_class_ratio_resolved"])
+    assert resolved == [False, True]

@@ -1,9 +1,10 @@
 """What the label-free estimate cannot see, and how its record says so.
 
 A share f of the positives scoring like the negatives makes the window exactly the reference's
-class mixture at π(1 - f): at any π the label-shift check holds and π̂ lands on π(1 - f). So a
-fall of the estimate is never called a class-ratio change, and every estimate names the blind
-spot (``docs/metrics.md``, "What it cannot see")."""
+class mixture at π(1 - f): at any π the label-shift check holds and π̂ lands on π(1 - f); a
+share g of the negatives scoring like the positives, the mixture at π + g(1 - π). So neither a
+fall nor a rise of the estimate is called a class-ratio change, and every estimate names the
+blind spot (``docs/metrics.md``, "What it cannot see")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from calmon.arrays import BoolArray, FloatArray
-from calmon.catalogue import CANNOT_SEE, ESTIMATE_FELL
+from calmon.catalogue import CANNOT_SEE, ESTIMATE_FELL, ESTIMATE_ROSE
 from calmon.metrics.label_free import (
     ESTIMATE_SHIFT_FACTOR,
     LabelShiftReference,
@@ -58,7 +59,7 @@ def test_positives_scoring_like_negatives_read_as_fewer_positives_at_any_prior(
     assert estimated["cannot_see"] == CANNOT_SEE
 
 
-def test_a_fall_is_not_called_a_class_ratio_change() -> None:
+def test_neither_a_fall_nor_a_rise_is_called_a_class_ratio_change() -> None:
     rng = np.random.default_rng(34)
     reference = _reference(rng, 0.1)
     fallen = estimate_window(
@@ -71,4 +72,24 @@ def test_a_fall_is_not_called_a_class_ratio_change() -> None:
         reference, _window(rng, 40_000, 0.3, 0.0), threshold=0.5, pi0=[0.1], seed=1
     )
     assert risen is not None
-    assert risen["verdict"] == "class_ratio_moved"
+    assert risen["positive_class_ratio_interval"][0] > reference.prior * ESTIMATE_SHIFT_FACTOR
+    assert risen["verdict"] == ESTIMATE_ROSE
+
+
+def test_negatives_scoring_like_positives_read_as_more_positives() -> None:
+    """The mirror of the blind spot: a share g of the negatives drawn from the positives'
+    distribution is exactly the mixture at π + g(1 - π); the check holds and the rise reads as
+    more positives or negatives scoring like positives, not as a class-ratio change."""
+    rng = np.random.default_rng(35)
+    reference = _reference(rng, 0.1)
+    labels = rng.random(40_000) < 0.1
+    scoring_as_positive = labels | (rng.random(40_000) < 0.1)
+    risen = estimate_window(
+        reference, np.sort(_scores(rng, scoring_as_positive)), threshold=0.5, pi0=[0.1], seed=1
+    )
+    assert risen is not None
+    assert risen["label_shift"]["holds"] is True
+    lower, upper = risen["positive_class_ratio_interval"]
+    assert lower <= 0.1 + 0.1 * 0.9 <= upper
+    assert risen["verdict"] == ESTIMATE_ROSE
+    assert risen["cannot_see"] == CANNOT_SEE

@@ -432,6 +432,12 @@ def test_verdicts_before_the_labels_land_use_the_estimate() -> None:
         " 0.008); scores consistent with a class-ratio change; a fall may also be positives"
         " scoring lower, which scores alone cannot tell; the likelihood part needs labels"
     ]
+    for plan in plans[2:]:
+        records[plan.start]["estimated"]["positive_class_ratio"] = 0.1
+    assert format_verdicts(plans, records, truth)[0].endswith(
+        "; scores consistent with a class-ratio change; a rise may also be negatives scoring"
+        " like positives, which scores alone cannot tell; the likelihood part needs labels"
+    )
     records[plans[3].start]["estimated"]["label_shift"]["holds"] = False
     assert format_verdicts(plans, records, truth) == [
         "prior: no labels yet; scores changed in a way a class-ratio change does not explain"

@@ -246,15 +246,21 @@ def _svg(html: str, chart_id: str) -> str:
 
 
 def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
-    records = window_records(2)
+    records = window_records(4)
     for r, verdict, interval in zip(
         records,
-        ("no_change", "fewer_positives_or_lower_scores"),
-        ([0.045, 0.055], [0.01, 0.02]),
+        (
+            "no_change",
+            "fewer_positives_or_lower_scores",
+            "more_positives_or_higher_scores",
+            "no_change",
+        ),
+        ([0.045, 0.055], [0.01, 0.02], [0.09, 0.12], [0.0, 0.02]),
         strict=True,
     ):
         r.update(n=100, unlabelled=19_900)
         r["estimated"].update(verdict=verdict, positive_class_ratio_interval=interval, n=20_000)
+        r["estimated"]["positive_class_ratio_resolved"] = interval[0] > 0
 
     steady = one_segment_page(records, records[0]["start"])
     assert (
@@ -263,6 +269,11 @@ def test_the_estimate_sentence_names_what_scores_cannot_see() -> None:
     fell = one_segment_page(records, records[1]["start"])
     assert "That reads as fewer positives, or as positives scoring lower" in fell
     assert "fewer positives, or positives scoring lower (estimated without labels)" in fell
+    rose = one_segment_page(records, records[2]["start"])
+    assert "That reads as more positives, or as negatives scoring like positives" in rose
+    assert "more positives, or negatives scoring like positives (estimated without labels)" in rose
+    # every window's sentence is on the page: only the one whose interval reaches 0 says so
+    assert rose.count("Not resolved: the estimate&#x27;s interval reaches 0") == 1
 
 
 def test_model_page_of_500_windows_renders_every_row() -> None:
