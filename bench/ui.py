@@ -16,8 +16,9 @@ the median's ratio to the 1 s budget.
 With ``--list``: a scratch SQLite database holds ``--models`` models of ``--segments`` tracked
 segments, each with one stored window of ``*`` and of every segment (the documented record
 with every value defined, ``bench/harness/records.py``; one segment in a hundred alerting,
-the others quiet), and the API app (``create_app``, real routes through the ASGI client)
-serves ``/ui``: the first load (every record read and judged), then ``--runs`` loads, their
+the others quiet; stored with their alert states, as the scheduler stores them), and the API
+app (``create_app``, real routes through the ASGI client) serves ``/ui``: the first load (the
+``*`` records read), then ``--runs`` loads, their
 median and its ratio to the 0.1 s budget, and the same for a database of one model with ten
 segments, measured in the same run.
 """
@@ -34,6 +35,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import httpx
 from fastapi.testclient import TestClient
@@ -46,6 +48,8 @@ from bench.harness.web_view import MODEL, simulate, store_copies
 from calmon.api.app import create_app
 from calmon.db import migrate
 from calmon.db.session import create_db_engine
+from calmon.records import WindowRecord
+from calmon.services.window_record import record_alerts
 from calmon.settings import Settings
 
 TARGET = "bench"
@@ -74,6 +78,10 @@ def _list_database(path: Path, *, models: int, segments: int) -> str:
     quiet = copy.deepcopy(alerting)
     quiet["reference"]["prior"] = quiet["prior"]
     texts = {True: json.dumps(alerting), False: json.dumps(quiet)}
+    judged = {
+        True: record_alerts(cast(WindowRecord, alerting)),
+        False: record_alerts(cast(WindowRecord, quiet)),
+    }
     start, end = (
         f"{t:%Y-%m-%d %H:%M:%S}.000000" for t in (LIST_START, LIST_START + timedelta(minutes=5))
     )
@@ -94,10 +102,10 @@ def _list_database(path: Path, *, models: int, segments: int) -> str:
             )
             db.executemany(
                 "INSERT INTO window_results (model_id, segment, starts_at, ends_at, computed_at,"
-                " computed_by, version, n, n_pos, unlabelled, prior, record)"
-                " VALUES (?, ?, ?, ?, ?, 'bench', 1, 20000, 1000, 37, 0.05, ?)",
+                " computed_by, version, n, n_pos, unlabelled, prior, record, alerts)"
+                " VALUES (?, ?, ?, ?, ?, 'bench', 1, 20000, 1000, 37, 0.05, ?, ?)",
                 [
-                    (m + 1, name, start, end, end, texts[p % 100 == 7])
+                    (m + 1, name, start, end, end, texts[p % 100 == 7], judged[p % 100 == 7])
                     for p, name in enumerate(["*", *names])
                 ],
             )

@@ -325,9 +325,14 @@ class WindowResult(Base):
     alerts: Mapped[str | None] = mapped_column(Text)
 
 
+#: latest windows with alert states or not judged: those the model list reads one by one
+FLAGGED_WINDOW = text("alerts IS NULL OR alerts <> '[]'")
+
+
 class WindowLatest(Base):
     """The latest stored window of one model and segment (the greatest ``starts_at`` of its
-    ``window_results`` rows): its period, ``computed_at`` and ``alerts`` as stored there.
+    ``window_results`` rows): its period, ``computed_at`` and ``alerts`` as stored there, and
+    the segment's tracked position.
 
     Written only by triggers on ``window_results`` (migration 0010), in the transaction that
     writes or deletes the records, so it never disagrees with them; the model list and the
@@ -336,6 +341,27 @@ class WindowLatest(Base):
     """
 
     __tablename__ = "window_results_latest"
+    __table_args__ = (
+        Index(
+            "ix_window_results_latest_model_id_starts_at_position",
+            "model_id",
+            "starts_at",
+            "position",
+        ),
+        Index(
+            "ix_window_results_latest_model_id_computed_at",
+            "model_id",
+            "computed_at",
+            "starts_at",
+            "position",
+        ),
+        Index(
+            "ix_window_results_latest_flagged",
+            "model_id",
+            postgresql_where=FLAGGED_WINDOW,
+            sqlite_where=FLAGGED_WINDOW,
+        ),
+    )
 
     model_id: Mapped[int] = mapped_column(
         ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
@@ -345,6 +371,8 @@ class WindowLatest(Base):
     ends_at: Mapped[datetime]
     computed_at: Mapped[datetime]
     alerts: Mapped[str | None] = mapped_column(Text)
+    #: the segment's tracked position (``model_segments``), NULL for ``*``
+    position: Mapped[int | None] = mapped_column(Integer)
 
 
 class WindowScores(Base):

@@ -20,31 +20,40 @@ the model list (:func:`model_list_windows`) and a model's page (:func:`load_late
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Protocol, TypeVar, cast
 
 from sqlalchemy import (
+    CTE,
     ColumnElement,
-    Integer,
     Select,
     Subquery,
     and_,
-    column,
+    case,
     func,
     literal,
+    literal_column,
+    null,
     or_,
     select,
     tuple_,
+    type_coerce,
     union_all,
-    values,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
-from calmon.db.backend import epoch_microseconds
-from calmon.db.models import Model, ModelSegment, UTCDateTime, WindowLatest, WindowResult
+from calmon.db.backend import epoch_microseconds, lengths_before
+from calmon.db.models import (
+    Model,
+    ModelSegment,
+    UTCDateTime,
+    WindowLatest,
+    WindowResult,
+)
 from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord
 
@@ -52,8 +61,8 @@ from calmon.records import WindowRecord
 QUIET_SEGMENT_WINDOWS: Final = 7
 #: windows whose records one statement reads (three bound parameters each)
 RECORDS_PER_STATEMENT: Final = 500
-#: ``window_results.alerts`` of a quiet record
-QUIET: Final = "[]"
+#: the cutoff of a model without a ``*`` window: every segment window is current
+EARLIEST: Final = datetime(1, 1, 2, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +317,7 @@ def last_window_records(
 
 def stored_alerts(text: str | None) -> tuple[str, ...] | None:
     """The alert states of ``window_results.alerts`` (None: not judged when written)."""
-    return None if text is None else tuple(json.loads(text))
+    return None if text is None else _said(text)
 
 
 @dataclass(slots=True)
@@ -325,16 +334,22 @@ class ModelWindows:
 
 
 def model_list_windows(session: Session) -> dict[str, ModelWindows]:
-    """Per model name, :class:`ModelWindows` of its current latest windows, read in three
-    statements that return one row per model and one per window with an alert (or not yet
-    judged): the ``*`` windows, then the segments counted in the database, then the flagged
-    ones. Models without a stored window are absent.
+    """Per model name, :class:`ModelWindows` of its current latest windows, read in four
+    statements whose rows number the models, plus the windows with alert states (or not
+    judged yet): the models, their ``*`` windows, then per model (each an index range of
+    ``window_results_latest``) how many current segment windows it has and the newest
+    ``computed_at`` among them, then the flagged windows (a partial index). Models without a
+    stored window are absent.
 
     The quiet rule is :func:`current_windows`' with the ``*`` window's length, the length of
     every window of a model (a model's window cannot change once it holds predictions)."""
-    names = dict(session.execute(select(Model.id, Model.name)).tuples().all())
+    models = {
+        model_id: (name, max_segments)
+        for model_id, name, max_segments in session.execute(
+            select(Model.id, Model.name, Model.max_segments)
+        )
+    }
     out: dict[str, ModelWindows] = {}
-    cutoffs: list[tuple[int, datetime]] = []
     stars = session.execute(
         select(
             WindowLatest.model_id,
@@ -345,65 +360,116 @@ def model_list_windows(session: Session) -> dict[str, ModelWindows]:
         ).where(WindowLatest.segment == ALL_SEGMENTS)
     )
     for model_id, start, end, computed_at, alerts in stars:
-        if model_id not in names:
+        if model_id not in models:
             continue
-        key = LatestKey(model_id, names[model_id], ALL_SEGMENTS, start, end, computed_at)
+        key = LatestKey(model_id, models[model_id][0], ALL_SEGMENTS, start, end, computed_at)
         said = stored_alerts(alerts)
         out[key.model] = ModelWindows(
-            star=key,
-            computed=computed_at,
-            flagged=[] if said == () else [(key, said)],
+            star=key, computed=computed_at, flagged=[] if said == () else [(key, said)]
         )
-        cutoffs.append((model_id, start - QUIET_SEGMENT_WINDOWS * (end - start)))
-    current = _current_segments(cutoffs)
-    for model_id, count, computed_at in session.execute(
-        current.with_only_columns(
-            WindowLatest.model_id, func.count(), func.max(WindowLatest.computed_at)
-        ).group_by(WindowLatest.model_id)
-    ):
-        if model_id not in names:
+    if not models:
+        return out
+    bounds = _bounds(session)
+    for model_id, count, computed_at in session.execute(_current_counts(bounds)):
+        if not count or model_id not in models:
             continue
-        kept = out.setdefault(names[model_id], ModelWindows())
+        kept = out.setdefault(models[model_id][0], ModelWindows())
         kept.segments = int(count)
         kept.computed = computed_at if kept.computed is None else max(kept.computed, computed_at)
-    flagged = current.with_only_columns(
-        WindowLatest.model_id,
-        WindowLatest.segment,
-        WindowLatest.starts_at,
-        WindowLatest.ends_at,
-        WindowLatest.computed_at,
-        WindowLatest.alerts,
-    ).where(or_(WindowLatest.alerts.is_(None), WindowLatest.alerts != QUIET))
-    rows = sorted(session.execute(flagged).tuples(), key=lambda row: (row[0], row[1]))
-    for model_id, segment, start, end, computed_at, alerts in rows:
-        if model_id not in names:
+    limits = {
+        model_id: (cutoff, cap)
+        for model_id, cutoff, cap in session.execute(select(bounds)).tuples()
+        if model_id in models
+    }
+    rows = sorted(session.execute(_flagged()).tuples(), key=lambda row: (row[0], row[1]))
+    for model_id, segment, position, start, alerts, end, computed_at in rows:
+        if model_id not in limits or position is None:
             continue
-        key = LatestKey(model_id, names[model_id], segment, start, end, computed_at)
-        out[key.model].flagged.append((key, stored_alerts(alerts)))
+        cutoff, cap = limits[model_id]
+        if position >= cap or start < cutoff:
+            continue
+        name = models[model_id][0]
+        flagged = out.setdefault(name, ModelWindows()).flagged
+        if alerts is not None:
+            flagged.append((LatestKey(model_id, name, segment, *UNREAD), _said(alerts)))
+        else:
+            flagged.append((LatestKey(model_id, name, segment, start, end, computed_at), None))
     return out
 
 
-def _current_segments(cutoffs: list[tuple[int, datetime]]) -> Select[Any]:
-    """The latest windows of every model's tracked segments below ``max_segments`` that are
-    current: starting at or after the model's ``cutoffs`` entry, or any when it has none."""
-    query = (
-        select(WindowLatest.model_id)
-        .join(Model, Model.id == WindowLatest.model_id)
-        .join(
-            ModelSegment,
-            and_(
-                ModelSegment.model_id == WindowLatest.model_id,
-                ModelSegment.name == WindowLatest.segment,
-            ),
+#: the period of a flagged window whose alert states are stored: the list does not read it
+UNREAD: Final = (EARLIEST, EARLIEST, EARLIEST)
+
+
+@functools.lru_cache(maxsize=4096)
+def _said(alerts: str) -> tuple[str, ...]:
+    """:func:`stored_alerts` of a stored text (the same few texts recur across segments)."""
+    return tuple(json.loads(alerts))
+
+
+def _bounds(session: Session) -> CTE:
+    """Per model id: its quiet cutoff (``QUIET_SEGMENT_WINDOWS`` lengths of its ``*`` window
+    before that window's start; :data:`EARLIEST` without one) and ``max_segments``, as a
+    common table expression of one row per model."""
+    star = aliased(WindowLatest)
+    before = lengths_before(session, star.starts_at, star.ends_at, QUIET_SEGMENT_WINDOWS)
+    return (
+        select(
+            Model.id.label("model_id"),
+            type_coerce(
+                func.coalesce(before, literal(EARLIEST, UTCDateTime())), UTCDateTime()
+            ).label("cutoff"),
+            Model.max_segments.label("max_segments"),
         )
-        .where(ModelSegment.position < Model.max_segments)
+        .outerjoin(star, and_(star.model_id == Model.id, star.segment == ALL_SEGMENTS))
+        .cte("bounds")
     )
-    if not cutoffs:
-        return query
-    bounds = values(
-        column("model_id", Integer), column("cutoff", UTCDateTime()), name="cutoffs"
-    ).data(cutoffs)
-    cutoff: ColumnElement[Any] = bounds.c.cutoff
-    return query.outerjoin(bounds, bounds.c.model_id == WindowLatest.model_id).where(
-        or_(cutoff.is_(None), WindowLatest.starts_at >= cutoff)
+
+
+def _current(bounds: CTE, latest: Any) -> ColumnElement[bool]:
+    """``latest`` is a current segment window of a model of ``bounds``: tracked below its
+    ``max_segments``, starting at or after its cutoff."""
+    return and_(
+        latest.model_id == bounds.c.model_id,
+        latest.starts_at >= bounds.c.cutoff,
+        latest.position < bounds.c.max_segments,
     )
+
+
+def _flagged() -> Select[Any]:
+    """The latest segment windows with alert states or not judged, read from a partial index
+    (a small share of the windows): model id, segment, position, start, the stored alert
+    states, and for those not judged their end and ``computed_at`` (to read and judge their
+    records)."""
+    unread = WindowLatest.alerts.is_(None)
+    return select(
+        WindowLatest.model_id,
+        WindowLatest.segment,
+        WindowLatest.position,
+        WindowLatest.starts_at,
+        WindowLatest.alerts,
+        case((unread, WindowLatest.ends_at), else_=null()).label("ends_at"),
+        case((unread, WindowLatest.computed_at), else_=null()).label("computed_at"),
+    ).where(
+        WindowLatest.segment != ALL_SEGMENTS,
+        # the partial index's condition, spelt as it is (a literal, not a parameter)
+        or_(WindowLatest.alerts.is_(None), WindowLatest.alerts != literal_column("'[]'")),
+    )
+
+
+def _current_counts(bounds: CTE) -> Select[Any]:
+    """Per model id: how many latest segment windows it has that are current (starting at
+    or after its cutoff) and tracked below its ``max_segments``, and the newest
+    ``computed_at`` among them; one row per model, each counted in an index range."""
+    inner = aliased(WindowLatest)
+    current = _current(bounds, inner)
+    count = select(func.count()).where(current).correlate(bounds).scalar_subquery()
+    newest = (
+        select(inner.computed_at)
+        .where(current)
+        .order_by(inner.computed_at.desc())
+        .limit(1)
+        .correlate(bounds)
+        .scalar_subquery()
+    )
+    return select(bounds.c.model_id, count, newest)

@@ -1,9 +1,11 @@
 """The latest window of each model and segment: table window_results_latest, kept by triggers.
 
-``window_results_latest (model_id, segment, starts_at, ends_at, computed_at, alerts)``: one row
-per (model, segment) that has a stored window, describing its latest one (the greatest
-``starts_at``), so that the model list and the exporter read one row per pair instead of
-probing ``window_results`` for every pair (``docs/storage.md``, "The latest windows").
+``window_results_latest (model_id, segment, starts_at, ends_at, computed_at, alerts,
+position)``: one row per (model, segment) that has a stored window, describing its latest one
+(the greatest ``starts_at``), with the segment's tracked position (NULL for ``*``), so that
+the model list and the exporter read one row per pair instead of probing ``window_results``
+for every pair, and the list counts a model's current segments in an index
+(``docs/storage.md``, "The latest windows").
 
 ``window_results.alerts`` (new, nullable): the record's alert states as the window's writer
 judged them (a JSON array of texts, ``[]`` when quiet); NULL for a row written without it (the
@@ -21,7 +23,9 @@ model's deletion through the foreign key), and never disagrees with them:
 - after a delete of the window a pair's row holds, the row is replaced by the pair's latest
   remaining window, or removed when none is left;
 - after an update, the rows of the old and the new pair are read again from
-  ``window_results``.
+  ``window_results``;
+- a segment tracked after its windows were stored (``model_segments`` insert) gets its
+  position in its row.
 
 The upgrade fills the table from the stored records (the latest row of each pair) and judges
 those latest records' alert states once (:func:`calmon.ui.verdict.alerts`); older rows keep
@@ -51,22 +55,29 @@ depends_on: str | Sequence[str] | None = None
 
 _BACKFILL: Final = (
     "INSERT INTO window_results_latest"
-    " (model_id, segment, starts_at, ends_at, computed_at, alerts)"
-    " SELECT model_id, segment, starts_at, ends_at, computed_at, alerts FROM window_results r"
+    " (model_id, segment, starts_at, ends_at, computed_at, alerts, position)"
+    " SELECT r.model_id, r.segment, r.starts_at, r.ends_at, r.computed_at, r.alerts,"
+    " (SELECT g.position FROM model_segments g"
+    " WHERE g.model_id = r.model_id AND g.name = r.segment)"
+    " FROM window_results r"
     " WHERE r.starts_at = (SELECT max(i.starts_at) FROM window_results i"
     " WHERE i.model_id = r.model_id AND i.segment = r.segment)"
 )
 #: records judged per statement while the upgrade fills ``alerts``
 _JUDGED_PER_BATCH: Final = 2000
+#: the latest windows with alert states, or not judged: what the model list reads of them
+FLAGGED: Final = sa.text("alerts IS NULL OR alerts <> '[]'")
 
 _SQLITE_TRIGGERS: Final = (
     """
     CREATE TRIGGER window_results_latest_insert AFTER INSERT ON window_results
     BEGIN
         INSERT INTO window_results_latest
-            (model_id, segment, starts_at, ends_at, computed_at, alerts)
+            (model_id, segment, starts_at, ends_at, computed_at, alerts, position)
         VALUES (NEW.model_id, NEW.segment, NEW.starts_at, NEW.ends_at, NEW.computed_at,
-                NEW.alerts)
+                NEW.alerts,
+                (SELECT position FROM model_segments
+                 WHERE model_id = NEW.model_id AND name = NEW.segment))
         ON CONFLICT (model_id, segment) DO UPDATE SET
             starts_at = excluded.starts_at, ends_at = excluded.ends_at,
             computed_at = excluded.computed_at, alerts = excluded.alerts
@@ -81,9 +92,12 @@ _SQLITE_TRIGGERS: Final = (
         DELETE FROM window_results_latest
         WHERE model_id = OLD.model_id AND segment = OLD.segment;
         INSERT INTO window_results_latest
-            (model_id, segment, starts_at, ends_at, computed_at, alerts)
-        SELECT * FROM (
-            SELECT model_id, segment, starts_at, ends_at, computed_at, alerts FROM window_results
+            (model_id, segment, starts_at, ends_at, computed_at, alerts, position)
+        SELECT *, (SELECT position FROM model_segments
+                   WHERE model_id = OLD.model_id AND name = OLD.segment)
+        FROM (
+            SELECT model_id, segment, starts_at, ends_at, computed_at, alerts
+            FROM window_results
             WHERE model_id = OLD.model_id AND segment = OLD.segment
             ORDER BY starts_at DESC LIMIT 1)
         WHERE EXISTS (SELECT 1 FROM models WHERE id = OLD.model_id);
@@ -96,17 +110,31 @@ _SQLITE_TRIGGERS: Final = (
         WHERE (model_id = OLD.model_id AND segment = OLD.segment)
            OR (model_id = NEW.model_id AND segment = NEW.segment);
         INSERT INTO window_results_latest
-            (model_id, segment, starts_at, ends_at, computed_at, alerts)
-        SELECT model_id, segment, starts_at, ends_at, computed_at, alerts FROM window_results
-        WHERE model_id = OLD.model_id AND segment = OLD.segment
-        ORDER BY starts_at DESC LIMIT 1;
+            (model_id, segment, starts_at, ends_at, computed_at, alerts, position)
+        SELECT *, (SELECT position FROM model_segments
+                   WHERE model_id = OLD.model_id AND name = OLD.segment)
+        FROM (
+            SELECT model_id, segment, starts_at, ends_at, computed_at, alerts
+            FROM window_results
+            WHERE model_id = OLD.model_id AND segment = OLD.segment
+            ORDER BY starts_at DESC LIMIT 1);
         INSERT INTO window_results_latest
-            (model_id, segment, starts_at, ends_at, computed_at, alerts)
-        SELECT * FROM (
-            SELECT model_id, segment, starts_at, ends_at, computed_at, alerts FROM window_results
+            (model_id, segment, starts_at, ends_at, computed_at, alerts, position)
+        SELECT *, (SELECT position FROM model_segments
+                   WHERE model_id = NEW.model_id AND name = NEW.segment)
+        FROM (
+            SELECT model_id, segment, starts_at, ends_at, computed_at, alerts
+            FROM window_results
             WHERE model_id = NEW.model_id AND segment = NEW.segment
             ORDER BY starts_at DESC LIMIT 1)
         WHERE NEW.model_id <> OLD.model_id OR NEW.segment <> OLD.segment;
+    END
+    """,
+    """
+    CREATE TRIGGER window_results_latest_position AFTER INSERT ON model_segments
+    BEGIN
+        UPDATE window_results_latest SET position = NEW.position
+        WHERE model_id = NEW.model_id AND segment = NEW.name;
     END
     """,
 )
@@ -118,8 +146,10 @@ _POSTGRESQL_FUNCTIONS: Final = (
     BEGIN
         DELETE FROM window_results_latest WHERE model_id = m AND segment = s;
         INSERT INTO window_results_latest
-            (model_id, segment, starts_at, ends_at, computed_at, alerts)
-        SELECT model_id, segment, starts_at, ends_at, computed_at, alerts FROM window_results
+            (model_id, segment, starts_at, ends_at, computed_at, alerts, position)
+        SELECT model_id, segment, starts_at, ends_at, computed_at, alerts,
+               (SELECT position FROM model_segments WHERE model_id = m AND name = s)
+        FROM window_results
         WHERE model_id = m AND segment = s ORDER BY starts_at DESC LIMIT 1;
     END $$
     """,
@@ -129,9 +159,11 @@ _POSTGRESQL_FUNCTIONS: Final = (
     BEGIN
         IF TG_OP = 'INSERT' THEN
             INSERT INTO window_results_latest AS l
-                (model_id, segment, starts_at, ends_at, computed_at, alerts)
+                (model_id, segment, starts_at, ends_at, computed_at, alerts, position)
             VALUES (NEW.model_id, NEW.segment, NEW.starts_at, NEW.ends_at, NEW.computed_at,
-                    NEW.alerts)
+                    NEW.alerts,
+                    (SELECT position FROM model_segments
+                     WHERE model_id = NEW.model_id AND name = NEW.segment))
             ON CONFLICT (model_id, segment) DO UPDATE SET
                 ends_at = CASE WHEN excluded.starts_at >= l.starts_at
                           THEN excluded.ends_at ELSE l.ends_at END,
@@ -159,6 +191,19 @@ _POSTGRESQL_FUNCTIONS: Final = (
     """
     CREATE TRIGGER window_results_latest AFTER INSERT OR UPDATE OR DELETE ON window_results
     FOR EACH ROW EXECUTE FUNCTION window_results_latest_write()
+    """,
+    """
+    CREATE FUNCTION window_results_latest_position() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE window_results_latest SET position = NEW.position
+        WHERE model_id = NEW.model_id AND segment = NEW.name;
+        RETURN NULL;
+    END $$
+    """,
+    """
+    CREATE TRIGGER window_results_latest_position AFTER INSERT ON model_segments
+    FOR EACH ROW EXECUTE FUNCTION window_results_latest_position()
     """,
 )
 
@@ -227,6 +272,24 @@ def upgrade() -> None:
         sa.Column("ends_at", UTCDateTime(), nullable=False),
         sa.Column("computed_at", UTCDateTime(), nullable=False),
         sa.Column("alerts", sa.Text(), nullable=True),
+        sa.Column("position", sa.Integer(), nullable=True),
+    )
+    op.create_index(
+        "ix_window_results_latest_model_id_starts_at_position",
+        "window_results_latest",
+        ["model_id", "starts_at", "position"],
+    )
+    op.create_index(
+        "ix_window_results_latest_model_id_computed_at",
+        "window_results_latest",
+        ["model_id", "computed_at", "starts_at", "position"],
+    )
+    op.create_index(
+        "ix_window_results_latest_flagged",
+        "window_results_latest",
+        ["model_id"],
+        sqlite_where=FLAGGED,
+        postgresql_where=FLAGGED,
     )
     connection = op.get_bind()
     op.execute(_BACKFILL)
@@ -243,11 +306,13 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop the triggers, ``window_results_latest`` and ``window_results.alerts``."""
     if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER window_results_latest_position ON model_segments")
+        op.execute("DROP FUNCTION window_results_latest_position()")
         op.execute("DROP TRIGGER window_results_latest ON window_results")
         op.execute("DROP FUNCTION window_results_latest_write()")
         op.execute("DROP FUNCTION window_results_latest_refresh(integer, varchar)")
     else:
-        for name in ("insert", "delete", "update"):
+        for name in ("insert", "delete", "update", "position"):
             op.execute(f"DROP TRIGGER window_results_latest_{name}")
     op.drop_table("window_results_latest")
     with op.batch_alter_table("window_results") as batch:
