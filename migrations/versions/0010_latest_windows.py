@@ -209,14 +209,15 @@ _POSTGRESQL_FUNCTIONS: Final = (
 
 
 def _judge(connection: sa.Connection) -> None:
-    """Fill ``alerts`` of every latest window (both tables) from its record."""
+    """Fill ``alerts`` of every latest window (both tables) from its record, a batch of pairs
+    at a time in key order; the rows are matched on the stored instants themselves."""
     from calmon.ui.verdict import alerts
 
     results = sa.table(
         "window_results",
         sa.column("model_id", sa.Integer()),
         sa.column("segment", sa.String()),
-        sa.column("starts_at", UTCDateTime()),
+        sa.column("starts_at", sa.String()),
         sa.column("record", sa.JSON()),
         sa.column("alerts", sa.Text()),
     )
@@ -224,35 +225,49 @@ def _judge(connection: sa.Connection) -> None:
         "window_results_latest",
         sa.column("model_id", sa.Integer()),
         sa.column("segment", sa.String()),
-        sa.column("starts_at", UTCDateTime()),
+        sa.column("starts_at", sa.String()),
         sa.column("alerts", sa.Text()),
     )
-    keys = connection.execute(
-        sa.select(latest.c.model_id, latest.c.segment, latest.c.starts_at)
-    ).all()
-    for first in range(0, len(keys), _JUDGED_PER_BATCH):
-        part = keys[first : first + _JUDGED_PER_BATCH]
-        rows = connection.execute(
-            sa.select(
-                results.c.model_id, results.c.segment, results.c.starts_at, results.c.record
-            ).where(sa.tuple_(results.c.model_id, results.c.segment, results.c.starts_at).in_(part))
-        ).all()
-        judged: list[dict[str, Any]] = [
-            {"m": m, "s": s, "t": t, "a": json.dumps(alerts(record))} for m, s, t, record in rows
-        ]
-        if not judged:
-            continue
-        for table in (results, latest):
-            connection.execute(
-                sa.update(table)
-                .where(
-                    table.c.model_id == sa.bindparam("m"),
-                    table.c.segment == sa.bindparam("s"),
-                    table.c.starts_at == sa.bindparam("t", type_=UTCDateTime()),
-                )
-                .values(alerts=sa.bindparam("a")),
-                judged,
+    pair = sa.and_(
+        latest.c.model_id == sa.bindparam("m", type_=sa.Integer()),
+        latest.c.segment == sa.bindparam("s", type_=sa.String()),
+    )
+    write_latest = sa.update(latest).where(pair).values(alerts=sa.bindparam("a"))
+    write_result = (
+        sa.update(results)
+        .where(
+            results.c.model_id == sa.bindparam("m", type_=sa.Integer()),
+            results.c.segment == sa.bindparam("s", type_=sa.String()),
+            results.c.starts_at == sa.select(latest.c.starts_at).where(pair).scalar_subquery(),
+        )
+        .values(alerts=sa.bindparam("a"))
+    )
+    after: tuple[int, str] | None = None
+    while True:
+        query = (
+            sa.select(results.c.model_id, results.c.segment, results.c.record)
+            .join(
+                latest,
+                sa.and_(
+                    latest.c.model_id == results.c.model_id,
+                    latest.c.segment == results.c.segment,
+                    latest.c.starts_at == results.c.starts_at,
+                ),
             )
+            .order_by(results.c.model_id, results.c.segment)
+            .limit(_JUDGED_PER_BATCH)
+        )
+        if after is not None:
+            query = query.where(sa.tuple_(results.c.model_id, results.c.segment) > after)
+        rows = connection.execute(query).all()
+        if not rows:
+            return
+        judged: list[dict[str, Any]] = [
+            {"m": m, "s": s, "a": json.dumps(alerts(record))} for m, s, record in rows
+        ]
+        connection.execute(write_latest, judged)
+        connection.execute(write_result, judged)
+        after = (rows[-1][0], rows[-1][1])
 
 
 def upgrade() -> None:
