@@ -111,9 +111,10 @@ def epoch_microseconds(bind: Bind, column: Any) -> Any:
 
 
 def lengths_before(bind: Bind, start: Any, end: Any, count: int) -> Any:
-    """SQL: the instant ``count`` lengths of ``end - start`` before ``start``, comparable with
-    stored instants (SQLite: the same 'YYYY-MM-DD HH:MM:SS.ffffff' text, for instants after
-    1970)."""
+    """SQL: the instant ``count`` lengths of ``end - start`` before ``start`` (after it for a
+    negative ``count``), exact to the microsecond and comparable with stored instants
+    (PostgreSQL: interval arithmetic; SQLite: the same 'YYYY-MM-DD HH:MM:SS.ffffff' text,
+    for instants after 1970)."""
     if backend(bind) == "postgresql":
         return start - (end - start) * count
     first = epoch_microseconds(bind, start)

@@ -46,7 +46,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, aliased
 
-from calmon.db.backend import epoch_microseconds, lengths_before
+from calmon.db.backend import lengths_before
 from calmon.db.models import (
     Model,
     ModelSegment,
@@ -227,22 +227,34 @@ def latest_stars(session: Session) -> list[tuple[int, str, str, int, datetime, d
 
 
 def ranked_segments(session: Session, *, ranks: int) -> Select[Any]:
-    """Each model's current segment windows (the latest of each tracked segment, at most
-    ``QUIET_SEGMENT_WINDOWS`` window lengths before the model's ``*`` window, or any without
-    one) with their rank by position and the model's count of them: the first ``ranks`` of
-    each model, and its first one in any case (it carries the count). Columns: model id,
-    segment, position, start, end, rank, count."""
-    latest = _latest_of(
-        _pairs(part="segments"), WindowLatest.starts_at, WindowLatest.ends_at
-    ).subquery("segment_latest")
+    """Each model's current segment windows (the latest of each tracked segment below
+    ``max_segments``, at most ``QUIET_SEGMENT_WINDOWS`` window lengths before the model's
+    ``*`` window, or any without one) with their rank by position and the model's count of
+    them: the first ``ranks`` of each model, and its first one in any case (it carries the
+    count). Columns: model id, segment, position, start, end, rank, count. Read from
+    ``window_results_latest`` alone (its ``position`` column; the models for their
+    ``max_segments``)."""
+    latest = (
+        select(
+            WindowLatest.model_id,
+            WindowLatest.segment,
+            WindowLatest.position,
+            WindowLatest.starts_at,
+            WindowLatest.ends_at,
+        )
+        .join(Model, Model.id == WindowLatest.model_id)
+        .where(WindowLatest.segment != ALL_SEGMENTS, WindowLatest.position < Model.max_segments)
+        .subquery("segment_latest")
+    )
     star = (
         select(WindowLatest.model_id, WindowLatest.starts_at)
         .where(WindowLatest.segment == ALL_SEGMENTS)
         .subquery("star_latest")
     )
-    start = epoch_microseconds(session, latest.c.starts_at)
-    length = epoch_microseconds(session, latest.c.ends_at) - start
-    quiet_before = epoch_microseconds(session, star.c.starts_at) - QUIET_SEGMENT_WINDOWS * length
+    # start >= star - QUIET x length, as start + QUIET x length >= star (exact arithmetic)
+    quiet_after = lengths_before(
+        session, latest.c.starts_at, latest.c.ends_at, -QUIET_SEGMENT_WINDOWS
+    )
     current = (
         select(
             latest.c.model_id,
@@ -256,7 +268,7 @@ def ranked_segments(session: Session, *, ranks: int) -> Select[Any]:
             func.count().over(partition_by=latest.c.model_id).label("current"),
         )
         .select_from(latest.outerjoin(star, star.c.model_id == latest.c.model_id))
-        .where(or_(star.c.starts_at.is_(None), start >= quiet_before))
+        .where(or_(star.c.starts_at.is_(None), quiet_after >= star.c.starts_at))
         .subquery("current")
     )
     return select(current).where(current.c.rank <= max(1, ranks))
