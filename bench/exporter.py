@@ -39,7 +39,7 @@ from sqlalchemy import insert
 from bench.harness.records import make_record
 from bench.scratch import Scratch, migrated_scratch
 from calmon.api.app import create_app
-from calmon.db.models import Model, ModelSegment, WindowResult
+from calmon.db.models import Model, ModelSegment, WindowLatest, WindowResult
 from calmon.exporter.refresh import WindowExporter
 from calmon.exporter.snapshot import build_snapshot, load_candidates, load_records, select_windows
 from calmon.settings import Settings
@@ -118,6 +118,7 @@ def _store(scratch: Scratch, *, first: int, models: int, segments: int, pi0: int
                     )
             raw.commit()
         cursor.execute(sql.SQL("ANALYZE {}").format(table))
+        cursor.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(WindowLatest.__tablename__)))
         raw.commit()
     finally:
         raw.close()

@@ -108,3 +108,16 @@ def epoch_microseconds(bind: Bind, column: Any) -> Any:
     # SQLite keeps the instant as text 'YYYY-MM-DD HH:MM:SS.ffffff'.
     whole = cast(func.strftime("%s", _whole_seconds(column)), Integer) * 1_000_000
     return whole + cast(func.substr(column, 21, 6), Integer)
+
+
+def lengths_before(bind: Bind, start: Any, end: Any, count: int) -> Any:
+    """SQL: the instant ``count`` lengths of ``end - start`` before ``start`` (after it for a
+    negative ``count``), exact to the microsecond and comparable with stored instants
+    (PostgreSQL: interval arithmetic; SQLite: the same 'YYYY-MM-DD HH:MM:SS.ffffff' text,
+    for instants after 1970)."""
+    if backend(bind) == "postgresql":
+        return start - (end - start) * count
+    first = epoch_microseconds(bind, start)
+    micros = first - count * (epoch_microseconds(bind, end) - first)
+    seconds = func.strftime("%Y-%m-%d %H:%M:%S", micros / 1_000_000, "unixepoch")
+    return seconds.concat(func.printf(".%06d", micros % 1_000_000))

@@ -25,6 +25,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Table,
+    Text,
     TypeDecorator,
     UniqueConstraint,
     event,
@@ -298,6 +299,10 @@ class WindowResult(Base):
 
     ``record`` is the JSON the API serves; the other columns repeat the parts that queries
     filter or sort on. ``computed_by`` names the scheduler instance that computed it.
+    ``alerts``: the record's alert states as its writer judged them (a JSON array of texts,
+    ``[]`` when quiet; :func:`calmon.services.stored_windows.judged_alerts`), NULL for a row
+    written without them (its readers judge the record). Triggers keep
+    :class:`WindowLatest` from this table (``docs/storage.md``, "The latest windows").
     """
 
     __tablename__ = "window_results"
@@ -317,6 +322,57 @@ class WindowResult(Base):
     unlabelled: Mapped[int] = mapped_column(BigInteger)
     prior: Mapped[float | None] = mapped_column(Double)
     record: Mapped[dict[str, Any]] = mapped_column(JSON)
+    alerts: Mapped[str | None] = mapped_column(Text)
+
+
+#: latest windows with alert states or not judged: those the model list reads one by one
+FLAGGED_WINDOW = text("alerts IS NULL OR alerts <> '[]'")
+
+
+class WindowLatest(Base):
+    """The latest stored window of one model and segment (the greatest ``starts_at`` of its
+    ``window_results`` rows): its period, ``computed_at`` and ``alerts`` as stored there, and
+    the segment's tracked position.
+
+    Written only by triggers on ``window_results`` (migration 0010), in the transaction that
+    writes or deletes the records, so it never disagrees with them; the model list and the
+    exporter read it instead of probing ``window_results`` once per pair
+    (``docs/storage.md``, "The latest windows").
+    """
+
+    __tablename__ = "window_results_latest"
+    __table_args__ = (
+        Index(
+            "ix_window_results_latest_model_id_starts_at_position",
+            "model_id",
+            "starts_at",
+            "position",
+        ),
+        Index(
+            "ix_window_results_latest_model_id_computed_at",
+            "model_id",
+            "computed_at",
+            "starts_at",
+            "position",
+        ),
+        Index(
+            "ix_window_results_latest_flagged",
+            "model_id",
+            postgresql_where=FLAGGED_WINDOW,
+            sqlite_where=FLAGGED_WINDOW,
+        ),
+    )
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    segment: Mapped[str] = mapped_column(String(64), primary_key=True)
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime]
+    computed_at: Mapped[datetime]
+    alerts: Mapped[str | None] = mapped_column(Text)
+    #: the segment's tracked position (``model_segments``), NULL for ``*``
+    position: Mapped[int | None] = mapped_column(Integer)
 
 
 class WindowScores(Base):

@@ -1,13 +1,12 @@
 """The latest stored window of each model and segment, as ready-made Prometheus samples.
 
-:func:`load_latest_windows` reads, in one statement, the latest ``window_results`` row of
-each (model, segment) pair the model exports: segment ``*`` and its first ``max_segments``
-tracked segments, at most models x (1 + max_segments) rows, each found by a descending probe of
-the primary key however much history is stored. A segment whose latest window is more than
-``QUIET_SEGMENT_WINDOWS`` windows older than the model's ``*`` window is left out. The web view
-reads every one of them.
+The reads are :mod:`calmon.services.stored_windows`' (re-exported here where callers of the
+exporter used them): the latest window of each (model, segment) pair the model exports,
+segment ``*`` and its first ``max_segments`` tracked segments, is one row of
+``window_results_latest``; a segment whose latest window is more than
+``QUIET_SEGMENT_WINDOWS`` windows older than the model's ``*`` window is left out.
 
-``/metrics`` reads fewer: :func:`load_snapshot` holds a scrape to ``max_series`` series
+``/metrics`` reads few of them: :func:`load_snapshot` holds a scrape to ``max_series`` series
 (``CALMON_METRICS_MAX_SERIES``). It first reads which windows could be exported, without their
 records (:func:`load_current`: every model's ``*`` window, and only as many of each model's
 current segments, ranked and counted in the database, as the budget could pay for), chooses
@@ -27,26 +26,13 @@ scheduler and the exporter.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, Final
 
 from prometheus_client.samples import Sample
-from sqlalchemy import (
-    ColumnElement,
-    Select,
-    Subquery,
-    and_,
-    func,
-    literal,
-    or_,
-    select,
-    true,
-    tuple_,
-    union_all,
-)
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from calmon.catalogue import (
     BY_NAME,
@@ -58,16 +44,33 @@ from calmon.catalogue import (
     SPLIT_METRICS,
 )
 from calmon.clock import SYSTEM_CLOCK, Clock
-from calmon.db.backend import epoch_microseconds, has_lateral_joins
-from calmon.db.models import Model, ModelSegment, WindowResult
 from calmon.metrics.intervals import MEAN_METRICS, NO_INTERVAL, REGULAR_INTERVAL_METRICS
 from calmon.metrics.split import PART_INTERVAL_METRICS
 from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_interval, metric_value, split_parts
+from calmon.services.stored_windows import (
+    QUIET_SEGMENT_WINDOWS as QUIET_SEGMENT_WINDOWS,
+)
+from calmon.services.stored_windows import (
+    LatestWindow as LatestWindow,
+)
+from calmon.services.stored_windows import (
+    current_windows as current_windows,
+)
+from calmon.services.stored_windows import (
+    latest_pairs,
+    latest_stars,
+    model_series_settings,
+    ranked_segments,
+)
+from calmon.services.stored_windows import (
+    load_latest_windows as load_latest_windows,
+)
+from calmon.services.stored_windows import (
+    load_records as load_records,
+)
 from calmon.words import decision_reference, decision_words, reference_words
 
-#: a segment whose latest window is older than the model's by more windows is not exported
-QUIET_SEGMENT_WINDOWS: Final = 7
 COMPONENTS: Final = ("total", "prior", "likelihood")
 #: components of ``calmon_<metric>_change`` with a 95% interval (``_lower``/``_upper``)
 INTERVAL_COMPONENTS: Final = ("prior", "likelihood")
@@ -81,8 +84,6 @@ INTERVAL_METRICS: Final = frozenset(REGULAR_INTERVAL_METRICS).difference(NO_INTE
     "ks_abc",
     *MEAN_METRICS,
 }
-#: windows whose records one statement reads (three bound parameters each)
-RECORDS_PER_STATEMENT: Final = 500
 
 
 def _capitalised(text: str) -> str:
@@ -194,18 +195,6 @@ _PI0_HELP: Final = (
 
 
 @dataclass(frozen=True, slots=True)
-class LatestWindow:
-    """The latest stored window of one model and segment: its record as the API serves it."""
-
-    model: str
-    segment: str
-    start: datetime
-    end: datetime
-    computed_at: datetime
-    record: WindowRecord
-
-
-@dataclass(frozen=True, slots=True)
 class Family:
     """One gauge family: its name, HELP text and finished samples."""
 
@@ -252,20 +241,6 @@ class Selection:
     omitted: dict[str, int]
 
 
-class _Dated(Protocol):
-    @property
-    def model(self) -> str: ...
-    @property
-    def segment(self) -> str: ...
-    @property
-    def start(self) -> datetime: ...
-    @property
-    def end(self) -> datetime: ...
-
-
-DatedT = TypeVar("DatedT", bound=_Dated)
-
-
 def window_series_bound(*, pi0: int, probability: bool) -> int:
     """The most series one window of a model with ``pi0`` configured priors can export:
     every value defined, and an interval wherever docs/intervals.md publishes one."""
@@ -285,172 +260,21 @@ def window_series_bound(*, pi0: int, probability: bool) -> int:
     return count + len(_WINDOW_FAMILIES) + DECISION_SERIES + len(_REFERENCE_INFO)
 
 
-def current_windows(windows: Iterable[DatedT]) -> list[DatedT]:
-    """The windows still worth exporting: every model's ``*`` window, and the segments whose
-    latest window started at most ``QUIET_SEGMENT_WINDOWS`` window lengths before it.
-
-    A segment that stopped receiving predictions would otherwise show its last window's
-    values, and fire alerts on them, for ever; its history stays in Prometheus and in the
-    window API. ``windows`` is read once (a generator is fine).
-    """
-    windows = list(windows)
-    latest = {w.model: w.start for w in windows if w.segment == ALL_SEGMENTS}
-    return [
-        w
-        for w in windows
-        if w.segment == ALL_SEGMENTS
-        or w.model not in latest
-        or w.start >= latest[w.model] - QUIET_SEGMENT_WINDOWS * (w.end - w.start)
-    ]
-
-
-def _pairs(*, model_id: int | None = None, part: str = "both") -> Subquery:
-    """Each model's (model, segment) pairs: ``*`` at position -1 and the tracked segments
-    below ``max_segments`` at theirs (``part``: ``"stars"`` or ``"segments"`` alone)."""
-    models = select(
-        Model.id.label("model_id"),
-        Model.name.label("model"),
-        literal(ALL_SEGMENTS).label("segment"),
-        literal(-1).label("position"),
-    )
-    segments = (
-        select(
-            ModelSegment.model_id.label("model_id"),
-            Model.name.label("model"),
-            ModelSegment.name.label("segment"),
-            ModelSegment.position.label("position"),
-        )
-        .join(Model, Model.id == ModelSegment.model_id)
-        .where(ModelSegment.position < Model.max_segments)
-    )
-    if model_id is not None:
-        models = models.where(Model.id == model_id)
-        segments = segments.where(Model.id == model_id)
-    if part == "stars":
-        return models.subquery("pairs")
-    if part == "segments":
-        return segments.subquery("pairs")
-    return union_all(models, segments).subquery("pairs")
-
-
-def _is_latest(pairs: Subquery) -> ColumnElement[bool]:
-    """The join condition to the latest ``window_results`` row of each pair: a descending
-    probe of the primary key."""
-    inner = aliased(WindowResult)
-    latest = (
-        select(func.max(inner.starts_at))
-        .where(inner.model_id == pairs.c.model_id, inner.segment == pairs.c.segment)
-        .correlate(pairs)
-        .scalar_subquery()
-    )
-    return and_(
-        WindowResult.model_id == pairs.c.model_id,
-        WindowResult.segment == pairs.c.segment,
-        WindowResult.starts_at == latest,
-    )
-
-
-def _latest_of(session: Session, pairs: Subquery, *columns: Any) -> Select[Any]:
-    """Each pair's columns, then ``columns`` (of ``WindowResult``) of its latest
-    ``window_results`` row; pairs without one are left out. PostgreSQL probes the primary
-    key backwards once per pair (a lateral subquery: at 100,100 pairs 0.5 s in ``EXPLAIN
-    ANALYZE`` where the correlated ``max()``, evaluated twice per row of a hash join, took
-    2.9 s); SQLite plans the correlated ``max()`` as that probe itself."""
-    if not has_lateral_joins(session):
-        return select(pairs, *columns).join(WindowResult, _is_latest(pairs))
-    latest = (
-        select(*columns)
-        .where(WindowResult.model_id == pairs.c.model_id, WindowResult.segment == pairs.c.segment)
-        .order_by(WindowResult.starts_at.desc())
-        .limit(1)
-        .lateral("newest")
-    )
-    return select(pairs, latest).select_from(pairs.join(latest, true()))
-
-
-def load_latest_windows(session: Session, *, model_id: int | None = None) -> list[LatestWindow]:
-    """The latest stored window of each model (only of ``model_id`` when given) and exported
-    segment (see :func:`current_windows`), ordered by model name, then ``*`` first and the
-    other segments by name."""
-    rows = session.execute(
-        _latest_of(
-            session,
-            _pairs(model_id=model_id),
-            WindowResult.starts_at,
-            WindowResult.ends_at,
-            WindowResult.computed_at,
-            WindowResult.record,
-        )
-    ).all()
-    windows = [
-        LatestWindow(
-            model=model,
-            segment=segment,
-            start=start,
-            end=end,
-            computed_at=computed_at,
-            record=cast(WindowRecord, record),
-        )
-        for _, model, segment, _, start, end, computed_at, record in rows
-    ]
-    windows.sort(key=lambda w: (w.model, w.segment != ALL_SEGMENTS, w.segment))
-    return current_windows(windows)
-
-
-@dataclass(frozen=True, slots=True)
-class LatestKey:
-    """The latest stored window of one model and segment, without its record."""
-
-    model_id: int
-    model: str
-    segment: str
-    start: datetime
-    end: datetime
-    computed_at: datetime
-
-
-def load_latest_keys(session: Session) -> list[LatestKey]:
-    """:func:`load_latest_windows` of every model without the records (one statement), for
-    readers that keep what they derive from a record by its key and ``computed_at``: a
-    recomputed window has a new ``computed_at``."""
-    rows = session.execute(
-        _latest_of(
-            session,
-            _pairs(),
-            WindowResult.starts_at,
-            WindowResult.ends_at,
-            WindowResult.computed_at,
-        )
-    ).all()
-    keys = [
-        LatestKey(model_id, model, segment, start, end, computed_at)
-        for model_id, model, segment, _, start, end, computed_at in rows
-    ]
-    keys.sort(key=lambda w: (w.model, w.segment != ALL_SEGMENTS, w.segment))
-    return current_windows(keys)
+def _bounds(session: Session) -> dict[int, tuple[str, int]]:
+    """Per model id, its name and :func:`window_series_bound`."""
+    return {
+        model_id: (name, window_series_bound(pi0=len(pi0 or ()), probability=kind == "probability"))
+        for model_id, name, kind, pi0 in model_series_settings(session)
+    }
 
 
 def load_candidates(session: Session) -> list[Candidate]:
     """Every model's latest ``*`` window and latest window of each tracked segment, without
     their records (two statements: the models' configurations, then the windows)."""
-    bounds = {
-        model_id: window_series_bound(pi0=len(pi0 or ()), probability=kind == "probability")
-        for model_id, kind, pi0 in session.execute(select(Model.id, Model.score_kind, Model.pi0))
-    }
-    rows = session.execute(
-        _latest_of(session, _pairs(), WindowResult.starts_at, WindowResult.ends_at)
-    ).all()
+    bounds = _bounds(session)
     return [
-        Candidate(
-            model_id=model_id,
-            model=model,
-            segment=segment,
-            position=position,
-            start=start,
-            end=end,
-            series=bounds[model_id],
-        )
-        for model_id, model, segment, position, start, end in rows
+        Candidate(model_id, model, segment, position, start, end, bounds[model_id][1])
+        for model_id, model, segment, position, start, end in latest_pairs(session)
         if model_id in bounds
     ]
 
@@ -467,28 +291,21 @@ class Current:
 
 def load_current(session: Session, *, max_series: int) -> Current:
     """:func:`load_candidates` for a refresh within ``max_series`` series, without reading
-    every segment's window into Python: the latest ``*`` windows first (one probe per
-    model), then, in one statement, each model's current segments (:func:`current_windows`,
-    decided in SQL) counted and ranked by position, returning only the ranks the series left
-    after the ``*`` windows could pay for. At 100 models of 1,000 segments the refresh thus
-    reads about 100 rows instead of 100,100."""
-    models = {
-        model_id: (name, window_series_bound(pi0=len(pi0 or ()), probability=kind == "probability"))
-        for model_id, name, kind, pi0 in session.execute(
-            select(Model.id, Model.name, Model.score_kind, Model.pi0)
-        )
-    }
+    every segment's window into Python: the latest ``*`` windows first (one row per model
+    of ``window_results_latest``), then, in one statement, each model's current segments
+    (:func:`current_windows`, decided in SQL) counted and ranked by position, returning only
+    the ranks the series left after the ``*`` windows could pay for. At 100 models of 1,000
+    segments the refresh thus reads about 100 rows instead of 100,100."""
+    models = _bounds(session)
     stars = [
         Candidate(model_id, name, segment, position, start, end, models[model_id][1])
-        for model_id, name, segment, position, start, end in session.execute(
-            _latest_of(session, _pairs(part="stars"), WindowResult.starts_at, WindowResult.ends_at)
-        )
+        for model_id, name, segment, position, start, end in latest_stars(session)
         if model_id in models
     ]
     left = max_series - sum(c.series + PER_MODEL_SERIES for c in stars)
     cheapest = min((bound for _, bound in models.values()), default=1)
     ranks = max(0, left) // max(1, cheapest)
-    rows = session.execute(_ranked_segments(session, ranks=ranks)).all()
+    rows = session.execute(ranked_segments(session, ranks=ranks)).all()
     counts: dict[str, int] = {}
     segments = []
     for model_id, segment, position, start, end, rank, current in rows:
@@ -499,39 +316,6 @@ def load_current(session: Session, *, max_series: int) -> Current:
         if rank <= ranks:
             segments.append(Candidate(model_id, name, segment, position, start, end, bound))
     return Current(candidates=stars + segments, segments=counts)
-
-
-def _ranked_segments(session: Session, *, ranks: int) -> Select[Any]:
-    """Each model's current segment windows (the latest of each tracked segment, at most
-    ``QUIET_SEGMENT_WINDOWS`` window lengths before the model's ``*`` window, or any without
-    one) with their rank by position and the model's count of them: the first ``ranks`` of
-    each model, and its first one in any case (it carries the count)."""
-    latest = _latest_of(
-        session, _pairs(part="segments"), WindowResult.starts_at, WindowResult.ends_at
-    ).subquery("segment_latest")
-    star = _latest_of(
-        session, _pairs(part="stars"), WindowResult.starts_at, WindowResult.ends_at
-    ).subquery("star_latest")
-    start = epoch_microseconds(session, latest.c.starts_at)
-    length = epoch_microseconds(session, latest.c.ends_at) - start
-    quiet_before = epoch_microseconds(session, star.c.starts_at) - QUIET_SEGMENT_WINDOWS * length
-    current = (
-        select(
-            latest.c.model_id,
-            latest.c.segment,
-            latest.c.position,
-            latest.c.starts_at,
-            latest.c.ends_at,
-            func.row_number()
-            .over(partition_by=latest.c.model_id, order_by=latest.c.position)
-            .label("rank"),
-            func.count().over(partition_by=latest.c.model_id).label("current"),
-        )
-        .select_from(latest.outerjoin(star, star.c.model_id == latest.c.model_id))
-        .where(or_(star.c.starts_at.is_(None), start >= quiet_before))
-        .subquery("current")
-    )
-    return select(current).where(current.c.rank <= max(1, ranks))
 
 
 def select_windows(
@@ -581,49 +365,6 @@ def select_windows(
         model: counts.get(model, len(queues.get(model, ()))) - taken[model] for model in models
     }
     return Selection(windows=tuple(chosen), omitted=omitted)
-
-
-class _Keyed(_Dated, Protocol):
-    @property
-    def model_id(self) -> int: ...
-
-
-def load_records(session: Session, windows: Sequence[_Keyed]) -> list[LatestWindow]:
-    """The records of ``windows``, in their order, read by primary key
-    (:data:`RECORDS_PER_STATEMENT` a statement); a window deleted meanwhile is skipped."""
-    found: dict[tuple[int, str, datetime], tuple[datetime, WindowRecord]] = {}
-    for first in range(0, len(windows), RECORDS_PER_STATEMENT):
-        part = windows[first : first + RECORDS_PER_STATEMENT]
-        rows = session.execute(
-            select(
-                WindowResult.model_id,
-                WindowResult.segment,
-                WindowResult.starts_at,
-                WindowResult.computed_at,
-                WindowResult.record,
-            ).where(
-                tuple_(WindowResult.model_id, WindowResult.segment, WindowResult.starts_at).in_(
-                    [(c.model_id, c.segment, c.start) for c in part]
-                )
-            )
-        )
-        for model_id, segment, start, computed_at, record in rows:
-            found[(model_id, segment, start)] = (computed_at, cast(WindowRecord, record))
-    out = []
-    for c in windows:
-        row = found.get((c.model_id, c.segment, c.start))
-        if row is not None:
-            out.append(
-                LatestWindow(
-                    model=c.model,
-                    segment=c.segment,
-                    start=c.start,
-                    end=c.end,
-                    computed_at=row[0],
-                    record=row[1],
-                )
-            )
-    return out
 
 
 def _number(value: Any) -> float | None:

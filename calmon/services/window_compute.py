@@ -50,7 +50,7 @@ from calmon.services.planning import Fingerprint, still_due
 from calmon.services.reference_cache import Reference, ReferenceCache
 from calmon.services.references import encode_scores, references_for
 from calmon.services.window_locks import begin_window
-from calmon.services.window_record import ComputedWindow, segment_record
+from calmon.services.window_record import ComputedWindow, record_alerts, segment_record
 from calmon.services.window_rows import UNTRACKED, WindowRows, load_rows, tracked_segments
 from calmon.timeline import window_length
 
@@ -426,6 +426,7 @@ def _replace_results(
                 unlabelled=record["unlabelled"],
                 prior=record["prior"],
                 record=record,
+                alerts=record_alerts(record),
             )
         )
         session.execute(

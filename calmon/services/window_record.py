@@ -1,6 +1,7 @@
 """The stored record of a window and segment (the JSON of ``window_results.record``), built
 in one place from its evaluation (:func:`calmon.metrics.window_evaluation.evaluate_window`), and
-the summary of what one computation stored.
+the summary of what one computation stored, and the record's alert states as stored beside it
+(:func:`record_alerts`).
 
 The record's fields and when each is null: ``docs/scheduler.md`` ("The record"); its type,
 which every reader shares: :class:`calmon.records.WindowRecord`.
@@ -8,6 +9,7 @@ which every reader shares: :class:`calmon.records.WindowRecord`.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +21,7 @@ from calmon.metrics.window_evaluation import WindowEvaluation
 from calmon.records import SegmentsOverflow, WindowRecord
 from calmon.services.reference_cache import Reference
 from calmon.timeline import iso
+from calmon.ui.verdict import alerts
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +102,12 @@ def segment_record(
     }
     out: WindowRecord = clean(record)
     return out
+
+
+def record_alerts(record: WindowRecord) -> str:
+    """``window_results.alerts`` of ``record``: its alert states in words
+    (:func:`calmon.ui.verdict.alerts`) as a JSON array, ``[]`` when quiet. Judged once, when
+    the record is written, so that the model list reads them with the latest windows
+    (``docs/storage.md``, "The latest windows") instead of judging every record at each
+    load."""
+    return json.dumps(alerts(record))

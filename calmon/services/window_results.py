@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from calmon.db.backend import bytewise, insert_ignoring_duplicates, window_start_seconds
 from calmon.db.models import Model, Prediction, WindowResult, WindowState
-from calmon.records import WindowRecord
 from calmon.services.planning import request_windows
 from calmon.timeline import EPOCH, window_length, window_start
 
@@ -89,21 +88,6 @@ def list_window_results(
         last_start, last_segment, _ = rows[limit - 1]
         next_cursor = encode_cursor(last_start, last_segment)
     return Page(records=records, next_cursor=next_cursor)
-
-
-def last_window_records(
-    session: Session, *, model: Model, segment: str, last: int, since: datetime | None = None
-) -> list[WindowRecord]:
-    """The stored records of ``segment`` of ``model``'s latest ``last`` windows (those ending
-    after ``since`` when given), oldest first: one query, newest first and limited to
-    ``last`` rows, however long the segment's history."""
-    query = select(WindowResult.record).where(
-        WindowResult.model_id == model.id, WindowResult.segment == segment
-    )
-    if since is not None:
-        query = query.where(WindowResult.ends_at > since)
-    records = session.scalars(query.order_by(WindowResult.starts_at.desc()).limit(last)).all()
-    return [cast(WindowRecord, record) for record in reversed(records)]
 
 
 def window_count(window: str, start: datetime, end: datetime) -> int:

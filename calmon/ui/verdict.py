@@ -403,16 +403,20 @@ def _where(segments: Sequence[str], tracked: int) -> str:
     return f", in {'all predictions and ' if ALL_SEGMENTS in segments else ''}{counted}"
 
 
-def group_alerts(latest: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+def group_alerts(
+    latest: Sequence[tuple[str, Sequence[str]]], *, tracked: int | None = None
+) -> list[str]:
     """The alert states of a model's latest windows, given as (segment, its :func:`alerts`)
     pairs, one per latest window, each said once with the segments where it holds counted
     (:func:`_where`), in the order they first appear: one model's rows stay short however
-    many segments it tracks."""
+    many segments it tracks. ``tracked``: how many segment windows the model has, when
+    ``latest`` holds only those with alert states (by default, those in ``latest``)."""
     where: dict[str, list[str]] = {}
     for segment, texts in latest:
         for text in texts:
             where.setdefault(text, []).append(segment)
-    tracked = sum(1 for segment, _ in latest if segment != ALL_SEGMENTS)
+    if tracked is None:
+        tracked = sum(1 for segment, _ in latest if segment != ALL_SEGMENTS)
     return [f"{text}{_where(segments, tracked)}" for text, segments in where.items()]
 
 

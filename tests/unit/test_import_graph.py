@@ -14,6 +14,8 @@ counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks ali
   and the modules ``window_evaluation`` (a window's evaluation, its pooled decision
   included), ``advice`` and ``recalibration``;
 - ``calmon.scheduler`` imports neither ``calmon.api`` nor FastAPI;
+- the web view (``calmon.api.routes.ui``, ``calmon.ui``) imports nothing of ``calmon.exporter``:
+  both read stored windows through ``calmon.services.stored_windows``;
 - the top-level parts of ``app`` (its subpackages and top-level modules) form no import cycle:
   every import between two parts of one strongly connected component is a violation.
 
@@ -161,6 +163,9 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
     ),
     ("services", ("calmon.services",), ("calmon.api", "calmon.commands", "calmon.scheduler"), ()),
     ("scheduler", ("calmon.scheduler",), ("calmon.api", "fastapi"), ()),
+    # the web view reads stored windows through calmon.services.stored_windows, as the
+    # exporter does, never through the exporter
+    ("web view", ("calmon.api.routes.ui", "calmon.ui"), ("calmon.exporter",), ()),
 )
 
 
@@ -275,12 +280,14 @@ def test_the_rules_catch_each_kind_of_violation() -> None:
         "calmon.db.models": {"calmon.services.a"},
         "calmon.services.a": {"calmon.scheduler.planning", "calmon.db.models"},
         "calmon.scheduler.runner": {"fastapi", "calmon.services.a"},
+        "calmon.api.routes.ui": {"calmon.exporter.snapshot", "calmon.services.a"},
     }
     assert layering_violations(graph) == {
         "metrics: calmon.metrics.x -> calmon.db.models",
         "db: calmon.db.models -> calmon.services.a",
         "services: calmon.services.a -> calmon.scheduler.planning",
         "scheduler: calmon.scheduler.runner -> fastapi",
+        "web view: calmon.api.routes.ui -> calmon.exporter.snapshot",
     }
 
 

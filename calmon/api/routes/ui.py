@@ -14,8 +14,10 @@ another site (``Origin``, ``Sec-Fetch-Site``), as every state-changing request i
 (:mod:`calmon.api.browser_guard`). Failed logins are limited per client address;
 past the limit the form answers 429 whatever the token, so guessing learns nothing more.
 
-Records are read with the services the window API uses (:func:`list_window_results`) and the
-latest windows as the exporter reads them (:func:`load_latest_windows`).
+Stored windows are read through :mod:`calmon.services.stored_windows`, the reads the exporter
+makes too: the model list from ``window_results_latest`` (one row per model and segment, alert
+states judged when the window was written), a model's page from its latest windows and the
+records of one segment.
 """
 
 from __future__ import annotations
@@ -49,15 +51,17 @@ from calmon.api.deps import (
 from calmon.api.ratelimit import RateLimiter
 from calmon.catalogue import REGULAR_METRICS
 from calmon.db.models import Model
-from calmon.exporter.snapshot import (
-    LatestWindow,
-    load_latest_keys,
-    load_latest_windows,
-    load_records,
-)
 from calmon.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
 from calmon.records import WindowRecord
 from calmon.services.model_registry import get_model, list_models
+from calmon.services.stored_windows import (
+    LatestKey,
+    LatestWindow,
+    last_window_records,
+    load_latest_windows,
+    load_records,
+    model_list_windows,
+)
 from calmon.services.web_sessions import (
     end_web_session,
     forget_unconfigured_sessions,
@@ -65,7 +69,6 @@ from calmon.services.web_sessions import (
     start_web_session,
     token_key,
 )
-from calmon.services.window_results import last_window_records
 from calmon.settings import Settings
 from calmon.timeline import window_length
 from calmon.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
@@ -209,22 +212,19 @@ def _model_alerts(model: Model, latest: list[LatestWindow], now: datetime) -> li
 
 @dataclass(slots=True)
 class _ModelLatest:
-    """What the model list shows of one model's latest windows: the ``*`` record, each latest
-    window's segment with its alert states, and the newest ``computed_at``."""
+    """What the model list shows of one model's latest windows: the ``*`` record, the current
+    windows with alert states (segment and states, ``*`` first, then the segments by name),
+    how many current segment windows there are and the newest ``computed_at``."""
 
     star: WindowRecord | None = None
     windows: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    segments: int = 0
     computed: datetime | None = None
 
     @property
     def alerts(self) -> list[str]:
         """The alert states, each said once with the segments where it holds counted."""
-        return group_alerts(self.windows)
-
-    @property
-    def segments(self) -> int:
-        """Latest windows besides ``*``."""
-        return sum(1 for segment, _ in self.windows if segment != ALL_SEGMENTS)
+        return group_alerts(self.windows, tracked=self.segments)
 
 
 _Kept = tuple[tuple[str, ...], WindowRecord | None]
@@ -232,13 +232,18 @@ _Kept = tuple[tuple[str, ...], WindowRecord | None]
 _Key = tuple[int, str, datetime, datetime]
 
 
+def _key(key: LatestKey) -> _Key:
+    return (key.model_id, key.segment, key.start, key.computed_at)
+
+
 class WindowAlerts:
-    """The alert states of latest windows (and the record of ``*`` windows), kept by window
-    key and ``computed_at`` (a recomputed window has a new one), so that the model list reads
-    and judges each record once, not at every load (at 1,000 segments a model's records took
-    0.5 s a load). At most ``entries`` windows are kept, the oldest dropped first: by default
-    the 100,100 latest windows of 100 models of 1,000 segments and a fifth more for windows
-    recomputed meanwhile (about 250 bytes each, most of them without an alert)."""
+    """The records the model list reads besides ``window_results_latest`` (the ``*`` records
+    it shows, and the records of latest windows stored without their alert states, judged
+    here), kept by window key and ``computed_at`` (a recomputed window has a new one), so that
+    each is read once, not at every load. At most ``entries`` windows are kept, the oldest
+    dropped first: by default the 100 ``*`` records of 100 models and room for every latest
+    window of 100 models of 1,000 segments stored without alert states (after an upgrade that
+    could not judge them), about 250 bytes each."""
 
     def __init__(self, entries: int = 120_000) -> None:
         self._entries = entries
@@ -246,28 +251,34 @@ class WindowAlerts:
         self._lock = threading.Lock()
 
     def latest_by_model(self, session: Session) -> dict[str, _ModelLatest]:
-        """Per model name, its ``*`` record, its windows' alert states (``*`` first, then the
-        segments by name) and the newest ``computed_at``; records are read only for windows
-        not kept yet."""
-        keys = load_latest_keys(session)
-        found = {k: self._kept.get((k.model_id, k.segment, k.start, k.computed_at)) for k in keys}
-        missing = [k for k, kept in found.items() if kept is None]
+        """Per model name, its ``*`` record, its current windows with alert states, how many
+        current segment windows it has and the newest ``computed_at``; records are read only
+        for windows not kept yet."""
+        listed = model_list_windows(session)
+        needed = [m.star for m in listed.values() if m.star is not None]
+        needed += [k for m in listed.values() for k, said in m.flagged if said is None]
+        found = {_key(k): self._kept.get(_key(k)) for k in needed}
+        missing = [k for k in needed if found[_key(k)] is None]
         ids = {k.model: k.model_id for k in missing}
-        judged: dict[tuple[str, str], _Kept] = {}
         for window in load_records(session, missing) if missing else []:
-            judged[(window.model, window.segment)] = _judged(window)
             key = (ids[window.model], window.segment, window.start, window.computed_at)
-            self._keep(key, judged[(window.model, window.segment)])
+            judged = found[key] = _judged(window)
+            self._keep(key, judged)
         by_model: dict[str, _ModelLatest] = {}
-        for k, kept in found.items():
-            kept = kept or judged.get((k.model, k.segment))
-            if kept is None:
-                continue  # deleted between the two reads
-            latest = by_model.setdefault(k.model, _ModelLatest())
-            latest.windows.append((k.segment, kept[0]))
-            if k.segment == ALL_SEGMENTS:
+        for name, windows in listed.items():
+            latest = by_model[name] = _ModelLatest(
+                segments=windows.segments, computed=windows.computed
+            )
+            if windows.star is not None and (kept := found.get(_key(windows.star))):
                 latest.star = kept[1]
-            latest.computed = max(latest.computed or k.computed_at, k.computed_at)
+            for k, said in windows.flagged:
+                if said is None:
+                    kept = found.get(_key(k))
+                    if kept is None:
+                        continue  # deleted between the two reads
+                    said = kept[0]
+                if said:
+                    latest.windows.append((k.segment, said))
         return by_model
 
     def _keep(self, key: _Key, kept: _Kept) -> None:

@@ -39,6 +39,7 @@ TABLES = {
     "model_scans",
     "window_states",
     "window_results",
+    "window_results_latest",
     "window_scores",
     "window_changes",
     "web_sessions",
