@@ -102,11 +102,34 @@ class CalibratedIntervals(TypedDict):
 CalibratedIntervalsByPrior = dict[str, CalibratedIntervals | None]
 
 
+#: Why a metric has no interval (``docs/intervals.md``, "Absent intervals").
+AbsentReason = Literal[
+    "no_method",
+    "undefined",
+    "prior_out_of_range",
+    "too_few_positives",
+    "too_few_negatives",
+    "too_few_rows",
+    "constant_scores",
+    "undefined_in_replicates",
+]
+
+
+class IntervalsAbsent(TypedDict):
+    """The reason of every null interval, keyed like the intervals (a metric with an interval
+    has no key); ``calibrated`` holds a null where the intervals' key is null."""
+
+    regular: dict[str, AbsentReason]
+    calibrated: dict[str, dict[str, AbsentReason] | None]
+
+
 class WindowIntervals(TypedDict):
-    """The intervals of every published metric."""
+    """The intervals of every published metric; ``absent`` is absent from records computed
+    before it existed."""
 
     regular: RegularIntervals
     calibrated: CalibratedIntervalsByPrior
+    absent: NotRequired[IntervalsAbsent]
 
 
 class SplitParts(TypedDict):
@@ -347,6 +370,7 @@ class EvaluationIntervals(TypedDict):
 
     regular: RegularIntervals
     calibrated: dict[str, CalibratedIntervals]
+    absent: NotRequired[IntervalsAbsent]
 
 
 class EvaluationRecord(TypedDict):

@@ -145,12 +145,42 @@ class CalibratedIntervalsByPrior(BaseModel):
     )
 
 
+AbsentReason = Literal[
+    "no_method",
+    "undefined",
+    "prior_out_of_range",
+    "too_few_positives",
+    "too_few_negatives",
+    "too_few_rows",
+    "constant_scores",
+    "undefined_in_replicates",
+]
+"""Why a metric has no interval (`docs/intervals.md`, "Absent intervals")."""
+
+
+class IntervalsAbsent(_Closed):
+    """The reason of every null interval, keyed like the intervals; a metric with an interval
+    has no key (`docs/intervals.md`, "Absent intervals")."""
+
+    regular: dict[str, AbsentReason] = Field(
+        description="metric → reason, for the regular metrics without an interval"
+    )
+    calibrated: dict[str, dict[str, AbsentReason] | None] = Field(
+        description="keyed like `calibrated`: metric → reason; null where that key is"
+    )
+
+
 class WindowIntervals(_Closed):
     """The 95% intervals of every published metric."""
 
     regular: RegularIntervals = Field(description="intervals of the regular metrics")
     calibrated: CalibratedIntervalsByPrior = Field(
         description="intervals of the calibrated metrics, keyed like `calibrated`"
+    )
+    absent: IntervalsAbsent = Field(
+        default_factory=lambda: IntervalsAbsent(regular={}, calibrated={}),
+        description="why each null interval is null; absent from records computed before it "
+        "existed",
     )
 
 

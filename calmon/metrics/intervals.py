@@ -91,6 +91,26 @@ NO_INTERVAL = ("best_f1", "pr_gain_auc", "ks")
 
 _LOG_LOSS_EPS = 1e-15
 
+ABSENT_REASONS = (
+    "no_method",
+    "undefined",
+    "prior_out_of_range",
+    "too_few_positives",
+    "too_few_negatives",
+    "too_few_rows",
+    "constant_scores",
+    "undefined_in_replicates",
+)
+"""Why a metric has no interval (``bootstrap_intervals(...)["absent"]``, ``docs/intervals.md``,
+"Absent intervals"): ``no_method``, no method here covers for it (NO_INTERVAL);
+``undefined``, its value is undefined (a class missing, nothing at or above τ);
+``prior_out_of_range``, average precision at a prior where it does not cover
+(:func:`ap_interval_published`); ``too_few_positives`` / ``too_few_negatives`` /
+``too_few_rows``, fewer rows of that class (or in all) than the interval needs to cover
+(MIN_MEAN_TERMS, :func:`curve_interval_published`); ``constant_scores``, the terms of a mean
+do not vary (no estimate of their spread); ``undefined_in_replicates``, fewer than
+MIN_DEFINED_FRACTION of the bootstrap replicates define it."""
+
 
 def _logit(x: FloatArray) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -672,7 +692,9 @@ def bootstrap_intervals(
     min(n_pos, n_neg) events), widened to hold the unseen rows (:func:`hull_unseen`);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
     under "regular" (Student's t, see :func:`mean_intervals`). None also when the
-    point value is undefined or too few replicates are defined. The same ``seed`` gives the
+    point value is undefined or too few replicates are defined. ``"absent"`` says why each None
+    is None: ``{"regular": {metric: reason}, "calibrated": {repr(π0): {metric: reason}}}``, a
+    code of ABSENT_REASONS for every metric without an interval. The same ``seed`` gives the
     same intervals.
     """
     _check(level, replicates)
@@ -732,7 +754,55 @@ def bootstrap_intervals(
             else:
                 metrics[name] = curve_intervals.get(f"{name}@{p!r}")
         out_calibrated[pi0_key(p)] = metrics
-    return {"regular": out_regular, "calibrated": out_calibrated}
+    point_values = {name: float(values[0]) for name, values in point_curves.items()}
+
+    def reason(name: str, key: str) -> str:
+        if name in NO_INTERVAL:
+            return "no_method"
+        if name in COUNT_REGULAR:
+            return "undefined"
+        if key in published:
+            if not published[key]:
+                return "prior_out_of_range"
+            if not math.isfinite(point_values[key]):
+                return "undefined"
+            return "undefined_in_replicates"
+        return _mean_absent(name, n_pos, n_neg)
+
+    absent_regular = {
+        name: reason(name, name) for name, interval in out_regular.items() if interval is None
+    }
+    absent_calibrated = {
+        pi0_key(p): {
+            name: reason(name, f"{name}@{p!r}")
+            for name, interval in out_calibrated[pi0_key(p)].items()
+            if interval is None
+        }
+        for p in pi0s
+    }
+    return {
+        "regular": out_regular,
+        "calibrated": out_calibrated,
+        "absent": {"regular": absent_regular, "calibrated": absent_calibrated},
+    }
+
+
+def _mean_absent(name: str, n_pos: int, n_neg: int) -> str:
+    """Why the mean metric ``name`` (MEAN_METRICS, ``ks_abc``) of a set with ``n_pos`` and
+    ``n_neg`` rows has no interval (ABSENT_REASONS), given :func:`mean_intervals` gave None."""
+    if name == "brier_skill":
+        return "undefined" if n_pos == 0 or n_neg == 0 else "too_few_rows"
+    needs = {"ks_abc": (True, True), "brier_pos": (True, False), "brier_neg": (False, True)}
+    pos, neg = needs.get(name, (False, False))
+    if (pos and n_pos == 0) or (neg and n_neg == 0):
+        return "undefined"
+    if pos and n_pos < MIN_MEAN_TERMS:
+        return "too_few_positives"
+    if neg and n_neg < MIN_MEAN_TERMS:
+        return "too_few_negatives"
+    if not (pos or neg) and n_pos + n_neg < MIN_MEAN_TERMS:
+        return "too_few_rows"
+    return "constant_scores"
 
 
 def _curve_replicates(thresholds: FloatArray, reps: Replicates, pi0: list[float]) -> Values:
