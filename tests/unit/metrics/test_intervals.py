@@ -27,6 +27,8 @@ from calmon.metrics.intervals import (
     REAL,
     REGULAR_INTERVAL_METRICS,
     UNIT,
+    UNSEEN_LOSS_EPS,
+    UNSEEN_LOSS_ROWS,
     UNSEEN_ROWS,
     ap_interval_published,
     bootstrap_intervals,
@@ -954,3 +956,7 @@ def test_curve_and_mean_intervals_hold_the_unseen_rows() -> None:
         neg.size + u
     )
     assert out["ks_abc"][0] <= abc_worse + 1e-12
+    v = UNSEEN_LOSS_ROWS
+    low, high = np.clip([lowest, highest], UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS)
+    loss = -np.sum(np.log(pos)) - np.sum(np.log1p(-neg)) - v * (np.log(low) + np.log1p(-high))
+    assert out["log_loss"][1] >= loss / (scores.size + 2 * v) - 1e-12
