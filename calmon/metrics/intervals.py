@@ -262,10 +262,10 @@ UNSEEN_LOSS_EPS = 1e-3
 """Log loss adds UNSEEN_LOSS_ROWS rows per class (not UNSEEN_ROWS; a weight, so one row and a
 half), their scores clipped to [UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS]: its terms are
 unbounded, and three rows at the set's extreme scores over-covered on every family (0.96-0.99
-at 20 and 60 positives), one row undercovered where a class's rare rows carry the loss (0.875
-on *confident mistakes* at π = 0.2 with 20 positives; 1.5 rows: 0.935); a score of exactly 0
-or 1 would make an added term 34.5 (the clip of the point value), which says more about the
-clip than about the population (``docs/intervals.md``)."""
+at 20 and 60 positives), one row undercovered where a class's rare rows carry the loss
+(0.866-0.880 on *confident mistakes* at π = 0.2 with 20 positives; 1.5 rows: 0.920-0.935);
+a score of exactly 0 or 1 would make an added term 34.5 (the clip of the point value), which
+says more about the clip than about the population (``docs/intervals.md``)."""
 
 
 def unseen_row_sets(ranking: Ranking) -> Replicates:
