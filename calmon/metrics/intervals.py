@@ -757,36 +757,58 @@ def bootstrap_intervals(
                 metrics[name] = curve_intervals.get(f"{name}@{p!r}")
         out_calibrated[pi0_key(p)] = metrics
     point_values = {name: float(values[0]) for name, values in point_curves.items()}
-
-    def reason(name: str, key: str) -> str:
-        if name in NO_INTERVAL:
-            return "no_method"
-        if name in COUNT_REGULAR:
-            return "undefined"
-        if key in published:
-            if not published[key]:
-                return "prior_out_of_range"
-            if not math.isfinite(point_values[key]):
-                return "undefined"
-            return "undefined_in_replicates"
-        return _mean_absent(name, n_pos, n_neg)
-
-    absent_regular = {
-        name: reason(name, name) for name, interval in out_regular.items() if interval is None
-    }
-    absent_calibrated = {
-        pi0_key(p): {
-            name: reason(name, f"{name}@{p!r}")
-            for name, interval in out_calibrated[pi0_key(p)].items()
-            if interval is None
-        }
-        for p in pi0s
-    }
+    absent = _absent(out_regular, out_calibrated, pi0s, published, point_values, n_pos, n_neg)
     return {
         "regular": out_regular,
         "calibrated": out_calibrated,
-        "absent": {"regular": absent_regular, "calibrated": absent_calibrated},
+        "absent": absent,
     }
+
+
+def _absent(
+    regular: dict[str, Interval],
+    calibrated: dict[str, dict[str, Interval]],
+    pi0s: list[float],
+    published: dict[str, bool],
+    points: dict[str, float],
+    n_pos: int,
+    n_neg: int,
+) -> dict[str, Any]:
+    """The reason of every None among ``regular`` and ``calibrated`` (keyed like them)."""
+
+    def reason(name: str, key: str) -> str:
+        return _absent_reason(name, published.get(key), points.get(key), n_pos, n_neg)
+
+    out_calibrated: dict[str, dict[str, str]] = {}
+    for p in pi0s:
+        metrics = calibrated[pi0_key(p)]
+        out_calibrated[pi0_key(p)] = {
+            name: reason(name, f"{name}@{p!r}") for name, v in metrics.items() if v is None
+        }
+    return {
+        "regular": {name: reason(name, name) for name, v in regular.items() if v is None},
+        "calibrated": out_calibrated,
+    }
+
+
+def _absent_reason(
+    name: str, published: bool | None, point: float | None, n_pos: int, n_neg: int
+) -> str:
+    """Why ``name`` has no interval (ABSENT_REASONS): ``published`` and ``point`` are the
+    publication rule and the point value of a bootstrap metric (None for the others)."""
+    if name in NO_INTERVAL:
+        return "no_method"
+    if name in COUNT_REGULAR:
+        return "undefined"
+    if published is not None:
+        if not published:
+            return "prior_out_of_range"
+        return (
+            "undefined"
+            if point is None or not math.isfinite(point)
+            else ("undefined_in_replicates")
+        )
+    return _mean_absent(name, n_pos, n_neg)
 
 
 def _mean_absent(name: str, n_pos: int, n_neg: int) -> str:
