@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.interval_coverage --split [--sets 1500]
     .venv/bin/python -m bench.interval_coverage --means [--sets 2000]
     .venv/bin/python -m bench.interval_coverage --noisy [--sets 300] [--before] [--family NAME]
+        [--loss-rows 1]
 
 Runs the regimes of the coverage study (``bench/studies/coverage.py``, the same
 seeds as ``test_interval_coverage.py``) and prints, per regime (a row), the share of sets whose
@@ -13,7 +14,8 @@ same for the prior and likelihood parts of the drift split (SPLIT_REGIMES, ``--s
 per regime, by default SPLIT_PAIRS as in the test). With ``--means``, the same for the means'
 intervals (MEAN_REGIMES, the study families and the held-out ones at π = 0.2). With
 ``--noisy``, every published metric on the families with rare components (NOISY_REGIMES);
-``--before`` turns the unseen-row bound off (``UNSEEN_ROWS = 0``) to show what it changes.
+``--before`` turns the unseen-row bound off (``UNSEEN_ROWS = 0``) to show what it changes;
+``--loss-rows 1`` gives log loss's bound as it was before it added 1.5 rows per class.
 """
 
 from __future__ import annotations
@@ -63,11 +65,16 @@ def main() -> int:
     parser.add_argument("--noisy", action="store_true", help="families with rare components")
     parser.add_argument("--before", action="store_true", help="without the unseen-row bound")
     parser.add_argument("--family", default=None, help="only this family (with --noisy)")
+    parser.add_argument(
+        "--loss-rows", type=float, default=None, help="log loss's unseen rows (UNSEEN_LOSS_ROWS)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     results: list[tuple[str, Coverage]] = []
     if args.before:
         intervals.UNSEEN_ROWS = 0
+    if args.loss_rows is not None:
+        intervals.UNSEEN_LOSS_ROWS = args.loss_rows
     if args.noisy:
         sets = 300 if args.sets is None else args.sets
         for index, (family, prior, positives) in enumerate(NOISY_REGIMES):

@@ -160,9 +160,39 @@ class CalibratedIntervals(TypedDict):
 CalibratedIntervalsByPrior = dict[str, CalibratedIntervals | None]
 
 
+#: Why a metric has no interval (``docs/intervals.md``, "Absent intervals").
+AbsentReason = Literal[
+    "no_method",
+    "undefined",
+    "prior_out_of_range",
+    "too_few_positives",
+    "too_few_negatives",
+    "too_few_rows",
+    "constant_scores",
+    "undefined_in_replicates",
+]
+
+
+@with_config(_CLOSED)
+class IntervalsAbsent(TypedDict):
+    """The reason of every null interval, keyed like the intervals (a metric with an interval
+    has no key; `docs/intervals.md`, "Absent intervals"); ``calibrated`` holds a null where
+    the intervals' key is null."""
+
+    regular: Annotated[
+        dict[str, AbsentReason],
+        _described("metric → reason, for the regular metrics without an interval"),
+    ]
+    calibrated: Annotated[
+        dict[str, dict[str, AbsentReason] | None],
+        _described("keyed like `calibrated`: metric → reason; null where that key is"),
+    ]
+
+
 @with_config(_CLOSED)
 class WindowIntervals(TypedDict):
-    """The 95% intervals of every published metric."""
+    """The 95% intervals of every published metric; ``absent`` is absent from records
+    computed before it existed."""
 
     regular: Annotated[RegularIntervals, _described("intervals of the regular metrics")]
     calibrated: Annotated[
@@ -172,6 +202,14 @@ class WindowIntervals(TypedDict):
             "positive class ratio (`reference`, null when `calibrated.reference` is) and at "
             'each configured π0 under its decimal text (`"0.01"`)'
         ),
+    ]
+    absent: NotRequired[
+        Annotated[
+            IntervalsAbsent,
+            _described(
+                "why each null interval is null; absent from records computed before it existed"
+            ),
+        ]
     ]
 
 
@@ -686,6 +724,7 @@ class EvaluationIntervals(TypedDict):
 
     regular: RegularIntervals
     calibrated: dict[str, CalibratedIntervals]
+    absent: NotRequired[IntervalsAbsent]
 
 
 class EvaluationRecord(TypedDict):

@@ -91,6 +91,26 @@ NO_INTERVAL = ("best_f1", "pr_gain_auc", "ks")
 
 _LOG_LOSS_EPS = 1e-15
 
+ABSENT_REASONS = (
+    "no_method",
+    "undefined",
+    "prior_out_of_range",
+    "too_few_positives",
+    "too_few_negatives",
+    "too_few_rows",
+    "constant_scores",
+    "undefined_in_replicates",
+)
+"""Why a metric has no interval (``bootstrap_intervals(...)["absent"]``, ``docs/intervals.md``,
+"Absent intervals"): ``no_method``, no method here covers for it (NO_INTERVAL);
+``undefined``, its value is undefined (a class missing, nothing at or above τ);
+``prior_out_of_range``, average precision at a prior where it does not cover
+(:func:`ap_interval_published`); ``too_few_positives`` / ``too_few_negatives`` /
+``too_few_rows``, fewer rows of that class (or in all) than the interval needs to cover
+(MIN_MEAN_TERMS, :func:`curve_interval_published`); ``constant_scores``, the terms of a mean
+do not vary (no estimate of their spread); ``undefined_in_replicates``, fewer than
+MIN_DEFINED_FRACTION of the bootstrap replicates define it."""
+
 
 def _logit(x: FloatArray) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -237,13 +257,15 @@ class, so every interval of a curve metric or a mean holds the value the set wou
 them (``docs/intervals.md``, "What a sample cannot show")."""
 
 
-UNSEEN_LOSS_ROWS = 1
+UNSEEN_LOSS_ROWS = 1.5
 UNSEEN_LOSS_EPS = 1e-3
-"""Log loss adds UNSEEN_LOSS_ROWS rows per class (not UNSEEN_ROWS), their scores clipped to
-[UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS]: its terms are unbounded, and three rows at the set's
-extreme scores over-covered on every family (0.96-0.99 at 20 and 60 positives); a score of
-exactly 0 or 1 would make an added term 34.5 (the clip of the point value), which says more
-about the clip than about the population (``docs/intervals.md``)."""
+"""Log loss adds UNSEEN_LOSS_ROWS rows per class (not UNSEEN_ROWS; a weight, so one row and a
+half), their scores clipped to [UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS]: its terms are
+unbounded, and three rows at the set's extreme scores over-covered on every family (0.96-0.99
+at 20 and 60 positives), one row undercovered where a class's rare rows carry the loss
+(0.866-0.880 on *confident mistakes* at π = 0.2 with 20 positives; 1.5 rows: 0.920-0.935);
+a score of exactly 0 or 1 would make an added term 34.5 (the clip of the point value), which
+says more about the clip than about the population (``docs/intervals.md``)."""
 
 
 def unseen_row_sets(ranking: Ranking) -> Replicates:
@@ -672,7 +694,9 @@ def bootstrap_intervals(
     min(n_pos, n_neg) events), widened to hold the unseen rows (:func:`hull_unseen`);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
     under "regular" (Student's t, see :func:`mean_intervals`). None also when the
-    point value is undefined or too few replicates are defined. The same ``seed`` gives the
+    point value is undefined or too few replicates are defined. ``"absent"`` says why each None
+    is None: ``{"regular": {metric: reason}, "calibrated": {repr(π0): {metric: reason}}}``, a
+    code of ABSENT_REASONS for every metric without an interval. The same ``seed`` gives the
     same intervals.
     """
     _check(level, replicates)
@@ -732,7 +756,77 @@ def bootstrap_intervals(
             else:
                 metrics[name] = curve_intervals.get(f"{name}@{p!r}")
         out_calibrated[pi0_key(p)] = metrics
-    return {"regular": out_regular, "calibrated": out_calibrated}
+    point_values = {name: float(values[0]) for name, values in point_curves.items()}
+    absent = _absent(out_regular, out_calibrated, pi0s, published, point_values, n_pos, n_neg)
+    return {
+        "regular": out_regular,
+        "calibrated": out_calibrated,
+        "absent": absent,
+    }
+
+
+def _absent(
+    regular: dict[str, Interval],
+    calibrated: dict[str, dict[str, Interval]],
+    pi0s: list[float],
+    published: dict[str, bool],
+    points: dict[str, float],
+    n_pos: int,
+    n_neg: int,
+) -> dict[str, Any]:
+    """The reason of every None among ``regular`` and ``calibrated`` (keyed like them)."""
+
+    def reason(name: str, key: str) -> str:
+        return _absent_reason(name, published.get(key), points.get(key), n_pos, n_neg)
+
+    out_calibrated: dict[str, dict[str, str]] = {}
+    for p in pi0s:
+        metrics = calibrated[pi0_key(p)]
+        out_calibrated[pi0_key(p)] = {
+            name: reason(name, f"{name}@{p!r}") for name, v in metrics.items() if v is None
+        }
+    return {
+        "regular": {name: reason(name, name) for name, v in regular.items() if v is None},
+        "calibrated": out_calibrated,
+    }
+
+
+def _absent_reason(
+    name: str, published: bool | None, point: float | None, n_pos: int, n_neg: int
+) -> str:
+    """Why ``name`` has no interval (ABSENT_REASONS): ``published`` and ``point`` are the
+    publication rule and the point value of a bootstrap metric (None for the others)."""
+    if name in NO_INTERVAL:
+        return "no_method"
+    if name in COUNT_REGULAR:
+        return "undefined"
+    if published is not None:
+        if not published:
+            return "prior_out_of_range"
+        return (
+            "undefined"
+            if point is None or not math.isfinite(point)
+            else ("undefined_in_replicates")
+        )
+    return _mean_absent(name, n_pos, n_neg)
+
+
+def _mean_absent(name: str, n_pos: int, n_neg: int) -> str:
+    """Why the mean metric ``name`` (MEAN_METRICS, ``ks_abc``) of a set with ``n_pos`` and
+    ``n_neg`` rows has no interval (ABSENT_REASONS), given :func:`mean_intervals` gave None."""
+    if name == "brier_skill":
+        return "undefined" if n_pos == 0 or n_neg == 0 else "too_few_rows"
+    needs = {"ks_abc": (True, True), "brier_pos": (True, False), "brier_neg": (False, True)}
+    pos, neg = needs.get(name, (False, False))
+    if (pos and n_pos == 0) or (neg and n_neg == 0):
+        return "undefined"
+    if pos and n_pos < MIN_MEAN_TERMS:
+        return "too_few_positives"
+    if neg and n_neg < MIN_MEAN_TERMS:
+        return "too_few_negatives"
+    if not (pos or neg) and n_pos + n_neg < MIN_MEAN_TERMS:
+        return "too_few_rows"
+    return "constant_scores"
 
 
 def _curve_replicates(thresholds: FloatArray, reps: Replicates, pi0: list[float]) -> Values:

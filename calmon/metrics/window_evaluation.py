@@ -150,7 +150,9 @@ class WindowEvaluation:
         calibrated: the calibrated metrics keyed ``reference`` (at the reference's prior,
             None when it is not in (0, 1) or there is no usable reference), then
             :func:`~calmon.metrics.prepared.pi0_key` of each configured π0, in their order.
-        intervals: ``{"regular": ..., "calibrated": ...}``, keyed as the metrics.
+        intervals: ``{"regular": ..., "calibrated": ..., "absent": ...}``, keyed as the
+            metrics; ``absent`` the reason of each None (``{"regular": {metric: code},
+            "calibrated": {key: {metric: code} | None}}``, ABSENT_REASONS).
         reliability: the reliability table (probability models), else None.
         split: the drift split against the reference with its intervals, None without a
             usable reference (one with labelled predictions).
@@ -284,6 +286,10 @@ def evaluate_window(
         intervals={
             "regular": intervals["regular"],
             "calibrated": keyed(intervals["calibrated"], config.pi0, reference_key),
+            "absent": {
+                "regular": intervals["absent"]["regular"],
+                "calibrated": keyed(intervals["absent"]["calibrated"], config.pi0, reference_key),
+            },
         },
         reliability=result.get("reliability"),
         split=split,

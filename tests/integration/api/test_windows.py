@@ -104,10 +104,14 @@ def test_records_have_the_documented_shape_and_values(
             assert record["calibrated"][key] == pytest.approx(
                 expected["calibrated"][key], abs=1e-12
             )
-        assert set(record["intervals"]) == {"regular", "calibrated"}
+        assert set(record["intervals"]) == {"regular", "calibrated", "absent"}
         assert set(record["intervals"]["calibrated"]) == {"reference", "0.1", "0.5"}
+        absent = record["intervals"]["absent"]
+        assert set(absent["calibrated"]) == {"reference", "0.1", "0.5"}
         for name, bounds in record["intervals"]["regular"].items():
             assert bounds is None or bounds[0] <= bounds[1], name
+            assert (bounds is None) == (name in absent["regular"]), name
+        assert absent["regular"]["ks"] == "no_method"
         assert record["intervals"]["regular"]["roc_auc"] is not None
         assert len(record["reliability"]) == 10
         assert sum(row["count"] for row in record["reliability"]) == record["n"]

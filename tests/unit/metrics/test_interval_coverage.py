@@ -406,11 +406,6 @@ def test_mean_intervals_cover_the_population_values() -> None:
         assert 0.90 <= value <= 0.99, (name, value)
 
 
-LOG_LOSS_LOW = 0.92
-"""Log loss on the unequal-variance binormal at 20 positives covers 0.925: its terms are
-unbounded and heavy-tailed (``docs/intervals.md``, known weak spots)."""
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("family", "positives"),
@@ -421,7 +416,9 @@ def test_mean_intervals_cover_on_the_study_families(family: Family, positives: i
     """The means' intervals (Student's t on the logit or log scale, Welch's for ks_abc, with
     the unseen rows) cover in 93-99% of MEAN_SETS sets at π = 0.2 with 20 expected positives
     and 93-98% with 60, on the study families and the held-out ones (the normal interval gave
-    brier_pos 0.901-0.925 at 20), and publish in at least 99% of them."""
+    brier_pos 0.901-0.925 at 20; log loss, with 1.5 unseen rows per class, 0.940-0.985 at 20,
+    it was 0.925 on the unequal-variance binormal with one), and publish in at least 99% of
+    them."""
     seed = [20261127, MEAN_REGIMES.index((family, positives))]
     result = mean_coverage(family, 0.2, positives, MEAN_SETS, seed=seed)
     print(f"\n{family.name}, {positives} positives, {MEAN_SETS} sets:")
@@ -430,8 +427,6 @@ def test_mean_intervals_cover_on_the_study_families(family: Family, positives: i
     for name in MEAN_METRICS:
         assert result.published[name] >= 0.99 * MEAN_SETS, name
         low, high = UNSEEN_BANDS[positives]
-        if name == "log_loss":
-            low = LOG_LOSS_LOW
         assert low <= result.rate(name) <= high, (name, result.rate(name))
 
 
@@ -458,3 +453,14 @@ def test_brier_neg_covers_at_80_negatives_with_label_noise() -> None:
     result = mean_coverage(family, 0.2, 20, 1000, seed=[20261128, 2])
     assert result.published["brier_neg"] >= 990
     assert 0.93 <= result.rate("brier_neg") <= 0.99, result.rate("brier_neg")
+
+
+def test_log_loss_covers_more_with_confident_mistakes_at_20_positives() -> None:
+    """Confident mistakes (4% of the positives scored near 0, 1.5% of the negatives near 1) at
+    π = 0.2 with 20 expected positives: log loss rests on the rare rows, which most sets do not
+    draw. With one unseen row per class its interval covered 0.866 of these 1,000 sets; with
+    UNSEEN_LOSS_ROWS = 1.5 it covers 0.92 (``docs/intervals.md``, known weak spots)."""
+    family = NOISY_FAMILIES["confident mistakes"]
+    result = mean_coverage(family, 0.2, 20, 1000, seed=[20261128, 9])
+    assert result.published["log_loss"] == 1000
+    assert 0.91 <= result.rate("log_loss") <= 0.99, result.rate("log_loss")

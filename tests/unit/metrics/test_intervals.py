@@ -17,6 +17,7 @@ from calmon.arrays import FloatArray, Int8Array
 from calmon.metrics import evaluate
 from calmon.metrics.curves import curve_metrics
 from calmon.metrics.intervals import (
+    ABSENT_REASONS,
     BELOW_ONE,
     CALIBRATED_INTERVAL_METRICS,
     MEAN_METRICS,
@@ -26,6 +27,8 @@ from calmon.metrics.intervals import (
     REAL,
     REGULAR_INTERVAL_METRICS,
     UNIT,
+    UNSEEN_LOSS_EPS,
+    UNSEEN_LOSS_ROWS,
     UNSEEN_ROWS,
     ap_interval_published,
     bootstrap_intervals,
@@ -270,7 +273,7 @@ def test_shapes_and_keys() -> None:
         replicates=200,
         seed=1,
     )
-    assert set(out) == {"regular", "calibrated"}
+    assert set(out) == {"regular", "calibrated", "absent"}
     assert set(out["regular"]) == set(REGULAR_INTERVAL_METRICS) | {"ks_abc"}
     assert set(out["calibrated"]) == {"0.5", "0.01"}
     for metrics in out["calibrated"].values():
@@ -290,6 +293,58 @@ def test_shapes_and_keys() -> None:
         assert len(interval) == 2
         assert all(isinstance(x, float) for x in interval)
         assert interval[0] <= interval[1]
+    reasons = {("regular", k): v for k, v in out["absent"]["regular"].items()}
+    reasons |= {(p, k): v for p, m in out["absent"]["calibrated"].items() for k, v in m.items()}
+    assert set(reasons) == absent
+    assert reasons.pop(("0.01", "average_precision")) == "prior_out_of_range"
+    assert set(reasons.values()) == {"no_method"}
+
+
+def test_absent_intervals_say_why() -> None:
+    """Every None carries a code of ABSENT_REASONS naming its cause: too few rows of a class
+    for a mean, a class missing, nothing flagged at τ, a prior where AP does not cover."""
+    rng = np.random.default_rng(3)
+    labels = np.r_[np.ones(6), np.zeros(300)].astype(np.int8)
+    scores = np.r_[rng.uniform(0.3, 0.45, 6), rng.uniform(0.0, 0.45, 300)]
+    out = bootstrap_intervals(
+        prepare(scores, labels, score_kind="probability"),
+        threshold=0.5,
+        pi0=[0.5],
+        seed=1,
+        score_kind="probability",
+    )
+    regular = out["absent"]["regular"]
+    assert regular["ks_abc"] == "too_few_positives"
+    assert regular["brier_pos"] == "too_few_positives"
+    assert regular["precision"] == "undefined"  # nothing at or above τ
+    assert regular["average_precision"] == "prior_out_of_range"  # π̂ = 0.02
+    assert "brier_neg" not in regular
+    assert out["regular"]["brier_neg"] is not None
+    assert set(regular.values()) <= set(ABSENT_REASONS)
+    assert out["absent"]["calibrated"]["0.5"]["precision"] == "undefined"
+    negatives_only = bootstrap_intervals(
+        prepare(scores[6:], labels[6:], score_kind="probability"),
+        threshold=0.5,
+        pi0=[0.5],
+        seed=1,
+        score_kind="probability",
+    )["absent"]["regular"]
+    assert negatives_only["roc_auc"] == "undefined"
+    assert negatives_only["brier_pos"] == "undefined"
+    assert negatives_only["brier_skill"] == "undefined"
+    assert "brier_neg" not in negatives_only
+    constant = bootstrap_intervals(
+        prepare(
+            np.r_[np.full(20, 0.9), scores[6:]],
+            np.r_[np.ones(20), labels[6:]].astype(np.int8),
+            score_kind="probability",
+        ),
+        threshold=0.5,
+        pi0=[],
+        seed=1,
+        score_kind="probability",
+    )["absent"]["regular"]
+    assert constant["brier_pos"] == "constant_scores"
 
 
 def test_probability_models_get_mean_metric_intervals() -> None:
@@ -901,3 +956,7 @@ def test_curve_and_mean_intervals_hold_the_unseen_rows() -> None:
         neg.size + u
     )
     assert out["ks_abc"][0] <= abc_worse + 1e-12
+    v = UNSEEN_LOSS_ROWS
+    low, high = np.clip([lowest, highest], UNSEEN_LOSS_EPS, 1 - UNSEEN_LOSS_EPS)
+    loss = -np.sum(np.log(pos)) - np.sum(np.log1p(-neg)) - v * (np.log(low) + np.log1p(-high))
+    assert out["log_loss"][1] >= loss / (scores.size + 2 * v) - 1e-12
