@@ -274,11 +274,12 @@ class SegmentsOverflow(TypedDict):
 class PositivesShift(TypedDict):
     """Whether the pooled positives score lower than the reference's positives."""
 
-    method: Literal["mann_whitney", "mann_whitney_and_placement"]
+    method: Literal["mann_whitney", "mann_whitney_and_placement", "location_and_placement"]
     z: float
     p_value: float
     mann_whitney_z: NotRequired[float | None]
     placement_z: NotRequired[float | None]
+    location_z: NotRequired[float | None]
 
 
 DecisionVerdict = Literal[

@@ -358,14 +358,16 @@ class PositivesShift(_Closed):
     """Whether the pooled positives score lower than the reference's positives: the test the
     page `CalmonDecisionMetricDrop` reads (`docs/metrics.md`, "Decisions at few positives")."""
 
-    method: Literal["mann_whitney", "mann_whitney_and_placement"] = Field(
-        description="`mann_whitney_and_placement`: the one-sided Mann-Whitney test of the two "
-        "sets' positive scores and the test of their placements among the pooled negatives, "
-        "the smaller p-value doubled; `mann_whitney` (windows computed before): the first alone"
+    method: Literal["mann_whitney", "mann_whitney_and_placement", "location_and_placement"] = Field(
+        description="`location_and_placement`: the one-sided test of the two sets' positives' "
+        "location scores (a shift of their logits) and the test of their placements among "
+        "the pooled negatives, the smaller p-value doubled; windows computed before: "
+        "`mann_whitney_and_placement` (the Mann-Whitney test in the location test's place) "
+        "or `mann_whitney` (the Mann-Whitney test alone)"
     )
     z: float = Field(
-        description="the larger of the tests' z (the Mann-Whitney z alone before), above 0 when "
-        "the pooled positives score lower"
+        description="the larger of the two tests' z (the Mann-Whitney z alone in `mann_whitney`), "
+        "above 0 when the pooled positives score lower"
     )
     p_value: float = Field(description="its one-sided p-value")
     mann_whitney_z: float | None = Field(
@@ -376,6 +378,11 @@ class PositivesShift(_Closed):
         default=None,
         description="skewness-corrected z of the placement test; null without pooled negatives, "
         "absent before it was stored",
+    )
+    location_z: float | None = Field(
+        default=None,
+        description="skewness-corrected z of the location test; null when the positives' logits "
+        "do not vary, absent before it was stored",
     )
 
 
