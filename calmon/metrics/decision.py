@@ -188,10 +188,10 @@ def location_scores(values: FloatArray, counts: FloatArray) -> FloatArray | None
     mass = np.bincount(
         np.rint((y - grid[0]) / step).astype(np.int64), weights=counts, minlength=grid.size
     )
-    u = (grid[:, None] - grid[None, :]) / h
+    u = np.arange(1 - grid.size, grid.size) * step / h
     kernel = np.exp(-0.5 * u * u)
-    density = kernel @ mass
-    slope = (-u / h * kernel) @ mass
+    density = np.convolve(mass, kernel)[grid.size - 1 : 2 * grid.size - 1]
+    slope = np.convolve(mass, -u / h * kernel)[grid.size - 1 : 2 * grid.size - 1]
     psi = -slope / np.maximum(density, np.finfo(float).tiny)
     at = np.interp(y, grid, psi)
     order = np.argsort(at, kind="stable")
