@@ -197,7 +197,7 @@ def location_scores(values: FloatArray, counts: FloatArray) -> FloatArray | None
     order = np.argsort(at, kind="stable")
     cumulative = np.cumsum(counts[order]) / total
     lo = at[order][np.searchsorted(cumulative, LOCATION_CLIP[0])]
-    hi = at[order][min(np.searchsorted(cumulative, LOCATION_CLIP[1]), at.size - 1)]
+    hi = at[order][min(int(np.searchsorted(cumulative, LOCATION_CLIP[1])), at.size - 1)]
     clipped: FloatArray = np.clip(at, lo, hi)
     return clipped
 
