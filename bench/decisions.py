@@ -10,14 +10,15 @@ lowering the calibrated AP by 20% over the day after they start (a share of the 
 scored like the negatives, or every positive shrunk toward the negatives), against a reference
 of two days (about 960 positives), at 20 positives an hour (and, for the design families, at
 10 and 60 and at π_ref 0.002 and 0.01 with ``--wide``). Families: ``design`` (those the page's
-test was designed on), ``held-out`` (label noise, confident mistakes: not used to design it).
+tests were designed on), ``held-out`` (label noise, confident mistakes, two kinds of
+positives: not used to design them).
 
-It prints, per regime, the page before (the Mann-Whitney test alone) and after (the
-Mann-Whitney and placement tests), each at z > 3.5 (the alert's level): the models paged,
-paged within 24 hours, the median hours to the first page; the models whose verdict read
-"worse" in a decision of the first day (before: the likelihood part's 95% interval below 0;
-after: ``model_got_worse`` / ``both``, which rest on the page); and the coverage of the
-decision's intervals of both parts of the AP change where measured. ``--load`` re-summarises
+It prints, per regime, the page before (the Mann-Whitney and placement tests) and after (the
+location and placement tests), each at z > 3.5 (the alert's level) unless ``--levels`` says
+otherwise: the models paged, paged within 24 hours, the median hours to the first page; the
+models whose verdict read "worse" in a decision of the first day (before: where the page
+before held; after: ``model_got_worse`` / ``both``, which rest on the page); and the coverage
+of the decision's intervals of both parts of the AP change where measured. ``--load`` re-summarises
 a saved run at other page levels (``--levels``).
 """
 

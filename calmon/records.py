@@ -528,18 +528,20 @@ class PositivesShift(TypedDict):
     page `CalmonDecisionMetricDrop` reads (`docs/metrics.md`, "Decisions at few positives")."""
 
     method: Annotated[
-        Literal["mann_whitney", "mann_whitney_and_placement"],
+        Literal["mann_whitney", "mann_whitney_and_placement", "location_and_placement"],
         _described(
-            "`mann_whitney_and_placement`: the one-sided Mann-Whitney test of the two sets' "
-            "positive scores and the test of their placements among the pooled negatives, the "
-            "smaller p-value doubled; `mann_whitney` (windows computed before): the first alone"
+            "`location_and_placement`: the one-sided test of the two sets' positives' location "
+            "scores (a shift of their logits) and the test of their placements among the pooled "
+            "negatives, the smaller p-value doubled; windows computed before: "
+            "`mann_whitney_and_placement` (the Mann-Whitney test in the location test's place) "
+            "or `mann_whitney` (the Mann-Whitney test alone)"
         ),
     ]
     z: Annotated[
         float,
         _described(
-            "the larger of the tests' z (the Mann-Whitney z alone before), above 0 when the "
-            "pooled positives score lower"
+            "the larger of the two tests' z (the Mann-Whitney z alone in `mann_whitney`), above "
+            "0 when the pooled positives score lower"
         ),
     ]
     p_value: Annotated[float, _described("its one-sided p-value")]
@@ -555,6 +557,15 @@ class PositivesShift(TypedDict):
             _described(
                 "skewness-corrected z of the placement test; null without pooled negatives, "
                 "absent before it was stored"
+            ),
+        ]
+    ]
+    location_z: NotRequired[
+        Annotated[
+            float | None,
+            _described(
+                "skewness-corrected z of the location test; null when the positives' logits do "
+                "not vary, absent before it was stored"
             ),
         ]
     ]

@@ -50,8 +50,9 @@ UNKNOWN: Final = "not_enough_data"
 MAYBE_WORSE: Final = "model_may_be_worse"
 RATIO_MAYBE_WORSE: Final = "class_ratio_moved_model_may_be_worse"
 VERDICTS: Final = (WORSE, RATIO, BOTH, STABLE, UNKNOWN, MAYBE_WORSE, RATIO_MAYBE_WORSE)
-#: the method of :func:`positives_shift` (records before it hold ``mann_whitney``)
-SHIFT_METHOD: Final = "mann_whitney_and_placement"
+#: the method of :func:`positives_shift` (records before it hold ``mann_whitney`` or
+#: ``mann_whitney_and_placement``)
+SHIFT_METHOD: Final = "location_and_placement"
 
 
 def _disjoint(a: Interval, b: Interval) -> bool:
@@ -102,34 +103,21 @@ def _mann_whitney_z(pooled: Ranking, reference: Ranking) -> float | None:
     return (n1 * n2 / 2.0 - u - 0.5) / float(np.sqrt(variance))
 
 
-def _placement_z(
-    pooled: Ranking, reference: Ranking, negatives: Sequence[FloatArray]
-) -> float | None:
-    """The skewness-corrected z of the pooled positives' mean placement among ``negatives``
-    against the reference positives' (> 0 when the pooled ones sit deeper among the
-    negatives; see :func:`positives_shift`), None without negatives or when every positive
-    has the same placement."""
-    n1, n2 = pooled.n_pos, reference.n_pos
-    values = np.union1d(pooled.thresholds, reference.thresholds)
-    above, m = np.zeros(values.size), 0
-    for part in negatives:
-        lower = np.searchsorted(part, values, side="left")
-        upto = np.searchsorted(part, values, side="right")
-        above += part.size - 0.5 * (lower + upto)
-        m += part.size
-    if m == 0:
-        return None
-    placement = above / m
-    c1 = np.zeros(values.size)
-    c1[np.searchsorted(values, pooled.thresholds)] = pooled.pos
-    c2 = np.zeros(values.size)
-    c2[np.searchsorted(values, reference.thresholds)] = reference.pos
+def _permutation_z(scores: FloatArray, c1: FloatArray, c2: FloatArray) -> float | None:
+    """The skewness-corrected z of T = Σ c1·scores, a linear permutation statistic of the
+    N = n1 + n2 positives (``c1``, ``c2``: the pooled and reference positives at each distinct
+    score, ``scores`` a function of the score alone): E T = n1·s̄, Var T = n1·n2/(N - 1)·μ2 and
+    third central moment n1·n2·(n2 - n1)/((N - 1)(N - 2))·μ3 (μ_k the k-th central moment of
+    the scores over the N positives), exact; z is corrected for that skewness g by Hall's
+    monotone transformation w = z - g/6·(z² - 1) + g²/108·z³. None when every positive has the
+    same score."""
+    n1, n2 = float(np.sum(c1)), float(np.sum(c2))
     total = n1 + n2
     counts = c1 + c2
-    mean = float(np.sum(counts * placement)) / total
-    d = placement - mean
+    mean = float(np.sum(counts * scores)) / total
+    d = scores - mean
     mu2 = float(np.sum(counts * d**2)) / total
-    if float(np.ptp(placement)) == 0.0 or mu2 <= 0.0:
+    if float(np.ptp(scores[counts > 0])) == 0.0 or mu2 <= 0.0:
         return None
     mu3 = float(np.sum(counts * d**3)) / total
     variance = n1 * n2 / (total - 1) * mu2
@@ -140,6 +128,91 @@ def _placement_z(
     return float(z - skew / 6.0 * (z * z - 1.0) + skew * skew / 108.0 * z**3)
 
 
+def _counts(pooled: Ranking, reference: Ranking) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(the distinct positive scores of both sets, ascending; the pooled and the reference
+    positives at each)."""
+    values = np.union1d(pooled.thresholds, reference.thresholds)
+    c1 = np.zeros(values.size)
+    c1[np.searchsorted(values, pooled.thresholds)] = pooled.pos
+    c2 = np.zeros(values.size)
+    c2[np.searchsorted(values, reference.thresholds)] = reference.pos
+    return values, c1, c2
+
+
+def _placement_z(
+    pooled: Ranking, reference: Ranking, negatives: Sequence[FloatArray]
+) -> float | None:
+    """The skewness-corrected z of the pooled positives' mean placement among ``negatives``
+    against the reference positives' (> 0 when the pooled ones sit deeper among the
+    negatives; see :func:`positives_shift`), None without negatives or when every positive
+    has the same placement."""
+    values, c1, c2 = _counts(pooled, reference)
+    above, m = np.zeros(values.size), 0
+    for part in negatives:
+        lower = np.searchsorted(part, values, side="left")
+        upto = np.searchsorted(part, values, side="right")
+        above += part.size - 0.5 * (lower + upto)
+        m += part.size
+    if m == 0:
+        return None
+    return _permutation_z(above / m, c1, c2)
+
+
+#: scores are clipped to [LOGIT_EDGE, 1 - LOGIT_EDGE] before their logit
+LOGIT_EDGE: Final = 1e-6
+#: grid nodes of the location test's density estimate
+LOCATION_GRID: Final = 512
+#: the location scores are clipped to these quantiles over the positives of both sets
+LOCATION_CLIP: Final = (0.01, 0.99)
+
+
+def location_scores(values: FloatArray, counts: FloatArray) -> FloatArray | None:
+    """The location scores ψ(y) = -f'(y)/f(y) at the logits y of ``values`` (distinct scores,
+    ascending), f the Gaussian kernel density of the logits of all positives (``counts`` at
+    each value; Scott's bandwidth h = sd·N^(-1/5), binned on LOCATION_GRID nodes), clipped to
+    the LOCATION_CLIP quantiles of ψ over the positives: the locally most powerful scores for
+    a shift of the positives' logits (Hájek's adaptive scores; ψ(y) = (y - µ)/sd² for a normal
+    f, the t-test). f is estimated from the positives of both sets together, so the scores do
+    not depend on which set a positive belongs to and the permutation moments stay exact.
+    None when the logits do not vary."""
+    y = np.log(np.clip(values, LOGIT_EDGE, 1 - LOGIT_EDGE))
+    y = y - np.log1p(-np.clip(values, LOGIT_EDGE, 1 - LOGIT_EDGE))
+    total = float(np.sum(counts))
+    mean = float(np.sum(counts * y)) / total
+    sd = math.sqrt(float(np.sum(counts * (y - mean) ** 2)) / total)
+    if sd <= 0.0 or float(np.ptp(y)) == 0.0:
+        return None
+    h = sd * total**-0.2
+    grid = np.linspace(y[0] - 3 * h, y[-1] + 3 * h, LOCATION_GRID)
+    step = grid[1] - grid[0]
+    mass = np.bincount(
+        np.rint((y - grid[0]) / step).astype(np.int64), weights=counts, minlength=grid.size
+    )
+    u = np.arange(1 - grid.size, grid.size) * step / h
+    kernel = np.exp(-0.5 * u * u)
+    density = np.convolve(mass, kernel)[grid.size - 1 : 2 * grid.size - 1]
+    slope = np.convolve(mass, -u / h * kernel)[grid.size - 1 : 2 * grid.size - 1]
+    psi = -slope / np.maximum(density, np.finfo(float).tiny)
+    at = np.interp(y, grid, psi)
+    order = np.argsort(at, kind="stable")
+    cumulative = np.cumsum(counts[order]) / total
+    lo = at[order][np.searchsorted(cumulative, LOCATION_CLIP[0])]
+    hi = at[order][min(int(np.searchsorted(cumulative, LOCATION_CLIP[1])), at.size - 1)]
+    clipped: FloatArray = np.clip(at, lo, hi)
+    return clipped
+
+
+def _location_z(pooled: Ranking, reference: Ranking) -> float | None:
+    """The skewness-corrected z of the pooled positives' location scores against the reference
+    positives' (> 0 when the pooled ones' logits sit lower; see :func:`positives_shift`), None
+    when every positive has the same score."""
+    values, c1, c2 = _counts(pooled, reference)
+    scores = location_scores(values, c1 + c2)
+    if scores is None:
+        return None
+    return _permutation_z(-scores, c1, c2)
+
+
 def _upper_tail(z: float) -> float:
     return NormalDist().cdf(-z)
 
@@ -148,38 +221,46 @@ def positives_shift(
     pooled: Ranking, reference: Ranking, negatives: Sequence[FloatArray] = ()
 ) -> dict[str, Any] | None:
     """Whether the pooled set's positives score lower than the reference's: two tests of the
-    two sets' positives against each other, the smaller p-value doubled (Bonferroni).
+    two sets' positives against each other, the smaller p-value doubled (Bonferroni), and the
+    Mann-Whitney test for the record.
 
-    - **Mann-Whitney** (``mann_whitney_z``): U counts the pairs (pooled positive, reference
-      positive) where the pooled one scores higher, a tie counting 1/2; under no change
-      E[U] = n1·n2/2, Var U = n1·n2/12·(N + 1 - Σ(t³ - t)/(N(N - 1))) over the tie groups t of
-      the N = n1 + n2 positives; z = (E[U] - U - 1/2)/sd. It sees every positive move down.
+    - **Location** (``location_z``): each positive's location score ψ (:func:`location_scores`:
+      -f'/f of the density of the logits of both sets' positives, Hájek's adaptive scores), and
+      T = Σ ψ over the pooled positives. It sees every positive's logit move down, weighted as
+      a likelihood-ratio test of a shift of the logits weighs them (the flat parts of the
+      density, a rare component of positives scoring like negatives, weigh little).
     - **Placement** (``placement_z``): each positive's placement among the negatives
       ``negatives`` (sorted parts; the pooled set's), a(x) = (#negatives > x + #tied/2)/m, the
-      share of negatives scoring above it. T = Σ a over the pooled positives is a linear
-      permutation statistic of the N positives: E T = n1·ā, Var T = n1·n2/(N - 1)·μ2 and third
-      central moment n1·n2·(n2 - n1)/((N - 1)(N - 2))·μ3 (μ_k the k-th central moment of a over
-      the N positives), exact; its z is corrected for that skewness g by Hall's monotone
-      transformation w = z - g/6·(z² - 1) + g²/108·z³. It sees positives moving in among the
-      negatives (a share of them scoring like negatives), which weighs on AP at rare priors and
-      barely moves the ranks among positives when the others are spread.
+      share of negatives scoring above it, and T = Σ a over the pooled positives. It sees
+      positives moving in among the negatives (a share of them scoring like negatives), which
+      weighs on AP at rare priors and barely moves the ranks among positives when the others
+      are spread.
+    - **Mann-Whitney** (``mann_whitney_z``, recorded, not in the p-value): U counts the pairs
+      (pooled positive, reference positive) where the pooled one scores higher, a tie counting
+      1/2; E[U] = n1·n2/2, Var U = n1·n2/12·(N + 1 - Σ(t³ - t)/(N(N - 1))) over the tie groups
+      t of the N = n1 + n2 positives; z = (E[U] - U - 1/2)/sd (the page's first test before
+      the location test replaced it).
 
-    Under a pure change of the class ratio each class keeps its score distribution: the
-    positives of both sets are exchangeable and independent of the negatives, so given the
-    negatives and the N positive scores every assignment to the two sets is equally likely:
-    both statistics' null moments are exact, with ties, at any ratio; only the normal tail is
-    an approximation. ``z`` is the larger of the two z, ``p_value`` = min(1, 2·(1 - Φ(z)))
-    (1 - Φ(z) without ``negatives``, the Mann-Whitney test alone). A drift of
-    the negatives alone is not its to see. None when either set has no positive or every
-    positive score is tied; without ``negatives`` the Mann-Whitney test alone.
+    Both T are linear permutation statistics of the N positives (:func:`_permutation_z`: exact
+    mean, variance and third moment, Hall's skewness correction). Under a pure change of the
+    class ratio each class keeps its score distribution: the positives of both sets are
+    exchangeable and independent of the negatives, so given the negatives and the N positive
+    scores every assignment to the two sets is equally likely, and neither score depends on
+    the assignment: the null moments are exact, with ties, at any ratio; only the normal tail
+    is an approximation. ``z`` is the larger of the two z, ``p_value`` = min(1, 2·(1 - Φ(z)))
+    (1 - Φ(z) without ``negatives``, the location test alone; the Mann-Whitney z stands in
+    when the logits do not vary). A drift of the negatives alone is not its to see. None when
+    either set has no positive or every positive score is tied.
     """
     if pooled.n_pos == 0 or reference.n_pos == 0:
         return None
     rank_z = _mann_whitney_z(pooled, reference)
     if rank_z is None:
         return None
+    location_z = _location_z(pooled, reference)
     placement_z = _placement_z(pooled, reference, negatives) if negatives else None
-    z = rank_z if placement_z is None else max(rank_z, placement_z)
+    first = rank_z if location_z is None else location_z
+    z = first if placement_z is None else max(first, placement_z)
     p_value = min(1.0, (1 if placement_z is None else 2) * _upper_tail(z))
     return {
         "method": SHIFT_METHOD,
@@ -187,6 +268,7 @@ def positives_shift(
         "p_value": p_value,
         "mann_whitney_z": rank_z,
         "placement_z": placement_z,
+        "location_z": location_z,
     }
 
 

@@ -182,7 +182,8 @@ def test_the_computed_records_between_them_hold_every_typed_key() -> None:
 
 def test_a_decision_stored_before_the_placement_test_still_validates() -> None:
     """A record of the Mann-Whitney page (no ``mann_whitney_z``/``placement_z``, verdict
-    "both" from the interval) validates as stored; the new verdicts validate too, and a verdict
+    "both" from the interval) and one of the Mann-Whitney and placement page (no
+    ``location_z``) validate as stored; the new verdicts validate too, and a verdict
     outside the vocabulary does not."""
     record = next(r for r in _golden() if r["decision"]["positives_shift"] is not None)
     old = json.loads(json.dumps(record))
@@ -190,6 +191,16 @@ def test_a_decision_stored_before_the_placement_test_still_validates() -> None:
     old["decision"]["verdict"] = "both"
     records.WINDOW_RECORD.validate_python(old)
     assert _missing_and_unknown(old, records.WindowRecord, "record") == []
+    placement = json.loads(json.dumps(record))
+    placement["decision"]["positives_shift"] = {
+        "method": "mann_whitney_and_placement",
+        "z": 0.4,
+        "p_value": 0.68,
+        "mann_whitney_z": 0.4,
+        "placement_z": -0.2,
+    }
+    records.WINDOW_RECORD.validate_python(placement)
+    assert _missing_and_unknown(placement, records.WindowRecord, "record") == []
     for verdict in ("model_may_be_worse", "class_ratio_moved_model_may_be_worse"):
         new = json.loads(json.dumps(record))
         new["decision"]["verdict"] = verdict

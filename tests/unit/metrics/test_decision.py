@@ -26,6 +26,7 @@ from calmon.metrics.decision import (
     decide,
     decide_all,
     decision_from_split,
+    location_scores,
     page,
     positives_shift,
     verdict_of,
@@ -195,11 +196,13 @@ def test_the_page_needs_a_significant_shift_and_a_material_part() -> None:
 
 
 @pytest.mark.parametrize("decimals", [None, 2, 1])
-def test_the_positives_shift_is_the_mann_whitney_test_of_the_positive_scores(
+def test_the_positives_shift_records_the_mann_whitney_test_and_pages_on_the_other_two(
     decimals: int | None,
 ) -> None:
-    """The same z and p-value as scipy's tie-corrected, continuity-corrected Mann-Whitney test
-    of the two sets' positives, with and without heavy ties; the negatives do not enter."""
+    """``mann_whitney_z`` is scipy's tie-corrected, continuity-corrected Mann-Whitney z of the
+    two sets' positives, with and without heavy ties; without negatives the p-value is the
+    location test's alone, with them the smaller of the location and placement p-values,
+    doubled; the negatives do not enter the location test."""
     rng = np.random.default_rng(5)
     sets = []
     for a, n_pos, n_neg in ((2.0, 60, 3000), (2.6, 400, 500)):
@@ -213,9 +216,10 @@ def test_the_positives_shift_is_the_mann_whitney_test_of_the_positive_scores(
     assert got is not None
     assert got["method"] == SHIFT_METHOD
     assert got["placement_z"] is None
-    assert got["p_value"] == pytest.approx(expected.pvalue, rel=1e-9)
-    assert got["z"] == pytest.approx(stats.norm.isf(expected.pvalue), rel=1e-6)
     assert got["mann_whitney_z"] == pytest.approx(stats.norm.isf(expected.pvalue), rel=1e-6)
+    assert got["location_z"] > 1.5
+    assert got["z"] == got["location_z"]
+    assert got["p_value"] == pytest.approx(stats.norm.sf(got["location_z"]), rel=1e-9)
     other = positives_shift(rank_sorted(pos, ref_neg), rank_sorted(ref_pos, neg))
     assert other == got
     # with negatives to place the positives among, the smaller of the two p-values, doubled
@@ -223,8 +227,54 @@ def test_the_positives_shift_is_the_mann_whitney_test_of_the_positive_scores(
     assert both is not None
     assert both["placement_z"] is not None
     assert both["mann_whitney_z"] == got["mann_whitney_z"]
-    tails = stats.norm.sf([both["mann_whitney_z"], both["placement_z"]])
+    assert both["location_z"] == got["location_z"]
+    tails = stats.norm.sf([both["location_z"], both["placement_z"]])
     assert both["p_value"] == pytest.approx(min(1.0, 2 * tails.min()), rel=1e-9)
+    assert both["z"] == max(both["location_z"], both["placement_z"])
+
+
+def test_the_location_scores_of_normal_logits_are_the_t_test_scores() -> None:
+    """For positives whose logits are normal N(µ, σ²) the location scores -f'/f are
+    (y - µ)/σ² (the likelihood-ratio scores of a shift), up to the kernel's smoothing and
+    its noise, inside the clipped range."""
+    rng = np.random.default_rng(21)
+    mu, sigma = 1.5, 0.8
+    values = np.sort(1.0 / (1.0 + np.exp(-rng.normal(mu, sigma, 20_000))))
+    scores = location_scores(values, np.ones(values.size))
+    assert scores is not None
+    y = np.log(values / (1 - values))
+    inside = (y > mu - 1.5 * sigma) & (y < mu + 1.5 * sigma)
+    h = sigma * values.size**-0.2
+    expected = (y - mu) / (sigma**2 + h**2)
+    error = np.abs(scores[inside] - expected[inside])
+    assert np.max(error) < 0.3
+    assert np.mean(error) < 0.08
+    assert np.corrcoef(scores, y)[0, 1] > 0.99
+    assert location_scores(np.array([0.3]), np.array([5.0])) is None
+
+
+def test_the_location_moments_are_those_of_every_split_of_the_positives() -> None:
+    """The location test's mean, variance and skewness are exact permutation moments: its
+    scores come from the positives of both sets together, so with 6 positives (3 pooled, 3 in
+    the reference, ties included) every one of the 20 splits has the same scores, and the
+    z of each is Hall's transformation of its standardized sum under those moments."""
+    neg = np.array([0.1])
+    values = np.array([0.2, 0.35, 0.6, 0.7, 0.95, 0.95])
+    distinct, counts = np.unique(values, return_counts=True)
+    scores = location_scores(distinct, counts.astype(np.float64))
+    assert scores is not None
+    each = -scores[np.searchsorted(distinct, values)]
+    sums = np.array([each[list(c)].sum() for c in itertools.combinations(range(6), 3)])
+    mean, sd = sums.mean(), sums.std()
+    skew = np.mean((sums - mean) ** 3) / sd**3
+    for chosen, total in zip(itertools.combinations(range(6), 3), sums, strict=True):
+        rest = [i for i in range(6) if i not in chosen]
+        pos, ref_pos = np.sort(values[list(chosen)]), np.sort(values[rest])
+        got = positives_shift(rank_sorted(pos, neg), rank_sorted(ref_pos, neg))
+        assert got is not None
+        z = (total - mean) / sd
+        expected = z - skew / 6 * (z * z - 1) + skew**2 / 108 * z**3
+        assert got["location_z"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_the_placement_moments_are_those_of_every_split_of_the_positives() -> None:
@@ -279,16 +329,18 @@ def test_the_positives_shift_keeps_its_level_under_a_prior_shift() -> None:
         return rank_sorted(np.sort(scores[labels]), neg), neg
 
     reference, negatives = tied(100_000, 0.005)
-    p_values, placement = [], []
+    p_values, placement, location = [], [], []
     for _ in range(400):
         pooled, pooled_negatives = tied(12_000, 0.005 / 3)
         shift = positives_shift(pooled, reference, (pooled_negatives,))
         if shift is not None:
             p_values.append(shift["p_value"])
             placement.append(stats.norm.sf(shift["placement_z"]))
+            location.append(stats.norm.sf(shift["location_z"]))
     assert len(p_values) > 390
     assert 0.01 <= np.mean(np.array(p_values) < 0.05) <= 0.08
     assert 0.02 <= np.mean(np.array(placement) < 0.05) <= 0.08
+    assert 0.02 <= np.mean(np.array(location) < 0.05) <= 0.08
     assert negatives.size > 90_000
 
 
