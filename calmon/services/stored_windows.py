@@ -390,10 +390,10 @@ def model_list_windows(session: Session) -> dict[str, ModelWindows]:
         kept.computed = computed_at if kept.computed is None else max(kept.computed, computed_at)
     limits = {
         model_id: (cutoff, cap)
-        for model_id, cutoff, cap in session.execute(select(bounds)).tuples()
+        for model_id, cutoff, cap in session.execute(select(bounds))
         if model_id in models
     }
-    rows = sorted(session.execute(_flagged()).tuples(), key=lambda row: (row[0], row[1]))
+    rows = sorted(session.execute(_flagged()), key=lambda row: (row[0], row[1]))
     for model_id, segment, position, start, alerts, end, computed_at in rows:
         if model_id not in limits or position is None:
             continue
