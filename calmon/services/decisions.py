@@ -106,9 +106,10 @@ def _pooled_parts(
     """The windows of ``segment`` before ``start`` to pool, newest first: back until they and
     the window hold ``min_positives`` positives, within ``max_span`` and not into a fixed
     reference period (:func:`pooling_bound`); and the sorted classes of
-    those among them not computed yet (read from their rows: a back-fill computes windows of
-    a fixed reference newest first), by start. A computed window counts with its stored
-    positives; its scores are read later from ``window_scores``."""
+    those among them not computed yet, or whose stored result is older than their rows (read
+    from their rows: a back-fill, or the recompute after late labels, computes windows of a
+    fixed reference newest first), by start. A window whose stored result is current counts
+    with its stored positives; its scores are read later from ``window_scores``."""
     if window_positives >= settings.min_positives:
         return [], {}
     length = window_length(model.window)
@@ -123,18 +124,23 @@ def _pooled_parts(
             )
         ).all()
     )
-    pending = session.scalars(
-        select(WindowState.starts_at).where(
-            WindowState.model_id == model.id,
-            WindowState.starts_at < start,
-            WindowState.starts_at >= earliest,
-        )
-    ).all()
+    outdated = WindowState.computed_version.is_(None) | (
+        WindowState.computed_version < WindowState.version
+    )
+    states = dict(
+        session.execute(
+            select(WindowState.starts_at, outdated).where(
+                WindowState.model_id == model.id,
+                WindowState.starts_at < start,
+                WindowState.starts_at >= earliest,
+            )
+        ).all()
+    )
     parts: list[_Part] = []
     rows: dict[datetime, tuple[FloatArray, FloatArray]] = {}
     positives = window_positives
-    for starts_at in sorted(set(stored) | set(pending), reverse=True):
-        if starts_at in stored:
+    for starts_at in sorted(set(stored) | set(states), reverse=True):
+        if starts_at in stored and not states.get(starts_at, False):
             parts.append(_Part(starts_at, int(stored[starts_at]), stored=True))
         else:
             classes = _window_classes(

@@ -23,6 +23,7 @@ from tests.integration.scheduler.helpers import (
     iso,
     make_batch,
     send,
+    send_labels,
     windows,
 )
 
@@ -227,6 +228,58 @@ def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
                 clock, "cards", window, pooled, batch.where(_start(clock, 0), _start(clock, 2))
             ),
         )
+
+
+def test_labels_that_land_late_are_pooled_by_the_windows_recomputed_before_them(
+    env: Env, clock: SettledClock
+) -> None:
+    """Windows first computed without labels are all recomputed when the labels land, the
+    newest first under a fixed reference: its decision pools the older windows' labelled rows,
+    not the unlabelled results they still store, and is the decision of the pooled rows."""
+    create_model(
+        env.client,
+        "cards",
+        window="5m",
+        grace="0s",
+        reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))},
+        decision={"min_positives": 40, "max_span": "20m"},
+    )
+    batch = make_batch(
+        prefix="p",
+        start=_start(clock, 0),
+        count=6 * 60,
+        spacing=timedelta(seconds=5),
+        seed=3,
+        prior=0.25,
+    )
+    reference, later = (
+        batch.where(_start(clock, 0), _start(clock, 2)),
+        batch.where(_start(clock, 2), _start(clock, 6)),
+    )
+    send(env.client, "cards", reference)
+    unlabelled = [{key: v for key, v in item.items() if key != "label"} for item in later.items]
+    response = env.client.post("/v1/models/cards/predictions", json={"predictions": unlabelled})
+    assert response.status_code == 200, response.text
+    scheduler = env.scheduler()
+    assert scheduler.tick().computed == 6
+    before = by_window(windows(env.client, "cards"))[iso(_start(clock, 5))]["decision"]
+    assert before["n_pos"] == 0
+    send_labels(env.client, "cards", {item["id"]: item["label"] for item in later.items})
+    assert scheduler.tick().computed == 4
+    stars = by_window(windows(env.client, "cards"))
+    positives = [
+        int(batch.where(_start(clock, i), _start(clock, i) + FIVE_MINUTES).labelled()[1].sum())
+        for i in range(6)
+    ]
+    first = 5
+    while sum(positives[first:]) < 40 and 5 - first + 1 < 4 and first > 2:
+        first -= 1
+    decision = stars[iso(_start(clock, 5))]["decision"]
+    assert (decision["windows"], decision["start"]) == (6 - first, iso(_start(clock, first)))
+    assert decision["n_pos"] == sum(positives[first:])
+    assert decision["n"] == len(batch.where(_start(clock, first), _start(clock, 6)).items)
+    pooled = batch.where(_start(clock, first), _start(clock, 6))
+    _check(decision, _expected(clock, "cards", 5, pooled, reference))
 
 
 def test_a_window_after_a_fixed_reference_period_pools_no_window_of_the_period(
