@@ -183,11 +183,9 @@ def test_a_bad_decision_setting_is_refused_and_stores_nothing(
     assert env.client.get("/v1/models/bad").status_code == 404
 
 
-def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
-    env: Env, clock: SettledClock
-) -> None:
-    """Under a fixed reference a back-fill computes the newest window first: its decision
-    reads the older windows' rows, and is the decision of the pooled rows all the same."""
+def _fixed_model(env: Env, clock: SettledClock) -> Batch:
+    """Model ``cards`` with a fixed reference on windows 0 and 1, pooling back to 40 positives
+    within 20 minutes; and the six windows' predictions to send to it (not sent)."""
     create_model(
         env.client,
         "cards",
@@ -196,7 +194,7 @@ def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
         reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))},
         decision={"min_positives": 40, "max_span": "20m"},
     )
-    batch = make_batch(
+    return make_batch(
         prefix="p",
         start=_start(clock, 0),
         count=6 * 60,
@@ -204,6 +202,14 @@ def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
         seed=3,
         prior=0.25,
     )
+
+
+def test_a_back_fill_computed_newest_first_pools_the_windows_not_computed_yet(
+    env: Env, clock: SettledClock
+) -> None:
+    """Under a fixed reference a back-fill computes the newest window first: its decision
+    reads the older windows' rows, and is the decision of the pooled rows all the same."""
+    batch = _fixed_model(env, clock)
     send(env.client, "cards", batch)
     assert env.scheduler().tick().computed == 6
     stars = by_window(windows(env.client, "cards"))
@@ -236,22 +242,7 @@ def test_labels_that_land_late_are_pooled_by_the_windows_recomputed_before_them(
     """Windows first computed without labels are all recomputed when the labels land, the
     newest first under a fixed reference: its decision pools the older windows' labelled rows,
     not the unlabelled results they still store, and is the decision of the pooled rows."""
-    create_model(
-        env.client,
-        "cards",
-        window="5m",
-        grace="0s",
-        reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))},
-        decision={"min_positives": 40, "max_span": "20m"},
-    )
-    batch = make_batch(
-        prefix="p",
-        start=_start(clock, 0),
-        count=6 * 60,
-        spacing=timedelta(seconds=5),
-        seed=3,
-        prior=0.25,
-    )
+    batch = _fixed_model(env, clock)
     reference, later = (
         batch.where(_start(clock, 0), _start(clock, 2)),
         batch.where(_start(clock, 2), _start(clock, 6)),
