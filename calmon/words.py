@@ -20,7 +20,7 @@ _DAY: Final = timedelta(days=1)
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``count`` followed by ``noun``, or by its plural (``many``, else ``noun`` + "s") unless
     ``count`` is 1: ``1 window``, ``2 windows``, ``0 windows``."""
-    return f"{count} {noun if count == 1 else (many or noun + 's')}"
+    return f"{count:,} {noun if count == 1 else (many or noun + 's')}"
 
 
 def _instant(text: str) -> datetime:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from sqlalchemy import BigInteger, Connection, Engine, Integer, Table, cast, extract, func
+from sqlalchemy import BigInteger, Connection, Engine, Integer, Table, cast, extract, func, literal
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -116,7 +116,7 @@ def lengths_before(bind: Bind, start: Any, end: Any, count: int) -> Any:
     (PostgreSQL: interval arithmetic; SQLite: the same 'YYYY-MM-DD HH:MM:SS.ffffff' text,
     for instants after 1970)."""
     if backend(bind) == "postgresql":
-        return start - (end - start) * count
+        return start - literal(count, Integer) * (end - start)
     first = epoch_microseconds(bind, start)
     micros = first - count * (epoch_microseconds(bind, end) - first)
     seconds = func.strftime("%Y-%m-%d %H:%M:%S", micros / 1_000_000, "unixepoch")

@@ -607,7 +607,7 @@ def window_name(start: str, position: int, *, numbered: bool) -> str:
 def _pooled(decision: DecisionReading) -> str:
     """The pooled span of a decision: windows, positives of labelled predictions."""
     positives = DASH if decision.n_pos is None else plural(decision.n_pos, "positive")
-    labelled = DASH if decision.n is None else str(decision.n)
+    labelled = DASH if decision.n is None else f"{decision.n:,}"
     return f"{plural(decision.windows, 'window')}: {positives} in {labelled}"
 
 
@@ -618,7 +618,7 @@ def _decision_cells(record: WindowRecord) -> str:
     if decision is None:
         return f"<td>{DASH}</td><td>{DASH}</td>"
     positives = DASH if decision.n_pos is None else plural(decision.n_pos, "positive")
-    labelled = DASH if decision.n is None else str(decision.n)
+    labelled = DASH if decision.n is None else f"{decision.n:,}"
     return (
         f"<td>{_stacked(plural(decision.windows, 'window'), f'{positives} in {labelled}')}</td>"
         "<td>"

@@ -58,6 +58,7 @@ def test_plural() -> None:
     assert [plural(n, "window") for n in (0, 1, 2)] == ["0 windows", "1 window", "2 windows"]
     assert plural(1, "class", "classes") == "1 class"
     assert plural(3, "class", "classes") == "3 classes"
+    assert plural(12000, "positive") == "12,000 positives"
 
 
 @pytest.mark.parametrize(
