@@ -1,6 +1,6 @@
 """The metric catalogue: one descriptor per metric (``docs/metrics.md``), in report order, that
 the engine's names, the record's schema, the exporter's HELP lines and the web view's charts all
-read; and the words of the label-free estimate's verdicts.
+read; and what the label-free estimate cannot see.
 
 Adding a metric is one row of :data:`METRICS` and one formula in :mod:`calmon.metrics`.
 Names and words only, no NumPy: the command line reads them without loading the metric engine.
@@ -209,40 +209,9 @@ CANNOT_SEE: Final = (
     "positives scoring like negatives (read as fewer positives) and negatives scoring like "
     "positives (read as more positives): only labels tell these apart from a class-ratio change"
 )
-#: The estimate's verdict when it fell: fewer positives, or positives scoring lower (a model
-#: that got worse gives the same scores), never called a settled class-ratio change.
-ESTIMATE_FELL: Final = "fewer_positives_or_lower_scores"
-#: The estimate's verdict when it rose, the mirror of :data:`ESTIMATE_FELL`: more positives, or
-#: negatives scoring like positives (the same scores), never called a settled class-ratio change.
-ESTIMATE_ROSE: Final = "more_positives_or_higher_scores"
 #: What an estimate whose interval reaches 0 says (``estimated.positive_class_ratio_resolved``
 #: false): its spread is of the order of the value, which π̂ ≥ 0 biases upward.
 UNRESOLVED: Final = (
     "the estimate's interval reaches 0: too few positives to resolve the ratio, the value is "
     "biased upward and reads as an order of magnitude; the interval is what holds"
 )
-#: The estimate's verdicts (:func:`calmon.metrics.label_free.estimate_verdict`) in plain words.
-VERDICT_WORDS: Final = {
-    "class_ratio_moved": (
-        "class ratio moved (estimated; scores consistent with a class-ratio change)"
-    ),
-    "fewer_positives_or_lower_scores": (
-        "fewer positives, or positives scoring lower (estimated without labels): labels will tell"
-    ),
-    "more_positives_or_higher_scores": (
-        "more positives, or negatives scoring like positives (estimated without labels): labels "
-        "will tell"
-    ),
-    "scores_changed": (
-        "scores changed in a way a class-ratio change does not explain: labels needed"
-    ),
-    "no_change": "no change (estimated without labels)",
-    "not_enough_data": "not enough data",
-}
-
-
-def labels_decide(labelled: int, unlabelled: int) -> bool:
-    """Whether a window's own labels, rather than its label-free estimate, tell its class
-    ratio: once at least half its predictions are labelled. Before that, the labels that did
-    land may be a biased sample (positives are often confirmed first)."""
-    return labelled > 0 and labelled >= unlabelled

@@ -22,7 +22,8 @@ A metric is ``null`` where it is undefined (one class only, no prediction at the
 (``docs/intervals.md``).
 
 This module imports nothing of ``calmon`` but the metric catalogue (:mod:`calmon.catalogue`,
-whose descriptors give the metrics' descriptions), so every layer may import it. Its annotations are
+whose descriptors give the metrics' descriptions) and the verdicts' codes
+(:mod:`calmon.verdict`), so every layer may import it. Its annotations are
 evaluated when it is imported (no ``from __future__ import annotations``), so that
 ``__required_keys__`` tells the ``NotRequired`` keys apart at run time.
 """
@@ -34,6 +35,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 from calmon.catalogue import BY_NAME
+from calmon.verdict import DecisionVerdict, EstimateVerdict
 
 _CLOSED = ConfigDict(extra="forbid")
 _PROBABILITY = " (probability models only)"
@@ -309,16 +311,6 @@ class LabelShiftCheck(TypedDict):
     ]
 
 
-EstimateVerdict = Literal[
-    "class_ratio_moved",
-    "fewer_positives_or_lower_scores",
-    "more_positives_or_higher_scores",
-    "scores_changed",
-    "no_change",
-    "not_enough_data",
-]
-
-
 @with_config(_CLOSED)
 class Estimated(TypedDict):
     """The label-free estimate of the window (`docs/metrics.md`, Label-free estimates): from
@@ -569,17 +561,6 @@ class PositivesShift(TypedDict):
             ),
         ]
     ]
-
-
-DecisionVerdict = Literal[
-    "model_got_worse",
-    "class_ratio_moved",
-    "both",
-    "stable",
-    "not_enough_data",
-    "model_may_be_worse",
-    "class_ratio_moved_model_may_be_worse",
-]
 
 
 @with_config(_CLOSED)

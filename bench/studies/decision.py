@@ -28,11 +28,12 @@ from scipy import stats
 
 from bench.studies.coverage import Family, Mixture
 from calmon.arrays import FloatArray
-from calmon.metrics.decision import BOTH, DECISION_METRIC, PAGE_P, WORSE, decide_all, page
+from calmon.metrics.decision import DECISION_METRIC, decide_all
 from calmon.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from calmon.metrics.ranking import Ranking, rank_sorted
 from calmon.metrics.split import PART_INTERVAL_METRICS, shapley_parts
 from calmon.services.model_registry import DEFAULT_DECISION_POSITIVES
+from calmon.verdict import PAGE_P, Verdict, page
 
 REFERENCE_HOURS = 48
 WARMUP_HOURS = 24
@@ -280,7 +281,7 @@ class ModelRun:
                 for decisions in self.decisions[:hours]
             )
         return any(
-            decisions[DECISION_METRIC]["verdict"] in (WORSE, BOTH)
+            decisions[DECISION_METRIC]["verdict"] in (Verdict.WORSE, Verdict.BOTH)
             for decisions in self.decisions[:hours]
         )
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from calmon.catalogue import REGULAR_METRICS, VERDICT_WORDS, labels_decide
+from calmon.catalogue import REGULAR_METRICS
 from calmon.commands.common import api_error_text, http_url, positive_int
 from calmon.names import ALL_SEGMENTS
 from calmon.records import (
@@ -28,6 +28,7 @@ from calmon.records import (
     metric_value,
     split_parts,
 )
+from calmon.verdict import ESTIMATE_WORDS, speaking_estimate, stored_verdict
 from calmon.words import reference_words, verdict_against
 
 if TYPE_CHECKING:
@@ -211,20 +212,20 @@ def _part(value: float | None, bounds: Interval) -> str:
 
 def _estimate(record: WindowRecord) -> str:
     """The label-free ratio with its interval and verdict, while the window's own labels do
-    not decide its ratio yet (``-`` after, or without an estimate)."""
+    not decide its ratio yet (:func:`calmon.verdict.speaking_estimate`; ``-`` after, or
+    without an estimate)."""
     estimated = record["estimated"]
-    verdict = None if estimated is None else estimated.get("verdict")
-    if (
-        estimated is None
-        or verdict is None
-        or verdict not in VERDICT_WORDS
-        or labels_decide(record["n"], record["unlabelled"])
-    ):
+    if estimated is None:
+        return "-"
+    speaks = speaking_estimate(
+        estimated.get("verdict"), labelled=record["n"], unlabelled=record["unlabelled"]
+    )
+    if speaks is None:
         return "-"
     lower, upper = estimated["positive_class_ratio_interval"]
     return (
         f"{_value(estimated['positive_class_ratio'], 4)} [{_value(lower, 4)}, {_value(upper, 4)}]"
-        f" {VERDICT_WORDS[verdict]}"
+        f" {ESTIMATE_WORDS[speaks]}"
     )
 
 
@@ -236,14 +237,15 @@ def against(record: WindowRecord) -> str:
 
 
 def _decision_cells(record: WindowRecord) -> tuple[str, str, str, str]:
-    """(pooled windows/positives, decision's likelihood part with its mark, verdict, what it
-    compares with) of a record; ``-`` for a record computed before decisions existed."""
+    """(pooled windows/positives, decision's likelihood part with its mark, verdict code
+    (:class:`calmon.verdict.Verdict`), what it compares with) of a record; ``-`` for a record
+    computed before decisions existed."""
     decision = record.get("decision")
     if decision is None:
         return "-", "-", "-", "-"
     pooled = f"{decision['windows']}/{decision['n_pos']}"
     likelihood = _part(decision["likelihood_part"], decision["likelihood_interval"])
-    return pooled, likelihood, str(decision["verdict"]), against(record)
+    return pooled, likelihood, stored_verdict(decision["verdict"]).value, against(record)
 
 
 def _advised(advice: Advice) -> str:

@@ -69,6 +69,7 @@ from calmon.services.stored_windows import (
 from calmon.services.stored_windows import (
     load_records as load_records,
 )
+from calmon.verdict import CHECK_LEVEL
 from calmon.words import decision_reference, decision_words, reference_words
 
 COMPONENTS: Final = ("total", "prior", "likelihood")
@@ -121,8 +122,8 @@ _ESTIMATED_RATIO: Final = (
     ),
     (
         "calmon_estimated_label_shift_p_value",
-        "p-value of the label-shift check of the estimate (below 0.01: the scores changed in a"
-        " way a class-ratio change does not explain)",
+        f"p-value of the label-shift check of the estimate (below {CHECK_LEVEL}: the scores"
+        " changed in a way a class-ratio change does not explain)",
     ),
 )
 #: the pooled decision's series (docs/metrics.md, "Decisions at few positives"); its parts and

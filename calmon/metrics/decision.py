@@ -5,7 +5,8 @@ A window with 20 positives has no interval for the parts of its average precisio
 alone it cannot say whether the model got worse. The decision pools the trailing windows back
 until they hold enough positives (the service layer chooses them, :mod:`calmon.services.decisions`),
 splits the pooled set's change from the reference exactly as a window's
-(:func:`calmon.metrics.split.drift_split` and its intervals), and reads one verdict from it:
+(:func:`calmon.metrics.split.drift_split` and its intervals), and reads one verdict from it
+(:func:`calmon.verdict.decision_verdict`, the codes of :class:`calmon.verdict.Verdict`):
 
 - the class ratio moved when the pooled set's 95% Wilson interval of the positive class ratio
   and the reference's are disjoint (needs no metric interval, so it answers at 30 positives);
@@ -16,8 +17,8 @@ splits the pooled set's change from the reference exactly as a window's
 - stable when the likelihood interval exists and none says so; not enough data when it is
   absent and the ratio did not visibly move.
 
-The page (:func:`page`, ``CalmonDecisionMetricDrop``) asks a sharper question at a stricter level:
-did the positives' scores fall relative to the reference's positives
+The page (:func:`calmon.verdict.page`, ``CalmonDecisionMetricDrop``) asks a sharper question
+at a stricter level: did the positives' scores fall relative to the reference's positives
 (:func:`positives_shift`)? Under a pure class-ratio change the scores of each class keep their
 distribution, so its permutation tests keep their level at any ratio, with ties and at 20
 positives, which the bootstrap interval of the AP part does not promise in its far tail.
@@ -34,51 +35,17 @@ import numpy as np
 
 from calmon.arrays import FloatArray
 from calmon.metrics.evaluation import SetSums, evaluate_ranked
-from calmon.metrics.intervals import Interval, wilson_interval
+from calmon.metrics.intervals import wilson_interval
 from calmon.metrics.ranking import Ranking
 from calmon.metrics.resampling import cut_with_fp
 from calmon.metrics.split import PART_INTERVAL_METRICS, drift_split, split_intervals_ranked
+from calmon.verdict import VERDICT_METRIC, decision_verdict, page
 
 #: the metric whose change the decision splits (why: ``docs/metrics.md``)
-DECISION_METRIC: Final = "average_precision"
-#: the verdicts of a decision
-WORSE: Final = "model_got_worse"
-RATIO: Final = "class_ratio_moved"
-BOTH: Final = "both"
-STABLE: Final = "stable"
-UNKNOWN: Final = "not_enough_data"
-MAYBE_WORSE: Final = "model_may_be_worse"
-RATIO_MAYBE_WORSE: Final = "class_ratio_moved_model_may_be_worse"
-VERDICTS: Final = (WORSE, RATIO, BOTH, STABLE, UNKNOWN, MAYBE_WORSE, RATIO_MAYBE_WORSE)
+DECISION_METRIC: Final = VERDICT_METRIC
 #: the method of :func:`positives_shift` (records before it hold ``mann_whitney`` or
 #: ``mann_whitney_and_placement``)
 SHIFT_METHOD: Final = "location_and_placement"
-
-
-def _disjoint(a: Interval, b: Interval) -> bool:
-    return a is not None and b is not None and (a[1] < b[0] or a[0] > b[1])
-
-
-def verdict_of(
-    *,
-    ratio_interval: Interval,
-    reference_interval: Interval,
-    likelihood_interval: Interval,
-    paged: bool = False,
-) -> str:
-    """The verdict from the two class ratios' Wilson intervals, the likelihood part's interval
-    (each [lo, hi] or None) and whether the page's rule holds (:func:`page`); see the module
-    docstring. "Worse" rests on the page's evidence alone; a likelihood interval below 0
-    without it reads "may be worse"."""
-    moved = _disjoint(ratio_interval, reference_interval)
-    weak = likelihood_interval is not None and likelihood_interval[1] < 0.0
-    if moved:
-        return BOTH if paged else RATIO_MAYBE_WORSE if weak else RATIO
-    if paged:
-        return WORSE
-    if likelihood_interval is None:
-        return UNKNOWN
-    return MAYBE_WORSE if weak else STABLE
 
 
 def _mann_whitney_z(pooled: Ranking, reference: Ranking) -> float | None:
@@ -290,8 +257,8 @@ def decision_from_split(
     without a reference or a split; ``reference_n`` 0 without a labelled reference) and the
     :func:`positives_shift` test (None without one); ``reference_value`` is the reference's
     value of ``metric`` (None without one), which the page's materiality reads: the verdict
-    says "worse" only where :func:`page` holds. Without ``windows`` and ``start`` (the
-    caller's)."""
+    says "worse" only where :func:`calmon.verdict.page` holds. Without ``windows`` and
+    ``start`` (the caller's)."""
     parts = parts or {}
     ratio_interval = wilson_interval(n_pos, n, level)
     reference_interval = wilson_interval(reference_n_pos, reference_n, level)
@@ -303,12 +270,12 @@ def decision_from_split(
     return {
         "n": n,
         "n_pos": n_pos,
-        "verdict": verdict_of(
+        "verdict": decision_verdict(
             ratio_interval=ratio_interval,
             reference_interval=reference_interval,
             likelihood_interval=likelihood_interval,
             paged=paged,
-        ),
+        ).value,
         "metric": metric,
         "prior_part": parts.get("prior"),
         "prior_interval": parts.get("prior_interval"),
@@ -456,24 +423,3 @@ def finite_or_none(value: Any) -> float | None:
         return None
     number = float(value)
     return number if math.isfinite(number) else None
-
-
-#: the page's level: the positives' shift test (:func:`positives_shift`) below this p-value
-#: (z > 3.5), chosen from the study of ``docs/metrics.md`` so that pure prior shifts page at
-#: most 2.5% of models in a week of hourly decisions (each hour's decision re-reads most of
-#: the last one's windows, and every one is compared with the same reference)
-PAGE_P: Final = 1.0 - NormalDist().cdf(3.5)
-#: the page's materiality: the likelihood part below this fraction of the reference value
-PAGE_MATERIAL: Final = 0.05
-
-
-def page(decision: dict[str, Any], *, reference_value: float | None, p: float = PAGE_P) -> bool:
-    """Whether the decision pages (``CalmonDecisionMetricDrop``): its positives score lower
-    than the reference's at the level ``p`` (:func:`positives_shift`), and the likelihood part
-    of its metric's change is below -PAGE_MATERIAL times the reference's value of the metric
-    (the fall matters to the metric, not only to the test)."""
-    shift = decision.get("positives_shift")
-    likelihood = decision.get("likelihood_part")
-    if shift is None or likelihood is None or reference_value is None:
-        return False
-    return bool(shift["p_value"] < p and likelihood < -PAGE_MATERIAL * reference_value)

@@ -72,14 +72,14 @@ refitting π each time: the reference's own sampling noise is part of the null. 
 statistic's p-value is (1 + #{T* ≥ T}) / (B + 1), and the check's p-value is that of the
 smaller of the two, calibrated on the same replicates (the share of replicates whose smaller
 p-value is at most the window's): B = :data:`CHECK_REPLICATES`; the assumption "holds" when
-p ≥ :data:`CHECK_LEVEL`. What it cannot see (``calmon.catalogue.CANNOT_SEE``): a change inside
-a class whose window is still (nearly) a mixture of the reference's classes at another π. A
-share f of the positives scoring like the negatives makes the window exactly the mixture at
-π(1 - f), at any π: no test on scores sees it, and a model that got worse reads as fewer
-positives (hence the verdict ``fewer_positives_or_lower_scores``, not a class-ratio change,
-for a fall); a share g of the negatives scoring like the positives makes it the mixture at
-π + g(1 - π), read as more positives (``more_positives_or_higher_scores`` for a rise). Only
-labels tell them apart.
+p ≥ :data:`calmon.verdict.CHECK_LEVEL`. What it cannot see (``calmon.catalogue.CANNOT_SEE``):
+a change inside a class whose window is still (nearly) a mixture of the reference's classes
+at another π. A share f of the positives scoring like the negatives makes the window exactly
+the mixture at π(1 - f), at any π: no test on scores sees it, and a model that got worse
+reads as fewer positives (hence the verdict ``fewer_positives_or_lower_scores``, not a
+class-ratio change, for a fall); a share g of the negatives scoring like the positives makes
+it the mixture at π + g(1 - π), read as more positives (``more_positives_or_higher_scores``
+for a rise). Only labels tell them apart.
 
 Estimated metrics at π̂ are those of the expected confusion counts: each window row counts
 p' as a positive and 1 - p' as a negative at its own score, so at threshold τ
@@ -102,17 +102,12 @@ import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray, IntArray
-from calmon.catalogue import (
-    CANNOT_SEE,
-    ESTIMATE_FELL,
-    ESTIMATE_ROSE,
-    ESTIMATED_CALIBRATED,
-    ESTIMATED_REGULAR,
-)
+from calmon.catalogue import CANNOT_SEE, ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from calmon.metrics.curves import auc_and_ap
 from calmon.metrics.prepared import pi0_key
 from calmon.metrics.ranking import Ranking, distinct_runs
 from calmon.metrics.thresholded import threshold_metrics
+from calmon.verdict import check_holds, estimate_of
 
 #: The method named in window records.
 METHOD = "saerens_em_isotonic"
@@ -134,12 +129,8 @@ CHECK_METHOD = "cvm_pearson_mixture_bootstrap"
 CHECK_BINS_PER_CLASS = 16
 #: Bootstrap replicates of the check's null law.
 CHECK_REPLICATES = 400
-#: Level of the check: the assumption holds when its p-value is at least this.
-CHECK_LEVEL = 0.01
 #: Fewest scored predictions a window needs for the check and for a verdict of its estimate.
 MIN_ESTIMATE_ROWS = 200
-#: An estimated ratio beyond the reference's ratio times or divided by this "moved".
-ESTIMATE_SHIFT_FACTOR = 1.5
 #: π̂ at most this far from 0 (or 1) is that bound: bisection stops 2^-61 from it.
 BOUNDARY = 2.0**-50
 #: Estimated metrics, regular and calibrated at each π0.
@@ -298,7 +289,8 @@ class PriorEstimate:
 @dataclass(frozen=True, slots=True)
 class LabelShiftCheck:
     """The label-shift check of one window: its p-value, and whether the assumption holds
-    (p ≥ :data:`CHECK_LEVEL`); both None for windows under :data:`MIN_ESTIMATE_ROWS`."""
+    (p ≥ :data:`calmon.verdict.CHECK_LEVEL`); both None for windows under
+    :data:`MIN_ESTIMATE_ROWS`."""
 
     p_value: float | None
     holds: bool | None
@@ -669,7 +661,7 @@ def label_shift_check(
     null_p = (1 + np.count_nonzero(null[None, :, :] >= null[:, None, :], axis=1)) / (replicates + 1)
     smallest = null_p.min(axis=1)
     p_value = float((1 + np.count_nonzero(smallest <= observed_p.min())) / (replicates + 1))
-    return LabelShiftCheck(p_value=p_value, holds=p_value >= CHECK_LEVEL)
+    return LabelShiftCheck(p_value=p_value, holds=check_holds(p_value))
 
 
 def check_statistics(
@@ -706,28 +698,16 @@ def mixture_distance(
 def estimate_verdict(
     estimate: PriorEstimate, check: LabelShiftCheck, reference_prior: float
 ) -> str:
-    """What the label-free estimate says of a window, in one word (``docs/metrics.md``):
-    ``not_enough_data`` under :data:`MIN_ESTIMATE_ROWS` rows; ``scores_changed`` where the
-    label-shift check rejects (the scores changed in a way a class-ratio change does not
-    explain); where it holds, ``more_positives_or_higher_scores`` when π̂'s interval lies
-    wholly above the reference's ratio times :data:`ESTIMATE_SHIFT_FACTOR` and
-    ``fewer_positives_or_lower_scores`` when it lies wholly below the ratio divided by it; else
-    ``no_change``.
-
-    Neither direction is called a class-ratio change: positives whose scores fell toward the
-    negatives' (a model that got worse) give exactly the same scores as fewer positives, and
-    negatives scoring like positives the same as more positives
-    (``calmon.catalogue.CANNOT_SEE``); only labels tell them apart. (Records computed before
-    the rise had its own word say ``class_ratio_moved`` for it.)"""
-    if check.holds is None:
-        return "not_enough_data"
-    if not check.holds:
-        return "scores_changed"
-    if estimate.lower > ESTIMATE_SHIFT_FACTOR * reference_prior:
-        return ESTIMATE_ROSE
-    if estimate.upper < reference_prior / ESTIMATE_SHIFT_FACTOR:
-        return ESTIMATE_FELL
-    return "no_change"
+    """What the label-free estimate says of a window, as its record stores it
+    (:func:`calmon.verdict.estimate_of`, ``docs/metrics.md``): not enough data under
+    :data:`MIN_ESTIMATE_ROWS` rows; the scores changed where the label-shift check rejects (in
+    a way a class-ratio change does not explain); where it holds, a rise when π̂'s interval
+    lies wholly above the reference's ratio times :data:`calmon.verdict.SHIFT_FACTOR`, a fall
+    when it lies wholly below the ratio divided by it; else no change. Neither direction is
+    called a class-ratio change (:class:`calmon.verdict.Estimate`)."""
+    return estimate_of(
+        check=check.holds, interval=(estimate.lower, estimate.upper), reference=reference_prior
+    ).value
 
 
 def adjusted_probabilities(reference: LabelShiftReference, prior: float) -> FloatArray:

@@ -24,6 +24,7 @@ from calmon.names import ALL_SEGMENTS
 from calmon.records import Interval, ReferenceSummary, SplitParts, WindowRecord
 from calmon.simulation.stream import REFERENCE_PHASE, WindowPlan
 from calmon.timeline import iso
+from calmon.verdict import VERDICT_WORDS, stored_verdict
 from calmon.words import plural
 
 if TYPE_CHECKING:
@@ -402,8 +403,9 @@ def _true_likelihood(chosen: Sequence[WindowPlan], true_rows: Mapping[str, Any])
 def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]:
     """A line per phase after the reference on the windows' pooled decisions (the verdict the
     web view, ``calmon windows`` and the alerts read, ``docs/metrics.md``): the verdict of its
-    last window, what that decision pooled, and how many windows into the phase a decision
-    first said so. Records without a decision are skipped."""
+    last window in the web view's words (:data:`calmon.verdict.VERDICT_WORDS`), what that
+    decision pooled, and how many windows into the phase a decision first said so. Records
+    without a decision are skipped."""
     lines: list[str] = []
     for name in dict.fromkeys(plan.phase.name for plan in plans):
         if name == REFERENCE_PHASE:
@@ -417,10 +419,12 @@ def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]
         if not found:
             continue
         last = found[-1]
-        verdict = str(last["verdict"])
-        first = next(i for i, d in enumerate(decisions, 1) if d and d["verdict"] == verdict)
+        verdict = stored_verdict(last["verdict"])
+        first = next(
+            i for i, d in enumerate(decisions, 1) if d and stored_verdict(d["verdict"]) is verdict
+        )
         lines.append(
-            f"{name}: decision {verdict.replace('_', ' ')} (last window:"
+            f"{name}: decision {VERDICT_WORDS[verdict]} (last window:"
             f" {plural(last['windows'], 'window')} pooled, {plural(last['n_pos'], 'positive')},"
             " likelihood part of AP"
             f" {_part(last['likelihood_part'], last['likelihood_interval'])});"

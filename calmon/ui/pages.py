@@ -15,7 +15,7 @@ from html import escape
 from typing import Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
-from calmon.catalogue import ESTIMATE_FELL, ESTIMATE_ROSE, UNRESOLVED, VERDICT_WORDS
+from calmon.catalogue import UNRESOLVED
 from calmon.records import Objective, WindowRecord, metric_interval, metric_value
 from calmon.ui.charts import (
     DASH,
@@ -32,10 +32,7 @@ from calmon.ui.charts import (
 )
 from calmon.ui.verdict import (
     ALERT_DETAIL,
-    SPLIT_METRIC,
-    Bounds,
     DecisionReading,
-    Verdict,
     WindowReading,
     bounds,
     estimate_speaks,
@@ -43,6 +40,16 @@ from calmon.ui.verdict import (
     read_decision,
     read_window,
     record_verdict,
+)
+from calmon.verdict import (
+    ESTIMATE_WORDS,
+    PAGE_MATERIAL,
+    PAGE_P,
+    VERDICT_METRIC,
+    VERDICT_WORDS,
+    Bounds,
+    Estimate,
+    Verdict,
 )
 from calmon.words import plural, reference_words, verdict_against
 
@@ -113,7 +120,7 @@ VERDICT_CLASS: Final[dict[Verdict, str]] = {
     Verdict.RATIO: "v-ratio",
     Verdict.MAYBE_WORSE: "v-maybe",
     Verdict.RATIO_MAYBE_WORSE: "v-ratio",
-    Verdict.NEITHER: "ok",
+    Verdict.STABLE: "ok",
     Verdict.UNKNOWN: "v-unknown",
 }
 #: what the label-free estimate cannot see, said beside every estimate that holds
@@ -122,13 +129,13 @@ BLIND_SPOT: Final = (
     "positives from negatives scoring like positives: labels will tell."
 )
 #: the label-free estimate's verdicts, styled as the measured verdict they stand for
-ESTIMATE_CLASS: Final[dict[str, str]] = {
-    "class_ratio_moved": "v-ratio",
-    "fewer_positives_or_lower_scores": "v-unknown",
-    "more_positives_or_higher_scores": "v-unknown",
-    "scores_changed": "v-worse",
-    "no_change": "ok",
-    "not_enough_data": "v-unknown",
+ESTIMATE_CLASS: Final[dict[Estimate, str]] = {
+    Estimate.RATIO: "v-ratio",
+    Estimate.FELL: "v-unknown",
+    Estimate.ROSE: "v-unknown",
+    Estimate.SCORES_CHANGED: "v-worse",
+    Estimate.NO_CHANGE: "ok",
+    Estimate.UNKNOWN: "v-unknown",
 }
 
 
@@ -231,8 +238,8 @@ def window_verdict(record: WindowRecord, reading: WindowReading) -> tuple[str, s
     speaks = estimate_speaks(record)
     if speaks is None:
         verdict = record_verdict(record)
-        return verdict.value, VERDICT_CLASS[verdict], _ratio_vs_reference(reading)
-    return VERDICT_WORDS[speaks], ESTIMATE_CLASS[speaks], _estimated_ratio(record, reading)
+        return VERDICT_WORDS[verdict], VERDICT_CLASS[verdict], _ratio_vs_reference(reading)
+    return ESTIMATE_WORDS[speaks], ESTIMATE_CLASS[speaks], _estimated_ratio(record, reading)
 
 
 def _part(value: float | None, interval: Bounds | None) -> str:
@@ -327,8 +334,8 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
                 f'<td class="text when">{escape(_short_time(record["start"]))}</td>'
                 f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
                 f"<td>{_ratio_cell(record, reading)}</td>"
-                f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
-                f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
+                f"<td>{format_number(_metric(record, VERDICT_METRIC))}</td>"
+                f"<td>{format_number(_metric(record, VERDICT_METRIC, calibrated=True))}</td>"
                 f"<td>{_stacked(signed(reading.prior_part), interval_text(reading.prior_interval))}"
                 "</td><td>"
                 + _stacked(
@@ -449,7 +456,7 @@ def split_chart(
     class ratio explains) and likelihood part (what the model's scores explain), with 95%
     bands, the total, and the zero line."""
     totals = [
-        None if (split := r["split"]) is None else number(split[SPLIT_METRIC]["total"])
+        None if (split := r["split"]) is None else number(split[VERDICT_METRIC]["total"])
         for r in records
     ]
     return time_chart(
@@ -568,8 +575,8 @@ def verdict_table(
             f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
             f"<td>{record['unlabelled']}</td>"
             f"<td>{_ratio_cell(record, reading)}</td>"
-            f"<td>{format_number(_metric(record, SPLIT_METRIC))}</td>"
-            f"<td>{format_number(_metric(record, SPLIT_METRIC, calibrated=True))}</td>"
+            f"<td>{format_number(_metric(record, VERDICT_METRIC))}</td>"
+            f"<td>{format_number(_metric(record, VERDICT_METRIC, calibrated=True))}</td>"
             f"<td>{_stacked(signed(reading.prior_part), interval_text(reading.prior_interval))}"
             "</td><td>"
             + _stacked(signed(reading.likelihood_part), interval_text(reading.likelihood_interval))
@@ -654,7 +661,8 @@ def _explain_decision(decision: DecisionReading) -> str:
         parts += (
             " Its interval lies below 0, but the positives' shift test"
             f" (p = {_p_value(decision.shift_p_value)}) has not reached the page's level"
-            " (p < 0.000233, with a fall of the part by more than 5% of the reference AP):"
+            f" (p < {PAGE_P:.3g}, with a fall of the part by more than {PAGE_MATERIAL:.0%} of the"
+            " reference AP):"
             " not yet significant;"
             " the next windows will tell."
         )
@@ -793,7 +801,7 @@ def _explain(reading: WindowReading) -> str:
     return ratio + parts
 
 
-def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: str) -> str:
+def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: Estimate) -> str:
     """One sentence on a window that its label-free estimate speaks for (one with an
     estimate: :func:`calmon.ui.verdict.estimate_speaks`)."""
     estimated = record["estimated"]
@@ -803,10 +811,10 @@ def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: str
         f"{record['unlabelled']} of its {DASH if estimated is None else estimated['n']} scored "
         "predictions have no label yet. "
     )
-    if verdict == "not_enough_data":
+    if verdict is Estimate.UNKNOWN:
         return counts + "Not enough data: the estimate needs at least 200 scored predictions."
     ratio = f"The class ratio estimated from the scores is {_estimated_ratio(record, reading)}"
-    if verdict == "scores_changed":
+    if verdict is Estimate.SCORES_CHANGED:
         return (
             counts + f"The label-shift check rejects (p = {p_value})"
             ": the scores are not a mixture of the reference's classes at any class ratio, so "
@@ -818,7 +826,7 @@ def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: str
     )
     resolved = estimated is None or estimated.get("positive_class_ratio_resolved") is not False
     precision = "" if resolved else f" (Not resolved: {UNRESOLVED}.)"
-    if verdict == ESTIMATE_FELL:
+    if verdict is Estimate.FELL:
         return (
             counts
             + ratio
@@ -826,7 +834,7 @@ def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: str
             + "That reads as fewer positives, or as positives scoring lower (a model that got "
             "worse gives the same scores): labels will tell." + precision
         )
-    if verdict == ESTIMATE_ROSE:
+    if verdict is Estimate.ROSE:
         return (
             counts
             + ratio
@@ -915,7 +923,7 @@ def model_page(
         f" <code>{escape(segment)}</code>. Shaded bands are 95% intervals.</p>"
         + "<h2>Average precision</h2>"
         + metric_chart(
-            records, SPLIT_METRIC, chart_id="ap", times=times, half=half, numbered=numbered
+            records, VERDICT_METRIC, chart_id="ap", times=times, half=half, numbered=numbered
         )
         + "<h2>Prior and likelihood parts of the change</h2>"
         + split_chart(readings, records, times=times, half=half, numbered=numbered)

@@ -1,87 +1,58 @@
-"""What a window record says in plain words, and which of the alert rules it would fire.
+"""What a window record says, and which of the alert rules it would fire: the web view's
+reading of records, by the codes, thresholds and predicates of :mod:`calmon.verdict`.
 
 Pure functions of window records (typed :class:`calmon.records.WindowRecord`); nothing here reads
 the database.
 
-The per-window verdict is read from the 95% intervals of the record:
-
-- the class ratio moved when the prior part of the average precision change has an interval
-  excluding 0 *and* the window's positive class ratio has a Wilson interval disjoint from the
-  reference's (the ratio really differs, and enough to move the metric);
-- the model got worse when the likelihood part's interval lies below 0;
-- "not enough data" when any of those intervals is absent (no reference, no labels yet, or
-  fewer than 100 positives in the window or the reference for the split's intervals).
-
-Before a window's labels decide (fewer labelled than unlabelled predictions), its label-free
-estimate speaks where the decision cannot (:func:`estimate_speaks`): its record's
-``estimated.verdict``.
-
 The verdict shown is the record's pooled ``decision`` (:func:`record_verdict`,
-``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler: "model got
-worse" only where the page's rule holds, "may be worse; not yet significant" where only the
-likelihood part's 95% interval lies below 0. The window's own reading above stays for records
-computed before decisions existed.
+``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler. A record
+computed before decisions existed reads its own split (:func:`read_window`,
+:func:`calmon.verdict.window_verdict`), "not enough data" when any of its intervals is absent
+(no reference, no labels yet, or fewer than 100 positives in the window or the reference for
+the split's intervals). Before a window's labels decide (fewer labelled than unlabelled
+predictions), its label-free estimate speaks where the decision cannot
+(:func:`estimate_speaks`): its record's ``estimated.verdict``. Codes become words only where
+they are shown (:data:`calmon.verdict.VERDICT_WORDS`).
 
-The alert states repeat the rules of ``deploy/prometheus/rules/calmon.yml``
+The alert states apply the rules of ``deploy/prometheus/rules/calmon.yml``
 (``CalmonCalibratedMetricDrop``, ``CalmonPriorShift``, ``CalmonPriorShiftEstimated``,
-``CalmonScoresChangedUnexplained``, ``CalmonDecisionMetricDrop``, ``CalmonPriorShiftPooled``,
-``CalmonMetricsStale``) on the latest records, so that the page and Prometheus agree.
+``CalmonScoresChangedUnexplained``, ``CalmonDecisionMetricDrop``, ``CalmonPriorShiftPooled``;
+``CalmonMetricsStale`` is :func:`calmon.verdict.is_stale`) to the latest records, with the
+predicates of :mod:`calmon.verdict`, so that the page and Prometheus agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any, Final
 
-from calmon.catalogue import VERDICT_WORDS, labels_decide
-from calmon.metrics.decision import (
-    BOTH,
-    MAYBE_WORSE,
-    RATIO,
-    RATIO_MAYBE_WORSE,
-    STABLE,
-    UNKNOWN,
-    WORSE,
-    page,
-)
 from calmon.metrics.intervals import wilson_interval
-from calmon.metrics.label_free import CHECK_LEVEL
 from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_value, split_parts
+from calmon.verdict import (
+    VERDICT_METRIC,
+    Bounds,
+    Direction,
+    Estimate,
+    Verdict,
+    calibrated_drop_holds,
+    check_holds,
+    estimated_shift,
+    labels_decide,
+    page,
+    ratio_shift,
+    speaking_estimate,
+    stored_verdict,
+    window_verdict,
+)
 from calmon.words import reference_words, verdict_against
 
-#: the metric whose change split drives the verdict and the alert
-SPLIT_METRIC: Final = "average_precision"
-#: CalmonCalibratedMetricDrop: calibrated AP below this fraction of the reference's
-DROP_FRACTION: Final = 0.95
-#: CalmonCalibratedMetricDrop: (2.326 / 1.960 - 1) / 2, a one-sided 99% bound from the 95% one
-ONE_SIDED_99: Final = 0.0935
-#: CalmonPriorShift: the ratio moved by more than this factor either way
-SHIFT_FACTOR: Final = 1.5
-#: CalmonMetricsStale: no window computed for this many window lengths
-STALE_LENGTHS: Final = 3
 #: segments named after an alert that holds in some of them; the others are counted
 NAMED_SEGMENTS: Final = 3
 #: between an alert's words and where it holds (its reference, its segments): the pages show
 #: what follows in a smaller line
 ALERT_DETAIL: Final = " \u2014 "
-
-Bounds = tuple[float, float]
-
-
-class Verdict(StrEnum):
-    """The plain-words reading of one window."""
-
-    RATIO = "class ratio moved"
-    WORSE = "model got worse"
-    BOTH = "class ratio moved and model got worse"
-    MAYBE_WORSE = "model may be worse; not yet significant"
-    RATIO_MAYBE_WORSE = "class ratio moved; model may be worse, not yet significant"
-    NEITHER = "neither: stable"
-    UNKNOWN = "not enough data"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +100,9 @@ def reference_interval(record: WindowRecord) -> Bounds | None:
     return bounds(wilson_interval(float(reference["n_pos"]), float(reference["n"])))
 
 
-def read_window(record: WindowRecord, *, metric: str = SPLIT_METRIC) -> WindowReading:
-    """The verdict of one window record, from the split of ``metric``'s change."""
+def read_window(record: WindowRecord, *, metric: str = VERDICT_METRIC) -> WindowReading:
+    """The verdict of one window record from its own split of ``metric``'s change
+    (:func:`calmon.verdict.window_verdict`; not enough data where an interval is absent)."""
     split = record["split"]
     parts = None if split is None else split_parts(split, metric)
     ratio_iv, ref_iv = bounds(record["prior_interval"]), reference_interval(record)
@@ -138,15 +110,12 @@ def read_window(record: WindowRecord, *, metric: str = SPLIT_METRIC) -> WindowRe
     lik_iv = None if parts is None else bounds(parts["likelihood_interval"])
     verdict = Verdict.UNKNOWN
     if ratio_iv is not None and ref_iv is not None and prior_iv is not None and lik_iv is not None:
-        part_moved = not prior_iv[0] <= 0.0 <= prior_iv[1]
-        ratio_moved = ratio_iv[1] < ref_iv[0] or ratio_iv[0] > ref_iv[1]
-        moved, worse = part_moved and ratio_moved, lik_iv[1] < 0.0
-        verdict = {
-            (True, True): Verdict.BOTH,
-            (True, False): Verdict.RATIO,
-            (False, True): Verdict.WORSE,
-            (False, False): Verdict.NEITHER,
-        }[(moved, worse)]
+        verdict = window_verdict(
+            ratio_interval=ratio_iv,
+            reference_interval=ref_iv,
+            prior_interval=prior_iv,
+            likelihood_interval=lik_iv,
+        )
     return WindowReading(
         verdict=verdict,
         ratio=number(record["prior"]),
@@ -158,18 +127,6 @@ def read_window(record: WindowRecord, *, metric: str = SPLIT_METRIC) -> WindowRe
         likelihood_part=None if parts is None else number(parts["likelihood"]),
         likelihood_interval=lik_iv,
     )
-
-
-#: the verdicts of a record's ``decision`` in words
-DECISION_VERDICTS: Final[dict[str, Verdict]] = {
-    WORSE: Verdict.WORSE,
-    RATIO: Verdict.RATIO,
-    BOTH: Verdict.BOTH,
-    STABLE: Verdict.NEITHER,
-    UNKNOWN: Verdict.UNKNOWN,
-    MAYBE_WORSE: Verdict.MAYBE_WORSE,
-    RATIO_MAYBE_WORSE: Verdict.RATIO_MAYBE_WORSE,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +158,7 @@ def read_decision(record: WindowRecord) -> DecisionReading | None:
         return None
     shift = decision.get("positives_shift")
     return DecisionReading(
-        verdict=DECISION_VERDICTS.get(decision["verdict"], Verdict.UNKNOWN),
+        verdict=stored_verdict(decision["verdict"]),
         windows=decision["windows"],
         start=decision["start"],
         n=decision["n"],
@@ -230,7 +187,7 @@ def _pooled_speaks(record: WindowRecord) -> bool:
     window's own alerts')."""
     decision = record.get("decision")
     split = record["split"]
-    own = None if split is None else split[SPLIT_METRIC]["likelihood_interval"]
+    own = None if split is None else split[VERDICT_METRIC]["likelihood_interval"]
     return decision is not None and decision["windows"] > 1 and own is None
 
 
@@ -238,7 +195,7 @@ def decision_drop(record: WindowRecord) -> bool:
     """``CalmonDecisionMetricDrop``: where the pooled alerts speak (:func:`_pooled_speaks`;
     elsewhere it is :func:`calibrated_drop`'s), the decision's positives score lower than the
     reference's (p < 0.000233) and its likelihood part is below -5% of the reference's value
-    of its metric, a fall of more than 5% (:func:`calmon.metrics.decision.page`)."""
+    of its metric, a fall of more than 5% (:func:`calmon.verdict.page`)."""
     decision = record.get("decision")
     if decision is None or not _pooled_speaks(record):
         return False
@@ -251,7 +208,7 @@ def decision_drop(record: WindowRecord) -> bool:
     return page(dict(decision), reference_value=value)
 
 
-def pooled_prior_shift(record: WindowRecord) -> str | None:
+def pooled_prior_shift(record: WindowRecord) -> Direction | None:
     """``CalmonPriorShiftPooled``: "up" or "down" where the pooled alerts speak
     (:func:`_pooled_speaks`) and the decision's ratio moved by more than a factor 1.5 with a
     Wilson interval excluding the reference ratio, else None. None too where the window alone
@@ -267,35 +224,32 @@ def pooled_prior_shift(record: WindowRecord) -> str | None:
 
 
 def calibrated_drop(record: WindowRecord) -> bool:
-    """``CalmonCalibratedMetricDrop``: AP calibrated at the reference prior below 95% of the
-    reference's AP, and the likelihood part below 0 at one-sided 99% confidence."""
+    """``CalmonCalibratedMetricDrop`` (:func:`calmon.verdict.calibrated_drop_holds`): AP
+    calibrated at the reference prior below 95% of the reference's AP, and the likelihood part
+    below 0 at one-sided 99% confidence."""
     at_reference = record["calibrated"]["reference"]
-    calibrated = None if at_reference is None else number(at_reference[SPLIT_METRIC])
+    calibrated = None if at_reference is None else number(at_reference[VERDICT_METRIC])
     summary = record["reference"]
-    reference = None if summary is None else number(summary["regular"][SPLIT_METRIC])
+    reference = None if summary is None else number(summary["regular"][VERDICT_METRIC])
     split = record["split"]
-    interval = None if split is None else bounds(split[SPLIT_METRIC]["likelihood_interval"])
+    interval = None if split is None else bounds(split[VERDICT_METRIC]["likelihood_interval"])
     if calibrated is None or reference is None or interval is None:
         return False
-    lower, upper = interval
-    return calibrated < DROP_FRACTION * reference and upper + ONE_SIDED_99 * (upper - lower) < 0.0
+    return calibrated_drop_holds(
+        calibrated=calibrated, reference=reference, likelihood_interval=interval
+    )
 
 
 def _ratio_shift(
     ratio: float | None, interval: Bounds | None, reference: float | None
-) -> str | None:
-    """ "up" or "down" when ``ratio`` moved from ``reference`` by more than a factor 1.5 and
-    its ``interval`` excludes ``reference``, else None."""
+) -> Direction | None:
+    """:func:`calmon.verdict.ratio_shift` where all three are known, else None."""
     if ratio is None or interval is None or reference is None:
         return None
-    if ratio > SHIFT_FACTOR * reference and interval[0] > reference:
-        return "up"
-    if ratio < reference / SHIFT_FACTOR and interval[1] < reference:
-        return "down"
-    return None
+    return ratio_shift(ratio, interval, reference)
 
 
-def prior_shift(record: WindowRecord) -> str | None:
+def prior_shift(record: WindowRecord) -> Direction | None:
     """``CalmonPriorShift``: "up" or "down" when the window's ratio moved by more than a factor
     1.5 and its Wilson interval excludes the reference ratio, else None."""
     return _ratio_shift(
@@ -303,20 +257,22 @@ def prior_shift(record: WindowRecord) -> str | None:
     )
 
 
-def estimate_speaks(record: WindowRecord) -> str | None:
+def estimate_speaks(record: WindowRecord) -> Estimate | None:
     """The label-free estimate's verdict of a window (``estimated.verdict``) where it, not the
-    labels, speaks for the window (:func:`calmon.metrics.label_free.labels_decide`); else None."""
+    labels, speaks for the window (:func:`calmon.verdict.speaking_estimate`); else None."""
     estimated = record["estimated"]
-    verdict = None if estimated is None else estimated.get("verdict")
-    if verdict is None or verdict not in VERDICT_WORDS:
-        return None
-    return None if labels_decide(record["n"], record["unlabelled"]) else verdict
+    return speaking_estimate(
+        None if estimated is None else estimated.get("verdict"),
+        labelled=record["n"],
+        unlabelled=record["unlabelled"],
+    )
 
 
-def estimated_prior_shift(record: WindowRecord) -> str | None:
+def estimated_prior_shift(record: WindowRecord) -> Direction | None:
     """``CalmonPriorShiftEstimated``: "up" or "down" when the label-free ratio's interval lies
-    wholly beyond the reference ratio times or divided by 1.5, the label-shift check holds and
-    the window's labels do not decide yet; else None."""
+    wholly beyond the reference ratio times or divided by 1.5
+    (:func:`calmon.verdict.estimated_shift`), the label-shift check holds and the window's
+    labels do not decide yet; else None."""
     estimated = record["estimated"]
     if estimated is None:
         return None
@@ -327,25 +283,16 @@ def estimated_prior_shift(record: WindowRecord) -> str | None:
         return None
     if labels_decide(record["n"], record["unlabelled"]):
         return None
-    if interval[0] > SHIFT_FACTOR * reference:
-        return "up"
-    if interval[1] < reference / SHIFT_FACTOR:
-        return "down"
-    return None
+    return estimated_shift(interval, reference)
 
 
 def scores_changed(record: WindowRecord) -> bool:
-    """``CalmonScoresChangedUnexplained``: the label-shift check rejects (p < 0.01)."""
+    """``CalmonScoresChangedUnexplained``: the label-shift check rejects (p below
+    :data:`calmon.verdict.CHECK_LEVEL`)."""
     estimated = record["estimated"]
     check = None if estimated is None else estimated.get("label_shift")
     p_value = None if check is None else number(check["p_value"])
-    return p_value is not None and p_value < CHECK_LEVEL
-
-
-def is_stale(computed_at: datetime, *, now: datetime, length: timedelta) -> bool:
-    """``CalmonMetricsStale``: the model's latest computation is more than three window
-    lengths old."""
-    return now - computed_at > STALE_LENGTHS * length
+    return p_value is not None and not check_holds(p_value)
 
 
 def alerts(record: WindowRecord) -> list[str]:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from bench.harness.processes import clean_environment
-from calmon.ui.verdict import Verdict
+from calmon.verdict import VERDICT_WORDS, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -90,13 +90,13 @@ def test_the_readme_report_shows_the_ratio_move_then_the_model_get_worse(
     html = written.read_text(encoding="utf-8")
     verdicts = _verdicts(html)
     assert len(verdicts) >= 6, verdicts
-    assert verdicts[0] == Verdict.NEITHER.value
-    moved = verdicts.index(Verdict.RATIO.value)
-    assert Verdict.WORSE.value in verdicts[moved + 1 :], verdicts
+    assert verdicts[0] == VERDICT_WORDS[Verdict.STABLE]
+    moved = verdicts.index(VERDICT_WORDS[Verdict.RATIO])
+    assert VERDICT_WORDS[Verdict.WORSE] in verdicts[moved + 1 :], verdicts
     # the model unchanged while the ratio moved, the ratio steady while the model got worse
-    worse = verdicts.index(Verdict.WORSE.value)
-    assert set(verdicts[moved:worse]) == {Verdict.RATIO.value}, verdicts
-    assert set(verdicts[worse:]) == {Verdict.WORSE.value}, verdicts
+    worse = verdicts.index(VERDICT_WORDS[Verdict.WORSE])
+    assert set(verdicts[moved:worse]) == {VERDICT_WORDS[Verdict.RATIO]}, verdicts
+    assert set(verdicts[worse:]) == {VERDICT_WORDS[Verdict.WORSE]}, verdicts
     # a file read offline: no link to a server or to another page
     assert "?segment=" not in html
     assert all(link.startswith("#") for link in _links(html)), _links(html)
@@ -118,5 +118,5 @@ def test_an_undated_file_gets_numbered_windows_and_no_date(tmp_path: Path) -> No
     assert DATE.findall(html) == []
     assert ">window 1</td>" in html
     assert "<h2>Window 1</h2>" in html
-    assert _verdicts(html) == [Verdict.NEITHER.value]
+    assert _verdicts(html) == [VERDICT_WORDS[Verdict.STABLE]]
     assert "?segment=" not in html

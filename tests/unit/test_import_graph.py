@@ -5,7 +5,8 @@ Every module under ``calmon/`` is parsed with :mod:`ast`; every ``import`` and `
 counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks alike. The rules:
 
 - ``calmon.metrics`` (the metric engine) imports nothing from ``app`` but itself,
-  ``calmon.arrays`` and ``calmon.catalogue`` (names only);
+  ``calmon.arrays``, ``calmon.catalogue`` (names only) and ``calmon.verdict`` (the verdicts'
+  codes, thresholds and predicates on numbers);
 - ``calmon.db`` imports none of ``calmon.services``, ``calmon.api``, ``calmon.scheduler``,
   ``calmon.commands``;
 - ``calmon.services`` imports none of ``calmon.api``, ``calmon.commands``, ``calmon.scheduler``;
@@ -153,7 +154,7 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
         "metrics",
         ("calmon.metrics",),
         ("calmon",),
-        ("calmon.metrics", "calmon.arrays", "calmon.catalogue"),
+        ("calmon.metrics", "calmon.arrays", "calmon.catalogue", "calmon.verdict"),
     ),
     (
         "db",

@@ -72,7 +72,8 @@ from calmon.services.web_sessions import (
 from calmon.settings import Settings
 from calmon.timeline import window_length
 from calmon.ui.pages import ModelSummary, index_page, login_page, model_page, not_found_page
-from calmon.ui.verdict import alerts, group_alerts, is_stale, segment_alerts
+from calmon.ui.verdict import alerts, group_alerts, segment_alerts
+from calmon.verdict import is_stale
 
 logger = logging.getLogger("calmon.ui")
 

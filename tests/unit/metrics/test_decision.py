@@ -13,27 +13,17 @@ from scipy import stats
 
 from calmon.arrays import FloatArray
 from calmon.metrics.decision import (
-    BOTH,
-    MAYBE_WORSE,
-    PAGE_MATERIAL,
-    PAGE_P,
-    RATIO,
-    RATIO_MAYBE_WORSE,
     SHIFT_METHOD,
-    STABLE,
-    UNKNOWN,
-    WORSE,
     decide,
     decide_all,
     decision_from_split,
     location_scores,
-    page,
     positives_shift,
-    verdict_of,
 )
 from calmon.metrics.evaluation import SetSums, set_sums
 from calmon.metrics.ranking import Ranking, rank_sorted
 from calmon.metrics.split import split_from_arrays
+from calmon.verdict import PAGE_MATERIAL, PAGE_P, Verdict, decision_verdict, page
 
 RULES = Path(__file__).parents[3] / "deploy" / "prometheus" / "rules" / "calmon.yml"
 LOW, HIGH = [0.01, 0.02], [0.04, 0.05]
@@ -42,20 +32,20 @@ LOW, HIGH = [0.01, 0.02], [0.04, 0.05]
 @pytest.mark.parametrize(
     ("ratio", "reference", "likelihood", "paged", "verdict"),
     [
-        (LOW, HIGH, [-0.2, -0.1], True, BOTH),
-        (LOW, HIGH, [-0.2, -0.1], False, RATIO_MAYBE_WORSE),
-        (LOW, HIGH, [-0.1, 0.1], False, RATIO),
-        (LOW, HIGH, None, False, RATIO),
-        (LOW, HIGH, None, True, BOTH),
-        ([0.015, 0.045], HIGH, [-0.2, -0.1], True, WORSE),
-        ([0.015, 0.045], HIGH, [-0.2, -0.1], False, MAYBE_WORSE),
-        ([0.015, 0.045], HIGH, None, True, WORSE),
-        ([0.015, 0.045], HIGH, [-0.1, 0.1], False, STABLE),
-        ([0.015, 0.045], HIGH, [0.05, 0.1], False, STABLE),
-        ([0.015, 0.045], HIGH, None, False, UNKNOWN),
-        (LOW, None, None, False, UNKNOWN),
-        (None, HIGH, [-0.2, -0.1], True, WORSE),
-        (None, HIGH, [-0.2, -0.1], False, MAYBE_WORSE),
+        (LOW, HIGH, [-0.2, -0.1], True, Verdict.BOTH),
+        (LOW, HIGH, [-0.2, -0.1], False, Verdict.RATIO_MAYBE_WORSE),
+        (LOW, HIGH, [-0.1, 0.1], False, Verdict.RATIO),
+        (LOW, HIGH, None, False, Verdict.RATIO),
+        (LOW, HIGH, None, True, Verdict.BOTH),
+        ([0.015, 0.045], HIGH, [-0.2, -0.1], True, Verdict.WORSE),
+        ([0.015, 0.045], HIGH, [-0.2, -0.1], False, Verdict.MAYBE_WORSE),
+        ([0.015, 0.045], HIGH, None, True, Verdict.WORSE),
+        ([0.015, 0.045], HIGH, [-0.1, 0.1], False, Verdict.STABLE),
+        ([0.015, 0.045], HIGH, [0.05, 0.1], False, Verdict.STABLE),
+        ([0.015, 0.045], HIGH, None, False, Verdict.UNKNOWN),
+        (LOW, None, None, False, Verdict.UNKNOWN),
+        (None, HIGH, [-0.2, -0.1], True, Verdict.WORSE),
+        (None, HIGH, [-0.2, -0.1], False, Verdict.MAYBE_WORSE),
     ],
 )
 def test_the_verdict_says_worse_only_where_the_page_holds(
@@ -67,7 +57,7 @@ def test_the_verdict_says_worse_only_where_the_page_holds(
 ) -> None:
     """ "Worse" rests on the page's evidence; a likelihood interval below 0 without it reads
     "may be worse"."""
-    got = verdict_of(
+    got = decision_verdict(
         ratio_interval=ratio,
         reference_interval=reference,
         likelihood_interval=likelihood,
@@ -99,9 +89,9 @@ def test_a_decision_reads_worse_from_the_page_not_from_the_interval() -> None:
         )
         return str(decision["verdict"])
 
-    assert verdict(shift, 0.5) == WORSE
-    assert verdict(shift, 0.9) == MAYBE_WORSE
-    assert verdict({**shift, "p_value": PAGE_P * 2}, 0.5) == MAYBE_WORSE
+    assert verdict(shift, 0.5) == Verdict.WORSE
+    assert verdict(shift, 0.9) == Verdict.MAYBE_WORSE
+    assert verdict({**shift, "p_value": PAGE_P * 2}, 0.5) == Verdict.MAYBE_WORSE
 
 
 def _set(rng: np.random.Generator, n: int, prior: float, a: float) -> tuple[Ranking, SetSums]:
@@ -122,7 +112,7 @@ def test_a_clear_ratio_change_at_30_positives_is_decided_without_a_metric_interv
     decision = decide(*pooled, *reference, threshold=0.8, score_kind="score", seed=1)
     assert decision["likelihood_interval"] is None
     assert decision["likelihood_part"] is not None
-    assert decision["verdict"] == RATIO
+    assert decision["verdict"] == Verdict.RATIO
     assert (
         decision["positive_class_ratio_interval"][1]
         < (decision["reference_positive_class_ratio_interval"][0])
@@ -167,18 +157,18 @@ def test_a_likelihood_drift_over_pooled_windows_is_found() -> None:
     reference = _set(rng, 96_000, 0.005, 3.0)
     pooled = _set(rng, 30_000, 0.005, 1.5)
     decision = decide(*pooled, *reference, threshold=0.8, score_kind="score", seed=3)
-    assert decision["verdict"] == WORSE
+    assert decision["verdict"] == Verdict.WORSE
     assert decision["likelihood_interval"][1] < 0
     assert page(decision, reference_value=0.3)
     stable_set = _set(np.random.default_rng(31), 30_000, 0.005, 3.0)
     stable = decide(*stable_set, *reference, threshold=0.8, score_kind="score", seed=3)
-    assert stable["verdict"] == STABLE
+    assert stable["verdict"] == Verdict.STABLE
     assert not page(stable, reference_value=0.3)
 
 
 def test_without_a_reference_nothing_is_decided() -> None:
     decision = decision_from_split(n=500, n_pos=20, reference_n=0, reference_n_pos=0, parts=None)
-    assert decision["verdict"] == UNKNOWN
+    assert decision["verdict"] == Verdict.UNKNOWN
     assert decision["reference_positive_class_ratio_interval"] is None
     assert decision["prior_part"] is None
     assert decision["positive_class_ratio"] == 0.04

@@ -15,7 +15,6 @@ from calmon.catalogue import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR
 from calmon.metrics.evaluation import evaluate
 from calmon.metrics.label_free import (
     CHECK_BINS_PER_CLASS,
-    CHECK_LEVEL,
     LabelShiftReference,
     adjusted_probabilities,
     assess_window,
@@ -31,6 +30,7 @@ from calmon.metrics.label_free import (
     solve_shares,
 )
 from calmon.metrics.ranking import rank
+from calmon.verdict import CHECK_LEVEL
 
 
 def draw(

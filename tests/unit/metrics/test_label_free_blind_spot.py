@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from calmon.arrays import BoolArray, FloatArray
-from calmon.catalogue import CANNOT_SEE, ESTIMATE_FELL, ESTIMATE_ROSE
+from calmon.catalogue import CANNOT_SEE
 from calmon.metrics.label_free import (
-    ESTIMATE_SHIFT_FACTOR,
     LabelShiftReference,
     estimate_window,
     label_shift_reference,
 )
 from calmon.metrics.ranking import rank
+from calmon.verdict import SHIFT_FACTOR, Estimate
 
 
 def _scores(rng: np.random.Generator, positive: BoolArray) -> FloatArray:
@@ -66,14 +66,14 @@ def test_neither_a_fall_nor_a_rise_is_called_a_class_ratio_change() -> None:
         reference, _window(rng, 40_000, 0.1, 0.5), threshold=0.5, pi0=[0.1], seed=1
     )
     assert fallen is not None
-    assert fallen["positive_class_ratio_interval"][1] < reference.prior / ESTIMATE_SHIFT_FACTOR
-    assert fallen["verdict"] == ESTIMATE_FELL
+    assert fallen["positive_class_ratio_interval"][1] < reference.prior / SHIFT_FACTOR
+    assert fallen["verdict"] == Estimate.FELL
     risen = estimate_window(
         reference, _window(rng, 40_000, 0.3, 0.0), threshold=0.5, pi0=[0.1], seed=1
     )
     assert risen is not None
-    assert risen["positive_class_ratio_interval"][0] > reference.prior * ESTIMATE_SHIFT_FACTOR
-    assert risen["verdict"] == ESTIMATE_ROSE
+    assert risen["positive_class_ratio_interval"][0] > reference.prior * SHIFT_FACTOR
+    assert risen["verdict"] == Estimate.ROSE
 
 
 def test_negatives_scoring_like_positives_read_as_more_positives() -> None:
@@ -91,5 +91,5 @@ def test_negatives_scoring_like_positives_read_as_more_positives() -> None:
     assert risen["label_shift"]["holds"] is True
     lower, upper = risen["positive_class_ratio_interval"]
     assert lower <= 0.1 + 0.1 * 0.9 <= upper
-    assert risen["verdict"] == ESTIMATE_ROSE
+    assert risen["verdict"] == Estimate.ROSE
     assert risen["cannot_see"] == CANNOT_SEE

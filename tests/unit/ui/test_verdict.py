@@ -11,19 +11,18 @@ from calmon.metrics.intervals import wilson_interval
 from calmon.ui.pages import VERDICT_CLASS, window_verdict
 from calmon.ui.pages import _verdict_sentence as sentence
 from calmon.ui.verdict import (
-    Verdict,
     alerts,
     calibrated_drop,
     decision_drop,
     estimate_speaks,
     estimated_prior_shift,
-    is_stale,
     pooled_prior_shift,
     prior_shift,
     read_decision,
     read_window,
     record_verdict,
 )
+from calmon.verdict import Verdict, is_stale
 
 REFERENCE_N, REFERENCE_POS = 80_000, 4_000  # ratio 0.05
 #: the fixed reference of :func:`record` in words
@@ -94,7 +93,7 @@ def record(
 
 def test_neither_when_every_interval_holds_zero_and_the_ratios_overlap() -> None:
     reading = read_window(record())
-    assert reading.verdict is Verdict.NEITHER
+    assert reading.verdict is Verdict.STABLE
     assert reading.reference_interval == pytest.approx(tuple(wilson_interval(4_000, 80_000) or ()))
 
 
@@ -103,13 +102,13 @@ def test_class_ratio_moved_needs_the_prior_part_and_the_ratio_intervals() -> Non
     assert read_window(moved).verdict is Verdict.RATIO
     # the prior part excludes 0 but the ratio's interval overlaps the reference's
     small = record(ratio=0.0505, prior_interval=[0.001, 0.02])
-    assert read_window(small).verdict is Verdict.NEITHER
+    assert read_window(small).verdict is Verdict.STABLE
 
 
 def test_model_got_worse_when_the_likelihood_interval_is_below_zero() -> None:
     assert read_window(record(likelihood_interval=[-0.3, -0.17])).verdict is Verdict.WORSE
     # an interval touching 0 is not enough
-    assert read_window(record(likelihood_interval=[-0.3, 0.0])).verdict is Verdict.NEITHER
+    assert read_window(record(likelihood_interval=[-0.3, 0.0])).verdict is Verdict.STABLE
 
 
 def test_both() -> None:
@@ -254,7 +253,7 @@ def test_the_verdict_is_the_decisions_and_falls_back_to_the_windows_reading() ->
     assert record_verdict(_with_decision("model_got_worse")) is Verdict.WORSE
     assert record_verdict(_with_decision("class_ratio_moved")) is Verdict.RATIO
     assert record_verdict(_with_decision("both")) is Verdict.BOTH
-    assert record_verdict(_with_decision("stable")) is Verdict.NEITHER
+    assert record_verdict(_with_decision("stable")) is Verdict.STABLE
     assert record_verdict(_with_decision("not_enough_data")) is Verdict.UNKNOWN
     assert record_verdict(_with_decision("model_may_be_worse")) is Verdict.MAYBE_WORSE
     assert (
