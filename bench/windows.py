@@ -509,7 +509,12 @@ def _decision_cost(
 def main() -> None:
     """Run the benchmark and print its report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000, help="predictions per window")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=1_000_000,
+        help="predictions per window on PostgreSQL (0: skip that part, the fixed cost alone)",
+    )
     parser.add_argument("--windows", type=int, default=30, help="windows of the backfill")
     parser.add_argument("--segments", type=int, default=0, help="named segments (0: none)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
@@ -522,6 +527,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.fixed_rows:
         _fixed_cost(args.fixed_rows)
+    if not args.rows:
+        return
 
     with migrated_scratch(keep=args.keep, retention_days=0) as scratch:
         settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
