@@ -1,6 +1,7 @@
 """Speed of window computation on PostgreSQL (a script, not a test).
 
     .venv/bin/python bench/windows.py [--rows 1000000] [--windows 30] [--segments 0]
+    .venv/bin/python bench/windows.py --rows 0 [--fixed-rows 4000]   # the fixed cost alone
 
 Creates a scratch database on ``CALMON_BENCH_POSTGRES_URL`` (default the local server's
 ``postgres`` database), writes ``--windows`` hourly windows of ``--rows`` predictions each

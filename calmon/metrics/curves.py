@@ -260,12 +260,11 @@ def _ks(b: _Blocks) -> FloatArray:
 
 
 class _Shared:
-    """What every P (regular and each π0) reuses, (..., K) each.
+    """What every P (regular and each π0) reuses, (..., K) each: ``pos_tp`` pos·TP (AP
+    numerators), ``tp_nonzero`` and ``scratch`` (a buffer); and, only with ``curves`` (best F1
+    or AUPRG will be read: average precision alone needs none of it, and the drift split's
+    bootstrap reads no other curve metric):
 
-    - ``pos_tp`` pos·TP (AP numerators), ``tp_nonzero``, and ``scratch``, a buffer of the
-      blocks' shape.
-    - With ``curves`` (best F1 and AUPRG are read; average precision alone needs none of
-      these, and the drift split's bootstrap reads no other curve metric):
     - ``fn_over_tp`` g = FN/TP, so RG = 1 - k·g for k = c/(1-c); inf where TP = 0.
     - ``tail``: E_i = Σ_{j>i} (g_j - g_{j-1})·(PGa_j + PG_j), where PG_j is the precision gain
       at block j and PGa_j the one at the point just above it (TP_{j-1}, FP before block j).
