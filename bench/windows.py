@@ -1,6 +1,7 @@
 """Speed of window computation on PostgreSQL (a script, not a test).
 
     .venv/bin/python bench/windows.py [--rows 1000000] [--windows 30] [--segments 0]
+    .venv/bin/python bench/windows.py --rows 0 [--fixed-rows 4000]   # the fixed cost alone
 
 Creates a scratch database on ``CALMON_BENCH_POSTGRES_URL`` (default the local server's
 ``postgres`` database), writes ``--windows`` hourly windows of ``--rows`` predictions each
@@ -509,7 +510,12 @@ def _decision_cost(
 def main() -> None:
     """Run the benchmark and print its report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000, help="predictions per window")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=1_000_000,
+        help="predictions per window on PostgreSQL (0: skip that part, the fixed cost alone)",
+    )
     parser.add_argument("--windows", type=int, default=30, help="windows of the backfill")
     parser.add_argument("--segments", type=int, default=0, help="named segments (0: none)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
@@ -522,6 +528,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.fixed_rows:
         _fixed_cost(args.fixed_rows)
+    if not args.rows:
+        return
 
     with migrated_scratch(keep=args.keep, retention_days=0) as scratch:
         settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url

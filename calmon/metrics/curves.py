@@ -62,8 +62,6 @@ class _Blocks:
     neg_tied: npt.NDArray[Any]
     tp: FloatArray
     fp: FloatArray
-    fp_before: FloatArray
-    tp_before: FloatArray
     n_pos: FloatArray  # (...,)
     n_neg: FloatArray  # (...,)
     prior: FloatArray  # (...,)
@@ -229,8 +227,6 @@ def _blocks(
         neg_tied=tied_a,
         tp=tp,
         fp=fp,
-        fp_before=fp - tied_a,
-        tp_before=tp - pos_a,
         n_pos=n_pos,
         n_neg=n_neg,
         prior=prior,
@@ -264,20 +260,32 @@ def _ks(b: _Blocks) -> FloatArray:
 
 
 class _Shared:
-    """What every P (regular and each π0) reuses, (..., K) each.
+    """What every P (regular and each π0) reuses, (..., K) each: ``pos_tp`` pos·TP (AP
+    numerators), ``tp_nonzero`` and ``scratch`` (a buffer); and, only with ``curves`` (best F1
+    or AUPRG will be read: average precision alone needs none of it, and the drift split's
+    bootstrap reads no other curve metric):
 
     - ``fn_over_tp`` g = FN/TP, so RG = 1 - k·g for k = c/(1-c); inf where TP = 0.
     - ``tail``: E_i = Σ_{j>i} (g_j - g_{j-1})·(PGa_j + PG_j), where PG_j is the precision gain
       at block j and PGa_j the one at the point just above it (TP_{j-1}, FP before block j).
       The trapezoids after the first block b with RG ≥ 0 then sum to -k·E_b/2 for any k,
       since RG_j - RG_{j-1} = -k·(g_j - g_{j-1}). Values at i < b may be NaN; never read.
-    - ``pos_tp`` pos·TP (AP numerators), ``two_tp`` 2·TP (F1 numerators), ``tp_nonzero``.
+    - ``tp_before``, ``fp_before``: TP and FP of the point just above each block;
+      ``two_tp`` 2·TP (F1 numerators).
     """
 
-    def __init__(self, b: _Blocks) -> None:
+    def __init__(self, b: _Blocks, *, curves: bool = True) -> None:
+        self.pos_tp: FloatArray = b.pos * b.tp
+        # TP + tiny is TP for every TP ≥ 1 and keeps TP + r·FP > 0 where TP = FP = 0 (P := 0).
+        self.tp_nonzero: FloatArray = b.tp + np.finfo(np.float64).tiny
+        if not curves:
+            self.scratch: FloatArray = np.empty_like(b.tp)
+            return
         odds = (b.n_pos / b.n_neg)[..., None]  # π/(1-π)
         self.fn_over_tp: FloatArray = (b.n_pos[..., None] - b.tp) / b.tp
-        heights = b.fp_before / b.tp_before
+        self.fp_before: FloatArray = b.fp - b.neg_tied
+        self.tp_before: FloatArray = b.tp - b.pos
+        heights = self.fp_before / self.tp_before
         heights += b.fp / b.tp
         heights *= -odds
         heights += 2.0  # PGa_j + PG_j
@@ -286,11 +294,21 @@ class _Shared:
         np.subtract(self.fn_over_tp[..., 1:], self.fn_over_tp[..., :-1], out=steps[..., :-1])
         steps[..., :-1] *= heights[..., 1:]
         self.tail: FloatArray = np.cumsum(steps[..., ::-1], axis=-1)[..., ::-1]
-        self.pos_tp: FloatArray = b.pos * b.tp
-        # TP + tiny is TP for every TP ≥ 1 and keeps TP + r·FP > 0 where TP = FP = 0 (P := 0).
-        self.tp_nonzero: FloatArray = b.tp + np.finfo(np.float64).tiny
         self.two_tp: FloatArray = 2.0 * b.tp
-        self.scratch: FloatArray = heights  # reused by _prior_dependent
+        self.scratch = heights  # reused by _prior_dependent
+
+
+def _average_precision(b: _Blocks, shared: _Shared, *, ratio: FloatArray | None) -> FloatArray:
+    """AP for P = TP/(TP + r·FP) (r = ``ratio`` (...,), None for 1); leaves TP + r·FP (with
+    TP = 0 made tiny) in ``shared.scratch``."""
+    flagged = shared.scratch
+    if ratio is None:
+        np.add(shared.tp_nonzero, b.fp, out=flagged)
+    else:
+        np.multiply(b.fp, ratio[..., None], out=flagged)
+        flagged += shared.tp_nonzero
+    ap: FloatArray = np.einsum("...k,...k->...", shared.pos_tp, np.reciprocal(flagged)) / b.n_pos
+    return ap
 
 
 def _prior_dependent(
@@ -298,13 +316,8 @@ def _prior_dependent(
 ) -> dict[str, FloatArray]:
     """AP, best F1 and AUPRG for P = TP/(TP + r·FP) (r = ``ratio`` (...,), None for 1) and
     AUPRG crossing constant c = ``crossing`` (...,)."""
+    ap = _average_precision(b, shared, ratio=ratio)
     flagged = shared.scratch
-    if ratio is None:
-        np.add(shared.tp_nonzero, b.fp, out=flagged)
-    else:
-        np.multiply(b.fp, ratio[..., None], out=flagged)
-        flagged += shared.tp_nonzero
-    ap = np.einsum("...k,...k->...", shared.pos_tp, np.reciprocal(flagged)) / b.n_pos
     f1 = f1_from_counts(shared.two_tp, flagged, b.n_pos[..., None], out=flagged)
     best = np.argmax(f1, axis=-1)[..., None]
     best_f1 = np.take_along_axis(f1, best, axis=-1)[..., 0]
@@ -334,8 +347,8 @@ def _auprg(b: _Blocks, shared: _Shared, crossing: FloatArray) -> FloatArray:
     rg_first = 1.0 - odds * at_first(g)
     gain_first = 1.0 - (b.n_pos * fp_b) / (b.n_neg * tp_b)
     tp_star = crossing * b.n_pos
-    tp_prev = at_first(b.tp_before)
-    fp_star = at_first(b.fp_before) + (tp_star - tp_prev) * at_first(b.neg_tied) / at_first(b.pos)
+    tp_prev, fp_prev = at_first(shared.tp_before), at_first(shared.fp_before)
+    fp_star = fp_prev + (tp_star - tp_prev) * at_first(b.neg_tied) / at_first(b.pos)
     gain_star = 1.0 - (b.n_pos * fp_star) / (b.n_neg * tp_star)
     result: FloatArray = 0.5 * (rg_first * (gain_star + gain_first) - odds * at_first(shared.tail))
     return result
@@ -349,9 +362,12 @@ def prior_dependent_at(
     neg_below: npt.ArrayLike,
     *,
     pi0: FloatArray,
+    names: Sequence[str] = CALIBRATED_CURVE_METRICS,
 ) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
-    """The prior-dependent curve metrics (:data:`CALIBRATED_CURVE_METRICS`), regular and
-    calibrated at one π0 per set, from one pass over the blocks: ``(regular, calibrated)``.
+    """The prior-dependent curve metrics ``names`` (of :data:`CALIBRATED_CURVE_METRICS`),
+    regular and calibrated at one π0 per set, from one pass over the blocks:
+    ``(regular, calibrated)``. Average precision alone skips the parts that only best F1 and
+    AUPRG read (most of the work), with the same values.
 
     Counts as for :func:`curve_metrics`; ``pi0`` has the counts' leading shape (...,), so each
     bootstrap replicate can be calibrated at its own π0 (the drift split calibrates each
@@ -364,21 +380,22 @@ def prior_dependent_at(
     p = np.broadcast_to(np.asarray(pi0, dtype=np.float64), blocks.n_pos.shape)
     nan = np.float64(np.nan)
     if blocks.thresholds.size == 0:
-        empty = {name: np.full(p.shape, nan) for name in CALIBRATED_CURVE_METRICS}
+        empty = {name: np.full(p.shape, nan) for name in names}
         return empty, dict(empty)
+    curves = any(name != "average_precision" for name in names)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         both = (blocks.n_pos > 0) & (blocks.n_neg > 0)
         valid = both & (p > 0) & (p < 1)
         crossing = np.where(valid, p, 0.5)
-        shared = _Shared(blocks)
-        regular = _prior_dependent(blocks, shared, ratio=None, crossing=blocks.prior)
-        calibrated = _prior_dependent(
-            blocks,
-            shared,
-            ratio=calibration_ratio(blocks.prior, crossing),
-            crossing=crossing,
-        )
+        shared = _Shared(blocks, curves=curves)
+        ratio = calibration_ratio(blocks.prior, crossing)
+        if curves:
+            regular = _prior_dependent(blocks, shared, ratio=None, crossing=blocks.prior)
+            calibrated = _prior_dependent(blocks, shared, ratio=ratio, crossing=crossing)
+        else:
+            regular = {"average_precision": _average_precision(blocks, shared, ratio=None)}
+            calibrated = {"average_precision": _average_precision(blocks, shared, ratio=ratio)}
     return (
-        {name: np.where(both, regular[name], nan) for name in CALIBRATED_CURVE_METRICS},
-        {name: np.where(valid, calibrated[name], nan) for name in CALIBRATED_CURVE_METRICS},
+        {name: np.where(both, regular[name], nan) for name in names},
+        {name: np.where(valid, calibrated[name], nan) for name in names},
     )

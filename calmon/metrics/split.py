@@ -25,6 +25,7 @@ the other set's replicate, so the intervals carry the noise of both priors as we
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
@@ -193,10 +194,13 @@ def _prior(ranking: Ranking) -> float | None:
 
 
 def evaluate_at_prior(
-    thresholds: FloatArray, reps: Replicates, pi0: FloatArray
+    thresholds: FloatArray,
+    reps: Replicates,
+    pi0: FloatArray,
+    names: Sequence[str] = SPLIT_METRICS,
 ) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
-    """Each replicate's :data:`SPLIT_METRICS`, regular and calibrated at its own π0 (``pi0``
-    shape (B,)): ``(regular, calibrated)``, each ``{metric: (B,)}``.
+    """Each replicate's metrics ``names`` (of :data:`SPLIT_METRICS`), regular and calibrated
+    at its own π0 (``pi0`` shape (B,)): ``(regular, calibrated)``, each ``{metric: (B,)}``.
 
     The curve metrics come from :func:`~calmon.metrics.curves.prior_dependent_at` (one pass over
     the blocks for both). Precision and F1 at τ depend on the counts only through TPR, FPR and
@@ -211,14 +215,25 @@ def evaluate_at_prior(
         valid = (n_pos > 0) & (n_neg > 0) & (pi0 > 0) & (pi0 < 1)
     p = np.where(valid, pi0, 0.5)
     scale = np.where(valid, n_pos * (1 - p) / (p * np.where(valid, n_neg, 1.0)), 1.0)
-    curve_regular, curve_calibrated = prior_dependent_at(
-        thresholds, reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below, pi0=pi0
+    curve_names = [name for name in names if name not in _AT_THRESHOLD]
+    curve_regular, curve_calibrated = (
+        prior_dependent_at(
+            thresholds,
+            reps.pos,
+            reps.neg_tied,
+            reps.neg_above,
+            reps.neg_below,
+            pi0=pi0,
+            names=curve_names,
+        )
+        if curve_names
+        else ({}, {})
     )
     at_tau = threshold_metrics(reps.tp, reps.fp, n_pos, n_neg, pi0=[]).regular
     scaled = threshold_metrics(reps.tp, reps.fp * scale, n_pos, n_neg * scale, pi0=[]).regular
     regular: dict[str, FloatArray] = {}
     calibrated: dict[str, FloatArray] = {}
-    for name in SPLIT_METRICS:
+    for name in names:
         if name in _AT_THRESHOLD:
             regular[name] = np.asarray(at_tau[name], dtype=np.float64)
             calibrated[name] = np.where(valid, np.asarray(scaled[name], np.float64), np.nan)
@@ -235,18 +250,23 @@ def _replicate_prior(reps: Replicates) -> FloatArray:
 
 
 def _parts(
-    window_ranking: Ranking, window: Replicates, ref_ranking: Ranking, ref: Replicates
+    window_ranking: Ranking,
+    window: Replicates,
+    ref_ranking: Ranking,
+    ref: Replicates,
+    names: Sequence[str],
 ) -> dict[str, tuple[FloatArray, FloatArray]]:
-    """{metric: (prior, likelihood)} of paired replicates of the window and the reference,
-    each (B,): every set regular and calibrated at the prior of the other's replicate."""
+    """{metric: (prior, likelihood)} of paired replicates of the window and the reference for
+    the metrics ``names``, each (B,): every set regular and calibrated at the prior of the
+    other's replicate."""
     window_regular, window_at_ref = evaluate_at_prior(
-        window_ranking.thresholds, window, _replicate_prior(ref)
+        window_ranking.thresholds, window, _replicate_prior(ref), names
     )
     ref_regular, ref_at_window = evaluate_at_prior(
-        ref_ranking.thresholds, ref, _replicate_prior(window)
+        ref_ranking.thresholds, ref, _replicate_prior(window), names
     )
     out: dict[str, tuple[FloatArray, FloatArray]] = {}
-    for name in SPLIT_METRICS:
+    for name in names:
         _, prior, likelihood = shapley_parts(
             window_regular[name], window_at_ref[name], ref_at_window[name], ref_regular[name]
         )
@@ -317,18 +337,19 @@ def split_intervals_ranked(
     b = default_replicates(blocks) if replicates is None else replicates
     rng = np.random.default_rng(seed)
 
-    point = _parts(
-        window_ranking,
-        observed(window_ranking, window_cut),
-        ref_ranking,
-        observed(ref_ranking, ref_cut),
-    )
     published = [
         name
         for name in PART_INTERVAL_METRICS
         if name != "average_precision"
         or ap_parts_published(window_ranking.n_pos, ref_ranking.n_pos)
     ]
+    point = _parts(
+        window_ranking,
+        observed(window_ranking, window_cut),
+        ref_ranking,
+        observed(ref_ranking, ref_cut),
+        published,
+    )
     collected: dict[str, tuple[list[FloatArray], list[FloatArray]]] = {
         name: ([], []) for name in published
     }
@@ -337,7 +358,7 @@ def split_intervals_ranked(
         size = min(rows, b - start)
         window = draw_replicates(window_ranking, window_cut, size=size, rng=rng)
         ref = draw_replicates(ref_ranking, ref_cut, size=size, rng=rng)
-        parts = _parts(window_ranking, window, ref_ranking, ref)
+        parts = _parts(window_ranking, window, ref_ranking, ref, published)
         for name, (priors, likelihoods) in collected.items():
             priors.append(parts[name][0])
             likelihoods.append(parts[name][1])

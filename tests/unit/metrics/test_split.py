@@ -220,6 +220,31 @@ def test_evaluate_at_prior_equals_curve_and_threshold_metrics() -> None:
         assert np.isfinite(at_prior["average_precision"]).mean() > 0.9
 
 
+@pytest.mark.parametrize(
+    "names", [("average_precision",), ("precision", "f1"), PART_INTERVAL_METRICS]
+)
+def test_evaluate_at_prior_of_some_metrics_equals_all_of_them_bit_for_bit(
+    names: tuple[str, ...],
+) -> None:
+    """The bootstrap of the split evaluates only the metrics whose parts get intervals; those
+    values are the ones of the evaluation of every metric, to the last bit (average precision
+    alone skips the curve work best F1 and AUPRG need), undefined priors included."""
+    rng = np.random.default_rng(5)
+    scores, labels = _binormal(rng, 3000, 0.05, 1.2)
+    scores = np.round(scores, 2)
+    ranking = rank(scores, labels)
+    reps = draw_replicates(ranking, cut_at(scores, labels, ranking, 1.0), size=40, rng=rng)
+    pi0 = np.concatenate((rng.uniform(0.01, 0.5, 37), [0.0, 1.0, math.nan]))
+    every_regular, every_at_prior = evaluate_at_prior(ranking.thresholds, reps, pi0)
+    regular, at_prior = evaluate_at_prior(ranking.thresholds, reps, pi0, names)
+    assert set(regular) == set(at_prior) == set(names)
+    for name in names:
+        np.testing.assert_array_equal(regular[name], every_regular[name])
+        np.testing.assert_array_equal(at_prior[name], every_at_prior[name])
+        assert np.isfinite(at_prior[name][:37]).all()
+        assert np.isnan(at_prior[name][37:]).all()
+
+
 def test_evaluate_at_prior_marks_impossible_priors_undefined() -> None:
     scores, labels = _tied_set()
     ranking = rank(scores, labels)
