@@ -1,5 +1,5 @@
 """The decision over a pooled set of windows: one verdict from honest intervals at few
-positives (``docs/metrics.md``, "Decisions at few positives").
+positives (``docs/reference/metrics.md``, "Decisions at few positives").
 
 A window with 20 positives has no interval for the parts of its average precision change, so
 alone it cannot say whether the model got worse. The decision pools the trailing windows back
@@ -39,7 +39,7 @@ from calmon.metrics.ranking import Ranking
 from calmon.metrics.resampling import cut_with_fp
 from calmon.metrics.split import PART_INTERVAL_METRICS, drift_split, split_intervals_ranked
 
-#: the metric whose change the decision splits (why: ``docs/metrics.md``)
+#: the metric whose change the decision splits (why: ``docs/reference/metrics.md``)
 DECISION_METRIC: Final = "average_precision"
 #: the verdicts of a decision
 WORSE: Final = "model_got_worse"
@@ -459,8 +459,8 @@ def finite_or_none(value: Any) -> float | None:
 
 
 #: the page's level: the positives' shift test (:func:`positives_shift`) below this p-value
-#: (z > 3.5), chosen from the study of ``docs/metrics.md`` so that pure prior shifts page at
-#: most 2.5% of models in a week of hourly decisions (each hour's decision re-reads most of
+#: (z > 3.5), chosen from the study of ``docs/measurements/decisions.md`` so that pure prior shifts
+#: page at most 2.5% of models in a week of hourly decisions (each hour's decision re-reads most of
 #: the last one's windows, and every one is compared with the same reference)
 PAGE_P: Final = 1.0 - NormalDist().cdf(3.5)
 #: the page's materiality: the likelihood part below this fraction of the reference value

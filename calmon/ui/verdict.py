@@ -17,8 +17,8 @@ estimate speaks where the decision cannot (:func:`estimate_speaks`): its record'
 ``estimated.verdict``.
 
 The verdict shown is the record's pooled ``decision`` (:func:`record_verdict`,
-``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler: "model got
-worse" only where the page's rule holds, "may be worse; not yet significant" where only the
+``docs/reference/metrics.md``, "Decisions at few positives"), computed once by the scheduler: "model
+got worse" only where the page's rule holds, "may be worse; not yet significant" where only the
 likelihood part's 95% interval lies below 0. The window's own reading above stays for records
 computed before decisions existed.
 
