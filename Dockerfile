@@ -1,4 +1,4 @@
-# calmon service image: `docker build -t calmon .` (see docs/deployment.md).
+# calmon service image: `docker build -t calmon .` (see docs/reference/deployment.md).
 # One image for every process: `calmon api` (default), `calmon scheduler`, `calmon migrate`.
 # PYTHON_IMAGE: any Debian-based image with python3 3.11+ and its venv module (the official
 # python image, a mirror of it, or the Debian base of scripts/docker-base).

@@ -1,5 +1,5 @@
 """The study of threshold advice at rare priors (a script, not a test): the tables of
-``docs/acting.md`` ("Advice at rare priors").
+``docs/measurements/advice.md`` ("Advice at rare priors").
 
     .venv/bin/python -m bench.advice [--models 25] [--seed 0] [--objectives all] [--sizes 10]
 

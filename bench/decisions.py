@@ -1,5 +1,5 @@
 """The study of pooled decisions at few positives (a script, not a test): the tables of
-``docs/metrics.md`` ("Decisions at few positives").
+``docs/measurements/decisions.md``.
 
     .venv/bin/python -m bench.decisions [--families design|held-out|all] [--kind shift|drift|all]
         [--models 40] [--shift-models 30] [--save runs.pickle]

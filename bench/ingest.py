@@ -7,11 +7,11 @@
 Creates a scratch database on ``--postgres`` (default ``CALMON_TEST_POSTGRES_URL``, else the
 local server's ``postgres`` database), migrates it, starts ``calmon api --workers N`` on it
 (default settings, logs to a scratch file) and creates a ``probability`` model. Then, in one
-run, and described in docs/ingestion.md:
+run, and described in docs/measurements/ingestion.md:
 
 - api, three phases, calmon's tables emptied before each: JSON bodies, then Arrow IPC stream
-  bodies (``docs/api.md``; the segment dictionary-encoded), in batches of ``--batch``, then
-  Arrow in batches of ``--large-batch`` (0: no such phase). In each, ``--clients`` client
+  bodies (``docs/reference/api.md``; the segment dictionary-encoded), in batches of ``--batch``,
+  then Arrow in batches of ``--large-batch`` (0: no such phase). In each, ``--clients`` client
   processes send ``--predictions`` predictions (random 32-character ids, event times spread over
   the last day, a segment on every prediction, a label on half of them). Bodies are serialised
   before the clock starts and each client keeps one connection alive (opened 50 ms apart), so
@@ -169,7 +169,8 @@ def json_bodies(rows: Rows, batches: list[range]) -> list[bytes]:
 
 def arrow_bodies(rows: Rows, batches: list[range]) -> list[bytes]:
     """The Arrow IPC stream bodies of ``batches`` (ranges of row positions): the columns of
-    docs/api.md, the segment dictionary-encoded as a data frame's categorical column is."""
+    docs/reference/api.md, the segment dictionary-encoded as a data frame's categorical column
+    is."""
     import pyarrow as pa
 
     segments = pa.array(SEGMENTS)

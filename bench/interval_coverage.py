@@ -1,4 +1,4 @@
-"""The coverage tables of ``docs/intervals.md`` (a script, not a test).
+"""The coverage tables of ``docs/measurements/intervals.md`` (a script, not a test).
 
     .venv/bin/python -m bench.interval_coverage [--sets 1500]
     .venv/bin/python -m bench.interval_coverage --split [--sets 1500]

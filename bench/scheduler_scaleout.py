@@ -52,7 +52,8 @@ from calmon.services.model_registry import ModelConfig, ReferenceConfig, put_mod
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 3600.0
 #: CALMON_SCHEDULER_SCAN_MARGIN of the run: after a bulk load, every loaded row is re-read by
-#: each scan for a margin (``docs/scheduler.md``); the back-fill starts a margin after the load
+#: each scan for a margin (``docs/reference/scheduler.md``); the back-fill starts a margin after the
+#: load
 MARGIN = 5
 
 

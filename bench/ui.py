@@ -58,7 +58,8 @@ from calmon.services.window_record import record_alerts
 from calmon.settings import Settings
 
 TARGET = "bench"
-#: the load time of a page of 500 windows the ratio is printed against (docs/ui.md, "Speed")
+#: the load time of a page of 500 windows the ratio is printed against (docs/reference/ui.md,
+#: "Speed")
 BUDGET_SECONDS = 1.0
 SERVER_PART = (
     "() => { const n = performance.getEntriesByType('navigation')[0];"

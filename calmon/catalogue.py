@@ -1,6 +1,6 @@
-"""The metric catalogue: one descriptor per metric (``docs/metrics.md``), in report order, that
-the engine's names, the record's schema, the exporter's HELP lines and the web view's charts all
-read; and what the label-free estimate cannot see.
+"""The metric catalogue: one descriptor per metric (``docs/reference/metrics.md``), in report
+order, that the engine's names, the record's schema, the exporter's HELP lines and the web view's
+charts all read; and what the label-free estimate cannot see.
 
 Adding a metric is one row of :data:`METRICS` and one formula in :mod:`calmon.metrics`.
 Names and words only, no NumPy: the command line reads them without loading the metric engine.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import Final, Literal
 
-#: How a metric's 95% interval is computed (``docs/intervals.md``): Wilson/MOVER from the
+#: How a metric's 95% interval is computed (``docs/reference/intervals.md``): Wilson/MOVER from the
 #: confusion counts, a bootstrap on the logit scale, Student's t of a mean, or none published.
 IntervalMethod = Literal["counts", "bootstrap", "mean", "none"]
 
@@ -28,7 +28,7 @@ class MetricDescriptor:
         probability_only: only for ``probability`` models (a score in [0, 1]).
         calibrated: has a π0-calibrated version (it depends on the class ratio).
         split: its change from the reference is split into a prior and a likelihood part
-            (prior-dependent, ``docs/metrics.md``).
+            (prior-dependent, ``docs/reference/metrics.md``).
         interval: how its 95% interval is computed.
 
     """

@@ -12,8 +12,8 @@ from calmon import __version__
 DESCRIPTION = (
     "calmon monitors binary classifiers: regular and prior-calibrated metrics per time window,"
     " with each change split into a prior part and a likelihood part. Settings are CALMON_*"
-    " environment variables (docs/configuration.md); 'calmon COMMAND --help' describes each"
-    " command."
+    " environment variables (docs/reference/configuration.md); 'calmon COMMAND --help'"
+    " describes each command."
 )
 
 #: sub-command name -> (module under ``calmon.commands``, one-line help)

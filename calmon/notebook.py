@@ -12,8 +12,8 @@ label is not known yet: it counts in ``unlabelled`` and in the label-free estima
     >>> evaluate_frame(df, score="proba", label="is_fraud", pi0=[0.01])["regular"]["roc_auc"]
     >>> report(last_month, this_week, score="proba", label="is_fraud").save("report.html")
 
-In Jupyter the value of ``report(...)`` shows the report inline. ``docs/notebook.md`` shows
-a session.
+In Jupyter the value of ``report(...)`` shows the report inline. ``docs/reference/notebook.md``
+shows a session.
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ def evaluate_frame(
     intervals: bool = False,
     seed: int = DEFAULT_SEED,
 ) -> EvaluationRecord:
-    """Every metric of ``docs/metrics.md`` for the rows of ``frame`` (columns ``score`` and
-    ``label``): the record ``calmon evaluate --format json`` gives for a file of these rows
+    """Every metric of ``docs/reference/metrics.md`` for the rows of ``frame`` (columns ``score``
+    and ``label``): the record ``calmon evaluate --format json`` gives for a file of these rows
     (:class:`calmon.records.EvaluationRecord`, ``segment`` ``*``, no window). Rows whose
     label is missing only count in ``unlabelled``."""
     scores, labels = scores_and_labels(frame, score=score, label=label)

@@ -15,11 +15,11 @@ object is closed (``additionalProperties: false``) except the maps keyed by a co
 read by a catalogue name held in a variable (a TypedDict takes literal keys only) goes through
 :func:`metric_value`, :func:`metric_interval` and :func:`split_parts`. Instants are ISO 8601
 text and intervals ``[lower, upper]`` lists, as stored. The record's fields and when each is
-null: ``docs/scheduler.md`` ("The record").
+null: ``docs/reference/scheduler.md`` ("The record").
 
 A metric is ``null`` where it is undefined (one class only, no prediction at the threshold,
 …); an interval is ``[lower, upper]`` at 95%, or ``null`` where none is published
-(``docs/intervals.md``).
+(``docs/reference/intervals.md``).
 
 This module imports nothing of ``calmon`` but the metric catalogue (:mod:`calmon.catalogue`,
 whose descriptors give the metrics' descriptions) and the verdicts' codes
@@ -40,7 +40,8 @@ from calmon.verdict import DecisionVerdict, EstimateVerdict
 _CLOSED = ConfigDict(extra="forbid")
 _PROBABILITY = " (probability models only)"
 
-#: A 95% interval ``[lower, upper]``, or None where none is published (``docs/intervals.md``).
+#: A 95% interval ``[lower, upper]``, or None where none is published
+#: (``docs/reference/intervals.md``).
 Interval = Annotated[
     Annotated[list[float], Field(min_length=2, max_length=2)] | None,
     Field(description="95% interval `[lower, upper]`, null where none is published"),
@@ -77,7 +78,7 @@ def _prior_keyed(description: str) -> Any:
 @with_config(_CLOSED)
 class RegularMetrics(TypedDict):
     """Every catalogue metric of the window's labelled predictions, at their own class ratio
-    (`docs/metrics.md`); the probability metrics are absent for `score` models."""
+    (`docs/reference/metrics.md`); the probability metrics are absent for `score` models."""
 
     precision: Annotated[Metric, _about("precision")]
     f1: Annotated[Metric, _about("f1")]
@@ -102,7 +103,7 @@ class RegularMetrics(TypedDict):
 @with_config(_CLOSED)
 class CalibratedMetrics(TypedDict):
     """The prior-dependent metrics calibrated at a reference prior π0: their value had the
-    window's positives made up a π0 share of it (`docs/metrics.md`, π0 calibration)."""
+    window's positives made up a π0 share of it (`docs/reference/metrics.md`, π0 calibration)."""
 
     precision: Annotated[Metric, _described("calibrated precision at the threshold")]
     f1: Annotated[Metric, _described("F1 of the calibrated precision and the recall")]
@@ -123,7 +124,7 @@ CalibratedByPrior = dict[str, CalibratedMetrics | None]
 
 @with_config(_CLOSED)
 class RegularIntervals(TypedDict):
-    """95% intervals of the regular metrics (`docs/intervals.md`); null where none is
+    """95% intervals of the regular metrics (`docs/reference/intervals.md`); null where none is
     published (always for `best_f1`, `pr_gain_auc` and `ks`); the probability ones absent for
     `score` models."""
 
@@ -162,7 +163,7 @@ class CalibratedIntervals(TypedDict):
 CalibratedIntervalsByPrior = dict[str, CalibratedIntervals | None]
 
 
-#: Why a metric has no interval (``docs/intervals.md``, "Absent intervals").
+#: Why a metric has no interval (``docs/reference/intervals.md``, "Absent intervals").
 AbsentReason = Literal[
     "no_method",
     "undefined",
@@ -178,8 +179,8 @@ AbsentReason = Literal[
 @with_config(_CLOSED)
 class IntervalsAbsent(TypedDict):
     """The reason of every null interval, keyed like the intervals (a metric with an interval
-    has no key; `docs/intervals.md`, "Absent intervals"); ``calibrated`` holds a null where
-    the intervals' key is null."""
+    has no key; `docs/reference/intervals.md`, "Absent intervals"); ``calibrated`` holds a null
+    where the intervals' key is null."""
 
     regular: Annotated[
         dict[str, AbsentReason],
@@ -218,7 +219,7 @@ class WindowIntervals(TypedDict):
 @with_config(_CLOSED)
 class SplitParts(TypedDict):
     """A change of one prior-dependent metric from the reference to the window, split into the
-    part due to the class ratio and the part due to the model (`docs/metrics.md`, the
+    part due to the class ratio and the part due to the model (`docs/reference/metrics.md`, the
     order-symmetric split: total = prior + likelihood)."""
 
     total: Annotated[Metric, _described("the window's value minus the reference's")]
@@ -247,8 +248,8 @@ class Split(TypedDict):
 
 @with_config(_CLOSED)
 class ReferencePeriod(TypedDict):
-    """Which reference set (`docs/references.md`): how it is chosen, the period it covers and,
-    for a trailing one, how many windows it pools (what a verdict names as compared
+    """Which reference set (`docs/reference/references.md`): how it is chosen, the period it covers
+    and, for a trailing one, how many windows it pools (what a verdict names as compared
     against)."""
 
     kind: Annotated[Literal["trailing", "fixed"], _described("how the reference is chosen")]
@@ -289,8 +290,8 @@ class EstimatedCalibrated(TypedDict):
 
 @with_config(_CLOSED)
 class LabelShiftCheck(TypedDict):
-    """The label-shift check of the window (`docs/metrics.md`, The label-shift check): does
-    the window's score distribution fit the reference's class mixture at some ratio?"""
+    """The label-shift check of the window (`docs/reference/metrics.md`, The label-shift check):
+    does the window's score distribution fit the reference's class mixture at some ratio?"""
 
     p_value: Annotated[
         float | None, _described("p-value of the check; null under 200 scored predictions")
@@ -313,8 +314,8 @@ class LabelShiftCheck(TypedDict):
 
 @with_config(_CLOSED)
 class Estimated(TypedDict):
-    """The label-free estimate of the window (`docs/metrics.md`, Label-free estimates): from
-    every scored prediction, labelled or not, assuming P(score | class) is the reference's.
+    """The label-free estimate of the window (`docs/reference/metrics.md`, Label-free estimates):
+    from every scored prediction, labelled or not, assuming P(score | class) is the reference's.
     ``label_shift``, ``verdict``, ``cannot_see`` and ``positive_class_ratio_resolved`` are
     absent from records computed before they existed."""
 
@@ -413,7 +414,7 @@ class Costs(TypedDict):
 
 @with_config(ConfigDict(extra="forbid", strict=True, json_schema_extra=_one_objective))
 class Objective(TypedDict):
-    """What a model's advised threshold aims at (``docs/acting.md``); exactly one of:
+    """What a model's advised threshold aims at (``docs/reference/acting.md``); exactly one of:
 
     ``{"target_precision": p}``: the lowest threshold whose expected precision is at least p;
     ``{"costs": {...}}``: the threshold of least expected cost per prediction;
@@ -449,7 +450,7 @@ class AdviceExpected(TypedDict):
 class AdviceIntervals(TypedDict):
     """95% intervals of the expected values, [lower, upper], over the reference's sampling
     (each class's rates bounded by Wilson): not the next window's own noise nor the class
-    ratio's error (`docs/acting.md`); ``cost`` only with a cost objective."""
+    ratio's error (`docs/reference/acting.md`); ``cost`` only with a cost objective."""
 
     precision: Annotated[Interval, _described("expected precision's interval")]
     recall: Annotated[Interval, _described("expected recall's interval")]
@@ -472,7 +473,7 @@ class AdviceAssumption(TypedDict):
 @with_config(_CLOSED)
 class Advice(TypedDict):
     """The advised threshold for the model's objective at the window's class ratio
-    (`docs/acting.md`); `threshold` is null with a `reason` when there is none."""
+    (`docs/reference/acting.md`); `threshold` is null with a `reason` when there is none."""
 
     objective: Annotated[Objective, _described("the model's objective when computed")]
     configured_threshold: Annotated[float, _described("the model's configured threshold")]
@@ -517,7 +518,8 @@ class SegmentsOverflow(TypedDict):
 @with_config(_CLOSED)
 class PositivesShift(TypedDict):
     """Whether the pooled positives score lower than the reference's positives: the test the
-    page `CalmonDecisionMetricDrop` reads (`docs/metrics.md`, "Decisions at few positives")."""
+    page `CalmonDecisionMetricDrop` reads (`docs/reference/metrics.md`, "Decisions at few
+    positives")."""
 
     method: Annotated[
         Literal["mann_whitney", "mann_whitney_and_placement", "location_and_placement"],
@@ -565,9 +567,9 @@ class PositivesShift(TypedDict):
 
 @with_config(_CLOSED)
 class Decision(TypedDict):
-    """The pooled decision of the window (`docs/metrics.md`, "Decisions at few positives"): the
-    window and the trailing windows before it, pooled back until they hold the model's
-    `decision.min_positives` positives (within `decision.max_span`), split against the
+    """The pooled decision of the window (`docs/reference/metrics.md`, "Decisions at few
+    positives"): the window and the trailing windows before it, pooled back until they hold the
+    model's `decision.min_positives` positives (within `decision.max_span`), split against the
     reference like a window. The one verdict the web view, `calmon windows`, `calmon simulate`
     and the alerts read. ``positives_shift`` and ``reference`` are absent from records
     computed before they existed."""

@@ -1,6 +1,6 @@
 """Service settings: environment variables ``CALMON_*`` read into one :class:`Settings` object.
 
-Every variable is listed in ``docs/configuration.md``. Settings are built by
+Every variable is listed in ``docs/reference/configuration.md``. Settings are built by
 :func:`get_settings` when a command or the application factory starts, never at import time,
 so tests and sub-commands can set the environment first.
 """

@@ -1,7 +1,7 @@
 """The verdicts: the codes a window record stores, their words, and the thresholds and
 predicates of the alerts that read them.
 
-A window record says what happened in two codes (``docs/metrics.md``): its pooled
+A window record says what happened in two codes (``docs/reference/metrics.md``): its pooled
 ``decision.verdict`` (:class:`Verdict`), the one verdict the web view, ``calmon windows``,
 ``calmon simulate`` and the alerts read, and, before its labels land, its label-free
 ``estimated.verdict`` (:class:`Estimate`). Every module that writes or reads them takes them
@@ -114,9 +114,9 @@ SHIFT_FACTOR: Final = 1.5
 #: check; its assumption holds when the p-value is at least this
 CHECK_LEVEL: Final = 0.01
 #: CalmonDecisionMetricDrop: the z of the positives' shift test the page needs, chosen from the
-#: study of ``docs/metrics.md`` so that pure prior shifts page at most 2.5% of models in a week
-#: of hourly decisions (each hour's decision re-reads most of the last one's windows, and every
-#: one is compared with the same reference)
+#: study of ``docs/measurements/decisions.md`` so that pure prior shifts page at most 2.5% of
+#: models in a week of hourly decisions (each hour's decision re-reads most of the last one's
+#: windows, and every one is compared with the same reference)
 PAGE_Z: Final = 3.5
 #: CalmonDecisionMetricDrop: the page's level, the shift test's p-value below this (0.000233)
 PAGE_P: Final = 1.0 - NormalDist().cdf(PAGE_Z)
@@ -146,9 +146,9 @@ def decision_verdict(
     likelihood_interval: Pair,
     paged: bool = False,
 ) -> Verdict:
-    """The verdict of a pooled decision (``docs/metrics.md``, "Decisions at few positives")
-    from the two class ratios' Wilson intervals, the likelihood part's interval and whether
-    the page's rule holds (:func:`page`): the class ratio moved when the two ratios'
+    """The verdict of a pooled decision (``docs/reference/metrics.md``, "Decisions at few
+    positives") from the two class ratios' Wilson intervals, the likelihood part's interval and
+    whether the page's rule holds (:func:`page`): the class ratio moved when the two ratios'
     intervals are disjoint; "worse" rests on the page's evidence alone, and a likelihood
     interval below 0 without it reads "may be worse"; stable when the likelihood interval
     exists and none holds; not enough data without it and a ratio that did not visibly move."""

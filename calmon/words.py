@@ -1,6 +1,6 @@
 """Words shared by every human-facing output (the web view, `calmon windows`, the offline
 report, the exporter's labels): counts with their noun in the right number, and what a verdict
-is compared against (``docs/references.md``).
+is compared against (``docs/reference/references.md``).
 
 Pure functions of plain values and window records; nothing here reads the database.
 """

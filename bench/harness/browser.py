@@ -32,7 +32,7 @@ from playwright.sync_api import (
 )
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
-#: where ReDoc's menu loads its maker's logo from (refused: ``docs/ui.md``)
+#: where ReDoc's menu loads its maker's logo from (refused: ``docs/reference/ui.md``)
 REDOC_LOGO_HOST: Final = "cdn.redoc.ly"
 
 

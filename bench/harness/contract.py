@@ -1,4 +1,4 @@
-"""The Prometheus series contract (docs/design.md, "Prometheus series"), as data.
+"""The Prometheus series contract (docs/reference/design.md, "Prometheus series"), as data.
 
 ``FAMILIES`` names every metric family calmon exports, with its type, its label names (target
 labels such as ``job`` and ``instance`` are added by Prometheus, see ``TARGET_LABELS``) and the
@@ -20,7 +20,7 @@ from typing import Final, Literal
 
 from bench.harness.promql import Selector, selectors
 
-#: every metric of docs/metrics.md, in its order
+#: every metric of docs/reference/metrics.md, in its order
 CATALOGUE: Final[tuple[str, ...]] = (
     "precision",
     "recall",
@@ -47,7 +47,7 @@ PRIOR_DEPENDENT: Final[frozenset[str]] = frozenset(
     {"precision", "f1", "average_precision", "best_f1", "best_f1_threshold", "pr_gain_auc"}
 )
 
-#: metrics without a 95% interval (docs/intervals.md): no ``_lower``/``_upper`` series
+#: metrics without a 95% interval (docs/reference/intervals.md): no ``_lower``/``_upper`` series
 NO_INTERVAL: Final[frozenset[str]] = frozenset(
     {"best_f1_threshold", "ece", "mce", "best_f1", "pr_gain_auc", "ks"}
 )
@@ -58,8 +58,8 @@ SPLIT: Final[tuple[str, ...]] = ("precision", "f1", "average_precision", "best_f
 #: split metrics whose parts have a 95% interval: ``calmon_<metric>_change_lower``/``_upper``
 SPLIT_INTERVAL: Final[tuple[str, ...]] = ("precision", "f1", "average_precision")
 
-#: label-free estimated metrics, ``calmon_estimated_<metric>`` (docs/metrics.md, "Label-free
-#: estimates")
+#: label-free estimated metrics, ``calmon_estimated_<metric>`` (docs/reference/metrics.md,
+#: "Label-free estimates")
 ESTIMATED: Final[tuple[str, ...]] = ("precision", "recall", "f1", "roc_auc", "average_precision")
 
 #: estimated metrics with a ``pi0`` label (``observed`` = at the estimated ratio, or a configured

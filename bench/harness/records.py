@@ -1,8 +1,9 @@
-"""Window records of the documented shape (docs/scheduler.md, "The record"), built by hand.
+"""Window records of the documented shape (docs/reference/scheduler.md, "The record"), built by
+hand.
 
 Every value is defined where a real window of a probability model with a usable reference
 has one: every catalogue metric, calibrated values at the reference prior and at each
-configured π0, intervals for the metrics docs/intervals.md lists, the reference's regular
+configured π0, intervals for the metrics docs/reference/intervals.md lists, the reference's regular
 values, the split of the five split metrics with the intervals of both parts.
 """
 
@@ -28,8 +29,8 @@ from calmon.metrics.prepared import pi0_key
 from calmon.records import WindowRecord
 from calmon.words import decision_reference, decision_words, reference_words
 
-#: docs/intervals.md: these have no interval
-#: docs/metrics.md: these exist for probability models only
+#: docs/reference/intervals.md: these have no interval
+#: docs/reference/metrics.md: these exist for probability models only
 PROBABILITY_ONLY = frozenset(
     {"brier", "brier_skill", "brier_pos", "brier_neg", "ece", "mce", "log_loss"}
 )
@@ -188,8 +189,8 @@ def _unix(text: str) -> float:
 
 
 def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
-    """The series of one window record by the contract's rules (docs/design.md,
-    docs/deployment.md): what /metrics must show for it, undefined values left out."""
+    """The series of one window record by the contract's rules (docs/reference/design.md,
+    docs/reference/deployment.md): what /metrics must show for it, undefined values left out."""
     w = {"model": model, "segment": record["segment"]}
     out: dict[Key, float] = {}
 
@@ -307,9 +308,9 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
 def per_window_series(*, configured_pi0: int, probability: bool = True) -> int:
     """Series of one fully defined window, from the contract: every catalogue metric (once,
     or once per pi0 variant: observed, reference and each configured prior), its interval
-    bounds where docs/intervals.md gives one, its reference value; the three components of
-    each split metric and, where docs/intervals.md gives them, the two bounds of its prior and
-    of its likelihood part; the estimated ratio and its bounds, each estimated metric (once per
+    bounds where docs/reference/intervals.md gives one, its reference value; the three components of
+    each split metric and, where docs/reference/intervals.md gives them, the two bounds of its prior
+    and of its likelihood part; the estimated ratio and its bounds, each estimated metric (once per
     pi0 variant: observed and each configured prior, for the prior-dependent ones), the
     label-shift check's p-value; ratio, its bounds, its reference; predictions, positives,
     unlabelled, start, end, computed; the decision's prior and likelihood parts with their

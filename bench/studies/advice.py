@@ -1,5 +1,5 @@
-"""The study of threshold advice at rare priors (``docs/acting.md``, "Advice at rare priors"):
-does the advised threshold give the target precision on the next window, under pure label
+"""The study of threshold advice at rare priors (``docs/measurements/advice.md``, "Advice at rare
+priors"): does the advised threshold give the target precision on the next window, under pure label
 shift (each class's scores drawn as in the reference, only the class ratio moved)?
 
 A *model* is a score family and one reference drawn from it (:data:`REFERENCES`: 20,000 rows

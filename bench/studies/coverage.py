@@ -7,7 +7,7 @@ test: by numerical integration for continuous scores, by an exact sum over the g
 rounded ones. A *regime* is a family, a prior π and an expected number of positives per set;
 each set has n = positives / π rows, each positive with probability π (Bernoulli, so n_pos varies
 between sets). Used by ``test_interval_coverage.py`` and by ``bench/interval_coverage.py``,
-which prints the table of ``docs/intervals.md``.
+which prints the table of ``docs/measurements/intervals.md``.
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ NOISY = (
     ),
 )
 """Families with a rare component in each class, used to design the intervals' unseen-row
-bound (``docs/intervals.md``, "What a sample cannot show"): *label noise*, a tenth of the
+bound (``docs/reference/intervals.md``, "What a sample cannot show"): *label noise*, a tenth of the
 positives drawn from the negatives' Beta(1.5, 5) and 1% of the negatives from the positives'
 Beta(5, 1.5) (population ROC AUC 0.93); *confident mistakes*, 4% of the positives at the
 bottom (Beta(1, 40)) and 1.5% of the negatives at the top (Beta(40, 1)) of a Beta(4, 2) /

@@ -1,4 +1,4 @@
-"""The study of pooled decisions at few positives (``docs/metrics.md``, "Decisions at few
+"""The study of pooled decisions at few positives (``docs/reference/metrics.md``, "Decisions at few
 positives"): false pages under pure prior shifts, detection delay of likelihood drifts, and
 the coverage of the decision's intervals.
 
@@ -13,8 +13,8 @@ default setting), exactly as the scheduler does, and is computed by
 (:func:`calmon.metrics.decision.page`); it needs no interval, so the hourly decisions skip the
 bootstrap, and every ``COVERAGE_EVERY``-th hour's decision is computed in full (default
 replicates, as users get it) for the coverage of its intervals. Used by
-``test_decision_study.py`` (a small run) and by ``bench/decisions.py`` (the table of
-``docs/metrics.md``).
+``test_decision_study.py`` (a small run) and by ``bench/decisions.py`` (the tables of
+``docs/measurements/decisions.md``).
 """
 
 from __future__ import annotations

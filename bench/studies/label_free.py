@@ -1,5 +1,5 @@
-"""The study of π̂ and the label-shift check at rare priors (``docs/metrics.md``, "Rare
-priors"): π̂'s bias and coverage under pure label shift, and whether a window whose negatives'
+"""The study of π̂ and the label-shift check at rare priors (``docs/measurements/label-free.md``,
+"Rare priors"): π̂'s bias and coverage under pure label shift, and whether a window whose negatives'
 scores rose is flagged or covered.
 
 Families. Each draws a latent score per row, class by class, then maps it to a score:

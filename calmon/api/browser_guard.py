@@ -1,5 +1,5 @@
-"""What a web page in a browser may not make the browser do to calmon (``docs/ui.md``, "What
-other sites cannot do").
+"""What a web page in a browser may not make the browser do to calmon (``docs/reference/ui.md``,
+"What other sites cannot do").
 
 - **Cross-site writes.** A request that changes state (any method but GET, HEAD, OPTIONS) is
   refused with 403 ``cross_site_request`` when the browser says another site made it: a

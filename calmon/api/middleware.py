@@ -8,9 +8,9 @@ static file as another type), and one without its own Content-Security-Policy ge
 The body limit applies before the application parses anything: an announced
 ``Content-Length`` over it, or a streamed body as it crosses it (:class:`BodyTooLargeError`),
 is answered 413. ``calmon_ingest_rejected_total`` counts rejected *predictions*
-(``docs/api.md``): the JSON body dependency leaves the body it read in the request's scope
+(``docs/reference/api.md``): the JSON body dependency leaves the body it read in the request's scope
 (:func:`remember_body`), parsed only when the request is rejected. A client that leaves before
-its body arrived is logged and counted with status 499 (``docs/ingestion.md``).
+its body arrived is logged and counted with status 499 (``docs/measurements/ingestion.md``).
 """
 
 from __future__ import annotations

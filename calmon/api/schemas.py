@@ -99,9 +99,9 @@ class Status(BaseModel):
 
 
 class CalibrationOut(BaseModel):
-    """A window's recalibration map (`docs/acting.md`): the reference's isotonic calibration
-    moved to the window's class ratio, as a monotone piecewise-linear map. Apply it with one
-    interpolation, clamped at both ends:
+    """A window's recalibration map (`docs/reference/acting.md`): the reference's isotonic
+    calibration moved to the window's class ratio, as a monotone piecewise-linear map. Apply it with
+    one interpolation, clamped at both ends:
     `numpy.interp(scores, [k[0] for k in knots], [k[1] for k in knots])`."""
 
     model: str = Field(description="the model")

@@ -5,7 +5,7 @@ So that a client cannot tie up a worker with a request it never finishes, every 
 431, read no further than that plus one socket read), the time to the end of the head
 (``CALMON_HEADER_TIMEOUT``: 408) and the time to the end of the body (``CALMON_BODY_TIMEOUT``:
 408 unless a response has started; the application sees the client leave, 499); each closes
-the connection. The answers are in ``docs/api.md`` ("Errors"). h11 rather than httptools,
+the connection. The answers are in ``docs/reference/api.md`` ("Errors"). h11 rather than httptools,
 uvicorn's default parser, because httptools does not bound the size of a head.
 """
 

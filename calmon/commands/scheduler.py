@@ -2,9 +2,9 @@
 
 Any number may run against one PostgreSQL database: each claims due windows and computes
 them, and the one holding the leader lock also scans for changes and expires old data; another
-takes the lock over when it dies (``docs/scheduler.md``, "Scaling out"). Metrics are served on
-``--metrics-host``:``--metrics-port`` (``/metrics``; default ``CALMON_HOST``:9464); they hold no
-data of the models, but name them, so like the API they listen beyond loopback only when a
+takes the lock over when it dies (``docs/reference/scheduler.md``, "Scaling out"). Metrics are
+served on ``--metrics-host``:``--metrics-port`` (``/metrics``; default ``CALMON_HOST``:9464); they
+hold no data of the models, but name them, so like the API they listen beyond loopback only when a
 token is configured. A database that does not answer at start is waited for (logged, retried
 with back-off), as the API waits with 503s; one at the wrong schema is an error.
 """

@@ -23,10 +23,11 @@ if TYPE_CHECKING:
 
 TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
 THRESHOLD: Final = 0.5
-#: seconds to wait for the windows: a loaded 2-core machine took up to 130 s (docs/simulate.md)
+#: seconds to wait for the windows: a loaded 2-core machine took up to 130 s
+#: (docs/reference/simulate.md)
 DEFAULT_WAIT: Final = 300.0
 #: the simulated model's objective: each window's advice is the threshold keeping this
-#: precision at its class ratio (docs/acting.md)
+#: precision at its class ratio (docs/reference/acting.md)
 OBJECTIVE: Final = {"target_precision": 0.5}
 #: seconds for one request, and requests made of each before giving up on a failure that may
 #: pass (the client's back-off between them: at most 11.3 s in all)
@@ -34,7 +35,7 @@ TIMEOUT: Final = 60.0
 ATTEMPTS: Final = 8
 
 EPILOG = """\
-The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
+The stream (see docs/reference/simulate.md): WINDOWS-PER-PHASE windows per phase, in the order of
 --phases, ending at the last window boundary before now, so every window is closed.
   stable      pi = 0.05, ROC AUC 0.90: the model's fixed reference period
   prior       pi = 0.008 with P(score | y) unchanged: a pure prior shift
@@ -42,11 +43,11 @@ The stream (see docs/simulate.md): WINDOWS-PER-PHASE windows per phase, in the o
 --prior P is the rare-positive preset: the stable and likelihood phases at pi = P, the prior
 phase moved by the same factor (x0.16); use it with more predictions per window, e.g.
 --prior 0.005 --per-window 4000 gives about 20 positives a window, too few for a window's own
-AP interval: each window's pooled decision (docs/metrics.md) then decides; the preset's
+AP interval: each window's pooled decision (docs/reference/metrics.md) then decides; the preset's
 model pools 100 positives per decision (the default is 400, too many for a short stream).
 The model is created with score_kind probability, threshold 0.5, grace 0s, the stable
 period as its fixed reference and the objective "precision at least 0.5" (threshold advice,
-docs/acting.md), under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse;
+docs/reference/acting.md), under MODEL-2, MODEL-3, ... when MODEL exists, unless --reuse;
 the token needs the admin scope. The output ends with a verdict per phase: whether the class
 ratio moved and whether the model got worse, beside the true values.
 """

@@ -49,8 +49,8 @@ NO_INTERVAL: Final = "?"
 WITHHELD: Final = "withheld"
 ADVICE_LEGEND: Final = (
     "threshold, advised: the configured threshold and the one advised for the model's objective"
-    f" at the window's class ratio (docs/acting.md); {WITHHELD}: the label-shift check failed,"
-    " so no threshold computed from the reference's classes is advised; - no advice."
+    f" at the window's class ratio (docs/reference/acting.md); {WITHHELD}: the label-shift check"
+    " failed, so no threshold computed from the reference's classes is advised; - no advice."
 )
 LEGEND: Final = "\n".join(
     (
@@ -61,7 +61,7 @@ LEGEND: Final = "\n".join(
         " with both classes), or no calibrated value or split for the metric",
         "pooled: the windows and positives the decision pools; decision: the likelihood part of"
         " its AP change; verdict: what the decision says; against: the reference it compares"
-        " with (docs/references.md).",
+        " with (docs/reference/references.md).",
     )
 )
 
@@ -73,11 +73,11 @@ metric at the window's own ratio; calibrated: the metric calibrated at the refer
 classes, or for a metric that does not depend on the ratio); prior part and
 likelihood part: the change of the metric since the reference, split into what the class ratio
 moving explains and what the model getting better (> 0) or worse (< 0) explains; pooled,
-decision, verdict: the window's pooled decision (docs/metrics.md, "Decisions at few
+decision, verdict: the window's pooled decision (docs/reference/metrics.md, "Decisions at few
 positives"): the windows pooled back until they hold enough positives, the likelihood part of
 their average precision change, and the one verdict (the web view and the alerts read it too);
 against: the reference that verdict compares with, the previous windows of a trailing
-reference or the period of a fixed one (docs/references.md). Until at least half of a
+reference or the period of a fixed one (docs/reference/references.md). Until at least half of a
 window's predictions are labelled, the last column gives the class ratio estimated from the
 scores alone with its 95% interval and what it says: the class ratio moved (the scores fit a
 class-ratio change), the scores changed in a way a class-ratio change does not explain (the

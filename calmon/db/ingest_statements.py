@@ -5,7 +5,7 @@ table on SQLite; on PostgreSQL day partitions and the id registry ``prediction_k
 labels onto stored predictions.
 
 No value is ever part of a statement's text. The statements, their order and their locks are in
-``docs/storage.md`` ("Ingestion path").
+``docs/reference/storage.md`` ("Ingestion path").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tables of calmon (SQLAlchemy 2.0 declarative models); the schema itself comes from migrations.
 
-``docs/storage.md`` explains the layout, the indexes and how data expires.
+``docs/reference/storage.md`` explains the layout, the indexes and how data expires.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Base(DeclarativeBase):
 
 
 class Model(Base):
-    """A monitored binary classifier and its configuration (see ``docs/design.md``)."""
+    """A monitored binary classifier and its configuration (see ``docs/reference/design.md``)."""
 
     __tablename__ = "models"
     __table_args__ = (
@@ -302,7 +302,7 @@ class WindowResult(Base):
     ``alerts``: the record's alert states as its writer judged them (a JSON array of texts,
     ``[]`` when quiet; :func:`calmon.services.stored_windows.judged_alerts`), NULL for a row
     written without them (its readers judge the record). Triggers keep
-    :class:`WindowLatest` from this table (``docs/storage.md``, "The latest windows").
+    :class:`WindowLatest` from this table (``docs/reference/storage.md``, "The latest windows").
     """
 
     __tablename__ = "window_results"
@@ -337,7 +337,7 @@ class WindowLatest(Base):
     Written only by triggers on ``window_results`` (migration 0010), in the transaction that
     writes or deletes the records, so it never disagrees with them; the model list and the
     exporter read it instead of probing ``window_results`` once per pair
-    (``docs/storage.md``, "The latest windows").
+    (``docs/reference/storage.md``, "The latest windows").
     """
 
     __tablename__ = "window_results_latest"
@@ -392,8 +392,9 @@ class WindowScores(Base):
 
 
 class WebSession(Base):
-    """A login of the web view (``docs/ui.md``, "Tokens"): the browser's cookie holds a random
-    session id, this row only its SHA-256 (``id_hash``), so a copy of the table opens nothing.
+    """A login of the web view (``docs/reference/ui.md``, "Tokens"): the browser's cookie holds a
+    random session id, this row only its SHA-256 (``id_hash``), so a copy of the table opens
+    nothing.
 
     ``token_key`` is a slow, salted digest of the token that logged in: a session is honoured
     only while that token is configured with ``read``, and grants ``scopes`` (``read``) at
@@ -413,8 +414,8 @@ class WebSession(Base):
 
 
 class SchedulerLeader(Base):
-    """The scheduler's leader lease (``docs/scheduler.md``, "The leader lock"): one row per
-    role (``scheduler``), naming the process that leads and when its lease ends, in the
+    """The scheduler's leader lease (``docs/reference/scheduler.md``, "The leader lock"): one row
+    per role (``scheduler``), naming the process that leads and when its lease ends, in the
     database server's clock. The leader renews ``expires_at`` every few seconds; another
     process takes the row over once it has passed."""
 
@@ -428,7 +429,7 @@ class SchedulerLeader(Base):
 
 class SharedSetting(Base):
     """A setting every process of one database reads from here rather than from its own
-    environment (``retention_days``: ``docs/storage.md``, "Retention"), so that no two
+    environment (``retention_days``: ``docs/reference/storage.md``, "Retention"), so that no two
     processes act on different values. ``changed_at`` is when the value was stored (seeded by
     the first process that found none, or changed by ``calmon retention``)."""
 

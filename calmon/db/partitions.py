@@ -1,8 +1,8 @@
 """Daily partitions of ``predictions`` on PostgreSQL (SQLite keeps one table).
 
 ``predictions`` is range-partitioned by ``ts``, one partition per UTC day named
-``predictions_yyyymmdd`` (``docs/storage.md``). Partitions are made by the application, not by
-an extension: the scheduler's leader makes today's and the next ``AHEAD_DAYS`` days' in its
+``predictions_yyyymmdd`` (``docs/reference/storage.md``). Partitions are made by the application,
+not by an extension: the scheduler's leader makes today's and the next ``AHEAD_DAYS`` days' in its
 hourly upkeep (and ``calmon migrate`` once), and ingestion makes, before inserting a batch, those
 of the batch's days that this process has not seen yet (late or back-filled event times), so an
 insert never fails for a missing partition.
@@ -21,7 +21,7 @@ Expiry is the reverse, also here (:func:`expire_partitions`, called by retention
 ended before the cutoff is detached without holding a lock that ingestion or readers queue
 behind, renamed ``expired_predictions_yyyymmdd``, its ids deleted from the registry
 ``prediction_keys`` in bounded batches whose progress is kept in the table's comment, then
-dropped; an interrupted run is continued by the next (``docs/storage.md``, "Retention").
+dropped; an interrupted run is continued by the next (``docs/reference/storage.md``, "Retention").
 """
 
 from __future__ import annotations

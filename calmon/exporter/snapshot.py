@@ -16,9 +16,9 @@ rounds of tracked position), and only then reads the records of the chosen windo
 :func:`load_candidates` reads every pair's latest window instead. Segments left out are
 counted per model in ``calmon_exporter_segments_omitted``.
 
-:func:`build_snapshot` turns those records into the gauges of ``docs/design.md`` ("Prometheus
-series"); undefined values are left out (a series is absent, never NaN). The samples are built
-once per refresh; a scrape only copies them. The snapshot's load time is read from the
+:func:`build_snapshot` turns those records into the gauges of ``docs/reference/design.md``
+("Prometheus series"); undefined values are left out (a series is absent, never NaN). The samples
+are built once per refresh; a scrape only copies them. The snapshot's load time is read from the
 :class:`~calmon.clock.Clock` passed in (the machine's by default), like every other *when* of the
 scheduler and the exporter.
 """
@@ -80,7 +80,7 @@ OMITTED_FAMILY: Final = "calmon_exporter_segments_omitted"
 #: series of a model beside its windows': ``calmon_segments_overflow_predictions`` and
 #: ``calmon_exporter_segments_omitted``
 PER_MODEL_SERIES: Final = 2
-#: regular metrics with a 95% interval (docs/intervals.md), for every pi0 variant
+#: regular metrics with a 95% interval (docs/reference/intervals.md), for every pi0 variant
 INTERVAL_METRICS: Final = frozenset(REGULAR_INTERVAL_METRICS).difference(NO_INTERVAL) | {
     "ks_abc",
     *MEAN_METRICS,
@@ -126,8 +126,8 @@ _ESTIMATED_RATIO: Final = (
         " changed in a way a class-ratio change does not explain)",
     ),
 )
-#: the pooled decision's series (docs/metrics.md, "Decisions at few positives"); its parts and
-#: their bounds by ``component`` (INTERVAL_COMPONENTS)
+#: the pooled decision's series (docs/reference/metrics.md, "Decisions at few positives"); its parts
+#: and their bounds by ``component`` (INTERVAL_COMPONENTS)
 _DECISION_PARTS: Final = (
     (
         "calmon_decision_change",
@@ -153,21 +153,21 @@ _DECISION_FAMILIES: Final = (
     (
         "calmon_decision_positives_shift_p_value",
         "One-sided p-value of the test that the pooled positives score lower than the "
-        "reference's (the page's test, docs/metrics.md)",
+        "reference's (the page's test, docs/reference/metrics.md)",
     ),
 )
 #: what the latest window and its decision are compared with, as labels (``kind``, and
-#: ``against``: the reference in words, docs/references.md) of a series of value 1
+#: ``against``: the reference in words, docs/reference/references.md) of a series of value 1
 _REFERENCE_INFO: Final = (
     (
         "calmon_reference_info",
         "1 for the reference the latest window is compared with; kind: trailing or fixed, "
-        "against: the reference in words (docs/references.md)",
+        "against: the reference in words (docs/reference/references.md)",
     ),
     (
         "calmon_decision_reference_info",
         "1 for the reference the latest window's pooled decision is compared with; kind: "
-        "trailing or fixed, against: the reference in words (docs/references.md)",
+        "trailing or fixed, against: the reference in words (docs/reference/references.md)",
     ),
 )
 #: series of one window's decision
@@ -244,7 +244,7 @@ class Selection:
 
 def window_series_bound(*, pi0: int, probability: bool) -> int:
     """The most series one window of a model with ``pi0`` configured priors can export:
-    every value defined, and an interval wherever docs/intervals.md publishes one."""
+    every value defined, and an interval wherever docs/reference/intervals.md publishes one."""
     count = 0
     for metric in REGULAR_METRICS:
         if not probability and metric in PROBABILITY_METRICS:

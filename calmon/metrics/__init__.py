@@ -1,4 +1,4 @@
-"""The metric engine: NumPy arrays in, the numbers of ``docs/metrics.md`` out (no I/O).
+"""The metric engine: NumPy arrays in, the numbers of ``docs/reference/metrics.md`` out (no I/O).
 
 - :func:`evaluate`: every metric of one evaluation set as a JSON-able dict.
 - :func:`calmon.metrics.window_evaluation.evaluate_window`: everything a window's record is built

@@ -26,7 +26,7 @@ Kolmogorov-Smirnov per class against the reference, at the reference's threshold
 :func:`window_advice` gives the ``advice`` of a window record: the window's class ratio comes
 from its labels when it has enough of them (``measured``), else from the label-free estimate,
 only where that estimate's label-shift check holds (``estimated``); otherwise there is no
-advice and the record says why (:func:`window_prior`, ``docs/acting.md``).
+advice and the record says why (:func:`window_prior`, ``docs/reference/acting.md``).
 """
 
 from __future__ import annotations
@@ -584,7 +584,7 @@ def window_advice(
     (``result["n"]`` + ``unlabelled``) would keep the objective with probability
     :data:`HOLD_PROBABILITY` (:func:`window_hold`); otherwise ``reason`` says how many rows the
     threshold would flag, how often it would keep it, which error weighs most and what window
-    or reference size would make advice possible (``docs/acting.md``)."""
+    or reference size would make advice possible (``docs/reference/acting.md``)."""
     out: dict[str, Any] = {
         "objective": objective,
         "configured_threshold": threshold,

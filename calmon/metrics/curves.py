@@ -6,7 +6,7 @@ regular and π0-calibrated, from the block counts of :class:`calmon.metrics.rank
 Everything is a cumulative sum or an elementwise expression over the K blocks: no loop over
 blocks or rows (only over the π0 values).
 
-Curve points (``docs/metrics.md``): block k enters whole, so at its threshold
+Curve points (``docs/reference/metrics.md``): block k enters whole, so at its threshold
 TP_k = Σ_{i≤k} pos_i and FP_k = Σ_{i≤k} (neg_above_i + neg_tied_i). A block whose positive
 count is 0 (possible in a bootstrap replicate) adds no curve point: it contributes nothing to
 ROC AUC or AP, cannot beat the F1 of the point before it, and its negatives are carried into
@@ -76,7 +76,7 @@ def curve_metrics(
     *,
     pi0: Sequence[float],
 ) -> CurveValues:
-    """Every curve metric of ``docs/metrics.md``, regular and calibrated at each ``pi0``.
+    """Every curve metric of ``docs/reference/metrics.md``, regular and calibrated at each ``pi0``.
 
     Shapes: ``thresholds`` (K,) strictly decreasing; ``pos``, ``neg_tied``, ``neg_above``
     (..., K) counts as in :class:`~calmon.metrics.ranking.Ranking` (int or float, possibly 0);

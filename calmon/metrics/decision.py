@@ -1,5 +1,5 @@
 """The decision over a pooled set of windows: one verdict from honest intervals at few
-positives (``docs/metrics.md``, "Decisions at few positives").
+positives (``docs/reference/metrics.md``, "Decisions at few positives").
 
 A window with 20 positives has no interval for the parts of its average precision change, so
 alone it cannot say whether the model got worse. The decision pools the trailing windows back
@@ -41,7 +41,7 @@ from calmon.metrics.resampling import cut_with_fp
 from calmon.metrics.split import PART_INTERVAL_METRICS, drift_split, split_intervals_ranked
 from calmon.verdict import VERDICT_METRIC, decision_verdict, page
 
-#: the metric whose change the decision splits (why: ``docs/metrics.md``)
+#: the metric whose change the decision splits (why: ``docs/reference/metrics.md``)
 DECISION_METRIC: Final = VERDICT_METRIC
 #: the method of :func:`positives_shift` (records before it hold ``mann_whitney`` or
 #: ``mann_whitney_and_placement``)

@@ -48,7 +48,7 @@ def evaluate(
     intervals: bool = False,
     seed: int | None = None,
 ) -> dict[str, Any]:
-    """Every metric of ``docs/metrics.md`` for one evaluation set, as a JSON-able dict.
+    """Every metric of ``docs/reference/metrics.md`` for one evaluation set, as a JSON-able dict.
 
     ``scores`` (n,) finite (in [0, 1] when ``score_kind`` is "probability"), ``labels`` (n,)
     0/1; a row is predicted positive iff score ≥ ``threshold``. Returns::

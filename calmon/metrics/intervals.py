@@ -1,4 +1,4 @@
-"""Confidence intervals for one evaluation set, by metric family (``docs/intervals.md``).
+"""Confidence intervals for one evaluation set, by metric family (``docs/reference/intervals.md``).
 
 - Metrics at the decision threshold τ, from the confusion counts: Wilson intervals, F1 through
   the Jaccard index, the calibrated precision and F1 by MOVER (:func:`count_intervals`).
@@ -74,7 +74,7 @@ P_c = TP/(TP + r·FP)). At small p the AP weighs the top of the ranking, where f
 sit, ever more heavily, and weighing each negative r > 1 times does the same: the bootstrap
 interval undercovers, 0.875-0.93 at p = 0.01 with 20-200 positives, 0.905-0.96 at p = 0.02,
 0.89-0.955 at p = 0.05 (calibrated at π0 = 0.05 on tied or three-level scores 0.887-0.92),
-0.925-0.96 at p ≥ 0.1; at r ≈ 2.1-2.25 0.90-0.95 (``docs/intervals.md``)."""
+0.925-0.96 at p ≥ 0.1; at r ≈ 2.1-2.25 0.90-0.95 (``docs/reference/intervals.md``)."""
 
 
 def ap_interval_published(p: float, prior: float) -> bool:
@@ -101,9 +101,9 @@ ABSENT_REASONS = (
     "constant_scores",
     "undefined_in_replicates",
 )
-"""Why a metric has no interval (``bootstrap_intervals(...)["absent"]``, ``docs/intervals.md``,
-"Absent intervals"): ``no_method``, no method here covers for it (NO_INTERVAL);
-``undefined``, its value is undefined (a class missing, nothing at or above τ);
+"""Why a metric has no interval (``bootstrap_intervals(...)["absent"]``,
+``docs/reference/intervals.md``, "Absent intervals"): ``no_method``, no method here covers for it
+(NO_INTERVAL); ``undefined``, its value is undefined (a class missing, nothing at or above τ);
 ``prior_out_of_range``, average precision at a prior where it does not cover
 (:func:`ap_interval_published`); ``too_few_positives`` / ``too_few_negatives`` /
 ``too_few_rows``, fewer rows of that class (or in all) than the interval needs to cover
@@ -254,7 +254,7 @@ UNSEEN_ROWS = 3
 is missing from a sample of n rows of that class with probability (1 - q)^n ≈ e^(-nq), above
 5% while nq < 3 (the rule of three): the sample cannot rule out about three such rows per
 class, so every interval of a curve metric or a mean holds the value the set would have with
-them (``docs/intervals.md``, "What a sample cannot show")."""
+them (``docs/reference/intervals.md``, "What a sample cannot show")."""
 
 
 UNSEEN_LOSS_ROWS = 1.5
@@ -265,7 +265,7 @@ unbounded, and three rows at the set's extreme scores over-covered on every fami
 at 20 and 60 positives), one row undercovered where a class's rare rows carry the loss
 (0.866-0.880 on *confident mistakes* at π = 0.2 with 20 positives; 1.5 rows: 0.920-0.935);
 a score of exactly 0 or 1 would make an added term 34.5 (the clip of the point value), which
-says more about the clip than about the population (``docs/intervals.md``)."""
+says more about the clip than about the population (``docs/reference/intervals.md``)."""
 
 
 def unseen_row_sets(ranking: Ranking) -> Replicates:
@@ -278,8 +278,8 @@ def unseen_row_sets(ranking: Ranking) -> Replicates:
     A sample of n rows of a class misses a component of that class of share up to about 3/n
     (label noise, a cluster of confident mistakes) with probability above 5%, and its
     bootstrap then cannot show it: :func:`hull_unseen` widens an interval to hold the metric of
-    both sets (``docs/intervals.md``, "What a sample cannot show"). ``tp`` and ``fp`` are not
-    meaningful (no threshold)."""
+    both sets (``docs/reference/intervals.md``, "What a sample cannot show"). ``tp`` and ``fp`` are
+    not meaningful (no threshold)."""
     k = ranking.thresholds.size
     zero = np.zeros((2, 1), dtype=np.int64)
     pos = np.concatenate([zero, np.tile(ranking.pos, (2, 1)), zero], axis=1)
@@ -450,7 +450,7 @@ def _check(level: float, replicates: int | None) -> None:
 MIN_MEAN_TERMS = 10
 """A mean (MEAN_METRICS, ``ks_abc``) gets an interval only when each class it averages over has
 at least this many rows: below it the spread of a handful of skewed terms says too little
-(``docs/intervals.md``, "Means")."""
+(``docs/reference/intervals.md``, "Means")."""
 
 
 def _mean_interval(total: float, squares: float, m: int, level: float, scale: str) -> Interval:

@@ -3,7 +3,7 @@
 Assumption (label shift): the window may have another positive ratio π than the reference,
 but the distribution of scores within each class, P(score | y), is the reference's. Under
 that assumption alone, unlabelled scores determine π; nothing here can see a change of
-P(score | y) (a likelihood drift), which only labels reveal (``docs/metrics.md``).
+P(score | y) (a likelihood drift), which only labels reveal (``docs/reference/metrics.md``).
 
 Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the reference):
 
@@ -28,7 +28,7 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
    levels favour the reference's sampling noise: a top level the reference happens to see
    with few negatives gets a small b_j, and a window's negatives there count as positives
    (π̂ up to 2.3 times the truth at π = 0.002 with 20,000 reference rows, a tree's tied
-   scores, ``docs/metrics.md``). So π̂ uses other
+   scores, ``docs/reference/metrics.md``). So π̂ uses other
    levels than the recalibration: the reference's rows are split in two halves, levels are
    fitted on each half and counted on the other, and the equation is written as
    Σ_j d_j(π)·(m_j - n(π a_j + (1 - π) b_j)) = 0 over both sets of levels, where the weights
@@ -41,7 +41,7 @@ Method (Saerens, Latinne & Decaestecker 2002, on scores recalibrated on the refe
    each half of the reference, the levels kept fixed; clipped to [0, 1]. Any fixed grouping
    keeps P(level | y) unchanged under label shift, so the replicates estimate the same π. The
    normal form, not the percentile interval: π̂ is skewed at small π, and percentiles
-   covered 0.82 at π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/metrics.md``).
+   covered 0.82 at π = 0.01 and 10^5 rows, the normal interval 0.95 (``docs/reference/metrics.md``).
    r is the equation's root unclipped: π̂ = max(r, 0), and where the equation has no root in
    [0, 1] because it is negative at 0, r is the root of its tangent at 0 (``below`` in
    :func:`solve_shares`). At rare priors π̂'s spread reaches 0 (at 40 positives it is 1-3
@@ -282,7 +282,7 @@ class PriorEstimate:
         """Whether the interval stays clear of 0. When it reaches 0, π̂'s spread is of the
         order of π̂ itself and π̂ ≥ 0 truncates it: the value is then biased upward (no
         estimator that is never negative can be unbiased there) and reads as an order of
-        magnitude, the interval being what holds (``docs/metrics.md``, "Rare priors")."""
+        magnitude, the interval being what holds (``docs/reference/metrics.md``, "Rare priors")."""
         return self.lower > 0.0
 
 
@@ -699,7 +699,7 @@ def estimate_verdict(
     estimate: PriorEstimate, check: LabelShiftCheck, reference_prior: float
 ) -> str:
     """What the label-free estimate says of a window, as its record stores it
-    (:func:`calmon.verdict.estimate_of`, ``docs/metrics.md``): not enough data under
+    (:func:`calmon.verdict.estimate_of`, ``docs/reference/metrics.md``): not enough data under
     :data:`MIN_ESTIMATE_ROWS` rows; the scores changed where the label-shift check rejects (in
     a way a class-ratio change does not explain); where it holds, a rise when π̂'s interval
     lies wholly above the reference's ratio times :data:`calmon.verdict.SHIFT_FACTOR`, a fall
@@ -805,7 +805,7 @@ def estimate_window(
     "method"}, "verdict", "cannot_see", "positive_class_ratio_resolved"}``
     (:func:`label_shift_check`, :func:`estimate_verdict`, ``calmon.catalogue.CANNOT_SEE``,
     :attr:`PriorEstimate.resolved`); metric values NaN where undefined. The metrics have no
-    interval (see ``docs/metrics.md``).
+    interval (see ``docs/reference/metrics.md``).
     """
     if reference is None:
         return None

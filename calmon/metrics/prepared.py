@@ -6,7 +6,7 @@
 cuts of :mod:`calmon.metrics.resampling`, the drift split of :mod:`calmon.metrics.split` and the
 service's window computation start from it. :func:`check_options` and :func:`check_pi0`
 validate the options of :func:`calmon.metrics.evaluate` (π0 wherever it is given: the API's
-model configuration, the CLI). See ``docs/metrics.md``.
+model configuration, the CLI). See ``docs/reference/metrics.md``.
 """
 
 from __future__ import annotations

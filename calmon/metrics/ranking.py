@@ -1,7 +1,7 @@
 """The one ordering of an evaluation set that every curve metric and every π0 is computed from.
 
-Every curve metric of ``docs/metrics.md`` (ROC AUC, average precision, best F1, AUPRG, KS) only
-changes value where the threshold crosses a distinct score that holds at least one positive:
+Every curve metric of ``docs/reference/metrics.md`` (ROC AUC, average precision, best F1, AUPRG, KS)
+only changes value where the threshold crosses a distinct score that holds at least one positive:
 between two such scores only negatives enter, which lowers precision, F1, TPR - FPR and leaves
 recall untouched. So an evaluation set is collapsed once into *positive blocks*: the distinct
 scores holding a positive, from the highest down, with how many positives and negatives sit at

@@ -1,5 +1,5 @@
 """The Poisson bootstrap of a :class:`~calmon.metrics.ranking.Ranking`: replicates drawn per
-positive block, in O(B·K), and the metrics of each replicate (``docs/intervals.md``, "The
+positive block, in O(B·K), and the metrics of each replicate (``docs/reference/intervals.md``, "The
 bootstrap").
 
 Every row's Poisson(1) weight summed over a block of m exchangeable rows is Poisson(m), so one

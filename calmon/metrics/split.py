@@ -1,4 +1,4 @@
-"""Separating prior drift from likelihood drift (``docs/metrics.md``).
+"""Separating prior drift from likelihood drift (``docs/reference/metrics.md``).
 
 For a prior-dependent metric M, a window t with prior π_t and a reference set with prior
 π_ref, write M^c(π) for M calibrated at the prior π. The change M_t - M_ref can be walked in
@@ -18,7 +18,7 @@ prior + likelihood, so the parts add up bit for bit (``total`` may differ from
 M_t - M_ref by a rounding of the last bit).
 
 The 95% intervals of both parts (:func:`split_intervals`) come from a Poisson bootstrap of
-the window and of the reference set, drawn independently (``docs/intervals.md``): each
+the window and of the reference set, drawn independently (``docs/reference/intervals.md``): each
 replicate pair computes both parts with the same formula, each set calibrated at the prior of
 the other set's replicate, so the intervals carry the noise of both priors as well.
 """
@@ -50,13 +50,14 @@ from calmon.metrics.resampling import (
 from calmon.metrics.thresholded import threshold_metrics
 
 #: The split metrics whose parts get intervals: the bootstrap intervals of the parts of best F1
-#: (a maximum) and AUPRG miss nominal coverage (``docs/intervals.md``), so theirs are None.
+#: (a maximum) and AUPRG miss nominal coverage (``docs/reference/intervals.md``), so theirs are
+#: None.
 PART_INTERVAL_METRICS = ("precision", "f1", "average_precision")
 MIN_AP_PART_POSITIVES = 100
 """AP's parts get intervals only when both sets have at least this many positives
 (:func:`ap_parts_published`): with fewer, their bootstrap intervals undercover on non-binormal
 scores (down to 0.926 at 20 and 0.922 at 60 positives per set), with 100-200 they cover
-0.930-0.966 (``docs/intervals.md``, "Parts of the drift split")."""
+0.930-0.966 (``docs/reference/intervals.md``, "Parts of the drift split")."""
 RARE_PRIOR = 0.05
 """Below this prior (of the window or the reference) the parts of precision and F1 also get
 Student's t quantile at :func:`ap_part_df` degrees of freedom (:func:`part_df`): there
@@ -64,7 +65,7 @@ precision at τ is nearly proportional to the prior, P ≈ π·TPR/((1 - π)·FP
 product of noisy factors (the prior difference, a TPR resting on the few positives) whose
 skew the normal quantile misses, mostly on one side (window π = 0.002, reference π = 0.01,
 20 positives per set: the prior parts covered 0.904-0.954 on six score families with the
-normal quantile, 0.928-0.964 with t; ``docs/intervals.md``). At larger priors precision
+normal quantile, 0.928-0.964 with t; ``docs/reference/intervals.md``). At larger priors precision
 saturates and the normal quantile covers (t there over-covers, up to 0.977)."""
 #: The split metrics computed at the decision threshold (the others come from the curves).
 _AT_THRESHOLD = ("precision", "f1")

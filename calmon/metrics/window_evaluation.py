@@ -6,8 +6,8 @@ The window's regular metrics, its calibrated ones at the configured π0 and at t
 prior, their 95% intervals, the drift split against the reference, the label-free estimate and
 the advice, and the pooled decision with the trailing windows it pools (:class:`TrailingSet`);
 the bootstrap seeds are drawn from the window's data (:func:`segment_seed`). What
-each part means: ``docs/metrics.md``; the record's fields: ``docs/scheduler.md`` ("The
-record").
+each part means: ``docs/reference/metrics.md``; the record's fields: ``docs/reference/scheduler.md``
+("The record").
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ class WindowEvaluation:
             (:func:`~calmon.metrics.advice.labels_measure_prior`): the estimate speaks
             only before labels do.
         advice: the advice for the configured objective, None without one.
-        decision: the pooled decision (``docs/metrics.md``, "Decisions at few positives"):
+        decision: the pooled decision (``docs/reference/metrics.md``, "Decisions at few positives"):
             the window's own split of DECISION_METRIC when it is pooled alone, else the
             split of the pooled set against the pooled reference.
         prepared: the window's labelled predictions, each class sorted.
@@ -343,7 +343,7 @@ def window_split(
     seed: int,
 ) -> dict[str, Any]:
     """The drift split of a window's result against its reference, with the 95% intervals
-    of both parts (``docs/metrics.md``).
+    of both parts (``docs/reference/metrics.md``).
 
     ``window`` was evaluated with the reference prior among its π0; the reference, pooled and
     cached without calibrated values, is evaluated here at the window's prior (O(K) from its

@@ -9,7 +9,7 @@ transactions through the engine's pool, the renewals on a timer of the holder's 
 transaction-pooling PgBouncer, and a failover of the database is followed through the engine
 like every other query. SQLite: an exclusive ``flock`` on ``<database>.scheduler.lock``
 (:class:`FileLeaderLock`); an in-memory database always leads (:class:`SoleLeader`).
-:func:`leader_lock` picks the one that fits the engine. See ``docs/scheduler.md`` ("The
+:func:`leader_lock` picks the one that fits the engine. See ``docs/reference/scheduler.md`` ("The
 leader lock").
 """
 

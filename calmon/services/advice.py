@@ -1,7 +1,7 @@
 """What to do after a shift: the recalibration map of a window
 (``GET /v1/models/{model}/calibration``); the ``advice`` of a window record (an advised
 threshold for the model's objective at the window's class ratio) is the metric engine's
-(:func:`calmon.metrics.advice.window_advice`). Why and how: ``docs/acting.md``.
+(:func:`calmon.metrics.advice.window_advice`). Why and how: ``docs/reference/acting.md``.
 
 Both rest on one assumption, label shift: the window's P(score | y) is the reference's. The
 window's class ratio comes from its labels when it has enough of them (``measured``), else

@@ -4,7 +4,7 @@ Every batch that inserts predictions or changes labels records, in its own trans
 stamped with the ``changed_at`` it gives the rows, one row per window it touched. The
 scheduler's change scan reads these records instead of ``predictions`` (one index of a small
 table, not one per day partition) and deletes those it can never read again. Why no change
-is missed: ``docs/scheduler.md`` ("Finding changed windows").
+is missed: ``docs/reference/scheduler.md`` ("Finding changed windows").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the pooled decision of a window reads: the trailing windows pooled back until they
-hold enough positives, and the reference they are compared with (``docs/metrics.md``,
+hold enough positives, and the reference they are compared with (``docs/reference/metrics.md``,
 "Decisions at few positives"); the engine's evaluation of the window decides
 (:func:`calmon.metrics.window_evaluation.evaluate_window`).
 

@@ -6,7 +6,8 @@ cannot deadlock. A repeat with other content is a :class:`ConflictError` naming 
 caller rolls back); a label for an unknown id is kept as a pending label. Request bodies are
 validated before they get here (:mod:`calmon.services.ingest_schemas`). The statements, the locks
 (advisory per model, rows in id order, the model row ``FOR SHARE`` taken by the caller) and what
-counts as a repeat are in ``docs/storage.md`` ("Ingestion path") and ``docs/api.md``.
+counts as a repeat are in ``docs/reference/storage.md`` ("Ingestion path") and
+``docs/reference/api.md``.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ checked column by column, and handed on as
 :class:`~calmon.services.ingest_batches.PredictionColumns` (or label items), with no Python
 work per row on the way to the stage's binary ``COPY``.
 
-The rules are those of a JSON body (``docs/api.md``), checked with NumPy over whole columns
-read in place from the body's buffers: a column missing, unknown or of another type is refused
-by its name (``field`` = the column); an invalid value by its row and column, as JSON names an
-item's field (``predictions[17].score``, pydantic's error types and messages), so that a sender
+The rules are those of a JSON body (``docs/reference/api.md``), checked with NumPy over whole
+columns read in place from the body's buffers: a column missing, unknown or of another type is
+refused by its name (``field`` = the column); an invalid value by its row and column, as JSON names
+an item's field (``predictions[17].score``, pydantic's error types and messages), so that a sender
 can drop just the rows named. pyarrow is an optional dependency (``calmon[arrow]``):
 :func:`arrow_available` says whether this process has it.
 """
@@ -40,7 +40,7 @@ ARROW_MEDIA_TYPE: Final = "application/vnd.apache.arrow.stream"
 #: rows an Arrow stream may carry: ten times a JSON body's items. The body limit
 #: (``CALMON_MAX_BODY_BYTES``, 8 MiB by default) bounds the memory first: the columns are read
 #: in place from the body; checking them and writing the COPY stream take up to about six times
-#: the body (``docs/api.md``).
+#: the body (``docs/reference/api.md``).
 MAX_ARROW_BATCH: Final = 100_000
 #: the most invalid values an answer names (as many as a JSON body can have items)
 MAX_DETAILS: Final = MAX_BATCH

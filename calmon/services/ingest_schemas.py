@@ -3,7 +3,7 @@ bodies as TypedDicts with their TypeAdapters, and :class:`EventSchema`, which bo
 by the server's clock.
 
 Bodies are validated straight from JSON by pydantic's core; what a valid field is, and the error
-each invalid one gives, is in ``docs/api.md``.
+each invalid one gives, is in ``docs/reference/api.md``.
 """
 
 from __future__ import annotations

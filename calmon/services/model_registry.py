@@ -205,7 +205,7 @@ class ReferenceConfig(BaseModel):
 
 
 class DecisionConfig(BaseModel):
-    """How a window's pooled decision pools (``docs/metrics.md``, "Decisions at few
+    """How a window's pooled decision pools (``docs/reference/metrics.md``, "Decisions at few
     positives"): the trailing windows back until they hold ``min_positives`` positives, over
     at most ``max_span`` (the window included)."""
 

@@ -9,8 +9,8 @@ Changes are found through the change record (:mod:`calmon.services.changes`), re
 ``margin`` before the previous scan; a per-window checkpoint (an instant and a fingerprint of
 the predictions changed since it, minus ``margin``, set when a window is first seen, changes or
 is computed) keeps a re-read change from causing a new version: a second computation, or a
-fixed reference built again. Why no change is missed: ``docs/scheduler.md`` ("Finding changed
-windows").
+fixed reference built again. Why no change is missed: ``docs/reference/scheduler.md`` ("Finding
+changed windows").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A built reference set (:class:`Reference`) and the in-memory cache of them; what the cache
-keys hold: ``docs/scheduler.md`` ("Pooling without holding the rows").
+keys hold: ``docs/reference/scheduler.md`` ("Pooling without holding the rows").
 """
 
 from __future__ import annotations

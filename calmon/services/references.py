@@ -2,8 +2,8 @@
 
 A trailing reference is streamed from the sorted scores each computed window stores
 (``window_scores``, encoded here), a fixed one from the predictions of its period, chunk by
-chunk; both are cached by data version. How and why: ``docs/scheduler.md`` ("Reference sets",
-"Pooling without holding the rows").
+chunk; both are cached by data version. How and why: ``docs/reference/scheduler.md`` ("Reference
+sets", "Pooling without holding the rows").
 """
 
 from __future__ import annotations
@@ -237,8 +237,8 @@ def _fixed_version(session: Session, *, model: Model) -> tuple[int, int, str]:
     looked up after it, a reference would lack it; and when a window of the period is
     computed in between, its checkpoint takes the write in, so no scan ever bumps a version
     for it and the stale reference would serve every later window. The write's change record
-    is committed with it and stays until a scan has seen it (``docs/scheduler.md``, "Finding
-    changed windows"), so the digest tells the two snapshots apart."""
+    is committed with it and stays until a scan has seen it (``docs/reference/scheduler.md``,
+    "Finding changed windows"), so the digest tells the two snapshots apart."""
     start, end = _fixed_period(model)
     length = window_length(model.window)
     count, total = session.execute(

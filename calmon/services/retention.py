@@ -6,7 +6,7 @@ SQLite deletes rows in bounded batches. Pending labels and ended windows past th
 Nothing holds locks for long (a detach waits for open windows without holding any that
 ingestion or readers queue behind, a minute at most), and an interrupted run is continued by
 the next.
-The steps, batch sizes and budgets are in ``docs/storage.md`` ("Retention").
+The steps, batch sizes and budgets are in ``docs/reference/storage.md`` ("Retention").
 """
 
 from __future__ import annotations

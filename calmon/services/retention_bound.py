@@ -1,4 +1,5 @@
-"""Retention's bound, one for every process of a database (``docs/storage.md``, "Retention").
+"""Retention's bound, one for every process of a database (``docs/reference/storage.md``,
+"Retention").
 
 The period is stored in ``shared_settings`` (row ``retention_days``), not taken from each
 process's ``CALMON_RETENTION_DAYS``: the API's ingestion bounds, the scheduler's planning and

@@ -2,8 +2,8 @@
 
 The latest window of each (model, segment) pair is read from ``window_results_latest``
 (:class:`~calmon.db.models.WindowLatest`), which triggers keep from ``window_results`` in the
-transaction that writes the records (``docs/storage.md``, "The latest windows"): one row per
-pair, so a reader of every model's latest windows reads at most models x (1 + max_segments)
+transaction that writes the records (``docs/reference/storage.md``, "The latest windows"): one row
+per pair, so a reader of every model's latest windows reads at most models x (1 + max_segments)
 small rows instead of probing ``window_results`` once per pair, and the records themselves
 only for the windows it shows (:func:`load_records`, by primary key).
 

@@ -1,5 +1,5 @@
-"""Sessions of the web view's login (``docs/ui.md``, "Tokens"), stored in the database so that
-every API worker and replica sees the same ones and a logout ends a session everywhere.
+"""Sessions of the web view's login (``docs/reference/ui.md``, "Tokens"), stored in the database so
+that every API worker and replica sees the same ones and a logout ends a session everywhere.
 
 The browser's cookie holds a random session id; the table keeps only its SHA-256 (the id has
 256 random bits, so a plain hash is enough), never the id or the token. A session records a

@@ -6,7 +6,7 @@ On SQLite (one writer at a time) the reads are a transaction that only reads, ne
 write lock, and end before the evaluation; newly seen segments are registered in a short
 writing transaction of their own, and the records written in another, so the API's writes
 wait for the scheduler only for those writes, never for a window's reads or evaluation. The
-steps and the reasons for them: ``docs/scheduler.md`` ("Computing a window", "Segments",
+steps and the reasons for them: ``docs/reference/scheduler.md`` ("Computing a window", "Segments",
 "Scaling out").
 
 Each segment is evaluated by the metric engine

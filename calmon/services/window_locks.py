@@ -1,7 +1,8 @@
 """The advisory locks around a window's computation: the claim that opens a window's
 transaction, and the model lock a change scan waits for.
 
-Why these locks, their keys and what they guarantee: ``docs/scheduler.md`` ("Scaling out").
+Why these locks, their keys and what they guarantee: ``docs/reference/scheduler.md`` ("Scaling
+out").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ in one place from its evaluation (:func:`calmon.metrics.window_evaluation.evalua
 the summary of what one computation stored, and the record's alert states as stored beside it
 (:func:`record_alerts`).
 
-The record's fields and when each is null: ``docs/scheduler.md`` ("The record"); its type,
+The record's fields and when each is null: ``docs/reference/scheduler.md`` ("The record"); its type,
 which every reader shares: :class:`calmon.records.WindowRecord`.
 """
 
@@ -108,6 +108,6 @@ def record_alerts(record: WindowRecord) -> str:
     """``window_results.alerts`` of ``record``: its alert states in words
     (:func:`calmon.ui.verdict.alerts`) as a JSON array, ``[]`` when quiet. Judged once, when
     the record is written, so that the model list reads them with the latest windows
-    (``docs/storage.md``, "The latest windows") instead of judging every record at each
+    (``docs/reference/storage.md``, "The latest windows") instead of judging every record at each
     load."""
     return json.dumps(alerts(record))

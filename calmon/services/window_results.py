@@ -1,7 +1,7 @@
 """Read stored window results page by page, and request the recomputation of a range.
 
-The page order and cursors: ``docs/scheduler.md`` ("The record"); what a recompute request
-marks: ``docs/scheduler.md`` ("Recompute").
+The page order and cursors: ``docs/reference/scheduler.md`` ("The record"); what a recompute request
+marks: ``docs/reference/scheduler.md`` ("Recompute").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Reading one period's predictions as arrays (score, label, tracked segment position), and the
-model's tracked segments. Why the PostgreSQL read looks as it does: ``docs/scheduler.md``
+model's tracked segments. Why the PostgreSQL read looks as it does: ``docs/reference/scheduler.md``
 ("Computing a window", step 2).
 """
 

@@ -7,7 +7,8 @@ TPR(t) = Q(t - d) and FPR(t) = Q(t), Q the standard normal upper tail, and:
 - ``roc_auc`` = Φ(d / √2);
 - ``average_precision`` at a prior p = ∫ P_p(t) dTPR(t) = ∫ P_p(t)·φ(t - d) dt with
   P_p(t) = p·TPR(t) / (p·TPR(t) + (1 - p)·FPR(t)): the limit of the step-rule AP of
-  ``docs/metrics.md`` as the window grows. Regular: p = π; calibrated: p = the reference prior;
+  ``docs/reference/metrics.md`` as the window grows. Regular: p = π; calibrated: p = the reference
+  prior;
 - ``precision``, ``recall``, ``f1`` at the decision threshold τ (latent t_τ), regular and
   calibrated (precision at p = the reference prior; recall does not depend on p).
 
@@ -120,12 +121,12 @@ def truth_document(
     ``positives[i]`` is the number of positives drawn for ``plans[i]``. The reference is the
     stable phase (population prior π_ref); per window: ``start``, ``end``, ``phase``, true
     ``prior``, ``n``, ``n_pos``, the :func:`population_values` under ``population`` (calibrated
-    ones at π_ref), and the population split of ``average_precision`` as ``docs/metrics.md``
-    defines it (:func:`calmon.metrics.split.shapley_parts` of the window's AP at its own prior
-    and at π_ref and the reference's AP at the window's prior and at π_ref; ``total = prior +
-    likelihood``). A pure prior shift (same separation) has a likelihood part of exactly 0, a
-    pure likelihood drift (same prior) a prior part of exactly 0. ``reference``: the stable
-    phase when it is not :data:`PHASES`' (``--prior``).
+    ones at π_ref), and the population split of ``average_precision`` as
+    ``docs/reference/metrics.md`` defines it (:func:`calmon.metrics.split.shapley_parts` of the
+    window's AP at its own prior and at π_ref and the reference's AP at the window's prior and at
+    π_ref; ``total = prior + likelihood``). A pure prior shift (same separation) has a likelihood
+    part of exactly 0, a pure likelihood drift (same prior) a prior part of exactly 0.
+    ``reference``: the stable phase when it is not :data:`PHASES`' (``--prior``).
     """
     reference = PHASES[REFERENCE_PHASE] if reference is None else reference
     latent = score_map.latent_threshold(threshold)

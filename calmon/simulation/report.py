@@ -181,9 +181,9 @@ def _estimate(record: WindowRecord) -> str:
 def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
     """A table of the computed windows: start, phase, n, prior, regular AP, AP calibrated at
     the reference prior, the prior and likelihood parts of the AP change
-    (``docs/metrics.md``), each with its 95% interval, the predictions without a label, and
-    the prior estimated without labels (``estimated``, from every prediction, labelled or not)
-    with its 95% interval and verdict."""
+    (``docs/reference/metrics.md``), each with its 95% interval, the predictions without a
+    label, and the prior estimated without labels (``estimated``, from every prediction,
+    labelled or not) with its 95% interval and verdict."""
     header = (
         f"{'window start (UTC)':<17}  {'phase':<10}  {'n':>7}  {'prior':>6}  {'AP':>5}"
         f"  {'AP@ref':>6}  prior part of the AP change [95%]  likelihood part [95%]"
@@ -402,10 +402,10 @@ def _true_likelihood(chosen: Sequence[WindowPlan], true_rows: Mapping[str, Any])
 
 def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]:
     """A line per phase after the reference on the windows' pooled decisions (the verdict the
-    web view, ``calmon windows`` and the alerts read, ``docs/metrics.md``): the verdict of its
-    last window in the web view's words (:data:`calmon.verdict.VERDICT_WORDS`), what that
-    decision pooled, and how many windows into the phase a decision first said so. Records
-    without a decision are skipped."""
+    web view, ``calmon windows`` and the alerts read, ``docs/reference/metrics.md``): the
+    verdict of its last window in the web view's words (:data:`calmon.verdict.VERDICT_WORDS`),
+    what that decision pooled, and how many windows into the phase a decision first said so.
+    Records without a decision are skipped."""
     lines: list[str] = []
     for name in dict.fromkeys(plan.phase.name for plan in plans):
         if name == REFERENCE_PHASE:

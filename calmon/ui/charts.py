@@ -47,7 +47,7 @@ TIME_AXIS: Final = "window start (UTC)"
 NUMBER_AXIS: Final = "window"
 #: the dash pattern of a dashed series (levels are dotted by the style sheet)
 DASHES: Final = "6 4"
-#: axis titles of the metrics, with their scale (``docs/metrics.md``)
+#: axis titles of the metrics, with their scale (``docs/reference/metrics.md``)
 METRIC_TITLES: Final[dict[str, str]] = {metric.name: metric.title for metric in METRICS}
 #: what a metric is called in legends and headings
 METRIC_NAMES: Final[dict[str, str]] = {metric.name: metric.short for metric in METRICS}

@@ -700,7 +700,7 @@ def _p_value(value: float | None) -> str:
 
 
 def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
-    """The advice of a window (``docs/acting.md``): the advised threshold beside the
+    """The advice of a window (``docs/reference/acting.md``): the advised threshold beside the
     configured one, what it is expected to give, and whether its assumption held; or why
     there is none. Empty when the model has no objective."""
     advice = record.get("advice")
@@ -777,7 +777,7 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
         "</table>"
         + check
         + '<p class="muted">Recalibrated probabilities for this ratio: <code>GET '
-        f"{escape(f'/v1/models/{name}/calibration?{query}')}</code> (docs/acting.md).</p>"
+        f"{escape(f'/v1/models/{name}/calibration?{query}')}</code> (docs/reference/acting.md).</p>"
     )
 
 

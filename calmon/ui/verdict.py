@@ -5,8 +5,8 @@ Pure functions of window records (typed :class:`calmon.records.WindowRecord`); n
 the database.
 
 The verdict shown is the record's pooled ``decision`` (:func:`record_verdict`,
-``docs/metrics.md``, "Decisions at few positives"), computed once by the scheduler. A record
-computed before decisions existed reads its own split (:func:`read_window`,
+``docs/reference/metrics.md``, "Decisions at few positives"), computed once by the scheduler. A
+record computed before decisions existed reads its own split (:func:`read_window`,
 :func:`calmon.verdict.window_verdict`), "not enough data" when any of its intervals is absent
 (no reference, no labels yet, or fewer than 100 positives in the window or the reference for
 the split's intervals). Before a window's labels decide (fewer labelled than unlabelled

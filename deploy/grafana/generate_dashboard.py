@@ -4,7 +4,7 @@ The JSON is committed (Grafana provisions it as is); edit this script, then run
 ``python deploy/grafana/generate_dashboard.py`` to rewrite it, or ``--check`` to fail when the
 committed file differs from what the script produces.
 
-Queries only use the series of docs/design.md ("Prometheus series"). Window series describe the
+Queries only use the series of docs/reference/design.md ("Prometheus series"). Window series describe the
 latest computed window, so each panel plots how that latest window's value evolved. Every
 query reduces with ``max`` (gauges) or ``max by (job)`` of per-job sums (counters) so that
 ``calmon serve`` scraped under both jobs is not counted twice.
@@ -266,7 +266,7 @@ def panels() -> list[Panel]:
             "Estimated vs measured precision, F1 and AP",
             "Regular precision, F1 (at the decision threshold) and average precision estimated "
             "without labels at the estimated ratio, against the measured values once labels "
-            "land. The estimates have no interval (docs/metrics.md).",
+            "land. The estimates have no interval (docs/reference/metrics.md).",
             [
                 (f'max(calmon_{prefix}{metric}{{{W},pi0="observed"}})', f"{name} {kind}")
                 for prefix, kind in (("estimated_", "estimated"), ("", "measured"))

@@ -6,9 +6,9 @@ indexes and no unique index); ``prediction_keys (model_id, client_id, ts)`` hold
 id with its event time, hash-partitioned on ``client_id``, and keeps ids unique per model across
 days. Neither has a foreign key to ``models`` on PostgreSQL: the check costs some 3 µs per
 row on every insert, ingestion only writes for a model it holds locked, and models are never
-deleted (``docs/storage.md``). Existing rows are moved: the old table is renamed, partitions
-are made for the days it holds (and today's and the next 7), its rows are copied, and it is
-dropped. The downgrade moves the rows back into one table, with its key and foreign key.
+deleted (``docs/reference/storage.md``). Existing rows are moved: the old table is renamed,
+partitions are made for the days it holds (and today's and the next 7), its rows are copied, and it
+is dropped. The downgrade moves the rows back into one table, with its key and foreign key.
 SQLite keeps its single table: nothing to do there.
 
 Revision ID: 0003

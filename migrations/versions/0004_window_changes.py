@@ -1,7 +1,7 @@
 """The change record window_changes replaces the (model_id, changed_at) index of predictions.
 
 ``window_changes (model_id, changed_at, starts_at)`` holds one row per window of a model that a
-batch changed (``docs/scheduler.md``, "Finding changed windows"); not partitioned. It is
+batch changed (``docs/reference/scheduler.md``, "Finding changed windows"); not partitioned. It is
 back-filled with what the next change scan must still see: per model and window, the latest
 ``changed_at`` of the predictions changed since the model's last scan minus the default scan
 margin, or of all its predictions when it was never scanned. Then the index goes (from the

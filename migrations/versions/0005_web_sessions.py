@@ -1,7 +1,7 @@
 """Server-side sessions of the web view's login: table web_sessions.
 
 ``web_sessions (id_hash, token_key, scopes, created_at, expires_at)``: one row per login of
-``/ui/login`` (``docs/ui.md``); the cookie holds the session id, the row its SHA-256. The
+``/ui/login`` (``docs/reference/ui.md``); the cookie holds the session id, the row its SHA-256. The
 downgrade drops the table, which logs every browser out.
 
 Revision ID: 0005

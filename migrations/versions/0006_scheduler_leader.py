@@ -1,7 +1,7 @@
 """The scheduler's leader lease: table scheduler_leader.
 
 ``scheduler_leader (role, instance, acquired_at, expires_at)``: one row per role, the lease of
-the scheduler process that leads (``docs/scheduler.md``, "The leader lock"). It replaces a
+the scheduler process that leads (``docs/reference/scheduler.md``, "The leader lock"). It replaces a
 session-level advisory lock, which a transaction-pooling PgBouncer cannot hold and a failover
 of the database loses. The downgrade drops the table; schedulers of an older version lead by
 their advisory lock again.

@@ -1,8 +1,8 @@
 """The pooled decision's per-model setting: column models.decision.
 
 ``models.decision`` (JSON, nullable) holds ``{"min_positives", "max_span_seconds"}`` of a model
-whose ``decision`` setting differs from the defaults (``docs/metrics.md``, "Decisions at few
-positives"); null means the defaults, which every existing model keeps. The downgrade drops
+whose ``decision`` setting differs from the defaults (``docs/reference/metrics.md``, "Decisions at
+few positives"); null means the defaults, which every existing model keeps. The downgrade drops
 the column (models then use the defaults).
 
 Revision ID: 0007

@@ -2,7 +2,7 @@
 
 ``models.objective`` (JSON, nullable): ``{"target_precision": p}``,
 ``{"costs": {"false_positive": c, "false_negative": c}}`` or ``{"alert_rate": r}``
-(``docs/acting.md``); null, the default, gives no advice. The downgrade drops the column.
+(``docs/reference/acting.md``); null, the default, gives no advice. The downgrade drops the column.
 
 Revision ID: 0008
 Revises: 0007

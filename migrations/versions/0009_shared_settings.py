@@ -1,7 +1,7 @@
 """Settings every process shares: table shared_settings.
 
 ``shared_settings (name, value, changed_at)``: one row per setting that must be the same in
-every process of a database; the first is ``retention_days`` (``docs/storage.md``,
+every process of a database; the first is ``retention_days`` (``docs/reference/storage.md``,
 "Retention"), which the API's ingestion bounds, the scheduler's planning and the retention run
 all read from here. The table starts empty: the first process to start seeds the row from its
 ``CALMON_RETENTION_DAYS``. The downgrade drops the table (processes of an older version read

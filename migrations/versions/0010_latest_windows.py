@@ -5,7 +5,7 @@ position)``: one row per (model, segment) that has a stored window, describing i
 (the greatest ``starts_at``), with the segment's tracked position (NULL for ``*``), so that
 the model list and the exporter read one row per pair instead of probing ``window_results``
 for every pair, and the list counts a model's current segments in an index
-(``docs/storage.md``, "The latest windows").
+(``docs/reference/storage.md``, "The latest windows").
 
 ``window_results.alerts`` (new, nullable): the record's alert states as the window's writer
 judged them (a JSON array of texts, ``[]`` when quiet); NULL for a row written without it (the

@@ -70,7 +70,8 @@ def test_reference_vectors(vector: dict[str, Any], tmp_path: Path) -> None:
     options += ["--threshold", str(vector["threshold"]), "--score-kind", vector["score_kind"]]
     [record] = evaluate_json(path, *options)
     expected = vector["expected"]
-    tolerance = float(vector.get("tolerance", 1e-9))  # docs/metrics.md: unless a record says
+    # docs/reference/metrics.md: unless a record says
+    tolerance = float(vector.get("tolerance", 1e-9))
     assert (record["start"], record["end"], record["segment"]) == (None, None, "*")
     assert record["unlabelled"] == 0
     assert record["n"] == expected["n"]

@@ -8,8 +8,8 @@ stable, likelihood: ROC AUC 0.90 -> 0.80 at π 0.05), so the latest window of ea
 drift phase. Prometheus (the Debian package's ``prometheus``) runs a copy of
 ``deploy/prometheus`` in which only two things change (``bench.harness.stack.prometheus_config``):
 both jobs scrape the one `calmon serve` process instead of discovering the compose services
-by DNS (as docs/deployment.md says for a single process) and no Alertmanager is named, and the
-global scrape and evaluation intervals are 1 s instead of 15 s. The rules are the repository's,
+by DNS (as docs/reference/deployment.md says for a single process) and no Alertmanager is named, and
+the global scrape and evaluation intervals are 1 s instead of 15 s. The rules are the repository's,
 ``for: 1m`` included, so an alert fires a minute after its condition first holds.
 
 Through Prometheus's HTTP API: `CalmonCalibratedMetricDrop` fires for "likelihood-drift" and
@@ -17,8 +17,8 @@ never shows (not even pending) for "prior-shift"; `CalmonPriorShift` fires for "
 (direction down) and not for "likelihood-drift"; `CalmonPriorShiftEstimated` never shows, since
 every window is labelled and the measured ratio decides; `CalmonScoresChangedUnexplained` never
 shows for "prior-shift" (for "likelihood-drift" it may: the check sees that drift only in large
-windows, docs/metrics.md); no other alert is active; every rule evaluates without error; and the
-exported series Prometheus holds are those of each model's last simulated window.
+windows, docs/reference/metrics.md); no other alert is active; every rule evaluates without error;
+and the exported series Prometheus holds are those of each model's last simulated window.
 
 Without ``prometheus`` the test is skipped with a warning; with ``CALMON_REQUIRE_PROMETHEUS=1``
 (CI) it fails instead.

@@ -5,13 +5,13 @@ Every fenced block of the README is either run here or listed in :data:`NOT_RUN`
 reason, so a new block cannot go untested unnoticed. Commands run verbatim with bash in a
 fresh directory holding ``.venv/bin/calmon`` (the code under test) and ``examples/``, as in a
 clone after the quick start: the README's "Send your data" requests against a real
-`calmon serve` (the answers in their comments), the walk-through of ``docs/api.md`` ("API
+`calmon serve` (the answers in their comments), the walk-through of ``docs/reference/api.md`` ("API
 usage": its `curl` commands in order, the windows excerpt field by field, `calmon windows`
-line by line), the "Running it" lines of ``docs/deployment.md`` (`migrate` to its end, the
-servers until they answer), the `calmon evaluate` examples (README and ``docs/offline.md``),
-and the compose `.env` recipe of ``docs/deployment.md`` (its file holds a write+read and an
-admin token and Grafana's password; `docker compose` itself runs in
-``tests/e2e/test_container.py``). Only the documented address changes: the servers listen on
+line by line), the "Running it" lines of ``docs/reference/deployment.md`` (`migrate` to its end, the
+servers until they answer), the `calmon evaluate` examples (README and
+``docs/reference/offline.md``), and the compose `.env` recipe of ``docs/reference/deployment.md``
+(its file holds a write+read and an admin token and Grafana's password; `docker compose` itself runs
+in ``tests/e2e/test_container.py``). Only the documented address changes: the servers listen on
 free ports. The README's story line is also checked for what its report shows in
 ``tests/e2e/test_readme_story.py``."""
 
@@ -35,9 +35,9 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
-API = REPO / "docs" / "api.md"
-DEPLOYMENT = REPO / "docs" / "deployment.md"
-OFFLINE = REPO / "docs" / "offline.md"
+API = REPO / "docs" / "reference" / "api.md"
+DEPLOYMENT = REPO / "docs" / "reference" / "deployment.md"
+OFFLINE = REPO / "docs" / "reference" / "offline.md"
 DOCUMENTED = "http://127.0.0.1:8000"
 #: a "key":value pair of the windows excerpt with a literal value (no "…")
 PAIR = re.compile(r'"(\w+)":(null|-?[0-9][0-9.e+-]*|"[^"…]*")(?=[,}\]])')
@@ -49,7 +49,7 @@ NOT_RUN = {
     "./scripts/test": "the test suite itself",
     "from calmon import evaluate_frame, report": (
         "needs the reader's data frames; tests/unit/test_notebook.py runs both calls, and"
-        " docs/notebook.md's session"
+        " docs/reference/notebook.md's session"
     ),
     ".venv/bin/pip install ./client": (
         "builds the client package with the network's setuptools; scripts/test installs it"

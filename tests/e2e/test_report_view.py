@@ -98,7 +98,7 @@ def test_the_html_report_renders_like_the_web_view(tmp_path: Path) -> None:
                 )
                 assert any(c.startswith("line") and w > 300 and h >= 0 for c, w, h in sizes)
                 # AP has no interval at the stream's prior of 0.05 (it covers only from 0.1,
-                # docs/intervals.md): its chart draws no band; every other chart does
+                # docs/reference/intervals.md): its chart draws no band; every other chart does
                 banded = any(c.startswith("band") and w > 300 and h > 0 for c, w, h in sizes)
                 assert banded == (chart != "ap"), (chart, sizes)
                 assert any(c.startswith("mark") and w > 0 for c, w, h in sizes), sizes

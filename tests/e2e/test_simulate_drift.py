@@ -149,7 +149,7 @@ def _check_prior_shift(pairs: list[Any]) -> None:
         assert split["prior"] + split["likelihood"] == pytest.approx(split["total"], abs=1e-12)
         calibrated = record["calibrated"]["reference"]["average_precision"]
         # AP calibrated at the reference's prior of 0.05 has no interval: AP's intervals cover
-        # only from a prior of 0.1 (docs/intervals.md)
+        # only from a prior of 0.1 (docs/reference/intervals.md)
         assert record["intervals"]["calibrated"]["reference"]["average_precision"] is None
         # the calibrated value stays put and estimates the truth: the reference's population AP
         population = row["population"]
@@ -219,7 +219,8 @@ def _check_summary(
 
 
 ECE_BOUND = 0.01
-"""ECE of the prior-shift windows' scores through their recalibration map (docs/acting.md)."""
+"""ECE of the prior-shift windows' scores through their recalibration map
+(docs/reference/acting.md)."""
 
 
 def _scores(truth: dict[str, Any], index: int) -> tuple[Any, Any]:

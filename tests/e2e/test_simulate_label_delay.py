@@ -9,7 +9,7 @@ label-shift check holds) and the likelihood-drift window is flagged (the check r
 scores changed in a way a class-ratio change does not explain). That drift moves the positives
 only, so the window looks much like fewer positives: at 5,000 predictions per window the check
 does not see it (p about 0.3), at 20,000 it is borderline (p about 0.02), from 40,000 it
-rejects (p about 0.002-0.005; ``docs/metrics.md``). The summary tables the command prints
+rejects (p about 0.002-0.005; ``docs/reference/metrics.md``). The summary tables the command prints
 before and after the labels are checked against the truth file and the stored window records.
 """
 

@@ -7,7 +7,7 @@ windows back to 100 positives (the preset's ``decision`` setting; the default, 4
 need a longer stream), so the likelihood drift
 (ROC AUC 0.90 -> 0.80) is decided "model got worse" by the API's record, the web view's
 verdict and the command's own summary, within the documented delay: by the time the pooled
-windows are the drift's (100 / 20 = 5 windows, ``docs/metrics.md``, "Decisions at few
+windows are the drift's (100 / 20 = 5 windows, ``docs/reference/metrics.md``, "Decisions at few
 positives"), here at the latest by the drift's sixth window.
 """
 

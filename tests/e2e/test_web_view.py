@@ -113,7 +113,7 @@ def test_model_page_renders_its_charts_and_verdicts(served: Served, offline: Off
             )
             assert any(c.startswith("line") and w > 300 and h > 0 for c, w, h in sizes), sizes
             # AP has no interval at the stream's prior of 0.05 (it covers only from 0.1,
-            # docs/intervals.md): its chart draws no band; every other chart does
+            # docs/reference/intervals.md): its chart draws no band; every other chart does
             banded = any(c.startswith("band") and w > 300 and h > 0 for c, w, h in sizes)
             assert banded == (chart != "ap"), (chart, sizes)
             assert any(c.startswith("mark") and w > 0 for c, w, h in sizes), sizes
@@ -176,7 +176,8 @@ def test_a_page_of_500_windows_loads_whole(served: Served, offline: Offline) -> 
         _, times = load_seconds(page, url, runs=3)
         assert page.locator("#verdicts tbody tr").count() == 500
         # every load ends (the load event fires); how fast is a benchmark's to say, not a
-        # timed test's: bench/ui.py prints the ratio to BUDGET_SECONDS (docs/ui.md, "Speed")
+        # timed test's: bench/ui.py prints the ratio to BUDGET_SECONDS (docs/reference/ui.md,
+        # "Speed")
         assert len(times) == 3
         assert all(t > 0 for t in times), times
 

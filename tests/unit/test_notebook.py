@@ -33,7 +33,7 @@ from calmon.timeline import iso
 from tests.unit.test_records import _missing_and_unknown
 
 REPO = Path(__file__).resolve().parents[2]
-DOC = REPO / "docs" / "notebook.md"
+DOC = REPO / "docs" / "reference" / "notebook.md"
 
 
 def _stream(*phases: str, n: int = 6000) -> list[Any]:
@@ -292,8 +292,8 @@ def test_every_kind_of_timestamp_column_dates_the_periods_alike() -> None:
 def test_the_session_of_the_notebook_doc_runs_as_shown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every ``pycon`` block of ``docs/notebook.md``, in order in one namespace, prints what
-    the page shows, run from a directory that holds the repository's ``examples/``."""
+    """Every ``pycon`` block of ``docs/reference/notebook.md``, in order in one namespace, prints
+    what the page shows, run from a directory that holds the repository's ``examples/``."""
     text = DOC.read_text(encoding="utf-8")
     blocks = re.findall(r"```pycon\n(.*?)```", text, flags=re.DOTALL)
     assert len(blocks) == 2

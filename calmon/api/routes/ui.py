@@ -1,8 +1,8 @@
 """Routes of the web view: ``/`` (redirect), ``/ui``, ``/ui/models/{model}``, ``/ui/login``,
 ``/ui/logout`` and the package's static files under ``/ui/static``.
 
-Tokens rule (``docs/ui.md``, "Tokens"): with no token configured the pages are open, like the
-API. Otherwise a page needs a token with the ``read`` scope as ``Authorization: Bearer``, or
+Tokens rule (``docs/reference/ui.md``, "Tokens"): with no token configured the pages are open, like
+the API. Otherwise a page needs a token with the ``read`` scope as ``Authorization: Bearer``, or
 the cookie of a web session that the login form starts (:mod:`calmon.services.web_sessions`): a
 random id, never the token, HttpOnly, SameSite=Strict, path ``/ui``, Secure over https. A
 session grants ``read`` only, whatever the token's scopes, and is accepted by these pages only,

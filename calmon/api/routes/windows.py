@@ -1,10 +1,10 @@
 """Window routes: ``GET /v1/models/{model}/windows``, ``GET …/calibration`` and
 ``POST …/recompute``.
 
-Records are served as stored (``docs/scheduler.md``, "The record"), paged. Recompute only marks
-windows and answers 202: the scheduler computes them at its next tick. Instants are ISO 8601
+Records are served as stored (``docs/reference/scheduler.md``, "The record"), paged. Recompute only
+marks windows and answers 202: the scheduler computes them at its next tick. Instants are ISO 8601
 text with an offset (a number would be read as Unix time, without one); a range is cut to
-where windows can be (``docs/api.md``).
+where windows can be (``docs/reference/api.md``).
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def read_calibration(
     ] = ALL_SEGMENTS,
 ) -> CalibrationOut:
     """The recalibration map of a computed window: the reference's isotonic calibration
-    moved to the window's class ratio (`docs/acting.md`), at most 200 knots. 404
+    moved to the window's class ratio (`docs/reference/acting.md`), at most 200 knots. 404
     `window_not_found` when the window has no record for the segment; an instant beyond what
     UTC represents is cut to its bounds, as for the windows."""
     stored = existing_model(session, model)

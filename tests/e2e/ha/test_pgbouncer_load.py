@@ -1,8 +1,8 @@
 """calmon under a steady load through PgBouncer at the documented pool size (two server
 connections, transaction mode): `calmon api --workers 2`, two schedulers, three senders and
 two readers for ``CALMON_POOL_LOAD_SECONDS`` (60 s by default; the figures of
-docs/deployment.md are from 150 s). A wait in the pooler's queue is not an outage: no request
-gets a 5xx, no scheduler loses or gives up the leader's lease, and every acknowledged
+docs/reference/deployment.md are from 150 s). A wait in the pooler's queue is not an outage: no
+request gets a 5xx, no scheduler loses or gives up the leader's lease, and every acknowledged
 prediction is stored."""
 
 from __future__ import annotations

@@ -104,7 +104,8 @@ def test_migrated_schema_matches_models(engine: Engine) -> None:
         return not (kind == "table" and (name in partitions or name == "prediction_keys"))
 
     def include_object(item: Any, _name: str | None, kind: str, *_: Any) -> bool:
-        # PostgreSQL: predictions has no foreign key (a check per row; see docs/storage.md)
+        # PostgreSQL: predictions has no foreign key (a check per row; see
+        # docs/reference/storage.md)
         parent = getattr(getattr(item, "parent", None), "name", None)
         return not (postgres and kind == "foreign_key_constraint" and parent == "predictions")
 

@@ -1,7 +1,7 @@
 """Every model-quality alert's description names what it compares against, read from the
 exporter's ``calmon_reference_info`` (the window's reference) and
 ``calmon_decision_reference_info`` (the pooled decision's) ``against`` label
-(docs/references.md); without those series (an exporter from before them) it says "its
+(docs/reference/references.md); without those series (an exporter from before them) it says "its
 reference". promtool renders the real rules' annotations on hand-made series.
 """
 
@@ -14,10 +14,11 @@ from tests.integration.deploy.test_calibrated_drop_alert import run_rule_tests
 from tests.integration.deploy.test_prometheus_rules import RULES
 
 SHIFT_TAIL = (
-    " (docs/references.md): the positive class ratio of the latest window is 20%, outside its"
-    " reference band (moved by more than a factor 1.5 from the reference ratio, \u00d7/\u00f7"
-    " 1.5, and its 95% Wilson interval excludes the reference). Regular precision, F1 and AP"
-    " move with it; see the calibrated metrics and the prior/likelihood split before acting."
+    " (docs/reference/references.md): the positive class ratio of the latest window is 20%,"
+    " outside its reference band (moved by more than a factor 1.5 from the reference ratio,"
+    " \u00d7/\u00f7 1.5, and its 95% Wilson interval excludes the reference). Regular precision,"
+    " F1 and AP move with it; see the calibrated metrics and the prior/likelihood split before"
+    " acting."
 )
 
 
@@ -43,7 +44,7 @@ def _alert(model: str, against: str) -> dict[str, Any]:
         "exp_annotations": {
             "summary": f"{model} (*): positive class ratio went up",
             "description": f"Compared against {against}{SHIFT_TAIL}",
-            "runbook_url": "/deployment.md#calmonpriorshift",
+            "runbook_url": "/reference/deployment.md#calmonpriorshift",
             "dashboard_url": f"/d/calmon/?var-model={model}&var-segment=%2A",
             "model_url": f"/ui/models/{model}?segment=%2A",
         },

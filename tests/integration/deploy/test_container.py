@@ -40,7 +40,7 @@ LOCAL = LocalStack.create(REPO, database_url="sqlite://", scheduler_interval="1"
 #: required: compose stops with this message while it is unset or empty
 TOKENS = (
     "${CALMON_API_TOKENS:?set CALMON_API_TOKENS (token:scope+scope), e.g. in .env next to "
-    "docker-compose.yml; see docs/deployment.md}"
+    "docker-compose.yml; see docs/reference/deployment.md}"
 )
 
 

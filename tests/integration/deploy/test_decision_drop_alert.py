@@ -11,7 +11,7 @@ fall in all 8. The records come from the scheduler's own code
 (:func:`calmon.services.window_compute.evaluate_segment` with the pooled windows as
 :class:`calmon.services.decisions.TrailingPool`), their series from the exporter's, and promtool
 evaluates the real rule on them, counting the firing alerts through ``ALERTS``. One decision
-per model: a week of hourly decisions is the study's (``docs/metrics.md``).
+per model: a week of hourly decisions is the study's (``docs/measurements/decisions.md``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import yaml
 from bench.harness.contract import contract_violations
 from calmon.instruments import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
 from tests.integration.deploy.tools import DEPLOY
+from tests.support.docs import DOCS, anchors
 
 PROMETHEUS = DEPLOY / "prometheus"
 RULES = PROMETHEUS / "rules" / "calmon.yml"
@@ -327,24 +328,18 @@ SEGMENT_ALERTS = {
 MODEL_ALERTS = {"CalmonMetricsStale", "CalmonMetricsSegmentsOmitted"}
 
 
-def _anchors(markdown: str) -> set[str]:
-    """The anchors a Markdown renderer (GitHub's rule) gives the headings of a document."""
-    headings = re.findall(r"^#+ (.+)$", markdown, flags=re.M)
-    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
-
-
 def test_every_alert_links_its_runbook_section_and_its_dashboard() -> None:
-    """runbook_url is a section of docs/deployment.md that exists; dashboard_url opens the
+    """runbook_url is a section of docs/reference/deployment.md that exists; dashboard_url opens the
     Grafana dashboard by its uid, on the alert's model and segment where it has them; model_url
     the model's page of the web view; the base URLs are the external labels of prometheus.yml."""
     uid = json.loads((DEPLOY / "grafana" / "dashboards" / "calmon.json").read_text())["uid"]
-    anchors = _anchors((DEPLOY.parent / "docs" / "deployment.md").read_text(encoding="utf-8"))
+    runbook = anchors((DOCS / "reference" / "deployment.md").read_text(encoding="utf-8"))
     external = _load(PROMETHEUS / "prometheus.yml")["global"]["external_labels"]
     for rule in (r for r in _rules() if "alert" in r):
         name, links = rule["alert"], rule["annotations"]
-        docs = "{{ $externalLabels.calmon_docs_url }}/deployment.md#"
+        docs = "{{ $externalLabels.calmon_docs_url }}/reference/deployment.md#"
         assert links["runbook_url"] == docs + name.lower(), name
-        assert name.lower() in anchors, name
+        assert name.lower() in runbook, name
         grafana = "{{ $externalLabels.calmon_grafana_url }}" + f"/d/{uid}/"
         model = "?var-model={{ $labels.model | urlquery }}"
         segment = "&var-segment={{ $labels.segment | urlquery }}"

@@ -137,7 +137,7 @@ def quiet_client(make_client: ClientFactory) -> TestClient:
     return client
 
 
-#: series of a window's advice (docs/acting.md): threshold, four expected values, check
+#: series of a window's advice (docs/reference/acting.md): threshold, four expected values, check
 ADVICE = 6
 
 
@@ -165,8 +165,8 @@ def test_metrics_are_the_latest_window_of_each_model_and_segment(
     # models x segments x metrics x pi0 variants: fraud has 2 configured priors and 3
     # segments, ads (a score model) 1 prior and segment * only
     # AP calibrated at fraud's π0 = 0.01 has no interval (its prior is below MIN_AP_PRIOR,
-    # docs/intervals.md): two bounds fewer in each of fraud's three windows; the parts of AP's
-    # change have none either (fewer than MIN_AP_PART_POSITIVES): four fewer in every window;
+    # docs/reference/intervals.md): two bounds fewer in each of fraud's three windows; the parts of
+    # AP's change have none either (fewer than MIN_AP_PART_POSITIVES): four fewer in every window;
     # neither model has an objective: no advice series (ADVICE fewer in every window); every
     # prediction is labelled, so the labels measure each window's ratio and no window has a
     # label-free estimate (its series fewer in every window)

@@ -58,7 +58,8 @@ def _precision(batch: Batch, threshold: float) -> float:
 
 
 def _reconfigure(env: Env, name: str, first: datetime, last: datetime) -> None:
-    """PUT a new threshold and π0, then request the recompute ``docs/scheduler.md`` asks for."""
+    """PUT a new threshold and π0, then request the recompute ``docs/reference/scheduler.md``
+    asks for."""
     current = env.client.get(f"/v1/models/{name}").json()
     config = {key: current[key] for key in ("score_kind", "window", "grace", "reference")}
     response = env.client.put(f"/v1/models/{name}", json={**config, **NEW_CONFIG})

@@ -271,7 +271,7 @@ def test_advice_series_follow_the_advice_and_vanish_without_it() -> None:
 
 
 def test_the_references_are_labels_in_words() -> None:
-    """What the window and its pooled decision compare against (docs/references.md): the
+    """What the window and its pooled decision compare against (docs/reference/references.md): the
     record's trailing reference of 7 windows, and the 7 windows before the 5 pooled ones."""
     series = _series(build_snapshot([window("fraud", make_record(segment="*"))]))
     where = {"model": "fraud", "segment": "*", "kind": "trailing"}

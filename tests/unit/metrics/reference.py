@@ -1,4 +1,4 @@
-"""A slow, literal reading of docs/metrics.md used as an independent oracle in tests.
+"""A slow, literal reading of docs/reference/metrics.md used as an independent oracle in tests.
 
 It walks every distinct score from the highest down (negative-only scores included), builds
 the full curve point by point in plain Python, and applies the formulas as written. Nothing is
@@ -63,7 +63,7 @@ def prior_dependent(
 
 
 def auprg(scores: npt.NDArray[np.float64], labels: npt.NDArray[np.int64], c: float) -> float:
-    """AUPRG exactly as docs/metrics.md words it, with recall-gain constant c."""
+    """AUPRG exactly as docs/reference/metrics.md words it, with recall-gain constant c."""
     n_pos = int(labels.sum())
     n_neg = labels.size - n_pos
     pi = n_pos / labels.size

@@ -1,5 +1,5 @@
 """Every set of tests/data/metrics/expected.json, every metric and every π0, to the record's
-tolerance (``docs/metrics.md``: 1e-9 absolute unless the record says otherwise)."""
+tolerance (``docs/reference/metrics.md``: 1e-9 absolute unless the record says otherwise)."""
 
 from __future__ import annotations
 

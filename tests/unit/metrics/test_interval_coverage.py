@@ -210,7 +210,7 @@ UNSEEN_BANDS = {20: (0.93, 0.99), 60: (0.93, 0.98)}
 """The curve metrics (ROC AUC, AP) and the means at 20 and 60 expected positives: their
 intervals hold the values with three unseen rows of each class beyond the other class's
 extreme (``UNSEEN_ROWS``), a worst case that over-covers on families without a rare component
-(ROC AUC 0.980-0.988 at 20 positives, 0.965-0.976 before; ``docs/intervals.md``)."""
+(ROC AUC 0.980-0.988 at 20 positives, 0.965-0.976 before; ``docs/reference/intervals.md``)."""
 UNSEEN_METRICS = ("roc_auc", "average_precision", "average_precision@0.5")
 
 
@@ -459,7 +459,7 @@ def test_log_loss_covers_more_with_confident_mistakes_at_20_positives() -> None:
     """Confident mistakes (4% of the positives scored near 0, 1.5% of the negatives near 1) at
     π = 0.2 with 20 expected positives: log loss rests on the rare rows, which most sets do not
     draw. With one unseen row per class its interval covered 0.866 of these 1,000 sets; with
-    UNSEEN_LOSS_ROWS = 1.5 it covers 0.92 (``docs/intervals.md``, known weak spots)."""
+    UNSEEN_LOSS_ROWS = 1.5 it covers 0.92 (``docs/reference/intervals.md``, known weak spots)."""
     family = NOISY_FAMILIES["confident mistakes"]
     result = mean_coverage(family, 0.2, 20, 1000, seed=[20261128, 9])
     assert result.published["log_loss"] == 1000

@@ -271,7 +271,7 @@ def test_a_tiny_window_gets_no_check_and_a_boundary_estimate_a_real_interval() -
 @pytest.mark.slow
 def test_prior_interval_coverage() -> None:
     """Coverage of the 95% interval of π̂ under pure label shift (reference of 2·10^4 rows at
-    π_ref = 0.1, drawn anew each time): the table of ``docs/metrics.md``."""
+    π_ref = 0.1, drawn anew each time): the table of ``docs/measurements/label-free.md``."""
     rng = np.random.default_rng(7)
     repetitions = 100
     hits = 0

@@ -4,7 +4,7 @@ A share f of the positives scoring like the negatives makes the window exactly t
 class mixture at π(1 - f): at any π the label-shift check holds and π̂ lands on π(1 - f); a
 share g of the negatives scoring like the positives, the mixture at π + g(1 - π). So neither a
 fall nor a rise of the estimate is called a class-ratio change, and every estimate names the
-blind spot (``docs/metrics.md``, "What it cannot see")."""
+blind spot (``docs/reference/metrics.md``, "What it cannot see")."""
 
 from __future__ import annotations
 

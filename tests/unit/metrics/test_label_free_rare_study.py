@@ -2,10 +2,10 @@
 gradient-boosted tree's tied scores, windows of 20,000 rows at π = 0.005 (about 100
 positives) against references of 20,000 rows at 0.1.
 
-Claims (``docs/metrics.md``, "Rare priors"): π̂'s spread there reaches 0 in most windows, and
-the record says so (``resolved`` false); the interval, centred on the estimating equation's
-unclipped root, still holds the measured ratio in at least 90% of windows (the bench: 0.958 of
-120; with the replicates clipped at 0 it was 0.850 on the same windows).
+Claims (``docs/measurements/label-free.md``, "Rare priors"): π̂'s spread there reaches 0 in most
+windows, and the record says so (``resolved`` false); the interval, centred on the estimating
+equation's unclipped root, still holds the measured ratio in at least 90% of windows (the bench:
+0.958 of 120; with the replicates clipped at 0 it was 0.850 on the same windows).
 """
 
 from __future__ import annotations

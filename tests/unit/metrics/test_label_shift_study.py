@@ -2,8 +2,8 @@
 a smaller run): a tree model's tied scores, a logistic model and two betas; windows of 20,000
 rows at priors 0.005-0.4 against references of 50,000 rows at 0.1.
 
-Claims (``docs/metrics.md``, "The label-shift check"): under pure label shift the check
-rejects at most 6% of windows and π̂'s interval holds the measured ratio in at least 90%;
+Claims (``docs/measurements/label-free.md``, "The label-shift check"): under pure label shift the
+check rejects at most 6% of windows and π̂'s interval holds the measured ratio in at least 90%;
 under the violations it sees (negatives rising, feature noise, a logit shift, a power
 distortion, positives falling where positives are common) it rejects in at least 90%; in
 every scenario but positives falling at priors up to 0.1 (a change scores alone cannot tell

@@ -1,8 +1,8 @@
 """`evaluate` sorts each class of a set once, however many π0 values and metrics it computes.
 
 Every curve metric, every π0 and the probability metrics are computed from the two sorted
-class arrays of :func:`calmon.metrics.prepared.prepare` (``docs/metrics.md``; the cost of a set
-is its sort). A sort can hide in many places: ``np.sort``, ``ndarray.sort``, ``np.argsort``,
+class arrays of :func:`calmon.metrics.prepared.prepare` (``docs/reference/metrics.md``; the cost of
+a set is its sort). A sort can hide in many places: ``np.sort``, ``ndarray.sort``, ``np.argsort``,
 ``np.unique``, ``np.percentile``, ``np.median``... All of NumPy's Python-level sorting
 functions end in one of the array methods ``sort``, ``argsort``, ``partition`` or
 ``argpartition``, so a profile hook that sees those C calls, wherever they are made from,

@@ -1,5 +1,5 @@
 """Prior / likelihood / total split of a change and the intervals of its parts
-(docs/metrics.md)."""
+(docs/reference/metrics.md)."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ def test_truth_document() -> None:
             phase.separation, REFERENCE_PRIOR
         )
         change = row["average_precision_change"]
-        # the split of docs/metrics.md, recomputed from population APs at both priors
+        # the split of docs/reference/metrics.md, recomputed from population APs at both priors
         window_ap, window_at_ref = (
             population["average_precision"],
             average_precision(phase.separation, REFERENCE_PRIOR),
