@@ -33,6 +33,7 @@ from calmon.db.session import ReplicaSessions, create_db_engine, create_session_
 from calmon.exporter.refresh import WindowExporter
 from calmon.exporter.replica import ReplicaLagCollector
 from calmon.log import configure_logging
+from calmon.services.model_registry import ModelCache
 from calmon.services.reference_cache import ReferenceCache
 from calmon.services.retention_bound import RetentionBound
 from calmon.settings import Settings, get_settings
@@ -145,6 +146,7 @@ def create_app(
     app.state.window_alerts = ui.WindowAlerts()
     app.state.reference_cache = ReferenceCache(entries=API_REFERENCE_ENTRIES)
     app.state.retention = RetentionBound(settings.retention_days)
+    app.state.models = ModelCache()
     install_error_handlers(app)
     install_openapi(app)
     routers = (models.router, ingest.router, windows.router, health.router)

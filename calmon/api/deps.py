@@ -33,7 +33,7 @@ from calmon.db.models import Model
 from calmon.db.session import session_deadline
 from calmon.names import MODEL_NAME_PATTERN
 from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE, arrow_available
-from calmon.services.model_registry import get_model
+from calmon.services.model_registry import ModelCache, get_model
 from calmon.services.retention_bound import RetentionBound
 from calmon.settings import Settings
 
@@ -75,6 +75,13 @@ def get_retention(request: Request) -> RetentionBound:
     return retention
 
 
+def get_model_cache(request: Request) -> ModelCache:
+    """The copies of models this process keeps for prediction batches (checked under lock by
+    each batch that uses one)."""
+    models: ModelCache = request.app.state.models
+    return models
+
+
 def _session(request: Request, factory: sessionmaker[Session]) -> Iterator[Session]:
     settings: Settings = request.app.state.settings
     deadline = settings.db_statement_timeout + REQUEST_DEADLINE_MARGIN
@@ -101,6 +108,7 @@ def get_read_session(request: Request) -> Iterator[Session]:
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 ClockDep = Annotated[Clock, Depends(get_clock)]
 RetentionDep = Annotated[RetentionBound, Depends(get_retention)]
+ModelCacheDep = Annotated[ModelCache, Depends(get_model_cache)]
 SessionDep = Annotated[Session, Depends(get_session)]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="model name")]

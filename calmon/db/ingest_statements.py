@@ -10,11 +10,15 @@ No value is ever part of a statement's text. The statements, their order and the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Final
 
+import psycopg
 from psycopg import sql as pg_sql
 from sqlalchemy import (
+    Boolean,
     Column,
     Connection,
     Double,
@@ -26,7 +30,9 @@ from sqlalchemy import (
     insert,
     text,
 )
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable
+from sqlalchemy.sql.selectable import TextualSelect
 
 from calmon.db import locks
 from calmon.db.models import UTCDateTime
@@ -58,9 +64,9 @@ _PG_TYPES: Final[dict[str, list[str]]] = {
 }
 
 
-#: per stage table on PostgreSQL: its ``CREATE … IF NOT EXISTS`` and ``DELETE`` as one text
-#: (one round trip, compiled on first use), and its binary ``COPY``
-_PG_EMPTY: dict[str, pg_sql.Composed] = {}
+#: per stage table on PostgreSQL: its ``CREATE … IF NOT EXISTS`` (compiled on first use) and
+#: its ``DELETE``, and its binary ``COPY``
+_PG_EMPTY: dict[str, list[pg_sql.Composable]] = {}
 _PG_COPY: Final[dict[str, pg_sql.Composed]] = {
     table.name: pg_sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
         pg_sql.Identifier(table.name),
@@ -68,17 +74,57 @@ _PG_COPY: Final[dict[str, pg_sql.Composed]] = {
     )
     for table in (prediction_stage, label_stage)
 }
+#: the savepoint :func:`load_stage` opens before the ``COPY`` when asked: rolling back to it
+#: undoes what came after (the staged rows included), and keeps the locks and the stage table
+BATCH_SAVEPOINT: Final = "calmon_batch"
+_PG_SAVEPOINT: Final = pg_sql.SQL("SAVEPOINT {}").format(pg_sql.Identifier(BATCH_SAVEPOINT))
+_PG_ROLLBACK_TO: Final = pg_sql.SQL("ROLLBACK TO SAVEPOINT {}").format(
+    pg_sql.Identifier(BATCH_SAVEPOINT)
+)
 
 
-def load_stage(connection: Connection, table: Table, columns: Sequence[StageColumn]) -> None:
+@dataclass(frozen=True, slots=True)
+class ModelLock:
+    """The model's advisory lock a batch takes before its stage is loaded: shared for a
+    prediction batch, exclusive for a label batch with ids not stored yet. With ``row_of``
+    (the model's name), its row is locked ``FOR SHARE`` first, as
+    :func:`calmon.services.model_registry.get_model` locks it, and read back."""
+
+    model_id: int
+    exclusive: bool
+    row_of: str | None = None
+
+
+#: a model's row as :class:`ModelLock` reads it: id, score kind, window
+ModelRow = tuple[int, str, str]
+_PG_SHARE_MODEL_ROW: Final = (
+    'SELECT id, score_kind, "window" FROM models WHERE name = %(name)s FOR SHARE'
+)
+
+_MODEL_ROW: Final = text('SELECT id, score_kind, "window" FROM models WHERE name = :name')
+
+
+def load_stage(
+    connection: Connection,
+    table: Table,
+    columns: Sequence[StageColumn],
+    *,
+    lock: ModelLock | None = None,
+    savepoint: bool = False,
+) -> ModelRow | None:
     """Empty ``table`` (created on first use in this connection) and fill it with the batch
-    ``columns`` (one per column of the table, in its order).
+    ``columns`` (one per column of the table, in its order); take the model's ``lock`` first,
+    when given, and with ``savepoint`` open :data:`BATCH_SAVEPOINT` after emptying the table
+    (PostgreSQL only: SQLite takes no lock, and its callers no savepoint). Returns the
+    model's row as the lock read it (None without ``lock.row_of``, or without the model).
 
     On PostgreSQL the table is also emptied at each commit (``ON COMMIT DELETE ROWS``), so the
-    ``DELETE`` here only has work when one transaction ingests several batches; it goes with
-    the ``CREATE`` in one round trip, then the rows in one binary ``COPY`` whose stream is
-    written from the columns (:func:`~calmon.db.stage_columns.binary_copy`). On SQLite the
-    rows go in by ``executemany``.
+    ``DELETE`` here only has work when one transaction ingests several batches. Everything
+    before the rows (locks, ``CREATE``, ``DELETE``, savepoint, and the ``BEGIN`` of a
+    transaction not begun yet) goes in one round trip (a psycopg pipeline), then the rows in
+    one binary ``COPY`` whose stream is written from the columns
+    (:func:`~calmon.db.stage_columns.binary_copy`). On SQLite the rows go in by
+    ``executemany``.
     """
     pg_types = _PG_TYPES[table.name]
     if connection.dialect.name == "postgresql":
@@ -86,22 +132,64 @@ def load_stage(connection: Connection, table: Table, columns: Sequence[StageColu
         empty = _PG_EMPTY.get(table.name)
         if empty is None:
             create = CreateTable(table, if_not_exists=True).compile(dialect=connection.dialect)
-            empty = pg_sql.SQL("{}; DELETE FROM {}").format(
-                pg_sql.SQL(str(create)), pg_sql.Identifier(table.name)
-            )
+            empty = [
+                pg_sql.SQL(str(create)),
+                pg_sql.SQL("DELETE FROM {}").format(pg_sql.Identifier(table.name)),
+            ]
             _PG_EMPTY[table.name] = empty
         stream = binary_copy(columns, pg_types)
-        with driver_connection.cursor() as cursor:
-            cursor.execute(empty)
+        row: ModelRow | None = None
+        with driver_connection.cursor() as model_cursor, driver_connection.cursor() as cursor:
+            with driver_errors(), driver_connection.pipeline():
+                if lock is not None and lock.row_of is not None:
+                    model_cursor.execute(_PG_SHARE_MODEL_ROW, {"name": lock.row_of})
+                if lock is not None:
+                    cursor.execute(
+                        *locks.driver_statement(
+                            locks.MODEL, lock.model_id, shared=not lock.exclusive
+                        )
+                    )
+                for statement in empty:
+                    cursor.execute(statement)
+                if savepoint:
+                    cursor.execute(_PG_SAVEPOINT)
+            if lock is not None and lock.row_of is not None:
+                found = model_cursor.fetchone()
+                row = None if found is None else (found[0], found[1], found[2])
             with cursor.copy(_PG_COPY[table.name]) as copy:
                 copy.write(stream)
-        return
+        return row
     connection.execute(CreateTable(table, if_not_exists=True))
     connection.execute(table.delete())
     rows = column_rows(columns, pg_types)
     if rows:
         names = [c.name for c in table.columns]
         connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
+    return None
+
+
+def get_model_row(connection: Connection, name: str) -> ModelRow | None:
+    """The row of the model called ``name`` as :class:`ModelLock` reads it (SQLite: its
+    writing transactions are serialised whole, so there is no row to lock)."""
+    found = connection.execute(_MODEL_ROW, {"name": name}).first()
+    return None if found is None else (found[0], found[1], found[2])
+
+
+def rollback_to_batch_savepoint(connection: Connection) -> None:
+    """Undo everything since :func:`load_stage` opened :data:`BATCH_SAVEPOINT` (the staged
+    rows included), which stays open."""
+    connection.exec_driver_sql(_PG_ROLLBACK_TO.as_string(None))
+
+
+@contextmanager
+def driver_errors() -> Iterator[None]:
+    """Raise a psycopg error of statements sent past SQLAlchemy (a pipeline) as SQLAlchemy
+    raises those of its own: wrapped in the :class:`~sqlalchemy.exc.DBAPIError` of its kind,
+    so that a deadlock is run again and a lock timeout answered as any other."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc
 
 
 def lock_model(connection: Connection, model_id: int, *, exclusive: bool) -> None:
@@ -145,14 +233,32 @@ CONFLICTING_IDS = text(
 # stored prediction by id go through the registry and bound ``ts`` to the batch's range, so
 # only the partitions of those days are read.
 
-PG_INSERT_ALL_OR_FAIL = text(
+_PG_INSERT_ALL_OR_FAIL: Final = (
     "WITH keys AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
-    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage ORDER BY client_id)"
-    " INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
-    " labelled_at, changed_at)"
+    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage ORDER BY client_id),"
+    " stored AS (INSERT INTO predictions (model_id, client_id, ts, score, label, segment,"
+    " received_at, labelled_at, changed_at)"
     " SELECT :model_id, client_id, ts, score, label, segment, :now,"
-    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now FROM calmon_prediction_stage"
-).bindparams(_NOW)
+    " CASE WHEN label IS NULL THEN NULL ELSE :now END, :now FROM calmon_prediction_stage),"
+    " changes AS ({record})"
+    " SELECT EXISTS (SELECT 1 FROM pending_labels WHERE model_id = :model_id)"
+)
+
+
+def pg_insert_all_or_fail(record_changes: str) -> TextualSelect:
+    """The insert of a batch whose ids are all new (a unique violation otherwise), with the
+    statement ``record_changes`` that records its windows (parameters ``model_id``, ``now``,
+    ``length``), in one statement that answers whether the model has pending labels: one
+    round trip for the usual batch. The answer reads the snapshot the statement began with,
+    after the model's advisory lock was granted: a label batch that stores pending labels
+    holds that lock exclusively, so none can commit one for these ids unseen."""
+    return (
+        text(_PG_INSERT_ALL_OR_FAIL.format(record=record_changes))
+        .bindparams(_NOW)
+        .columns(pending=Boolean())
+    )
+
+
 PG_INSERT_NEW_ONLY = text(
     "WITH new AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
     " SELECT :model_id, client_id, ts FROM calmon_prediction_stage"

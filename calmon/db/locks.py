@@ -46,6 +46,11 @@ _TRY_CLAIM: Final = {
     )
     for exclusive in (True, False)
 }
+#: :data:`_SHARED` and :data:`_EXCLUSIVE` with psycopg's placeholders
+_DRIVER_TEXT: Final = {
+    True: "SELECT pg_advisory_xact_lock_shared(%(cls)s, %(obj)s)",
+    False: "SELECT pg_advisory_xact_lock(%(cls)s, %(obj)s)",
+}
 _MIGRATION_LOCK: Final = text("SELECT pg_advisory_lock(:key)")
 _MIGRATION_UNLOCK: Final = text("SELECT pg_advisory_unlock(:key)")
 
@@ -53,6 +58,12 @@ _MIGRATION_UNLOCK: Final = text("SELECT pg_advisory_unlock(:key)")
 def wait_for(bind: Connection | Session, cls: int, obj: int = 0, *, shared: bool = False) -> None:
     """Wait for the transaction-level lock (``cls``, ``obj``), shared or exclusive."""
     bind.execute(_SHARED if shared else _EXCLUSIVE, {"cls": cls, "obj": obj})
+
+
+def driver_statement(cls: int, obj: int = 0, *, shared: bool = False) -> tuple[str, dict[str, int]]:
+    """The statement of :func:`wait_for` as psycopg takes it (text and parameters), for
+    statements sent together in one round trip past SQLAlchemy (a pipeline)."""
+    return _DRIVER_TEXT[shared], {"cls": cls, "obj": obj}
 
 
 def try_window_claim(

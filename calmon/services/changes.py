@@ -49,6 +49,12 @@ _RECORD_STAGED_SQL: Final = {
 }
 
 
+#: the statement that records every window of the staged predictions (parameters
+#: ``model_id``, ``now``, ``length``), on PostgreSQL: the all-new insert of a batch runs it in
+#: its own statement (:func:`calmon.db.ingest_statements.pg_insert_all_or_fail`)
+PG_RECORD_STAGED: Final = _RECORD_STAGED.format(start=WINDOW_START_SQL["postgresql"], stored="")
+
+
 def record_changes(
     connection: Connection, *, model: Model, stamps: Iterable[datetime], now: datetime
 ) -> None:

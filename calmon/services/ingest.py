@@ -13,6 +13,7 @@ counts as a repeat are in ``docs/reference/storage.md`` ("Ingestion path") and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -32,7 +33,6 @@ from calmon.db.ingest_statements import (
     PG_APPLY_PENDING,
     PG_CONFLICTING_IDS,
     PG_EXPIRED_LABELS,
-    PG_INSERT_ALL_OR_FAIL,
     PG_INSERT_NEW_ONLY,
     PG_LABELLED_RANGE,
     PG_LOCK_LABELLED,
@@ -45,19 +45,32 @@ from calmon.db.ingest_statements import (
     UNKNOWN_LABEL_IDS,
     UPDATE_LABELS,
     UPSERT_PENDING,
+    ModelLock,
+    ModelRow,
+    get_model_row,
     label_stage,
     load_stage,
     lock_model,
+    pg_insert_all_or_fail,
     prediction_stage,
+    rollback_to_batch_savepoint,
 )
 from calmon.db.models import Model
 from calmon.db.partitions import ensure_days, forget
 from calmon.db.sqlstate import CHECK_VIOLATION, UNIQUE_VIOLATION, sqlstate
-from calmon.services.changes import record_changes, record_stored_predictions
+from calmon.services.changes import (
+    PG_RECORD_STAGED,
+    record_changes,
+    record_stored_predictions,
+)
 from calmon.services.errors import ConflictError
 from calmon.services.ingest_batches import LabelColumns, PredictionColumns
 from calmon.services.ingest_schemas import LabelIn, PredictionRow
-from calmon.timeline import EPOCH
+from calmon.services.model_registry import ModelChangedError
+from calmon.timeline import EPOCH, WINDOW_SECONDS
+
+#: the all-new insert of a batch with its change record and the pending-label check
+_PG_INSERT_ALL_OR_FAIL = pg_insert_all_or_fail(PG_RECORD_STAGED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,32 +99,53 @@ class LabelsResult:
     expired: int = 0
 
 
-def _insert_partitioned(connection: Connection, params: dict[str, Any], days: set[date]) -> int:
+def _insert_partitioned(
+    connection: Connection,
+    params: dict[str, Any],
+    batch: PredictionColumns,
+    days: set[date],
+    *,
+    model: Model,
+) -> tuple[int, bool | None]:
     """PostgreSQL: insert the staged predictions whose id is new, registry first; returns how
-    many.
+    many, and, when every id was new, whether the model has pending labels (None otherwise:
+    then the windows are not recorded yet either).
 
-    Each attempt runs in a savepoint: a plain insert first (every id new, the usual case),
-    then on a unique violation the ``ON CONFLICT`` form. An insert that finds a day without
-    its partition (this process believed it made, but the batch that made it rolled back, or
-    it was dropped since) makes it and tries once more.
+    The first attempt, a plain insert with its change record (every id new, the usual case),
+    runs in the savepoint :func:`~calmon.db.ingest_statements.load_stage` opened before the
+    ``COPY``; after a failure there the batch is staged again, and each further attempt runs
+    in a savepoint of its own. On a unique violation the ``ON CONFLICT`` form follows. An
+    insert that finds a day without its partition (this process believed it made, but the
+    batch that made it rolled back, or it was dropped since) makes it and tries once more.
     """
-    statements = [PG_INSERT_ALL_OR_FAIL, PG_INSERT_NEW_ONLY]
+    params = {**params, "length": WINDOW_SECONDS[model.window]}
+    every_new = True
     retried = False
-    while statements:
+    first = True
+    while True:
         try:
-            with connection.begin_nested():
-                return int(connection.execute(statements[0], params).rowcount)
+            with nullcontext() if first else connection.begin_nested():
+                if every_new:
+                    pending = connection.execute(_PG_INSERT_ALL_OR_FAIL, params).scalar_one()
+                    return len(batch), bool(pending)
+                return int(connection.execute(PG_INSERT_NEW_ONLY, params).rowcount), None
         except IntegrityError as exc:
             state = sqlstate(exc)
-            if state == UNIQUE_VIOLATION and len(statements) == 2:
-                statements.pop(0)
-            elif state == CHECK_VIOLATION and not retried:
-                retried = True
-                forget(connection)
-                ensure_days(connection, days)
-            else:
+            if not (state == UNIQUE_VIOLATION and every_new) and not (
+                state == CHECK_VIOLATION and not retried
+            ):
                 raise
-    raise AssertionError("unreachable")  # pragma: no cover
+        if first:
+            rollback_to_batch_savepoint(connection)
+        if state == UNIQUE_VIOLATION:
+            every_new = False
+        else:
+            retried = True
+            forget(connection)
+            ensure_days(connection, days)
+        if first:
+            load_stage(connection, prediction_stage, batch.stage())
+            first = False
 
 
 def _disagreeing_copies(rows: Sequence[PredictionRow], ids: Sequence[str]) -> set[str]:
@@ -149,12 +183,17 @@ def ingest_predictions(
     model: Model,
     rows: PredictionColumns | Sequence[PredictionRow],
     now: datetime,
+    confirm_model: bool = False,
 ) -> PredictionsResult:
     """Store the new predictions of a batch (its columns, or its rows) and apply pending
     labels to them.
 
     Raises :class:`ConflictError` (details ``[{"id": ...}]``, sorted) when some id is already
     stored, or repeated in the batch, with other content; the caller must then roll back.
+    With ``confirm_model`` (``model`` is a copy the batch was validated against, not read
+    under the lock of this transaction), the model's row is locked ``FOR SHARE`` with the
+    batch's first locks and compared with the copy: :class:`ModelChangedError` when they
+    differ (the caller rolls back and runs the batch again from a fresh look-up).
     """
     batch = rows if isinstance(rows, PredictionColumns) else PredictionColumns.of_rows(rows)
     if not len(batch):
@@ -162,7 +201,11 @@ def ingest_predictions(
     connection = session.connection()
     params: dict[str, Any] = {"model_id": model.id, "now": now}
     if partitions_predictions(connection):
-        return _ingest_partitioned(connection, params, batch, model=model)
+        return _ingest_partitioned(
+            connection, params, batch, model=model, confirm_model=confirm_model
+        )
+    if confirm_model:
+        _confirm(model, get_model_row(connection, model.name))
     lock_model(connection, model.id, exclusive=False)
     load_stage(connection, prediction_stage, batch.stage())
     new = int(connection.execute(INSERT_NEW_ONLY, params).rowcount)
@@ -190,18 +233,38 @@ def _raise_conflicts(conflicting: Sequence[str], batch: PredictionColumns) -> No
         )
 
 
+def _confirm(model: Model, row: ModelRow | None) -> None:
+    """Raise :class:`ModelChangedError` unless ``row`` (as stored now) is ``model``'s."""
+    if row != (model.id, model.score_kind, model.window):
+        raise ModelChangedError(model.name)
+
+
 def _ingest_partitioned(
-    connection: Connection, params: dict[str, Any], batch: PredictionColumns, *, model: Model
+    connection: Connection,
+    params: dict[str, Any],
+    batch: PredictionColumns,
+    *,
+    model: Model,
+    confirm_model: bool,
 ) -> PredictionsResult:
     """:func:`ingest_predictions` on PostgreSQL: the partitions of the batch's days are made
     if missing (before any lock of the batch), then ids go into the registry and rows into
-    their day partitions in one statement."""
+    their day partitions in one statement, which records the batch's windows and tells
+    whether the model has pending labels when every id is new."""
     lo, hi = batch.bounds()
     days = batch.days()
     ensure_days(connection, days)
-    lock_model(connection, params["model_id"], exclusive=False)
-    load_stage(connection, prediction_stage, batch.stage())
-    new = _insert_partitioned(connection, params, days)
+    row = load_stage(
+        connection,
+        prediction_stage,
+        batch.stage(),
+        lock=ModelLock(model.id, exclusive=False, row_of=model.name if confirm_model else None),
+        savepoint=True,
+    )
+    if confirm_model:
+        _confirm(model, row)
+    new, pending = _insert_partitioned(connection, params, batch, days, model=model)
+    recorded = pending is not None
     if new < len(batch):
         stored_lo, stored_hi = connection.execute(PG_STORED_RANGE, params).one()
         if stored_lo is not None:
@@ -210,13 +273,22 @@ def _ingest_partitioned(
                 connection.execute(PG_CONFLICTING_IDS, {**params, **stored}).scalars().all()
             )
             _raise_conflicts(conflicting, batch)
+    if new and pending is None:
+        pending = connection.execute(HAS_PENDING, params).first() is not None
     applied = 0
-    if new and connection.execute(HAS_PENDING, params).first() is not None:
+    if new and pending:
         applied = connection.execute(PG_APPLY_PENDING, {**params, "lo": lo, "hi": hi}).rowcount
         connection.execute(DROP_APPLIED_PENDING, params)
-    record_stored_predictions(
-        connection, model=model, staged=len(batch), stored=new, lo=lo, hi=hi, now=params["now"]
-    )
+    if not recorded:
+        record_stored_predictions(
+            connection,
+            model=model,
+            staged=len(batch),
+            stored=new,
+            lo=lo,
+            hi=hi,
+            now=params["now"],
+        )
     return PredictionsResult(new=new, duplicates=len(batch) - new, pending_labels_applied=applied)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, NoReturn, cast
@@ -406,6 +407,44 @@ def get_model(session: Session, *, name: str, share_lock: bool = False) -> Model
     if share_lock:
         query = query.with_for_update(read=True).execution_options(populate_existing=True)
     return session.scalars(query).one_or_none()
+
+
+class ModelChangedError(Exception):
+    """A model's row, locked ``FOR SHARE`` under a batch, differs from the copy the batch was
+    validated against (its configuration changed, or it is gone, since the copy was read):
+    the batch must be looked up and validated again."""
+
+
+class ModelCache:
+    """The models this process last read for prediction batches, by name, so that a batch
+    need not read its model before validating against it.
+
+    A copy is never trusted alone: the batch that uses one locks the model's row ``FOR SHARE``
+    later in the same round trip as its other locks (:func:`calmon.services.ingest.
+    ingest_predictions` with ``confirm_model``) and compares id, ``score_kind`` and ``window``
+    with the copy; on any difference (a ``PUT`` that changed them, a model created again
+    under the name) it raises :class:`ModelChangedError` and the batch runs again from a fresh
+    look-up. Copies are ORM objects no longer attached to a session, read and never changed.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[str, Model] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Model | None:
+        """The copy of the model called ``name``, if any."""
+        with self._lock:
+            return self._models.get(name)
+
+    def put(self, model: Model) -> None:
+        """Keep ``model`` (as just read) as the copy of its name."""
+        with self._lock:
+            self._models[model.name] = model
+
+    def forget(self, name: str) -> None:
+        """Drop the copy of ``name``: the next batch reads the model."""
+        with self._lock:
+            self._models.pop(name, None)
 
 
 def list_models(session: Session) -> Sequence[Model]:

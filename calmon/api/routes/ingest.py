@@ -22,13 +22,14 @@ from calmon.api.deps import (
     BatchBody,
     BatchBodyDep,
     ClockDep,
+    ModelCacheDep,
     ModelName,
     RetentionDep,
     SessionDep,
     WriteScope,
     existing_model,
 )
-from calmon.api.errors import parse_json
+from calmon.api.errors import ApiError, parse_json
 from calmon.api.openapi import WRITE_ERRORS, arrow_request_body, described_error
 from calmon.api.schemas import LabelsOut, PredictionsOut
 from calmon.api.transactions import in_transaction
@@ -52,6 +53,7 @@ from calmon.services.ingest_schemas import (
     earliest_timestamp,
     predictions_schema,
 )
+from calmon.services.model_registry import ModelChangedError
 
 router = APIRouter(prefix="/v1/models", tags=["ingestion"])
 
@@ -78,6 +80,7 @@ def send_predictions(
     session: SessionDep,
     retention: RetentionDep,
     clock: ClockDep,
+    models: ModelCacheDep,
 ) -> PredictionsOut:
     """Store up to 10,000 predictions (JSON) or 100,000 (an Arrow IPC stream); exact repeats
     of stored ones are counted, not stored."""
@@ -85,10 +88,25 @@ def send_predictions(
     monotonic = clock.monotonic()
 
     def work() -> PredictionsResult:
-        stored = existing_model(session, model, share_lock=True)
         days = retention.read(session, now=now, monotonic=monotonic).days
+        cached = models.get(model)
+        if cached is not None:
+            try:
+                batch = _predictions(
+                    body, score_kind=cached.score_kind, now=now, retention_days=days
+                )
+                return ingest_predictions(
+                    session, model=cached, rows=batch, now=now, confirm_model=True
+                )
+            except (ApiError, ModelChangedError):
+                # validated against a copy that may be out of date: judge it by the stored model
+                models.forget(model)
+                session.rollback()
+        stored = existing_model(session, model, share_lock=True)
         batch = _predictions(body, score_kind=stored.score_kind, now=now, retention_days=days)
-        return ingest_predictions(session, model=stored, rows=batch, now=now)
+        result = ingest_predictions(session, model=stored, rows=batch, now=now)
+        models.put(stored)
+        return result
 
     result = in_transaction(session, work)
     instruments.PREDICTIONS_INGESTED.labels(model).inc(result.new)
