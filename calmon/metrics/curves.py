@@ -62,8 +62,6 @@ class _Blocks:
     neg_tied: npt.NDArray[Any]
     tp: FloatArray
     fp: FloatArray
-    fp_before: FloatArray
-    tp_before: FloatArray
     n_pos: FloatArray  # (...,)
     n_neg: FloatArray  # (...,)
     prior: FloatArray  # (...,)
@@ -229,8 +227,6 @@ def _blocks(
         neg_tied=tied_a,
         tp=tp,
         fp=fp,
-        fp_before=fp - tied_a,
-        tp_before=tp - pos_a,
         n_pos=n_pos,
         n_neg=n_neg,
         prior=prior,
@@ -277,7 +273,7 @@ class _Shared:
     def __init__(self, b: _Blocks) -> None:
         odds = (b.n_pos / b.n_neg)[..., None]  # π/(1-π)
         self.fn_over_tp: FloatArray = (b.n_pos[..., None] - b.tp) / b.tp
-        heights = b.fp_before / b.tp_before
+        heights = (b.fp - b.neg_tied) / (b.tp - b.pos)  # at the point just above each block
         heights += b.fp / b.tp
         heights *= -odds
         heights += 2.0  # PGa_j + PG_j
@@ -299,12 +295,7 @@ def _prior_dependent(
     """AP, best F1 and AUPRG for P = TP/(TP + r·FP) (r = ``ratio`` (...,), None for 1) and
     AUPRG crossing constant c = ``crossing`` (...,)."""
     flagged = shared.scratch
-    if ratio is None:
-        np.add(shared.tp_nonzero, b.fp, out=flagged)
-    else:
-        np.multiply(b.fp, ratio[..., None], out=flagged)
-        flagged += shared.tp_nonzero
-    ap = np.einsum("...k,...k->...", shared.pos_tp, np.reciprocal(flagged)) / b.n_pos
+    ap = _average_precision(b, shared.pos_tp, shared.tp_nonzero, ratio=ratio, flagged=flagged)
     f1 = f1_from_counts(shared.two_tp, flagged, b.n_pos[..., None], out=flagged)
     best = np.argmax(f1, axis=-1)[..., None]
     best_f1 = np.take_along_axis(f1, best, axis=-1)[..., 0]
@@ -315,6 +306,25 @@ def _prior_dependent(
         "best_f1_threshold": best_threshold,
         "pr_gain_auc": _auprg(b, shared, crossing),
     }
+
+
+def _average_precision(
+    b: _Blocks,
+    pos_tp: FloatArray,
+    tp_nonzero: FloatArray,
+    *,
+    ratio: FloatArray | None,
+    flagged: FloatArray,
+) -> FloatArray:
+    """AP for P = TP/(TP + r·FP) (r = ``ratio`` (...,), None for 1) from pos·TP ``pos_tp`` and
+    TP + tiny ``tp_nonzero`` (..., K); ``flagged`` (..., K) is left holding TP + r·FP."""
+    if ratio is None:
+        np.add(tp_nonzero, b.fp, out=flagged)
+    else:
+        np.multiply(b.fp, ratio[..., None], out=flagged)
+        flagged += tp_nonzero
+    ap: FloatArray = np.einsum("...k,...k->...", pos_tp, np.reciprocal(flagged)) / b.n_pos
+    return ap
 
 
 def _auprg(b: _Blocks, shared: _Shared, crossing: FloatArray) -> FloatArray:
@@ -334,8 +344,9 @@ def _auprg(b: _Blocks, shared: _Shared, crossing: FloatArray) -> FloatArray:
     rg_first = 1.0 - odds * at_first(g)
     gain_first = 1.0 - (b.n_pos * fp_b) / (b.n_neg * tp_b)
     tp_star = crossing * b.n_pos
-    tp_prev = at_first(b.tp_before)
-    fp_star = at_first(b.fp_before) + (tp_star - tp_prev) * at_first(b.neg_tied) / at_first(b.pos)
+    tp_prev = tp_b - at_first(b.pos)
+    fp_prev = fp_b - at_first(b.neg_tied)
+    fp_star = fp_prev + (tp_star - tp_prev) * at_first(b.neg_tied) / at_first(b.pos)
     gain_star = 1.0 - (b.n_pos * fp_star) / (b.n_neg * tp_star)
     result: FloatArray = 0.5 * (rg_first * (gain_star + gain_first) - odds * at_first(shared.tail))
     return result
@@ -382,3 +393,33 @@ def prior_dependent_at(
         {name: np.where(both, regular[name], nan) for name in CALIBRATED_CURVE_METRICS},
         {name: np.where(valid, calibrated[name], nan) for name in CALIBRATED_CURVE_METRICS},
     )
+
+
+def average_precision_at(
+    thresholds: npt.ArrayLike,
+    pos: npt.ArrayLike,
+    neg_tied: npt.ArrayLike,
+    neg_above: npt.ArrayLike,
+    neg_below: npt.ArrayLike,
+    *,
+    pi0: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """Average precision alone of :func:`prior_dependent_at`: ``(regular, calibrated)``, each
+    (...,), from the same expressions, hence the same floats, without best F1 and AUPRG (most
+    of its cost, a dozen passes over the blocks): the drift split's bootstrap gives intervals
+    to AP's parts and not to theirs. NaN as there."""
+    blocks = _blocks(thresholds, pos, neg_tied, neg_above, neg_below)
+    p = np.broadcast_to(np.asarray(pi0, dtype=np.float64), blocks.n_pos.shape)
+    nan = np.float64(np.nan)
+    if blocks.thresholds.size == 0:
+        return np.full(p.shape, nan), np.full(p.shape, nan)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        both = (blocks.n_pos > 0) & (blocks.n_neg > 0)
+        valid = both & (p > 0) & (p < 1)
+        ratio = calibration_ratio(blocks.prior, np.where(valid, p, 0.5))
+        pos_tp = blocks.pos * blocks.tp
+        tp_nonzero = blocks.tp + np.finfo(np.float64).tiny
+        flagged = np.empty_like(blocks.tp)
+        regular = _average_precision(blocks, pos_tp, tp_nonzero, ratio=None, flagged=flagged)
+        calibrated = _average_precision(blocks, pos_tp, tp_nonzero, ratio=ratio, flagged=flagged)
+    return np.where(both, regular, nan), np.where(valid, calibrated, nan)

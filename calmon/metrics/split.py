@@ -25,6 +25,7 @@ the other set's replicate, so the intervals carry the noise of both priors as we
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy.typing as npt
 
 from calmon.arrays import FloatArray, LabelArray
 from calmon.catalogue import SPLIT_METRICS
-from calmon.metrics.curves import prior_dependent_at
+from calmon.metrics.curves import average_precision_at, prior_dependent_at
 from calmon.metrics.evaluation import evaluate_prepared
 from calmon.metrics.intervals import REAL, Interval, replicate_interval
 from calmon.metrics.prepared import check_options, pi0_key, prepare
@@ -193,17 +194,21 @@ def _prior(ranking: Ranking) -> float | None:
 
 
 def evaluate_at_prior(
-    thresholds: FloatArray, reps: Replicates, pi0: FloatArray
+    thresholds: FloatArray,
+    reps: Replicates,
+    pi0: FloatArray,
+    metrics: Sequence[str] = SPLIT_METRICS,
 ) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
-    """Each replicate's :data:`SPLIT_METRICS`, regular and calibrated at its own π0 (``pi0``
-    shape (B,)): ``(regular, calibrated)``, each ``{metric: (B,)}``.
+    """Each replicate's ``metrics`` (of :data:`SPLIT_METRICS`), regular and calibrated at its
+    own π0 (``pi0`` shape (B,)): ``(regular, calibrated)``, each ``{metric: (B,)}``.
 
     The curve metrics come from :func:`~calmon.metrics.curves.prior_dependent_at` (one pass over
-    the blocks for both). Precision and F1 at τ depend on the counts only through TPR, FPR and
-    π0 (P_c = TP / (TP + r·FP)), so the calibrated ones are the regular ones of the replicate
-    with its negative counts scaled by r = n_pos·(1 - π0) / (π0·n_neg), whose prior is then
-    exactly π0. NaN where a class is missing, and calibrated values also where π0 ∉ (0, 1)
-    (NaN included).
+    the blocks for both), or from :func:`~calmon.metrics.curves.average_precision_at` when AP
+    is the only one asked for (the same floats for a fraction of the work). Precision and F1
+    at τ depend on the counts only through TPR, FPR and π0 (P_c = TP / (TP + r·FP)), so the
+    calibrated ones are the regular ones of the replicate with its negative counts scaled by
+    r = n_pos·(1 - π0) / (π0·n_neg), whose prior is then exactly π0. NaN where a class is
+    missing, and calibrated values also where π0 ∉ (0, 1) (NaN included).
     """
     n_pos = reps.n_pos.astype(np.float64)
     n_neg = reps.n_neg.astype(np.float64)
@@ -211,14 +216,12 @@ def evaluate_at_prior(
         valid = (n_pos > 0) & (n_neg > 0) & (pi0 > 0) & (pi0 < 1)
     p = np.where(valid, pi0, 0.5)
     scale = np.where(valid, n_pos * (1 - p) / (p * np.where(valid, n_neg, 1.0)), 1.0)
-    curve_regular, curve_calibrated = prior_dependent_at(
-        thresholds, reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below, pi0=pi0
-    )
+    curve_regular, curve_calibrated = _curves_at(thresholds, reps, pi0, metrics)
     at_tau = threshold_metrics(reps.tp, reps.fp, n_pos, n_neg, pi0=[]).regular
     scaled = threshold_metrics(reps.tp, reps.fp * scale, n_pos, n_neg * scale, pi0=[]).regular
     regular: dict[str, FloatArray] = {}
     calibrated: dict[str, FloatArray] = {}
-    for name in SPLIT_METRICS:
+    for name in metrics:
         if name in _AT_THRESHOLD:
             regular[name] = np.asarray(at_tau[name], dtype=np.float64)
             calibrated[name] = np.where(valid, np.asarray(scaled[name], np.float64), np.nan)
@@ -228,6 +231,21 @@ def evaluate_at_prior(
     return regular, calibrated
 
 
+def _curves_at(
+    thresholds: FloatArray, reps: Replicates, pi0: FloatArray, metrics: Sequence[str]
+) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
+    """The curve metrics among ``metrics`` of each replicate, regular and calibrated at its
+    own π0 (see :func:`evaluate_at_prior`)."""
+    curves = [name for name in metrics if name not in _AT_THRESHOLD]
+    counts = (reps.pos, reps.neg_tied, reps.neg_above, reps.neg_below)
+    if not curves:
+        return {}, {}
+    if curves == ["average_precision"]:
+        regular, calibrated = average_precision_at(thresholds, *counts, pi0=pi0)
+        return {"average_precision": regular}, {"average_precision": calibrated}
+    return prior_dependent_at(thresholds, *counts, pi0=pi0)
+
+
 def _replicate_prior(reps: Replicates) -> FloatArray:
     n_pos, n = reps.n_pos, reps.n_pos + reps.n_neg
     prior: FloatArray = np.divide(n_pos, n, out=np.full(n.shape, np.nan), where=n > 0)
@@ -235,18 +253,23 @@ def _replicate_prior(reps: Replicates) -> FloatArray:
 
 
 def _parts(
-    window_ranking: Ranking, window: Replicates, ref_ranking: Ranking, ref: Replicates
+    window_ranking: Ranking,
+    window: Replicates,
+    ref_ranking: Ranking,
+    ref: Replicates,
+    metrics: Sequence[str],
 ) -> dict[str, tuple[FloatArray, FloatArray]]:
-    """{metric: (prior, likelihood)} of paired replicates of the window and the reference,
-    each (B,): every set regular and calibrated at the prior of the other's replicate."""
+    """{metric: (prior, likelihood)} of ``metrics`` for paired replicates of the window and the
+    reference, each (B,): every set regular and calibrated at the prior of the other's
+    replicate."""
     window_regular, window_at_ref = evaluate_at_prior(
-        window_ranking.thresholds, window, _replicate_prior(ref)
+        window_ranking.thresholds, window, _replicate_prior(ref), metrics
     )
     ref_regular, ref_at_window = evaluate_at_prior(
-        ref_ranking.thresholds, ref, _replicate_prior(window)
+        ref_ranking.thresholds, ref, _replicate_prior(window), metrics
     )
     out: dict[str, tuple[FloatArray, FloatArray]] = {}
-    for name in SPLIT_METRICS:
+    for name in metrics:
         _, prior, likelihood = shapley_parts(
             window_regular[name], window_at_ref[name], ref_at_window[name], ref_regular[name]
         )
@@ -317,18 +340,19 @@ def split_intervals_ranked(
     b = default_replicates(blocks) if replicates is None else replicates
     rng = np.random.default_rng(seed)
 
-    point = _parts(
-        window_ranking,
-        observed(window_ranking, window_cut),
-        ref_ranking,
-        observed(ref_ranking, ref_cut),
-    )
     published = [
         name
         for name in PART_INTERVAL_METRICS
         if name != "average_precision"
         or ap_parts_published(window_ranking.n_pos, ref_ranking.n_pos)
     ]
+    point = _parts(
+        window_ranking,
+        observed(window_ranking, window_cut),
+        ref_ranking,
+        observed(ref_ranking, ref_cut),
+        published,
+    )
     collected: dict[str, tuple[list[FloatArray], list[FloatArray]]] = {
         name: ([], []) for name in published
     }
@@ -337,7 +361,7 @@ def split_intervals_ranked(
         size = min(rows, b - start)
         window = draw_replicates(window_ranking, window_cut, size=size, rng=rng)
         ref = draw_replicates(ref_ranking, ref_cut, size=size, rng=rng)
-        parts = _parts(window_ranking, window, ref_ranking, ref)
+        parts = _parts(window_ranking, window, ref_ranking, ref, published)
         for name, (priors, likelihoods) in collected.items():
             priors.append(parts[name][0])
             likelihoods.append(parts[name][1])

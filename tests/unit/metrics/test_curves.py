@@ -13,6 +13,7 @@ from calmon.metrics.curves import (
     CALIBRATED_CURVE_METRICS,
     REGULAR_CURVE_METRICS,
     auc_and_ap,
+    average_precision_at,
     prior_dependent_at,
 )
 
@@ -95,6 +96,27 @@ def test_prior_dependent_at_a_prior_per_row(seed: int) -> None:
         assert np.isnan(regular[name][:2]).all()
         assert np.isnan(calibrated[name][:2]).all()
         assert np.isfinite(calibrated[name][2]), name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_average_precision_at_equals_prior_dependent_at_bit_for_bit(seed: int) -> None:
+    """The drift split's bootstrap path (AP alone) gives the very floats of the full one,
+    regular and calibrated at a π0 per row, NaN included."""
+    thresholds, pos, tied, above, below = _random_counts(seed)
+    pi0 = np.array([PI0[b % len(PI0)] for b in range(pos.shape[0])])
+    pi0[-1], pi0[-2] = np.nan, 0.0
+    regular, calibrated = prior_dependent_at(thresholds, pos, tied, above, below, pi0=pi0)
+    ap_regular, ap_calibrated = average_precision_at(thresholds, pos, tied, above, below, pi0=pi0)
+    assert np.array_equal(ap_regular, regular["average_precision"], equal_nan=True)
+    assert np.array_equal(ap_calibrated, calibrated["average_precision"], equal_nan=True)
+    assert np.isfinite(ap_calibrated[2:-2]).all()
+    assert np.isnan(ap_calibrated[-2:]).all()
+    empty = np.zeros((pos.shape[0], 0))
+    none_regular, none_calibrated = average_precision_at(
+        np.zeros(0), empty, empty, empty, below, pi0=pi0
+    )
+    assert np.isnan(none_regular).all()
+    assert np.isnan(none_calibrated).all()
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -220,6 +220,24 @@ def test_evaluate_at_prior_equals_curve_and_threshold_metrics() -> None:
         assert np.isfinite(at_prior["average_precision"]).mean() > 0.9
 
 
+def test_evaluate_at_prior_of_some_metrics_equals_them_among_all() -> None:
+    """Asked for a few metrics (the published parts: precision, F1, AP), evaluate_at_prior
+    gives exactly their floats among all of them, and nothing else."""
+    scores, labels = _tied_set()
+    ranking = rank(scores, labels)
+    reps = draw_replicates(
+        ranking, cut_at(scores, labels, ranking, 0.5), size=50, rng=np.random.default_rng(3)
+    )
+    pi0 = np.linspace(0.0, 1.0, 50)
+    every = evaluate_at_prior(ranking.thresholds, reps, pi0)
+    for metrics in (PART_INTERVAL_METRICS, ("precision", "f1"), ("average_precision", "best_f1")):
+        some = evaluate_at_prior(ranking.thresholds, reps, pi0, metrics)
+        for values, expected in zip(some, every, strict=True):
+            assert set(values) == set(metrics)
+            for name in metrics:
+                assert np.array_equal(values[name], expected[name], equal_nan=True), name
+
+
 def test_evaluate_at_prior_marks_impossible_priors_undefined() -> None:
     scores, labels = _tied_set()
     ranking = rank(scores, labels)
