@@ -90,6 +90,8 @@ from calmon.services.window_rows import load_rows
 from calmon.settings import Settings
 
 PRIOR = 0.01
+#: seconds a statement may take in the benchmark's database (the change scan of the set-up)
+SETUP_STATEMENT_TIMEOUT = 900.0
 #: Shares of unlabelled predictions at which the label-free estimate is timed.
 UNLABELLED = (0.0, 0.05, 0.5, 0.9)
 WINDOW = timedelta(hours=1)
@@ -559,7 +561,11 @@ def main() -> None:
     if args.fixed_rows:
         _fixed_cost(args.fixed_rows)
 
-    with migrated_scratch(keep=args.keep, retention_days=0) as scratch:
+    # the set-up's change scan reads every copied row at once: past the service's statement
+    # timeout on a shared machine at 4·10^6 rows a window
+    with migrated_scratch(
+        keep=args.keep, retention_days=0, db_statement_timeout=SETUP_STATEMENT_TIMEOUT
+    ) as scratch:
         settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
         margin = timedelta(seconds=settings.scheduler_scan_margin)
         with factory() as session:
