@@ -47,6 +47,8 @@ The scratch database is dropped at the end (``--keep`` keeps it).
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import tempfile
 import time
@@ -89,9 +91,13 @@ from calmon.services.window_rows import load_rows
 from calmon.settings import Settings
 
 PRIOR = 0.01
+#: seconds a statement may take in the benchmark's database (the change scan of the set-up)
+SETUP_STATEMENT_TIMEOUT = 900.0
 #: Shares of unlabelled predictions at which the label-free estimate is timed.
 UNLABELLED = (0.0, 0.05, 0.5, 0.9)
 WINDOW = timedelta(hours=1)
+#: Functions printed per profile (``--profile``).
+PROFILE_LINES = 40
 FIRST = datetime(2026, 1, 5, tzinfo=UTC)
 PG_EPOCH_US = 946_684_800 * 1_000_000
 
@@ -216,13 +222,16 @@ def _label_free_share(
     scores: FloatArray,
     labels: npt.NDArray[np.int8],
     start: datetime,
+    *,
+    profile: bool = False,
 ) -> None:
     """Print what the label-free estimate adds to the evaluation of one window's rows with
     0%, 5%, 50% and 90% of them unlabelled (a random share of labels removed): the work
     :func:`evaluate_window` does for it (the hash of its seed, then :func:`estimate_window`
     on every score, merged as the evaluation merges them for its own seed anyway) against
     the evaluation with it, the faster of two runs each; nothing where the window's labels
-    measure its ratio (the estimate is not computed)."""
+    measure its ratio (the estimate is not computed). ``profile``: then profile one more
+    evaluation at the largest share."""
     rng = np.random.default_rng(0)
     pi0 = [float(p) for p in model.pi0]
     for share in UNLABELLED:
@@ -235,7 +244,9 @@ def _label_free_share(
         estimated = not labels_measure_prior(n=n, n_pos=n_pos, unlabelled=scores.size - n)
         wholes: list[float] = []
         alones: list[float] = []
+        cpus: list[tuple[float, float]] = []
         for _ in range(2):
+            c0 = time.process_time()
             t0 = time.perf_counter()
             evaluate_segment(
                 model=model,
@@ -248,6 +259,7 @@ def _label_free_share(
                 computed_at=datetime.now(UTC),
             )
             wholes.append(time.perf_counter() - t0)
+            c1 = time.process_time()
             t0 = time.perf_counter()
             if estimated:
                 estimate_window(
@@ -258,13 +270,32 @@ def _label_free_share(
                     seed=segment_seed(ALL_SEGMENTS, (every,)),
                 )
             alones.append(time.perf_counter() - t0)
+            cpus.append((c1 - c0, time.process_time() - c1))
         whole, alone = min(wholes), min(alones)
+        whole_cpu, alone_cpu = min(c[0] for c in cpus), min(c[1] for c in cpus)
         what = "" if estimated else " (not computed: the labels measure the ratio)"
         print(
             f"label-free estimate, {share:.0%} of {scores.size:,} predictions unlabelled: "
             f"{alone:.3f} s within an evaluation of {whole:.3f} s: "
-            f"+{alone / (whole - alone):.0%} over the evaluation without it{what}"
+            f"+{alone / (whole - alone):.0%} over the evaluation without it; CPU "
+            f"{alone_cpu:.3f} s of {whole_cpu:.3f} s: +{alone_cpu / (whole_cpu - alone_cpu):.0%}"
+            f"{what}"
         )
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        evaluate_segment(
+            model=model,
+            segment=ALL_SEGMENTS,
+            start=start,
+            end=start + WINDOW,
+            scores=scores,
+            labels=hidden,
+            reference=reference,
+            computed_at=datetime.now(UTC),
+        )
+        profiler.disable()
+        _print_profile(profiler, f"evaluation with {UNLABELLED[-1]:.0%} unlabelled")
 
 
 def _advice_share(
@@ -507,6 +538,13 @@ def _decision_cost(
     )
 
 
+def _print_profile(profiler: cProfile.Profile, what: str) -> None:
+    """Print the functions of ``profiler``'s run that took the most time, with what they
+    called (cumulative time), under the title ``what``."""
+    print(f"profile of the {what} (cProfile, process CPU only, cumulative time):")
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(PROFILE_LINES)
+
+
 def main() -> None:
     """Run the benchmark and print its report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -525,13 +563,24 @@ def main() -> None:
         default=4_000,
         help="predictions of the per-window fixed cost's windows on SQLite (0: skip it)",
     )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        help="profile the compute of this window (1 = the first; 0: none) and the label-free "
+        "estimate at 90%% unlabelled",
+    )
     args = parser.parse_args()
     if args.fixed_rows:
         _fixed_cost(args.fixed_rows)
     if not args.rows:
         return
 
-    with migrated_scratch(keep=args.keep, retention_days=0) as scratch:
+    # the set-up's change scan reads every copied row at once: past the service's statement
+    # timeout on a shared machine at 4·10^6 rows a window
+    with migrated_scratch(
+        keep=args.keep, retention_days=0, db_statement_timeout=SETUP_STATEMENT_TIMEOUT
+    ) as scratch:
         settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
         margin = timedelta(seconds=settings.scheduler_scan_margin)
         with factory() as session:
@@ -596,10 +645,13 @@ def main() -> None:
                     loads.append(time.perf_counter() - t0)
                     assert rows.scores.size == args.rows
                     del rows
+                profiler = cProfile.Profile() if args.profile == len(computes) + 1 else None
                 with factory() as session:
                     servers = _servers(conn)
                     c0 = _cpu(*servers)
                     t0 = time.perf_counter()
+                    if profiler is not None:
+                        profiler.enable()
                     done = compute_window(
                         session,
                         model=model,
@@ -610,9 +662,13 @@ def main() -> None:
                         margin=margin,
                     )
                     session.commit()
+                    if profiler is not None:
+                        profiler.disable()
                     computes.append(time.perf_counter() - t0)
                     compute_cpus.append(_cpu(*servers) - c0)
                     assert done is not None
+                if profiler is not None:
+                    _print_profile(profiler, f"compute of window {len(computes)}")
         ratios = [c / b for c, b in zip(computes, baselines, strict=True)]
         cpu_ratios = [c / b for c, b in zip(compute_cpus, baseline_cpus, strict=True)]
         # CPU: this process and its PostgreSQL server process, for the baseline and the compute
@@ -661,7 +717,9 @@ def main() -> None:
             ).get(ALL_SEGMENTS)
             rows = load_rows(session, model=model, start=last, end=last + WINDOW)
         if reference is not None:
-            _label_free_share(model, reference, rows.scores, rows.labels, last)
+            _label_free_share(
+                model, reference, rows.scores, rows.labels, last, profile=bool(args.profile)
+            )
             _advice_share(model, reference, rows.scores, rows.labels, last)
         del rows
         _decision_cost(factory, _model(factory, model_id), last, cache)

@@ -34,13 +34,15 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
+from psycopg.pq import Format
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql import Executable
 
 from calmon.clock import RepeatingTimer
 from calmon.settings import Settings
@@ -53,6 +55,10 @@ PROBE_INTERVAL: Final = 0.5
 MAX_PROBES: Final = 4
 #: execution option of connections whose transactions only read (:func:`read_only`)
 READ_ONLY: Final = "calmon_read_only"
+#: execution option of statements whose rows PostgreSQL sends in binary (:func:`binary_rows`)
+BINARY_ROWS: Final = "calmon_binary_rows"
+
+Statement = TypeVar("Statement", bound=Executable)
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +122,29 @@ def create_db_engine(settings: Settings) -> Engine:
             raise DisconnectionError("the database did not answer in time")
 
     engine.pool.outage_gate = gate  # type: ignore[attr-defined]
+    _send_binary_rows_on_request(engine)
     return engine
+
+
+def binary_rows(statement: Statement) -> Statement:
+    """``statement`` with its rows sent in PostgreSQL's binary format (no change on SQLite):
+    a ``bytea`` value then arrives as its bytes instead of hex text twice as long, which the
+    server spends about three times the CPU encoding and the client decoding (0.4 s against
+    0.12 s for the 32 MB of a window's 4·10^6 stored negatives). For the statements that read
+    megabytes of bytes: stored sorted scores, and a window's rows as ``array_send`` arrays."""
+    return statement.execution_options(**{BINARY_ROWS: True})
+
+
+def _send_binary_rows_on_request(engine: Engine) -> None:
+    """Ask psycopg for binary rows for the statements marked by :func:`binary_rows` (each
+    execution has a cursor of its own, so nothing else is affected)."""
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _before(
+        _conn: Connection, cursor: Any, _sql: str, _params: Any, context: Any, _many: bool
+    ) -> None:
+        if context is not None and context.execution_options.get(BINARY_ROWS):
+            cursor.format = Format.BINARY
 
 
 def _set_timeouts_per_transaction(engine: Engine, *, statement_ms: int, lock_ms: int) -> None:

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from calmon.arrays import FloatArray
 from calmon.db.models import Model, WindowResult, WindowScores, WindowState
+from calmon.db.session import binary_rows
 from calmon.metrics.window_evaluation import TrailingSet
 from calmon.names import ALL_SEGMENTS
 from calmon.services.model_registry import (
@@ -199,10 +200,12 @@ def trailing_pool(
     stored_starts = [part.start for part in parts if part.stored]
     stored = (
         session.execute(
-            select(WindowScores.positives, WindowScores.negatives).where(
-                WindowScores.model_id == model.id,
-                WindowScores.segment == segment,
-                WindowScores.starts_at.in_(stored_starts),
+            binary_rows(
+                select(WindowScores.positives, WindowScores.negatives).where(
+                    WindowScores.model_id == model.id,
+                    WindowScores.segment == segment,
+                    WindowScores.starts_at.in_(stored_starts),
+                )
             )
         ).all()
         if stored_starts

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from calmon.arrays import FloatArray
 from calmon.db.models import Model, WindowChange, WindowResult, WindowScores, WindowState
+from calmon.db.session import binary_rows
 from calmon.metrics import (
     Pool,
     evaluate_ranked,
@@ -115,10 +116,12 @@ def _stored_negatives(
     """The stored sorted negatives of ``segment`` in each window, one window at a time."""
     for start in starts:
         data = session.scalar(
-            select(WindowScores.negatives).where(
-                WindowScores.model_id == model.id,
-                WindowScores.segment == segment,
-                WindowScores.starts_at == start,
+            binary_rows(
+                select(WindowScores.negatives).where(
+                    WindowScores.model_id == model.id,
+                    WindowScores.segment == segment,
+                    WindowScores.starts_at == start,
+                )
             )
         )
         if data is not None:
@@ -131,10 +134,12 @@ def _trailing_reference(
     """The reference of ``segment`` pooled from the stored scores of ``windows``."""
     starts = [w.start for w in windows]
     positives = session.scalars(
-        select(WindowScores.positives).where(
-            WindowScores.model_id == model.id,
-            WindowScores.segment == segment,
-            WindowScores.starts_at.in_(starts),
+        binary_rows(
+            select(WindowScores.positives).where(
+                WindowScores.model_id == model.id,
+                WindowScores.segment == segment,
+                WindowScores.starts_at.in_(starts),
+            )
         )
     ).all()
     pos_sorted = np.sort(np.concatenate([decode_scores(p) for p in positives] or [_EMPTY]))

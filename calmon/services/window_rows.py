@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from calmon.arrays import FloatArray
 from calmon.db.backend import sends_binary_arrays
 from calmon.db.models import Model, ModelSegment, Prediction
+from calmon.db.session import binary_rows
 from calmon.services.planning import Fingerprint, fingerprint, fingerprint_columns
 
 #: segment code of a prediction without a segment, and of one in a segment beyond the cap
@@ -186,7 +187,7 @@ def _read_sent(
     if band_since is not None:
         columns += fingerprint_columns(session, since=band_since)
     with _planner_settings(session):
-        row = session.execute(selection.query.with_only_columns(*columns)).one()
+        row = session.execute(binary_rows(selection.query.with_only_columns(*columns))).one()
     codes = _array_from_send(row[1], ">i2")
     return WindowRows(
         scores=_array_from_send(row[0], ">f8"),
