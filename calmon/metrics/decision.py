@@ -3,8 +3,9 @@ positives (``docs/metrics.md``, "Decisions at few positives").
 
 A window with 20 positives has no interval for the parts of its average precision change, so
 alone it cannot say whether the model got worse. The decision pools the trailing windows back
-until they hold enough positives (the service layer chooses them, :mod:`calmon.services.decisions`),
-splits the pooled set's change from the reference exactly as a window's
+until they hold enough positives (the service layer chooses them,
+:mod:`calmon.services.windows.decisions`), splits the pooled set's change from the reference
+exactly as a window's
 (:func:`calmon.metrics.split.drift_split` and its intervals), and reads one verdict from it:
 
 - the class ratio moved when the pooled set's 95% Wilson interval of the positive class ratio

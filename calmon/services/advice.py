@@ -23,9 +23,9 @@ from calmon.metrics.advice import window_prior as window_prior
 from calmon.metrics.recalibration import calibration_map, too_small
 from calmon.records import WindowRecord
 from calmon.services.errors import ConflictError, NotFoundError
-from calmon.services.reference_cache import ReferenceCache
-from calmon.services.references import references_for
-from calmon.services.window_rows import tracked_segments
+from calmon.services.windows.reference_cache import ReferenceCache
+from calmon.services.windows.references import references_for
+from calmon.services.windows.rows import tracked_segments
 from calmon.timeline import iso, window_length, window_start
 
 

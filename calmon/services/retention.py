@@ -35,7 +35,7 @@ from calmon.db.sqlstate import (
     is_lock_timeout,
 )
 from calmon.services.web_sessions import expire_web_sessions
-from calmon.services.window_locks import lock_model_for_scan
+from calmon.services.windows.locks import lock_model_for_scan
 from calmon.timeline import window_length
 
 logger = logging.getLogger(__name__)
