@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import psycopg
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -53,6 +53,11 @@ PROBE_INTERVAL: Final = 0.5
 MAX_PROBES: Final = 4
 #: execution option of connections whose transactions only read (:func:`read_only`)
 READ_ONLY: Final = "calmon_read_only"
+
+_TRANSACTION_CONFIG: Final = text(
+    "SELECT set_config('statement_timeout', :value, true),"
+    " set_config('application_name', :name, true)"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -496,6 +501,18 @@ def begin_read_only(session: Session) -> None:
     (:func:`read_only`): on SQLite it never takes the write lock; its commit ends it, and the
     session's next transaction begins as its factory's do."""
     session.connection(execution_options={READ_ONLY: True})
+
+
+def set_transaction_config(
+    session: Session, *, statement_timeout_ms: int, application_name: str
+) -> None:
+    """Set, until ``session``'s PostgreSQL transaction ends, its statement timeout (a long
+    transaction's own, instead of the engine's) and the ``application_name`` that
+    ``pg_stat_activity`` shows (at most 63 characters: longer names are cut)."""
+    session.execute(
+        _TRANSACTION_CONFIG,
+        {"value": str(statement_timeout_ms), "name": application_name[:63]},
+    )
 
 
 def create_session_factory(engine: Engine, *, reads_only: bool = False) -> sessionmaker[Session]:
