@@ -54,6 +54,10 @@ MAX_PROBES: Final = 4
 #: execution option of connections whose transactions only read (:func:`read_only`)
 READ_ONLY: Final = "calmon_read_only"
 
+_LAG_QUERY: Final = text(
+    "SELECT CASE WHEN pg_is_in_recovery()"
+    " THEN EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END"
+)
 _TRANSACTION_CONFIG: Final = text(
     "SELECT set_config('statement_timeout', :value, true),"
     " set_config('application_name', :name, true)"
@@ -519,6 +523,14 @@ def create_session_factory(engine: Engine, *, reads_only: bool = False) -> sessi
     """Sessions that keep loaded objects usable after commit (routes serialise them);
     ``reads_only``: sessions for work that only reads (:func:`read_only`)."""
     return sessionmaker(read_only(engine) if reads_only else engine, expire_on_commit=False)
+
+
+def replica_lag(engine: Engine) -> float | None:
+    """Seconds the replica behind ``engine`` is behind its primary (None: not a standby, or
+    nothing replayed yet)."""
+    with engine.connect() as connection:
+        lag = connection.execute(_LAG_QUERY).scalar()
+    return None if lag is None else max(0.0, float(lag))
 
 
 class ReplicaSessions(sessionmaker[Session]):
