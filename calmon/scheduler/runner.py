@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from calmon.clock import SYSTEM_CLOCK, Clock, RepeatingTimer
@@ -42,6 +42,7 @@ from calmon.db.sqlstate import aborted_for_concurrency, is_lock_timeout
 from calmon.scheduler import instruments
 from calmon.scheduler.lock import LeaderLock, leader_lock
 from calmon.scheduler.ordering import Outcome, fair_order
+from calmon.services.model_registry import list_models
 from calmon.services.retention import run_retention
 from calmon.services.retention_bound import RetentionBound, StoredRetention, settled
 from calmon.services.windows.compute import WindowChangedError, compute_window
@@ -183,7 +184,7 @@ class WindowScheduler:
         """The due windows of every model in the order to try them, and how many models'
         scans or listings failed; ``scan``: the leader scans each model first."""
         with self.read_session_factory() as session:
-            models = list(session.scalars(select(Model).order_by(Model.id)))
+            models = list(list_models(session, by_id=True))
         retention = self._retention(fresh=False)
         due: dict[int, list[DueWindow]] = {}
         failed = 0

@@ -408,9 +408,11 @@ def get_model(session: Session, *, name: str, share_lock: bool = False) -> Model
     return session.scalars(query).one_or_none()
 
 
-def list_models(session: Session) -> Sequence[Model]:
-    """Every model, by name."""
-    return session.scalars(select(Model).order_by(Model.name)).all()
+def list_models(session: Session, *, by_id: bool = False) -> Sequence[Model]:
+    """Every model, by name (or by id: the order the scheduler and retention go through them,
+    oldest model first)."""
+    order = Model.id if by_id else Model.name
+    return session.scalars(select(Model).order_by(order)).all()
 
 
 def put_model(
