@@ -32,8 +32,8 @@ from bench.scratch import migrated_scratch
 from calmon.db.models import Model
 from calmon.db.partitions import ensure_days, partition_name
 from calmon.services.model_registry import ModelConfig, put_model
-from calmon.services.planning import scan_model
 from calmon.services.retention import run_retention
+from calmon.services.windows.planning import scan_model
 
 DAY = date(2026, 1, 5)
 CHUNK = 1_000_000

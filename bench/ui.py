@@ -54,7 +54,7 @@ from calmon.db import migrate
 from calmon.db.models import Model, ModelSegment, WindowResult
 from calmon.db.session import create_db_engine
 from calmon.records import WindowRecord
-from calmon.services.window_record import record_alerts
+from calmon.services.windows.record import record_alerts
 from calmon.settings import Settings
 
 TARGET = "bench"

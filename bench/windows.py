@@ -63,6 +63,7 @@ from bench.harness.processes import cpu_seconds
 from bench.scratch import migrated_scratch
 from calmon.arrays import FloatArray
 from calmon.db import migrate
+from calmon.db.changes import record_changes
 from calmon.db.models import Model
 from calmon.db.partitions import ensure_days
 from calmon.db.session import create_db_engine, create_session_factory
@@ -73,8 +74,6 @@ from calmon.metrics.recalibration import calibration_map
 from calmon.metrics.window_evaluation import all_sorted, segment_seed, window_decision
 from calmon.names import ALL_SEGMENTS
 from calmon.records import Objective
-from calmon.services.changes import record_changes
-from calmon.services.decisions import pooled_set, trailing_pool
 from calmon.services.ingest import ingest_predictions
 from calmon.services.ingest_schemas import PredictionRow
 from calmon.services.model_registry import (
@@ -83,11 +82,12 @@ from calmon.services.model_registry import (
     ReferenceConfig,
     put_model,
 )
-from calmon.services.planning import due_windows, scan_model
-from calmon.services.reference_cache import Reference, ReferenceCache
-from calmon.services.references import references_for
-from calmon.services.window_compute import compute_window, evaluate_segment, window_config
-from calmon.services.window_rows import load_rows
+from calmon.services.windows.compute import compute_window, evaluate_segment, window_config
+from calmon.services.windows.decisions import pooled_set, trailing_pool
+from calmon.services.windows.planning import due_windows, scan_model
+from calmon.services.windows.reference_cache import Reference, ReferenceCache
+from calmon.services.windows.references import references_for
+from calmon.services.windows.rows import load_rows
 from calmon.settings import Settings
 
 PRIOR = 0.01

@@ -1,5 +1,5 @@
 """The window record, declared once: the stored JSON of a window and segment
-(``window_results.record``), as :func:`calmon.services.window_record.segment_record` builds it and
+(``window_results.record``), as :func:`calmon.services.windows.record.segment_record` builds it and
 the exporter, the web view, ``calmon windows``, ``calmon simulate``, the offline HTML report
 and the notebook read it; and the record of one evaluation set without a reference
 (:class:`EvaluationRecord`), as ``calmon evaluate`` and :func:`calmon.evaluate_frame` give it.

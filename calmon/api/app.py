@@ -34,8 +34,8 @@ from calmon.exporter.refresh import WindowExporter
 from calmon.exporter.replica import ReplicaLagCollector
 from calmon.log import configure_logging
 from calmon.services.model_registry import ModelCache
-from calmon.services.reference_cache import ReferenceCache
 from calmon.services.retention_bound import RetentionBound
+from calmon.services.windows.reference_cache import ReferenceCache
 from calmon.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)

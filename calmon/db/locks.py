@@ -12,18 +12,29 @@ transactions whole, and the callers skip these (:func:`calmon.db.backend.has_adv
 - :data:`REGISTRY` ("calR"), key (class, 0): a model's creation, so that concurrent creations
   count the models one after the other against ``CALMON_MAX_MODELS``.
 - :data:`WINDOW` ("calW"), key (class, model id): a window's computation (shared, exclusive
-  with a trailing reference) and the model's change scan (exclusive); with the window's own
-  key (-model id, window start), one computation per window.
+  with a trailing reference) and the model's change scan (exclusive).
+- the window's own key (-model id, window start; :func:`window_claim_key`): one computation
+  per window, taken with the model's :data:`WINDOW` lock (:func:`try_window_claim`). Its
+  class is the negated model id, so it never meets the positive four-letter classes.
 - :data:`PARTITION` ("calp"), key (class, 0): the makers of day partitions.
 - :data:`MIGRATION` ("calmon"), one key, session-level: ``calmon migrate``, one at a time.
+
+Not an advisory lock, but the one other lock kept in the database: the scheduler's leader lease,
+a row of ``scheduler_leader`` per role (:func:`claim_lease`, :func:`end_lease`), which needs no
+session of its own (``docs/scheduler.md``, "The leader lock").
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Interval, case, delete, func, literal, or_, text
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
+
+from calmon.db.models import SchedulerLeader
+from calmon.timeline import EPOCH
 
 #: two-key class per model, taken around ingestion ("calm")
 MODEL: Final = 0x63616C6D
@@ -66,11 +77,20 @@ def driver_statement(cls: int, obj: int = 0, *, shared: bool = False) -> tuple[s
     return _DRIVER_TEXT[shared], {"cls": cls, "obj": obj}
 
 
+def window_claim_key(model_id: int, start: datetime) -> tuple[int, int]:
+    """The two-key advisory lock that claims one window: (-model id, the window's start in
+    Unix seconds as a signed 32-bit integer). The negative first key keeps it apart from the
+    model lock ``(WINDOW, model id)``; starts are unique within 136 years."""
+    seconds = int((start - EPOCH).total_seconds()) % 2**32
+    return -model_id, seconds - 2**32 if seconds >= 2**31 else seconds
+
+
 def try_window_claim(
-    session: Session, *, model_id: int, key: int, window: int, exclusive_model: bool
+    session: Session, *, model_id: int, start: datetime, exclusive_model: bool
 ) -> bool:
     """Take, without waiting, the model's :data:`WINDOW` lock (exclusive or shared) and the
-    window's own lock (``key``, ``window``); False when either is held elsewhere."""
+    window's own lock (:func:`window_claim_key`); False when either is held elsewhere."""
+    key, window = window_claim_key(model_id, start)
     params = {"cls": WINDOW, "obj": model_id, "key": key, "window": window}
     return bool(session.scalar(_TRY_CLAIM[exclusive_model], params))
 
@@ -83,3 +103,37 @@ def lock_migrations(connection: Connection) -> None:
 def unlock_migrations(connection: Connection) -> None:
     """Release the session-level :data:`MIGRATION` lock."""
     connection.execute(_MIGRATION_UNLOCK, {"key": MIGRATION})
+
+
+def claim_lease(connection: Connection, *, role: str, instance: str, seconds: float) -> bool:
+    """Take or renew the lease of ``role`` for ``instance`` until ``seconds`` after the server's
+    ``now()``, when it is free, expired or ``instance``'s already (one ``INSERT … ON CONFLICT DO
+    UPDATE … WHERE``; renewing keeps ``acquired_at``). True when ``instance`` holds it
+    afterwards."""
+    row = SchedulerLeader
+    values = insert(row).values(
+        role=role,
+        instance=instance,
+        acquired_at=func.now(),
+        expires_at=func.now() + literal(timedelta(seconds=seconds), Interval()),
+    )
+    ours = row.instance == values.excluded.instance
+    statement = values.on_conflict_do_update(
+        index_elements=[row.role],
+        set_={
+            "instance": values.excluded.instance,
+            "acquired_at": case((ours, row.acquired_at), else_=values.excluded.acquired_at),
+            "expires_at": values.excluded.expires_at,
+        },
+        where=or_(ours, row.expires_at <= func.now()),
+    ).returning(row.instance)
+    return connection.execute(statement).first() is not None
+
+
+def end_lease(connection: Connection, *, role: str, instance: str) -> None:
+    """End the lease of ``role`` now if ``instance`` holds it (another holder's is left)."""
+    connection.execute(
+        delete(SchedulerLeader).where(
+            SchedulerLeader.role == role, SchedulerLeader.instance == instance
+        )
+    )

@@ -211,7 +211,7 @@ class WindowChange(Base):
     prediction or label batch touched, stamped like the rows' ``changed_at``.
 
     The change scan reads these instead of ``predictions`` and deletes those it can never read
-    again, so the table holds minutes of changes (:mod:`calmon.services.changes`). The key leads
+    again, so the table holds minutes of changes (:mod:`calmon.db.changes`). The key leads
     with ``model_id`` then ``changed_at``: it is the scan's index; not partitioned.
     """
 

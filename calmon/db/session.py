@@ -38,7 +38,7 @@ from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg.pq import Format
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -59,6 +59,15 @@ READ_ONLY: Final = "calmon_read_only"
 BINARY_ROWS: Final = "calmon_binary_rows"
 
 Statement = TypeVar("Statement", bound=Executable)
+
+_LAG_QUERY: Final = text(
+    "SELECT CASE WHEN pg_is_in_recovery()"
+    " THEN EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END"
+)
+_TRANSACTION_CONFIG: Final = text(
+    "SELECT set_config('statement_timeout', :value, true),"
+    " set_config('application_name', :name, true)"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -526,10 +535,30 @@ def begin_read_only(session: Session) -> None:
     session.connection(execution_options={READ_ONLY: True})
 
 
+def set_transaction_config(
+    session: Session, *, statement_timeout_ms: int, application_name: str
+) -> None:
+    """Set, until ``session``'s PostgreSQL transaction ends, its statement timeout (a long
+    transaction's own, instead of the engine's) and the ``application_name`` that
+    ``pg_stat_activity`` shows (at most 63 characters: longer names are cut)."""
+    session.execute(
+        _TRANSACTION_CONFIG,
+        {"value": str(statement_timeout_ms), "name": application_name[:63]},
+    )
+
+
 def create_session_factory(engine: Engine, *, reads_only: bool = False) -> sessionmaker[Session]:
     """Sessions that keep loaded objects usable after commit (routes serialise them);
     ``reads_only``: sessions for work that only reads (:func:`read_only`)."""
     return sessionmaker(read_only(engine) if reads_only else engine, expire_on_commit=False)
+
+
+def replica_lag(engine: Engine) -> float | None:
+    """Seconds the replica behind ``engine`` is behind its primary (None: not a standby, or
+    nothing replayed yet)."""
+    with engine.connect() as connection:
+        lag = connection.execute(_LAG_QUERY).scalar()
+    return None if lag is None else max(0.0, float(lag))
 
 
 class ReplicaSessions(sessionmaker[Session]):

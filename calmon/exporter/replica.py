@@ -20,26 +20,15 @@ from typing import Final
 from fastapi import FastAPI
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from calmon.clock import RepeatingTimer
+from calmon.db.session import replica_lag
 
 logger = logging.getLogger(__name__)
 
 LAG: Final = "calmon_database_replica_lag_seconds"
-_LAG_QUERY: Final = text(
-    "SELECT CASE WHEN pg_is_in_recovery()"
-    " THEN EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END"
-)
-
-
-def replica_lag(engine: Engine) -> float | None:
-    """Seconds the replica behind ``engine`` is behind its primary (None: not a standby, or
-    nothing replayed yet)."""
-    with engine.connect() as connection:
-        lag = connection.execute(_LAG_QUERY).scalar()
-    return None if lag is None else max(0.0, float(lag))
 
 
 class ReplicaLagCollector(Collector):

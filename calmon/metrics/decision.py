@@ -3,10 +3,11 @@ positives (``docs/reference/metrics.md``, "Decisions at few positives").
 
 A window with 20 positives has no interval for the parts of its average precision change, so
 alone it cannot say whether the model got worse. The decision pools the trailing windows back
-until they hold enough positives (the service layer chooses them, :mod:`calmon.services.decisions`),
-splits the pooled set's change from the reference exactly as a window's
-(:func:`calmon.metrics.split.drift_split` and its intervals), and reads one verdict from it
-(:func:`calmon.verdict.decision_verdict`, the codes of :class:`calmon.verdict.Verdict`):
+until they hold enough positives (the service layer chooses them,
+:mod:`calmon.services.windows.decisions`), splits the pooled set's change from the reference
+exactly as a window's (:func:`calmon.metrics.split.drift_split` and its intervals), and reads
+one verdict from it (:func:`calmon.verdict.decision_verdict`, the codes of
+:class:`calmon.verdict.Verdict`):
 
 - the class ratio moved when the pooled set's 95% Wilson interval of the positive class ratio
   and the reference's are disjoint (needs no metric interval, so it answers at 30 positives);

@@ -1,6 +1,6 @@
 """The offline report: a window (or several) compared with a reference, as one HTML file.
 
-The numbers are those the service stores for a window (:func:`calmon.services.window_compute.
+The numbers are those the service stores for a window (:func:`calmon.services.windows.compute.
 evaluate_segment` with a fixed reference: metrics, 95% intervals, the prior / likelihood
 split, the label-free estimate, the reliability diagram), and the page is the web view's own
 (:func:`calmon.ui.pages.model_page` in its standalone form): the same charts, split and verdict,
@@ -23,8 +23,8 @@ from calmon.arrays import FloatArray, Int8Array
 from calmon.db.models import Model
 from calmon.offline.csv_input import EvaluationRows
 from calmon.records import WindowRecord
-from calmon.services.references import reference_from_scores
-from calmon.services.window_compute import evaluate_segment
+from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.references import reference_from_scores
 from calmon.timeline import WINDOW_SECONDS, iso, window_length
 from calmon.ui.pages import model_page
 from calmon.words import plural

@@ -21,16 +21,14 @@ import logging
 import os
 import threading
 import time
-from datetime import timedelta
 from typing import IO, Final, Protocol
 
-from sqlalchemy import Engine, Interval, case, delete, func, literal, or_
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from calmon.clock import RepeatingTimer
+from calmon.db import locks
 from calmon.db.backend import single_writer
-from calmon.db.models import SchedulerLeader
 
 logger = logging.getLogger(__name__)
 
@@ -80,26 +78,11 @@ class LeaseLeaderLock:
     def _claim(self) -> bool:
         """Take or renew the lease (True when this process holds it afterwards)."""
         sent = time.monotonic()
-        row = SchedulerLeader
-        values = insert(row).values(
-            role=LEADER_ROLE,
-            instance=self._instance,
-            acquired_at=func.now(),
-            expires_at=func.now() + literal(timedelta(seconds=self._lease), Interval()),
-        )
-        ours = row.instance == values.excluded.instance
-        statement = values.on_conflict_do_update(
-            index_elements=[row.role],
-            set_={
-                "instance": values.excluded.instance,
-                "acquired_at": case((ours, row.acquired_at), else_=values.excluded.acquired_at),
-                "expires_at": values.excluded.expires_at,
-            },
-            where=or_(ours, row.expires_at <= func.now()),
-        ).returning(row.instance)
         try:
             with self._engine.begin() as connection:
-                held = connection.execute(statement).first() is not None
+                held = locks.claim_lease(
+                    connection, role=LEADER_ROLE, instance=self._instance, seconds=self._lease
+                )
         except SQLAlchemyError as exc:
             logger.warning("leader lease: database unreachable: %s", type(exc).__name__)
             return self.held()
@@ -146,12 +129,7 @@ class LeaseLeaderLock:
         if not was_held:
             return
         with contextlib.suppress(SQLAlchemyError), self._engine.begin() as connection:
-            connection.execute(
-                delete(SchedulerLeader).where(
-                    SchedulerLeader.role == LEADER_ROLE,
-                    SchedulerLeader.instance == self._instance,
-                )
-            )
+            locks.end_lease(connection, role=LEADER_ROLE, instance=self._instance)
 
 
 class FileLeaderLock:

@@ -2,8 +2,8 @@
 
 Every scheduler process on PostgreSQL computes: it lists the due windows of every model, tries
 them in a fair order, and computes a window only when it can claim it. The claim is not taken
-here but by :func:`calmon.services.window_compute.compute_window` (through
-:func:`calmon.services.window_locks.begin_window`) inside the window's own transaction
+here but by :func:`calmon.services.windows.compute.compute_window` (through
+:func:`calmon.services.windows.locks.begin_window`) inside the window's own transaction
 (advisory locks, released when the transaction ends, so a process killed mid-window loses
 its claim and stores nothing); under the claim the window must still be due in the
 transaction's snapshot, else nothing is computed. On SQLite only the leader computes.
@@ -15,7 +15,7 @@ import enum
 from itertools import zip_longest
 
 from calmon.db.models import Model
-from calmon.services.planning import DueWindow
+from calmon.services.windows.planning import DueWindow
 
 
 class Outcome(enum.Enum):

@@ -1,12 +1,12 @@
 """The scheduler loop: every ``CALMON_SCHEDULER_INTERVAL`` seconds, one *tick*.
 
 A tick takes (or keeps) the leader lock. The leader does the once-only work: it scans every
-model for changed windows (:func:`calmon.services.planning.scan_model`) and, once an hour (the
-first time ten minutes after start), expires old predictions and their windows (the retention
-period stored in the database, :mod:`calmon.services.retention_bound`). Then every process on
-PostgreSQL, leader or not, lists the due windows and tries them in a fair order
+model for changed windows (:func:`calmon.services.windows.planning.scan_model`) and, once an
+hour (the first time ten minutes after start), expires old predictions and their windows (the
+retention period stored in the database, :mod:`calmon.services.retention_bound`). Then every
+process on PostgreSQL, leader or not, lists the due windows and tries them in a fair order
 (:func:`calmon.scheduler.ordering.fair_order`: round-robin across models), each in its own session
-and transaction (:func:`calmon.services.window_compute.compute_window`), which claims the window
+and transaction (:func:`calmon.services.windows.compute.compute_window`), which claims the window
 first and computes it only if it is still due; a window claimed elsewhere is skipped. The plan
 (and, on the leader, the scan) is made again every interval while windows remain, so fresh
 windows do not wait behind a back-fill. On SQLite only the leader computes. A failure is logged
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from calmon.clock import SYSTEM_CLOCK, Clock, RepeatingTimer
@@ -42,7 +42,12 @@ from calmon.db.sqlstate import aborted_for_concurrency, is_lock_timeout
 from calmon.scheduler import instruments
 from calmon.scheduler.lock import LeaderLock, leader_lock
 from calmon.scheduler.ordering import Outcome, fair_order
-from calmon.services.planning import (
+from calmon.services.model_registry import list_models
+from calmon.services.retention import run_retention
+from calmon.services.retention_bound import RetentionBound, StoredRetention, settled
+from calmon.services.windows.compute import WindowChangedError, compute_window
+from calmon.services.windows.locks import lock_model_for_scan
+from calmon.services.windows.planning import (
     MAX_DUE_WINDOWS,
     DueWindow,
     due_windows,
@@ -50,11 +55,7 @@ from calmon.services.planning import (
     refresh_for_fixed_reference,
     scan_model,
 )
-from calmon.services.reference_cache import ReferenceCache
-from calmon.services.retention import run_retention
-from calmon.services.retention_bound import RetentionBound, StoredRetention, settled
-from calmon.services.window_compute import WindowChangedError, compute_window
-from calmon.services.window_locks import lock_model_for_scan
+from calmon.services.windows.reference_cache import ReferenceCache
 from calmon.settings import Settings
 from calmon.timeline import iso
 
@@ -183,7 +184,7 @@ class WindowScheduler:
         """The due windows of every model in the order to try them, and how many models'
         scans or listings failed; ``scan``: the leader scans each model first."""
         with self.read_session_factory() as session:
-            models = list(session.scalars(select(Model).order_by(Model.id)))
+            models = list(list_models(session, by_id=True))
         retention = self._retention(fresh=False)
         due: dict[int, list[DueWindow]] = {}
         failed = 0

@@ -13,19 +13,18 @@ the record says why.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from calmon.db.models import Model, WindowResult
+from calmon.db.models import Model
 from calmon.metrics.advice import window_prior as window_prior
 from calmon.metrics.recalibration import calibration_map, too_small
-from calmon.records import WindowRecord
 from calmon.services.errors import ConflictError, NotFoundError
-from calmon.services.reference_cache import ReferenceCache
-from calmon.services.references import references_for
-from calmon.services.window_rows import tracked_segments
+from calmon.services.stored_windows import stored_record
+from calmon.services.windows.reference_cache import ReferenceCache
+from calmon.services.windows.references import references_for
+from calmon.services.windows.rows import tracked_segments
 from calmon.timeline import iso, window_length, window_start
 
 
@@ -41,14 +40,7 @@ def calibration_of(
     :class:`ConflictError` (``calibration_unavailable``) when there is no class ratio to move
     to, no reference with both classes, or too small a one."""
     start = window_start(moment, model.window)
-    stored = session.scalar(
-        select(WindowResult.record).where(
-            WindowResult.model_id == model.id,
-            WindowResult.starts_at == start,
-            WindowResult.segment == segment,
-        )
-    )
-    record = cast(WindowRecord | None, stored)
+    record = stored_record(session, model_id=model.id, start=start, segment=segment)
     if record is None:
         raise NotFoundError(
             "window_not_found",

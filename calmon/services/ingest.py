@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from calmon.db.backend import partitions_predictions
+from calmon.db.changes import PG_RECORD_STAGED, record_changes, record_stored_predictions
 from calmon.db.ingest_statements import (
     APPLY_PENDING,
     CONFLICTING_IDS,
@@ -58,11 +59,6 @@ from calmon.db.ingest_statements import (
 from calmon.db.models import Model
 from calmon.db.partitions import ensure_days, forget
 from calmon.db.sqlstate import CHECK_VIOLATION, UNIQUE_VIOLATION, sqlstate
-from calmon.services.changes import (
-    PG_RECORD_STAGED,
-    record_changes,
-    record_stored_predictions,
-)
 from calmon.services.errors import ConflictError
 from calmon.services.ingest_batches import LabelColumns, PredictionColumns
 from calmon.services.ingest_schemas import LabelIn, PredictionRow

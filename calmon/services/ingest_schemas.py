@@ -24,7 +24,7 @@ from pydantic_core import PydanticKnownError, SchemaValidator, core_schema
 from typing_extensions import TypedDict
 
 from calmon.names import SEGMENT_PATTERN
-from calmon.services.retention import retention_cutoff
+from calmon.services.retention_bound import retention_cutoff
 from calmon.timeline import EPOCH, iso
 
 MAX_BATCH: Final = 10_000

@@ -447,9 +447,11 @@ class ModelCache:
             self._models.pop(name, None)
 
 
-def list_models(session: Session) -> Sequence[Model]:
-    """Every model, by name."""
-    return session.scalars(select(Model).order_by(Model.name)).all()
+def list_models(session: Session, *, by_id: bool = False) -> Sequence[Model]:
+    """Every model, by name (or by id: the order the scheduler and retention go through them,
+    oldest model first)."""
+    order = Model.id if by_id else Model.name
+    return session.scalars(select(Model).order_by(order)).all()
 
 
 def put_model(

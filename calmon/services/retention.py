@@ -3,6 +3,8 @@
 PostgreSQL expires whole day partitions (detach and rename, delete their ids from the registry
 ``prediction_keys`` in bounded batches, drop), making the coming days' partitions first;
 SQLite deletes rows in bounded batches. Pending labels and ended windows past the cutoff go too.
+This module decides what expires and when; the statements are the storage layer's
+(:mod:`calmon.db.partitions` for whole days, :mod:`calmon.db.expiry` for rows).
 Nothing holds locks for long (a detach waits for open windows without holding any that
 ingestion or readers queue behind, a minute at most), and an interrupted run is continued by
 the next.
@@ -17,25 +19,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import bindparam, delete, select, text, union
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from calmon.db.backend import partitions_predictions
-from calmon.db.models import (
-    Model,
-    UTCDateTime,
-    WindowChange,
-    WindowResult,
-    WindowScores,
-    WindowState,
-)
+from calmon.db.expiry import delete_pending_labels, delete_predictions_batch, delete_windows_batch
+from calmon.db.models import Model
 from calmon.db.partitions import KEY_EXPIRY_SECONDS, ensure_partitions, expire_partitions
 from calmon.db.sqlstate import (
     is_lock_timeout,
 )
+from calmon.services.model_registry import list_models
+from calmon.services.retention_bound import retention_cutoff
 from calmon.services.web_sessions import expire_web_sessions
-from calmon.services.window_locks import lock_model_for_scan
+from calmon.services.windows.locks import lock_model_for_scan
 from calmon.timeline import window_length
 
 logger = logging.getLogger(__name__)
@@ -44,21 +41,9 @@ DEFAULT_BATCH: Final = 50_000
 _DAY: Final = timedelta(days=1)
 #: windows of a model expired by one batch (three DELETEs with this many bound instants)
 WINDOW_BATCH: Final = 500
-#: the tables of a window's results, in the one order every writer of them takes their rows
-#: (a window's computation replaces results, then scores, then updates its state)
-WINDOW_TABLES: Final = (WindowResult, WindowScores, WindowState)
 #: SQLite: seconds between two prediction batches, longer than the longest sleep of SQLite's
 #: busy handler (0.1 s), so a write waiting for the lock gets it between them
 SQLITE_BATCH_PAUSE: Final = 0.1
-
-
-_BEFORE = bindparam("before", type_=UTCDateTime())
-_DELETE_PREDICTIONS = text(
-    "DELETE FROM predictions WHERE model_id = :model_id AND client_id IN"
-    " (SELECT client_id FROM predictions WHERE model_id = :model_id AND ts < :before"
-    " LIMIT :limit)"
-).bindparams(_BEFORE)
-_DELETE_PENDING = text("DELETE FROM pending_labels WHERE received_at < :before").bindparams(_BEFORE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,67 +56,23 @@ class RetentionResult:
     windows: int = 0
 
 
-def retention_cutoff(*, now: datetime, retention_days: int) -> datetime | None:
-    """Event times before this instant are expired; None when retention is off (0 days)."""
-    return now - timedelta(days=retention_days) if retention_days > 0 else None
-
-
-def expire_predictions_batch(
-    session: Session, *, model_id: int, before: datetime, limit: int
-) -> int:
-    """Delete at most ``limit`` predictions of a model with ``ts < before``; returns how many."""
-    result = session.execute(
-        _DELETE_PREDICTIONS, {"model_id": model_id, "before": before, "limit": limit}
-    )
-    return int(result.rowcount)  # type: ignore[attr-defined]
-
-
-def expire_pending_labels(session: Session, *, before: datetime) -> int:
-    """Delete pending labels received before ``before``; returns how many."""
-    result = session.execute(_DELETE_PENDING, {"before": before})
-    return int(result.rowcount)  # type: ignore[attr-defined]
-
-
 def expire_windows_batch(session: Session, *, model: Model, before: datetime, limit: int) -> int:
-    """Delete at most ``limit`` windows of ``model`` that ended at or before ``before``: their
-    results, scores and state, and the change records of every such window (so that no scan
-    finds them again). Returns how many windows (distinct starts) were deleted; fewer than
-    ``limit`` means none is left.
+    """Delete at most ``limit`` windows of ``model`` that ended at or before ``before``
+    (:func:`calmon.db.expiry.delete_windows_batch`); returns how many, fewer than ``limit``
+    when none is left.
 
     The model lock is taken first (PostgreSQL; it waits for the model's windows being
     computed, and none starts until this transaction ends), then the tables are written in the
     order a window's computation writes them (results, scores, state): retention and
     computation never wait for each other's rows in opposite orders.
     """
-    model_id = model.id
-    last_start = before - window_length(model.window)
     lock_model_for_scan(session, model=model)
-    starts = list(
-        session.scalars(
-            union(
-                *(
-                    select(table.starts_at).where(
-                        table.model_id == model_id, table.starts_at <= last_start
-                    )
-                    for table in WINDOW_TABLES
-                )
-            )
-            .order_by("starts_at")
-            .limit(limit)
-        )
+    return delete_windows_batch(
+        session,
+        model_id=model.id,
+        last_start=before - window_length(model.window),
+        limit=limit,
     )
-    session.execute(
-        delete(WindowChange).where(
-            WindowChange.model_id == model_id, WindowChange.starts_at <= last_start
-        )
-    )
-    if not starts:
-        return 0
-    for table in WINDOW_TABLES:
-        session.execute(
-            delete(table).where(table.model_id == model_id, table.starts_at.in_(starts))
-        )
-    return len(starts)
 
 
 def _expire_windows(
@@ -185,14 +126,14 @@ def run_retention(
     if cutoff is None:
         return RetentionResult(cutoff=None, predictions=0, pending_labels=0)
     with session_factory() as session:
-        models = list(session.scalars(select(Model).order_by(Model.id)))
+        models = list_models(session, by_id=True)
     predictions = windows = 0
     if partitioned:
         predictions = expire_partitions(session_factory, before=cutoff, budget=key_seconds)
     for model in models:
         while not partitioned:
             with session_factory() as session:
-                deleted = expire_predictions_batch(
+                deleted = delete_predictions_batch(
                     session, model_id=model.id, before=cutoff, limit=batch_size
                 )
                 session.commit()
@@ -204,7 +145,7 @@ def run_retention(
             session_factory, model=model, before=cutoff, window_batch=window_batch
         )
     with session_factory() as session:
-        pending = expire_pending_labels(session, before=cutoff)
+        pending = delete_pending_labels(session, before=cutoff)
         session.commit()
     return RetentionResult(
         cutoff=cutoff, predictions=predictions, pending_labels=pending, windows=windows

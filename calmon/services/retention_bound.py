@@ -30,7 +30,6 @@ from sqlalchemy.orm import Session
 
 from calmon.db.backend import insert_ignoring_duplicates
 from calmon.db.models import SharedSetting
-from calmon.services.retention import retention_cutoff
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +37,11 @@ logger = logging.getLogger(__name__)
 RETENTION_DAYS: Final = "retention_days"
 #: seconds a process uses the period it read before reading it again
 CACHE_SECONDS: Final = 30.0
+
+
+def retention_cutoff(*, now: datetime, retention_days: int) -> datetime | None:
+    """Event times before this instant are expired; None when retention is off (0 days)."""
+    return now - timedelta(days=retention_days) if retention_days > 0 else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ same rule in SQL where the readers count or rank in the database).
 
 Readers: the exporter (:mod:`calmon.exporter.snapshot` builds its samples from
 :func:`latest_stars`, :func:`ranked_segments`, :func:`latest_keys` and :func:`load_records`),
-the model list (:func:`model_list_windows`) and a model's page (:func:`load_latest_windows`,
-:func:`last_window_records`).
+the model list (:func:`model_list_windows`), a model's page (:func:`load_latest_windows`,
+:func:`last_window_records`) and a window's recalibration map (:func:`stored_record`).
 """
 
 from __future__ import annotations
@@ -325,6 +325,20 @@ def last_window_records(
         query = query.where(WindowResult.ends_at > since)
     records = session.scalars(query.order_by(WindowResult.starts_at.desc()).limit(last)).all()
     return [cast(WindowRecord, record) for record in reversed(records)]
+
+
+def stored_record(
+    session: Session, *, model_id: int, start: datetime, segment: str
+) -> WindowRecord | None:
+    """The stored record of one window and segment (by primary key); None when there is none."""
+    stored = session.scalar(
+        select(WindowResult.record).where(
+            WindowResult.model_id == model_id,
+            WindowResult.starts_at == start,
+            WindowResult.segment == segment,
+        )
+    )
+    return cast(WindowRecord | None, stored)
 
 
 def stored_alerts(text: str | None) -> tuple[str, ...] | None:

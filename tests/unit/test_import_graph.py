@@ -17,6 +17,11 @@ counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks ali
 - ``calmon.scheduler`` imports neither ``calmon.api`` nor FastAPI;
 - the web view (``calmon.api.routes.ui``, ``calmon.ui``) imports nothing of ``calmon.exporter``:
   both read stored windows through ``calmon.services.stored_windows``;
+- a window's computation (``calmon.services.windows``) imports of the other services only the
+  model registry (a model's configuration) and the service errors; the web view and the
+  exporter import nothing of it (they read stored windows, never compute one);
+- no window module is left flat in ``calmon.services`` (``window_*``): they live in
+  ``calmon.services.windows``;
 - the top-level parts of ``app`` (its subpackages and top-level modules) form no import cycle:
   every import between two parts of one strongly connected component is a violation.
 
@@ -97,7 +102,7 @@ def within(name: str, *prefixes: str) -> bool:
 
 
 def part(name: str) -> str:
-    """The top-level part of ``app`` a module belongs to: ``calmon.services.window_compute`` ->
+    """The top-level part of ``app`` a module belongs to: ``calmon.services.windows.compute`` ->
     ``calmon.services``; ``app`` itself is its own part."""
     return ".".join(name.split(".")[:2])
 
@@ -167,6 +172,20 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
     # the web view reads stored windows through calmon.services.stored_windows, as the
     # exporter does, never through the exporter
     ("web view", ("calmon.api.routes.ui", "calmon.ui"), ("calmon.exporter",), ()),
+    # a window's computation needs of the other services a model's configuration only
+    (
+        "windows",
+        ("calmon.services.windows",),
+        ("calmon.services",),
+        ("calmon.services.windows", "calmon.services.model_registry", "calmon.services.errors"),
+    ),
+    # the readers of stored windows never reach into their computation
+    (
+        "stored reads",
+        ("calmon.api.routes.ui", "calmon.ui", "calmon.exporter"),
+        ("calmon.services.windows",),
+        (),
+    ),
 )
 
 
@@ -282,6 +301,15 @@ def test_the_rules_catch_each_kind_of_violation() -> None:
         "calmon.services.a": {"calmon.scheduler.planning", "calmon.db.models"},
         "calmon.scheduler.runner": {"fastapi", "calmon.services.a"},
         "calmon.api.routes.ui": {"calmon.exporter.snapshot", "calmon.services.a"},
+        "calmon.services.windows.compute": {
+            "calmon.services.windows.rows",
+            "calmon.services.model_registry",
+            "calmon.services.retention",
+        },
+        "calmon.exporter.snapshot": {
+            "calmon.services.stored_windows",
+            "calmon.services.windows.results",
+        },
     }
     assert layering_violations(graph) == {
         "metrics: calmon.metrics.x -> calmon.db.models",
@@ -289,6 +317,8 @@ def test_the_rules_catch_each_kind_of_violation() -> None:
         "services: calmon.services.a -> calmon.scheduler.planning",
         "scheduler: calmon.scheduler.runner -> fastapi",
         "web view: calmon.api.routes.ui -> calmon.exporter.snapshot",
+        "windows: calmon.services.windows.compute -> calmon.services.retention",
+        "stored reads: calmon.exporter.snapshot -> calmon.services.windows.results",
     }
 
 
@@ -340,6 +370,17 @@ def test_no_import_breaks_the_layering_beyond_the_known_violations(
 def test_every_known_violation_still_exists(graph: dict[str, set[str]]) -> None:
     found = layering_violations(graph) | cycle_violations(graph)
     assert sorted(KNOWN_VIOLATIONS.keys() - found) == []
+
+
+def test_the_window_modules_live_in_their_package(graph: dict[str, set[str]]) -> None:
+    services = {name for name in graph if within(name, "calmon.services")}
+    assert sorted(n for n in services if n.startswith("calmon.services.window_")) == []
+    assert {
+        "calmon.services.windows.compute",
+        "calmon.services.windows.locks",
+        "calmon.services.windows.planning",
+        "calmon.services.windows.rows",
+    } <= services
 
 
 def test_the_metric_engine_has_no_import_cycle_inside(graph: dict[str, set[str]]) -> None:

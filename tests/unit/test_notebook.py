@@ -26,8 +26,8 @@ from calmon.metrics import evaluate
 from calmon.metrics.prepared import ScoreKind
 from calmon.notebook import evaluate_frame, report
 from calmon.records import EvaluationRecord, WindowRecord
-from calmon.services.references import reference_from_scores
-from calmon.services.window_compute import evaluate_segment
+from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.references import reference_from_scores
 from calmon.simulation.stream import PHASES, generate_window, plan_windows
 from calmon.timeline import iso
 from tests.unit.test_records import _missing_and_unknown

@@ -35,7 +35,7 @@ from calmon.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
 from calmon.records import WindowPage
 from calmon.services.advice import calibration_of
 from calmon.services.ingest_schemas import Instant
-from calmon.services.window_results import (
+from calmon.services.windows.results import (
     MAX_PAGE,
     MAX_RECOMPUTE_WINDOWS,
     TooManyWindowsError,

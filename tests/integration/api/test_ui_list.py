@@ -25,7 +25,7 @@ from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord
 from calmon.services.retention import expire_windows_batch
 from calmon.services.stored_windows import QUIET_SEGMENT_WINDOWS
-from calmon.services.window_record import record_alerts
+from calmon.services.windows.record import record_alerts
 from calmon.settings import Settings
 from calmon.ui.pages import ModelSummary, index_page
 from calmon.ui.verdict import alerts, group_alerts

@@ -15,7 +15,7 @@ from calmon.catalogue import ESTIMATED_CALIBRATED, ESTIMATED_REGULAR, SPLIT_METR
 from calmon.metrics import REGULAR_METRICS, evaluate
 from calmon.scheduler.runner import WindowScheduler
 from calmon.services.model_registry import get_model
-from calmon.services.window_results import request_recompute
+from calmon.services.windows.results import request_recompute
 from tests.integration.api.helpers import error_of
 from tests.integration.scheduler.helpers import (
     Batch,

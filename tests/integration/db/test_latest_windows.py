@@ -24,7 +24,7 @@ from calmon.db.session import create_db_engine, create_session_factory
 from calmon.db.sqlstate import aborted_for_concurrency
 from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord
-from calmon.services.window_record import record_alerts
+from calmon.services.windows.record import record_alerts
 from calmon.settings import Settings
 from calmon.ui.verdict import alerts
 

@@ -25,7 +25,7 @@ from calmon.db.models import (
 )
 from calmon.db.session import create_db_engine, create_session_factory
 from calmon.services.model_registry import ModelConfig, _columns, config_of, put_model
-from calmon.services.planning import scan_model
+from calmon.services.windows.planning import scan_model
 from calmon.settings import Settings
 
 #: the scan margin that revision 0004 back-fills with: the default one

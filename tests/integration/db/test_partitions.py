@@ -38,9 +38,9 @@ from calmon.services.errors import ConflictError
 from calmon.services.ingest import ingest_labels, ingest_predictions
 from calmon.services.ingest_schemas import PredictionRow
 from calmon.services.model_registry import ModelConfig, put_model
-from calmon.services.planning import fingerprint, scan_model
 from calmon.services.retention import run_retention
-from calmon.services.window_rows import load_rows
+from calmon.services.windows.planning import fingerprint, scan_model
+from calmon.services.windows.rows import load_rows
 from calmon.settings import Settings
 
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)

@@ -21,7 +21,8 @@ from calmon.db.models import (
 from calmon.db.session import create_db_engine, create_session_factory
 from calmon.services.ingest import ingest_labels, ingest_predictions
 from calmon.services.model_registry import ModelConfig, put_model
-from calmon.services.retention import retention_cutoff, run_retention
+from calmon.services.retention import run_retention
+from calmon.services.retention_bound import retention_cutoff
 from calmon.settings import Settings
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)

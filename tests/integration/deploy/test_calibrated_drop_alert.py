@@ -6,8 +6,9 @@ positives) and a latest window of 20,000 predictions. Scores are Beta-distribute
 with parameters drawn per model (not binormal), rounded to 4 decimals (ties, as real scores
 have). In the "shift" models only the class ratio moves (π times 3 or 5, same P(score | y)); in
 the "drop" models the ratio moves the same way and the positives' scores also fall. The window
-records come from the scheduler's own code (:func:`calmon.services.window_compute.evaluate_segment`:
-metric engine, bootstrap intervals, likelihood split) and their series from the exporter's
+records come from the scheduler's own code
+(:func:`calmon.services.windows.compute.evaluate_segment`: metric engine, bootstrap intervals,
+likelihood split) and their series from the exporter's
 (:func:`calmon.exporter.snapshot.build_snapshot`); promtool evaluates the real rule on them and
 counts the firing alerts through ``ALERTS``.
 """
@@ -29,8 +30,8 @@ from calmon.exporter.snapshot import LatestWindow, build_snapshot
 from calmon.metrics.evaluation import evaluate_ranked, set_sums
 from calmon.metrics.prepared import prepare
 from calmon.metrics.window_evaluation import ReferenceSet
-from calmon.services.reference_cache import Reference
-from calmon.services.window_compute import evaluate_segment
+from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.reference_cache import Reference
 from tests.integration.deploy.test_prometheus_rules import RULES, _rules
 
 pytestmark = pytest.mark.slow

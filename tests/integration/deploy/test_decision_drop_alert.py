@@ -8,10 +8,10 @@ it (about 160 positives). Scores are Beta-distributed per class with parameters 
 rounded to 4 decimals. In the "shift" models only the class ratio moves (times 1/3 or 3, same
 P(score | y), in all 8 windows); in the "drop" models the ratio stays and the positives' scores
 fall in all 8. The records come from the scheduler's own code
-(:func:`calmon.services.window_compute.evaluate_segment` with the pooled windows as
-:class:`calmon.services.decisions.TrailingPool`), their series from the exporter's, and promtool
-evaluates the real rule on them, counting the firing alerts through ``ALERTS``. One decision
-per model: a week of hourly decisions is the study's (``docs/measurements/decisions.md``).
+(:func:`calmon.services.windows.compute.evaluate_segment` with the pooled windows as
+:class:`calmon.services.windows.decisions.TrailingPool`), their series from the exporter's, and
+promtool evaluates the real rule on them, counting the firing alerts through ``ALERTS``. One
+decision per model: a week of hourly decisions is the study's (``docs/measurements/decisions.md``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import pytest
 from bench.harness.promql import selectors
 from calmon.db.models import Model
 from calmon.exporter.snapshot import LatestWindow
-from calmon.services.decisions import TrailingPool
-from calmon.services.window_compute import evaluate_segment
+from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.decisions import TrailingPool
 from tests.integration.deploy.test_calibrated_drop_alert import (
     HOUR,
     REFERENCE_START,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from calmon.db.models import Model, WindowChange
-from calmon.services.planning import scan_model
+from calmon.services.windows.planning import scan_model
 from tests.integration.scheduler.helpers import (
     MARGIN,
     Env,

@@ -13,7 +13,7 @@ import pytest
 from calmon.db.locks import WINDOW
 from calmon.db.models import Model
 from calmon.scheduler import instruments
-from calmon.services.planning import scan_model
+from calmon.services.windows.planning import scan_model
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,

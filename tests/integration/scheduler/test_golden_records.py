@@ -18,8 +18,8 @@ from pathlib import Path
 from sqlalchemy import Text, cast, select
 
 from calmon.db.models import Model, WindowResult
-from calmon.services.reference_cache import ReferenceCache
-from calmon.services.window_compute import compute_window
+from calmon.services.windows.compute import compute_window
+from calmon.services.windows.reference_cache import ReferenceCache
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
+from calmon.db.changes import record_changes
 from calmon.db.models import Model, Prediction
 from calmon.metrics import evaluate
 from calmon.scheduler import instruments, runner
 from calmon.scheduler.runner import TickReport
-from calmon.services.changes import record_changes
-from calmon.services.planning import (
+from calmon.services.windows.planning import (
     DueWindow,
     ScanResult,
     due_windows,

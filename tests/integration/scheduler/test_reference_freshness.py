@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 
 from calmon.db.models import Model
-from calmon.services.planning import scan_model
-from calmon.services.reference_cache import ReferenceCache
-from calmon.services.window_compute import compute_window
+from calmon.services.windows.compute import compute_window
+from calmon.services.windows.planning import scan_model
+from calmon.services.windows.reference_cache import ReferenceCache
 from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,

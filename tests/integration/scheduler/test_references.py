@@ -18,7 +18,7 @@ from calmon.metrics.evaluation import evaluate_ranked
 from calmon.metrics.prepared import pi0_key
 from calmon.metrics.ranking import RankingAccumulator, rank
 from calmon.metrics.split import PART_INTERVAL_METRICS, ap_parts_published
-from calmon.services.planning import (
+from calmon.services.windows.planning import (
     FIXED_REFRESH_WINDOWS,
     refresh_for_fixed_reference,
     scan_model,

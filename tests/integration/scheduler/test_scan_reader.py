@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from calmon.db.models import Model, WindowState
 from calmon.db.session import READ_ONLY, create_session_factory
-from calmon.services.planning import ScanResult, scan_model
+from calmon.services.windows.planning import ScanResult, scan_model
 from tests.integration.scheduler.helpers import (
     MARGIN,
     Env,

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event, func, select
 
 from calmon.db.models import Model
-from calmon.services.window_rows import (
+from calmon.services.windows.rows import (
     NO_SEGMENT,
     UNTRACKED,
     _planner_settings,

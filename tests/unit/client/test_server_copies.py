@@ -13,7 +13,8 @@ from calmon_client._core import _ITEM_FIELD, MAX_BATCH, MODEL_PATTERN
 
 from calmon.api.errors import field_name
 from calmon.names import MODEL_NAME_MAX, MODEL_NAME_PATTERN
-from calmon.services import ingest_arrow, ingest_schemas, window_results
+from calmon.services import ingest_arrow, ingest_schemas
+from calmon.services.windows import results as window_results
 
 
 def test_the_batch_limit_is_the_server_s() -> None:

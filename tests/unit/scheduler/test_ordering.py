@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from calmon.db.models import Model
 from calmon.scheduler.ordering import fair_order
-from calmon.services.planning import DueWindow
+from calmon.services.windows.planning import DueWindow
 
 HOUR = timedelta(hours=1)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """The walk from a window's rows to its record goes down to the metric engine once and comes
-back once: while :func:`calmon.services.window_compute.evaluate_segment` runs, the service calls
+back once: while :func:`calmon.services.windows.compute.evaluate_segment` runs, the service calls
 the engine only to build its inputs (settings, what is pooled, the window's arrays) and to
 evaluate them once (the pooled decision included), and no engine code calls back into the
 service layer."""
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from calmon.db.models import Model
-from calmon.services.decisions import TrailingPool
-from calmon.services.window_compute import evaluate_segment
+from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.decisions import TrailingPool
 
 START = datetime(2026, 11, 1, 8, tzinfo=UTC)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calmon.services.reference_cache import ReferenceCache
+from calmon.services.windows.reference_cache import ReferenceCache
 
 
 def test_a_build_drops_the_older_builds_of_the_same_reference() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 from calmon.db.models import Model
 from calmon.metrics.window_evaluation import segment_seed
 from calmon.records import WindowRecord
-from calmon.services.window_compute import evaluate_segment
+from calmon.services.windows.compute import evaluate_segment
 
 START = datetime(2026, 11, 1, 8, tzinfo=UTC)
 

@@ -27,8 +27,8 @@ from calmon.metrics import (
 )
 from calmon.metrics.window_evaluation import ReferenceSet
 from calmon.names import ALL_SEGMENTS
-from calmon.services.reference_cache import Reference, ReferenceCache
-from calmon.services.window_rows import WindowRows, load_rows
+from calmon.services.windows.reference_cache import Reference, ReferenceCache
+from calmon.services.windows.rows import WindowRows, load_rows
 from calmon.timeline import window_length
 
 #: how sorted scores are stored in ``window_scores``

@@ -5,7 +5,7 @@ Every window that holds a prediction has a :class:`~calmon.db.models.WindowState
 when it is pending (never computed, or its predictions changed since) and it ended ``grace``
 ago (or ended and a recompute was requested).
 
-Changes are found through the change record (:mod:`calmon.services.changes`), re-reading
+Changes are found through the change record (:mod:`calmon.db.changes`), re-reading
 ``margin`` before the previous scan; a per-window checkpoint (an instant and a fingerprint of
 the predictions changed since it, minus ``margin``, set when a window is first seen, changes or
 is computed) keeps a re-read change from causing a new version: a second computation, or a
@@ -34,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from calmon.db.backend import epoch_microseconds, window_start_seconds
+from calmon.db.changes import changed_windows, forget_changes
 from calmon.db.models import (
     PENDING_WINDOW,
     Model,
@@ -41,7 +42,6 @@ from calmon.db.models import (
     Prediction,
     WindowState,
 )
-from calmon.services.changes import changed_windows, forget_changes
 from calmon.timeline import EPOCH, WINDOW_SECONDS
 
 _MICROSECOND: Final = timedelta(microseconds=1)

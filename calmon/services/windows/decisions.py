@@ -32,9 +32,9 @@ from calmon.services.model_registry import (
     decision_of,
     duration_seconds,
 )
-from calmon.services.reference_cache import Reference, ReferenceCache
-from calmon.services.references import decode_scores, references_for
-from calmon.services.window_rows import load_rows
+from calmon.services.windows.reference_cache import Reference, ReferenceCache
+from calmon.services.windows.references import decode_scores, references_for
+from calmon.services.windows.rows import load_rows
 from calmon.timeline import window_length
 
 #: how far back the decision pools by default (DecisionConfig's default span)

@@ -12,8 +12,8 @@ steps and the reasons for them: ``docs/reference/scheduler.md`` ("Computing a wi
 Each segment is evaluated by the metric engine
 (:func:`calmon.metrics.window_evaluation.evaluate_window`, with the model's settings as a
 :class:`~calmon.metrics.window_evaluation.WindowConfig`); here are the reads, the record built
-from the evaluation (:func:`calmon.services.window_record.segment_record`), what the pooled
-decision reads (:mod:`calmon.services.decisions`) and the writes.
+from the evaluation (:func:`calmon.services.windows.record.segment_record`), what the pooled
+decision reads (:mod:`calmon.services.windows.decisions`) and the writes.
 """
 
 from __future__ import annotations
@@ -40,18 +40,18 @@ from calmon.db.session import begin_read_only
 from calmon.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
 from calmon.names import ALL_SEGMENTS
 from calmon.records import SegmentsOverflow, WindowRecord
-from calmon.services.decisions import (
+from calmon.services.windows.decisions import (
     TrailingPool,
     compared_reference,
     pooled_set,
     trailing_pool,
 )
-from calmon.services.planning import Fingerprint, still_due
-from calmon.services.reference_cache import Reference, ReferenceCache
-from calmon.services.references import encode_scores, references_for
-from calmon.services.window_locks import begin_window
-from calmon.services.window_record import ComputedWindow, record_alerts, segment_record
-from calmon.services.window_rows import UNTRACKED, WindowRows, load_rows, tracked_segments
+from calmon.services.windows.locks import begin_window
+from calmon.services.windows.planning import Fingerprint, still_due
+from calmon.services.windows.record import ComputedWindow, record_alerts, segment_record
+from calmon.services.windows.reference_cache import Reference, ReferenceCache
+from calmon.services.windows.references import encode_scores, references_for
+from calmon.services.windows.rows import UNTRACKED, WindowRows, load_rows, tracked_segments
 from calmon.timeline import window_length
 
 

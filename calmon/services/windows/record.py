@@ -19,7 +19,7 @@ import numpy as np
 
 from calmon.metrics.window_evaluation import WindowEvaluation
 from calmon.records import SegmentsOverflow, WindowRecord
-from calmon.services.reference_cache import Reference
+from calmon.services.windows.reference_cache import Reference
 from calmon.timeline import iso
 from calmon.ui.verdict import alerts
 
@@ -71,7 +71,7 @@ def segment_record(
     ``overflow`` (the ``segments_overflow`` of ``*``; None for a segment) and, framing the
     engine's decision, ``pooled``: how many windows it pools and the oldest one's start, and
     ``compared``: the reference its verdict is compared with
-    (:func:`calmon.services.decisions.compared_reference`)."""
+    (:func:`calmon.services.windows.decisions.compared_reference`)."""
     record: dict[str, Any] = {
         "start": iso(start),
         "end": iso(end),

@@ -32,7 +32,7 @@ from calmon.arrays import FloatArray
 from calmon.db.backend import sends_binary_arrays
 from calmon.db.models import Model, ModelSegment, Prediction
 from calmon.db.session import binary_rows
-from calmon.services.planning import Fingerprint, fingerprint, fingerprint_columns
+from calmon.services.windows.planning import Fingerprint, fingerprint, fingerprint_columns
 
 #: segment code of a prediction without a segment, and of one in a segment beyond the cap
 NO_SEGMENT: Final = -1
@@ -111,7 +111,7 @@ def load_rows(
 ) -> WindowRows:
     """The predictions of ``model`` with ``start <= ts < end`` (only those with ``label``
     when given), with their tracked segment's position, and with ``band_since`` the
-    :class:`~calmon.services.planning.Fingerprint` of those changed since then, read in the
+    :class:`~calmon.services.windows.planning.Fingerprint` of those changed since then, read in the
     same statement (PostgreSQL) or the same transaction.
     """
     selection = _selection(session, model=model, start=start, end=end, label=label)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from calmon.db.backend import bytewise, insert_ignoring_duplicates, window_start_seconds
 from calmon.db.models import Model, Prediction, WindowResult, WindowState
-from calmon.services.planning import request_windows
+from calmon.services.windows.planning import request_windows
 from calmon.timeline import EPOCH, window_length, window_start
 
 #: the most windows a recompute request may cover (:func:`request_recompute`)
