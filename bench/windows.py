@@ -60,7 +60,7 @@ import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
 from bench.harness.processes import cpu_seconds
-from bench.scratch import migrated_scratch
+from bench.scratch import Scratch, migrated_scratch
 from calmon.arrays import FloatArray
 from calmon.db import migrate
 from calmon.db.changes import record_changes
@@ -545,6 +545,50 @@ def _print_profile(profiler: cProfile.Profile, what: str) -> None:
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(PROFILE_LINES)
 
 
+def _seed(scratch: Scratch, args: argparse.Namespace) -> int:
+    """Make the bench's model and copy its windows' predictions in; its id."""
+    settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
+    with factory() as session:
+        created, _ = put_model(
+            session,
+            name="bench",
+            max_models=settings.max_models,
+            config=ModelConfig(
+                window="1h",
+                pi0=[0.05, 0.5],
+                grace="0s",
+                max_segments=max(1, args.segments),
+                reference=ReferenceConfig(kind="trailing", windows=7),
+                objective=Objective(target_precision=0.5),
+            ),
+            now=datetime.now(UTC),
+        )
+        session.commit()
+        model_id = created.id
+    print(
+        f"{args.windows} windows x {args.rows:,} predictions (pi = {PRIOR}, "
+        f"{args.segments} named segments), 2 fixed pi0 + the reference prior"
+    )
+    began = time.perf_counter()
+    with factory() as session:
+        # PostgreSQL keeps predictions in day partitions: make those of the windows
+        ensure_days(
+            session.connection(),
+            {(FIRST + i * WINDOW).date() for i in range(args.windows + 1)},
+        )
+        session.commit()
+    with psycopg.connect(libpq_url) as conn:
+        for i in range(args.windows):
+            start = FIRST + i * WINDOW
+            _copy(conn, _copy_body(model_id, start, args.rows, args.segments, seed=i))
+            conn.commit()
+    _record_copied(factory, model_id, [FIRST + i * WINDOW for i in range(args.windows)])
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE predictions")
+    print(f"inserted with binary COPY in {time.perf_counter() - began:.1f} s")
+    return model_id
+
+
 def main() -> None:
     """Run the benchmark and print its report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -583,44 +627,7 @@ def main() -> None:
     ) as scratch:
         settings, factory, libpq_url = scratch.settings, scratch.sessions, scratch.libpq_url
         margin = timedelta(seconds=settings.scheduler_scan_margin)
-        with factory() as session:
-            created, _ = put_model(
-                session,
-                name="bench",
-                max_models=settings.max_models,
-                config=ModelConfig(
-                    window="1h",
-                    pi0=[0.05, 0.5],
-                    grace="0s",
-                    max_segments=max(1, args.segments),
-                    reference=ReferenceConfig(kind="trailing", windows=7),
-                    objective=Objective(target_precision=0.5),
-                ),
-                now=datetime.now(UTC),
-            )
-            session.commit()
-            model_id = created.id
-        print(
-            f"{args.windows} windows x {args.rows:,} predictions (pi = {PRIOR}, "
-            f"{args.segments} named segments), 2 fixed pi0 + the reference prior"
-        )
-        began = time.perf_counter()
-        with factory() as session:
-            # PostgreSQL keeps predictions in day partitions: make those of the windows
-            ensure_days(
-                session.connection(),
-                {(FIRST + i * WINDOW).date() for i in range(args.windows + 1)},
-            )
-            session.commit()
-        with psycopg.connect(libpq_url) as conn:
-            for i in range(args.windows):
-                start = FIRST + i * WINDOW
-                _copy(conn, _copy_body(model_id, start, args.rows, args.segments, seed=i))
-                conn.commit()
-        _record_copied(factory, model_id, [FIRST + i * WINDOW for i in range(args.windows)])
-        with psycopg.connect(libpq_url, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE predictions")
-        print(f"inserted with binary COPY in {time.perf_counter() - began:.1f} s")
+        model_id = _seed(scratch, args)
 
         model = _model(factory, model_id)
         with factory() as session:
