@@ -71,7 +71,7 @@ from calmon.metrics.window_evaluation import all_sorted, segment_seed, window_de
 from calmon.names import ALL_SEGMENTS
 from calmon.records import Objective
 from calmon.services.changes import record_changes
-from calmon.services.decisions import pooled_set, trailing_pool
+from calmon.services.decisions import trailing_pool
 from calmon.services.ingest import ingest_predictions
 from calmon.services.ingest_schemas import PredictionRow
 from calmon.services.model_registry import (
@@ -83,7 +83,8 @@ from calmon.services.model_registry import (
 from calmon.services.planning import due_windows, scan_model
 from calmon.services.reference_cache import Reference, ReferenceCache
 from calmon.services.references import references_for
-from calmon.services.window_compute import compute_window, evaluate_segment, window_config
+from calmon.services.window_compute import compute_window, window_config
+from calmon.services.window_record import evaluate_segment, pooled_set
 from calmon.services.window_rows import load_rows
 from calmon.settings import Settings
 
@@ -237,7 +238,7 @@ def _label_free_share(
         for _ in range(2):
             t0 = time.perf_counter()
             evaluate_segment(
-                model=model,
+                config=window_config(model),
                 segment=ALL_SEGMENTS,
                 start=start,
                 end=start + WINDOW,
@@ -286,7 +287,7 @@ def _advice_share(
     for _ in range(2):
         t0 = time.perf_counter()
         evaluate_segment(
-            model=model,
+            config=window_config(model),
             segment=ALL_SEGMENTS,
             start=start,
             end=start + WINDOW,
@@ -408,7 +409,7 @@ def _fixed_cost(rows: int) -> None:
             c0 = time.process_time()
             t0 = time.perf_counter()
             evaluate_segment(
-                model=model,
+                config=window_config(model),
                 segment=ALL_SEGMENTS,
                 start=start,
                 end=start + WINDOW,
@@ -487,7 +488,7 @@ def _decision_cost(
             reference = references_for(
                 session, model=model, window_start=start, segments={}, cache=cache
             ).get(ALL_SEGMENTS)
-        pooled = pooled_set(model=model, trailing=trailing, reference=reference)
+        pooled = pooled_set(trailing=trailing, reference=reference)
         t0 = time.perf_counter()
         window_decision(
             prepared=prepared,
