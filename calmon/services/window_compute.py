@@ -38,7 +38,7 @@ from calmon.db.models import (
 from calmon.db.session import begin_read_only
 from calmon.metrics.window_evaluation import WindowConfig
 from calmon.names import ALL_SEGMENTS
-from calmon.records import SegmentsOverflow, WindowRecord
+from calmon.records import RECORD_VERSION, SegmentsOverflow, WindowRecord
 from calmon.services.decisions import trailing_pool
 from calmon.services.planning import Fingerprint, still_due
 from calmon.services.reference_cache import Reference, ReferenceCache
@@ -390,6 +390,7 @@ def _replace_results(
                 unlabelled=record["unlabelled"],
                 prior=record["prior"],
                 record=record,
+                record_version=RECORD_VERSION,
                 alerts=record_alerts(record),
             )
         )
