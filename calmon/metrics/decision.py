@@ -33,14 +33,13 @@ from typing import Any, Final
 import numpy as np
 
 from calmon.arrays import FloatArray
+from calmon.catalogue import DECISION_METRIC
 from calmon.metrics.evaluation import SetSums, evaluate_ranked
 from calmon.metrics.intervals import Interval, wilson_interval
 from calmon.metrics.ranking import Ranking
 from calmon.metrics.resampling import cut_with_fp
 from calmon.metrics.split import PART_INTERVAL_METRICS, drift_split, split_intervals_ranked
 
-#: the metric whose change the decision splits (why: ``docs/metrics.md``)
-DECISION_METRIC: Final = "average_precision"
 #: the verdicts of a decision
 WORSE: Final = "model_got_worse"
 RATIO: Final = "class_ratio_moved"

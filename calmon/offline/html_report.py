@@ -20,6 +20,7 @@ from typing import Final
 import numpy as np
 
 from calmon.arrays import FloatArray, Int8Array
+from calmon.catalogue import CHART_METRIC
 from calmon.metrics.window_evaluation import WindowConfig
 from calmon.offline.csv_input import EvaluationRows
 from calmon.records import WindowRecord
@@ -30,7 +31,7 @@ from calmon.ui.pages import model_page
 from calmon.words import plural
 
 #: the web view's second metric by default
-DEFAULT_METRIC: Final = "roc_auc"
+DEFAULT_METRIC: Final = CHART_METRIC
 #: the bounds periods without timestamps get in their records (which need some), consecutive
 #: days ending here; the page never shows them (it numbers such windows)
 UNDATED_END: Final = datetime(2000, 1, 1, tzinfo=UTC)

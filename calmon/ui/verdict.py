@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from calmon.catalogue import VERDICT_WORDS, labels_decide
+from calmon.catalogue import DECISION_METRIC, VERDICT_WORDS, labels_decide
 from calmon.metrics.decision import (
     BOTH,
     MAYBE_WORSE,
@@ -53,8 +53,8 @@ from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_value, split_parts
 from calmon.words import reference_words, verdict_against
 
-#: the metric whose change split drives the verdict and the alert
-SPLIT_METRIC: Final = "average_precision"
+#: the metric whose change split drives the verdict and the alert: the decision's
+SPLIT_METRIC: Final = DECISION_METRIC
 #: CalmonCalibratedMetricDrop: calibrated AP below this fraction of the reference's
 DROP_FRACTION: Final = 0.95
 #: CalmonCalibratedMetricDrop: (2.326 / 1.960 - 1) / 2, a one-sided 99% bound from the 95% one
@@ -230,7 +230,8 @@ def _pooled_speaks(record: WindowRecord) -> bool:
     window's own alerts')."""
     decision = record.get("decision")
     split = record["split"]
-    own = None if split is None else split[SPLIT_METRIC]["likelihood_interval"]
+    parts = None if split is None else split_parts(split, SPLIT_METRIC)
+    own = None if parts is None else parts["likelihood_interval"]
     return decision is not None and decision["windows"] > 1 and own is None
 
 
@@ -270,11 +271,12 @@ def calibrated_drop(record: WindowRecord) -> bool:
     """``CalmonCalibratedMetricDrop``: AP calibrated at the reference prior below 95% of the
     reference's AP, and the likelihood part below 0 at one-sided 99% confidence."""
     at_reference = record["calibrated"]["reference"]
-    calibrated = None if at_reference is None else number(at_reference[SPLIT_METRIC])
+    calibrated = None if at_reference is None else number(metric_value(at_reference, SPLIT_METRIC))
     summary = record["reference"]
-    reference = None if summary is None else number(summary["regular"][SPLIT_METRIC])
+    reference = None if summary is None else number(metric_value(summary["regular"], SPLIT_METRIC))
     split = record["split"]
-    interval = None if split is None else bounds(split[SPLIT_METRIC]["likelihood_interval"])
+    parts = None if split is None else split_parts(split, SPLIT_METRIC)
+    interval = None if parts is None else bounds(parts["likelihood_interval"])
     if calibrated is None or reference is None or interval is None:
         return False
     lower, upper = interval
