@@ -82,9 +82,10 @@ from calmon.services.model_registry import (
     ReferenceConfig,
     put_model,
 )
-from calmon.services.windows.compute import compute_window, evaluate_segment, window_config
-from calmon.services.windows.decisions import pooled_set, trailing_pool
+from calmon.services.windows.compute import compute_window, window_config
+from calmon.services.windows.decisions import trailing_pool
 from calmon.services.windows.planning import due_windows, scan_model
+from calmon.services.windows.record import evaluate_segment, pooled_set
 from calmon.services.windows.reference_cache import Reference, ReferenceCache
 from calmon.services.windows.references import references_for
 from calmon.services.windows.rows import load_rows
@@ -249,7 +250,7 @@ def _label_free_share(
             c0 = time.process_time()
             t0 = time.perf_counter()
             evaluate_segment(
-                model=model,
+                config=window_config(model),
                 segment=ALL_SEGMENTS,
                 start=start,
                 end=start + WINDOW,
@@ -285,7 +286,7 @@ def _label_free_share(
         profiler = cProfile.Profile()
         profiler.enable()
         evaluate_segment(
-            model=model,
+            config=window_config(model),
             segment=ALL_SEGMENTS,
             start=start,
             end=start + WINDOW,
@@ -318,7 +319,7 @@ def _advice_share(
     for _ in range(2):
         t0 = time.perf_counter()
         evaluate_segment(
-            model=model,
+            config=window_config(model),
             segment=ALL_SEGMENTS,
             start=start,
             end=start + WINDOW,
@@ -440,7 +441,7 @@ def _fixed_cost(rows: int) -> None:
             c0 = time.process_time()
             t0 = time.perf_counter()
             evaluate_segment(
-                model=model,
+                config=window_config(model),
                 segment=ALL_SEGMENTS,
                 start=start,
                 end=start + WINDOW,
@@ -519,7 +520,7 @@ def _decision_cost(
             reference = references_for(
                 session, model=model, window_start=start, segments={}, cache=cache
             ).get(ALL_SEGMENTS)
-        pooled = pooled_set(model=model, trailing=trailing, reference=reference)
+        pooled = pooled_set(trailing=trailing, reference=reference)
         t0 = time.perf_counter()
         window_decision(
             prepared=prepared,

@@ -14,6 +14,9 @@ from typing import Final, Literal
 #: How a metric's 95% interval is computed (``docs/reference/intervals.md``): Wilson/MOVER from the
 #: confusion counts, a bootstrap on the logit scale, Student's t of a mean, or none published.
 IntervalMethod = Literal["counts", "bootstrap", "mean", "none"]
+#: The engine's module that computes a metric's value: the confusion counts at the threshold,
+#: the ranked curves, the set's sums (``evaluation``), or the scores read as probabilities.
+Formula = Literal["thresholded", "curves", "evaluation", "probability"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +32,14 @@ class MetricDescriptor:
         calibrated: has a π0-calibrated version (it depends on the class ratio).
         split: its change from the reference is split into a prior and a likelihood part
             (prior-dependent, ``docs/reference/metrics.md``).
+        formula: the module of :mod:`calmon.metrics` that computes its value.
         interval: how its 95% interval is computed.
+        interval_position: where its key stands in a record's regular intervals (the order
+            records have always stored them in, which their bytes keep); None: records hold
+            no interval key for it.
+        decides: the metric whose change the pooled decision splits, which the verdicts,
+            the alerts and ``calmon windows`` read by default (one metric).
+        chart: the web view's second chart by default (one metric).
 
     """
 
@@ -38,10 +48,14 @@ class MetricDescriptor:
     title: str
     about: str
     _: KW_ONLY
+    formula: Formula
     probability_only: bool = False
     calibrated: bool = False
     split: bool = False
     interval: IntervalMethod = "none"
+    interval_position: int | None = None
+    decides: bool = False
+    chart: bool = False
 
 
 #: Every metric of a window record's ``regular`` section, in report order.
@@ -54,6 +68,8 @@ METRICS: Final = (
         calibrated=True,
         interval="counts",
         split=True,
+        formula="thresholded",
+        interval_position=0,
     ),
     MetricDescriptor(
         "f1",
@@ -63,6 +79,8 @@ METRICS: Final = (
         calibrated=True,
         interval="counts",
         split=True,
+        formula="thresholded",
+        interval_position=3,
     ),
     MetricDescriptor(
         "recall",
@@ -70,6 +88,8 @@ METRICS: Final = (
         "recall at threshold (0 to 1)",
         "recall TP/n_pos at the threshold (prior-invariant)",
         interval="counts",
+        formula="thresholded",
+        interval_position=1,
     ),
     MetricDescriptor(
         "fpr",
@@ -77,6 +97,8 @@ METRICS: Final = (
         "false positive rate (0 to 1)",
         "false positive rate FP/n_neg at the threshold (prior-invariant)",
         interval="counts",
+        formula="thresholded",
+        interval_position=2,
     ),
     MetricDescriptor(
         "roc_auc",
@@ -84,12 +106,17 @@ METRICS: Final = (
         "ROC AUC (0.5 random, 1 best)",
         "area under the ROC curve, ties count 1/2",
         interval="bootstrap",
+        formula="curves",
+        interval_position=4,
+        chart=True,
     ),
     MetricDescriptor(
         "ks",
         "KS",
         "KS statistic (0 to 1)",
         "Kolmogorov-Smirnov statistic: max of TPR - FPR over the thresholds",
+        formula="curves",
+        interval_position=8,
     ),
     MetricDescriptor(
         "ks_abc",
@@ -98,6 +125,8 @@ METRICS: Final = (
         "area between the class-conditional score CDFs: the mean score of the positives minus "
         "that of the negatives",
         interval="mean",
+        formula="evaluation",
+        interval_position=9,
     ),
     MetricDescriptor(
         "average_precision",
@@ -107,6 +136,9 @@ METRICS: Final = (
         calibrated=True,
         interval="bootstrap",
         split=True,
+        formula="curves",
+        interval_position=5,
+        decides=True,
     ),
     MetricDescriptor(
         "best_f1",
@@ -115,6 +147,8 @@ METRICS: Final = (
         "highest F1 over every threshold",
         calibrated=True,
         split=True,
+        formula="curves",
+        interval_position=6,
     ),
     MetricDescriptor(
         "best_f1_threshold",
@@ -122,6 +156,7 @@ METRICS: Final = (
         "best F1 threshold (score)",
         "highest threshold reaching the best F1",
         calibrated=True,
+        formula="curves",
     ),
     MetricDescriptor(
         "pr_gain_auc",
@@ -130,6 +165,8 @@ METRICS: Final = (
         "area under the precision-recall-gain curve",
         calibrated=True,
         split=True,
+        formula="curves",
+        interval_position=7,
     ),
     MetricDescriptor(
         "brier",
@@ -138,6 +175,8 @@ METRICS: Final = (
         "Brier score: mean squared error of the score",
         probability_only=True,
         interval="mean",
+        formula="probability",
+        interval_position=10,
     ),
     MetricDescriptor(
         "brier_skill",
@@ -146,6 +185,8 @@ METRICS: Final = (
         "Brier skill score 1 - brier / (prior (1 - prior)), against predicting the prior",
         probability_only=True,
         interval="mean",
+        formula="probability",
+        interval_position=14,
     ),
     MetricDescriptor(
         "brier_pos",
@@ -154,6 +195,8 @@ METRICS: Final = (
         "Brier score over the positives: mean (score - 1)^2",
         probability_only=True,
         interval="mean",
+        formula="probability",
+        interval_position=11,
     ),
     MetricDescriptor(
         "brier_neg",
@@ -162,6 +205,8 @@ METRICS: Final = (
         "Brier score over the negatives: mean score^2",
         probability_only=True,
         interval="mean",
+        formula="probability",
+        interval_position=12,
     ),
     MetricDescriptor(
         "log_loss",
@@ -170,6 +215,8 @@ METRICS: Final = (
         "log loss in nats, scores clipped to [1e-15, 1 - 1e-15]",
         probability_only=True,
         interval="mean",
+        formula="probability",
+        interval_position=13,
     ),
     MetricDescriptor(
         "ece",
@@ -177,6 +224,7 @@ METRICS: Final = (
         "calibration error, ECE (0 best)",
         "expected calibration error over 10 equal-width bins",
         probability_only=True,
+        formula="probability",
     ),
     MetricDescriptor(
         "mce",
@@ -184,6 +232,7 @@ METRICS: Final = (
         "calibration error, MCE (0 best)",
         "maximum calibration error over the non-empty ones of 10 equal-width bins",
         probability_only=True,
+        formula="probability",
     ),
 )
 #: The descriptor of each metric by name.
@@ -200,6 +249,24 @@ ESTIMATED_REGULAR: Final = ("precision", "recall", "f1", "roc_auc", "average_pre
 ESTIMATED_CALIBRATED: Final = tuple(name for name in ESTIMATED_REGULAR if BY_NAME[name].calibrated)
 #: Metrics of probability models only (a score in [0, 1]).
 PROBABILITY_METRICS: Final = tuple(metric.name for metric in METRICS if metric.probability_only)
+
+
+def _interval_position(metric: MetricDescriptor) -> int:
+    """Its interval key's position (:attr:`MetricDescriptor.interval_position`), -1 if none."""
+    return -1 if metric.interval_position is None else metric.interval_position
+
+
+#: Metrics with a key in a record's regular intervals, in the order records store them.
+INTERVAL_KEYS: Final = tuple(
+    metric.name
+    for metric in sorted(METRICS, key=_interval_position)
+    if metric.interval_position is not None
+)
+#: The metric whose change the pooled decision splits (``docs/reference/metrics.md``,
+#: "Decisions at few positives"), which the verdicts and ``calmon windows`` read by default.
+DECISION_METRIC: Final = next(metric.name for metric in METRICS if metric.decides)
+#: The web view's second chart by default.
+CHART_METRIC: Final = next(metric.name for metric in METRICS if metric.chart)
 
 #: What no test on unlabelled scores can see, stated in every label-free estimate
 #: (``estimated.cannot_see``): a share f of the positives scoring like the negatives makes the

@@ -29,13 +29,20 @@ evaluated when it is imported (no ``from __future__ import annotations``), so th
 """
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, NotRequired, cast
+from typing import Annotated, Any, Final, Literal, NotRequired, cast
 
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 from calmon.catalogue import BY_NAME
 from calmon.verdict import DecisionVerdict, EstimateVerdict
+
+#: The shape of the window record the builder writes today, stored beside each record
+#: (``window_results.record_version``, never inside its JSON): one more with each change of what
+#: a computed record holds, so that a record of an older shape is recomputed rather than read
+#: around. 1: records computed before one of the keys declared ``NotRequired`` below (but those
+#: absent for ``score`` models) existed, or holding a value only those records hold.
+RECORD_VERSION: Final = 2
 
 _CLOSED = ConfigDict(extra="forbid")
 _PROBABILITY = " (probability models only)"

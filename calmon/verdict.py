@@ -12,8 +12,8 @@ The thresholds are those of ``deploy/prometheus/rules/calmon.yml`` (a test pins 
 of its expressions to the constant here), and the predicates are the alerts' comparisons on
 plain numbers: the metric engine decides with them and the web view judges the latest records
 with them, so the page, the record and Prometheus agree. Names, numbers and comparisons only:
-no NumPy, no I/O, nothing else of the service, so the metric engine and the record's schema
-both import it.
+no NumPy, no I/O, nothing of the service but the metric catalogue's names, so the metric
+engine and the record's schema both import it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from statistics import NormalDist
 from typing import Any, Final, Literal
+
+from calmon.catalogue import DECISION_METRIC
 
 
 class Verdict(StrEnum):
@@ -101,8 +103,9 @@ ESTIMATE_WORDS: Final[dict[Estimate, str]] = {
     Estimate.UNKNOWN: "not enough data",
 }
 
-#: the metric whose change split drives the verdict, the decision and the alerts
-VERDICT_METRIC: Final = "average_precision"
+#: the metric whose change split drives the verdict, the decision and the alerts (the
+#: catalogue's row that ``decides``)
+VERDICT_METRIC: Final = DECISION_METRIC
 #: CalmonCalibratedMetricDrop: calibrated AP below this fraction of the reference's
 DROP_FRACTION: Final = 0.95
 #: CalmonCalibratedMetricDrop: (2.326 / 1.960 - 1) / 2, a one-sided 99% bound from the 95% one

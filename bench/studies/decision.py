@@ -28,7 +28,8 @@ from scipy import stats
 
 from bench.studies.coverage import Family, Mixture
 from calmon.arrays import FloatArray
-from calmon.metrics.decision import DECISION_METRIC, decide_all
+from calmon.catalogue import DECISION_METRIC
+from calmon.metrics.decision import decide_all
 from calmon.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from calmon.metrics.ranking import Ranking, rank_sorted
 from calmon.metrics.split import PART_INTERVAL_METRICS, shapley_parts

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from calmon.catalogue import REGULAR_METRICS
+from calmon.catalogue import DECISION_METRIC, REGULAR_METRICS
 from calmon.commands.common import api_error_text, http_url, positive_int
 from calmon.names import ALL_SEGMENTS
 from calmon.records import (
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 TOKEN_ENV: Final = "CALMON_TOKEN"  # noqa: S105 (the variable's name, not a token)
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
-DEFAULT_METRIC: Final = "average_precision"
+DEFAULT_METRIC: Final = DECISION_METRIC
 DEFAULT_LAST: Final = 24
 PAGE: Final = 1000
 #: requests made of each kind before giving up on a failure that may pass (the client's back-off)

@@ -2,7 +2,7 @@
 (SQLite; PostgreSQL drops whole day partitions, :func:`calmon.db.partitions.expire_partitions`),
 pending labels, and a model's ended windows. Each deletes a bounded batch in the caller's
 transaction; the retention service decides what expires and when, and takes the locks first
-(``docs/storage.md``, "Retention").
+(``docs/reference/storage.md``, "Retention").
 """
 
 from __future__ import annotations

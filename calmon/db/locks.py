@@ -21,7 +21,7 @@ transactions whole, and the callers skip these (:func:`calmon.db.backend.has_adv
 
 Not an advisory lock, but the one other lock kept in the database: the scheduler's leader lease,
 a row of ``scheduler_leader`` per role (:func:`claim_lease`, :func:`end_lease`), which needs no
-session of its own (``docs/scheduler.md``, "The leader lock").
+session of its own (``docs/reference/scheduler.md``, "The leader lock").
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from calmon.records import RECORD_VERSION
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -298,7 +300,9 @@ class WindowResult(Base):
     """The computed result of one window and segment (``*`` = every prediction).
 
     ``record`` is the JSON the API serves; the other columns repeat the parts that queries
-    filter or sort on. ``computed_by`` names the scheduler instance that computed it.
+    filter or sort on. ``record_version`` is the shape of ``record``
+    (:data:`calmon.records.RECORD_VERSION` when it was written): a window holding a record of
+    an older shape is computed again. ``computed_by`` names the scheduler instance that computed it.
     ``alerts``: the record's alert states as its writer judged them (a JSON array of texts,
     ``[]`` when quiet; :func:`calmon.services.stored_windows.judged_alerts`), NULL for a row
     written without them (its readers judge the record). Triggers keep
@@ -322,6 +326,7 @@ class WindowResult(Base):
     unlabelled: Mapped[int] = mapped_column(BigInteger)
     prior: Mapped[float | None] = mapped_column(Double)
     record: Mapped[dict[str, Any]] = mapped_column(JSON)
+    record_version: Mapped[int] = mapped_column(Integer, default=RECORD_VERSION)
     alerts: Mapped[str | None] = mapped_column(Text)
 
 

@@ -39,12 +39,12 @@ from calmon.catalogue import (
     CALIBRATED_METRICS,
     ESTIMATED_CALIBRATED,
     ESTIMATED_REGULAR,
+    INTERVAL_KEYS,
     PROBABILITY_METRICS,
     REGULAR_METRICS,
     SPLIT_METRICS,
 )
 from calmon.clock import SYSTEM_CLOCK, Clock
-from calmon.metrics.intervals import MEAN_METRICS, NO_INTERVAL, REGULAR_INTERVAL_METRICS
 from calmon.metrics.split import PART_INTERVAL_METRICS
 from calmon.names import ALL_SEGMENTS
 from calmon.records import WindowRecord, metric_interval, metric_value, split_parts
@@ -81,10 +81,9 @@ OMITTED_FAMILY: Final = "calmon_exporter_segments_omitted"
 #: ``calmon_exporter_segments_omitted``
 PER_MODEL_SERIES: Final = 2
 #: regular metrics with a 95% interval (docs/reference/intervals.md), for every pi0 variant
-INTERVAL_METRICS: Final = frozenset(REGULAR_INTERVAL_METRICS).difference(NO_INTERVAL) | {
-    "ks_abc",
-    *MEAN_METRICS,
-}
+INTERVAL_METRICS: Final = frozenset(
+    name for name in INTERVAL_KEYS if BY_NAME[name].interval != "none"
+)
 
 
 def _capitalised(text: str) -> str:

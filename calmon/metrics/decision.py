@@ -35,15 +35,14 @@ from typing import Any, Final
 import numpy as np
 
 from calmon.arrays import FloatArray
+from calmon.catalogue import DECISION_METRIC
 from calmon.metrics.evaluation import SetSums, evaluate_ranked
 from calmon.metrics.intervals import wilson_interval
 from calmon.metrics.ranking import Ranking
 from calmon.metrics.resampling import cut_with_fp
 from calmon.metrics.split import PART_INTERVAL_METRICS, drift_split, split_intervals_ranked
-from calmon.verdict import VERDICT_METRIC, decision_verdict, page
+from calmon.verdict import decision_verdict, page
 
-#: the metric whose change the decision splits (why: ``docs/reference/metrics.md``)
-DECISION_METRIC: Final = VERDICT_METRIC
 #: the method of :func:`positives_shift` (records before it hold ``mann_whitney`` or
 #: ``mann_whitney_and_placement``)
 SHIFT_METHOD: Final = "location_and_placement"

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from calmon.arrays import FloatArray, IntArray
+from calmon.catalogue import BY_NAME, INTERVAL_KEYS
 from calmon.metrics.curves import curve_metrics
 from calmon.metrics.prepared import PreparedSet, pi0_key
 from calmon.metrics.ranking import Ranking, distinct_runs
@@ -42,28 +43,25 @@ MIN_DEFINED_FRACTION = 0.9
 """An interval is only reported when at least this share of the replicates define the metric
 (e.g. hold both classes); below it the replicate distribution says little about the set."""
 
-REGULAR_INTERVAL_METRICS = (
-    "precision",
-    "recall",
-    "fpr",
-    "f1",
-    "roc_auc",
-    "average_precision",
-    "best_f1",
-    "pr_gain_auc",
-    "ks",
+REGULAR_INTERVAL_METRICS = tuple(name for name in INTERVAL_KEYS if BY_NAME[name].interval != "mean")
+CALIBRATED_INTERVAL_METRICS = tuple(
+    name for name in REGULAR_INTERVAL_METRICS if BY_NAME[name].calibrated
 )
-CALIBRATED_INTERVAL_METRICS = ("precision", "f1", "average_precision", "best_f1", "pr_gain_auc")
 """The metrics :func:`bootstrap_intervals` reports an interval (or None) for, a subset of
-:data:`calmon.metrics.evaluation.REGULAR_METRICS` / ``CALIBRATED_METRICS``."""
-MEAN_METRICS = ("brier", "brier_pos", "brier_neg", "log_loss", "brier_skill")
+:data:`calmon.metrics.evaluation.REGULAR_METRICS` / ``CALIBRATED_METRICS``, in the order
+records store them."""
+MEAN_METRICS = tuple(
+    name
+    for name in INTERVAL_KEYS
+    if BY_NAME[name].interval == "mean" and BY_NAME[name].probability_only
+)
 """Student's t intervals of means, for ``score_kind="probability"`` only (plus ``ks_abc``)."""
 
-COUNT_REGULAR = ("precision", "recall", "fpr", "f1")
-COUNT_CALIBRATED = ("precision", "f1")
+COUNT_REGULAR = tuple(name for name in INTERVAL_KEYS if BY_NAME[name].interval == "counts")
+COUNT_CALIBRATED = tuple(name for name in COUNT_REGULAR if BY_NAME[name].calibrated)
 """Metrics at τ with count-based intervals (Wilson, Jaccard-Wilson, MOVER)."""
-BOOTSTRAP_REGULAR = ("roc_auc", "average_precision")
-BOOTSTRAP_CALIBRATED = ("average_precision",)
+BOOTSTRAP_REGULAR = tuple(name for name in INTERVAL_KEYS if BY_NAME[name].interval == "bootstrap")
+BOOTSTRAP_CALIBRATED = tuple(name for name in BOOTSTRAP_REGULAR if BY_NAME[name].calibrated)
 """Curve metrics with bootstrap intervals."""
 MIN_AP_PRIOR = 0.1
 MAX_AP_ODDS_RATIO = 2.0
@@ -85,7 +83,7 @@ def ap_interval_published(p: float, prior: float) -> bool:
     return prior / (1.0 - prior) <= MAX_AP_ODDS_RATIO * p / (1.0 - p)
 
 
-NO_INTERVAL = ("best_f1", "pr_gain_auc", "ks")
+NO_INTERVAL = tuple(name for name in REGULAR_INTERVAL_METRICS if BY_NAME[name].interval == "none")
 """Metrics that get None: no method here reaches nominal coverage for them at window sizes
 (maxima over thresholds, and AUPRG, whose curve hinges on the few top-scored positives)."""
 

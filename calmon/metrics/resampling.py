@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calmon.arrays import FloatArray, IntArray, LabelArray
+from calmon.catalogue import BY_NAME, INTERVAL_KEYS
 from calmon.metrics.curves import curve_metrics
 from calmon.metrics.poisson import poisson
 from calmon.metrics.prepared import PreparedSet
@@ -37,10 +38,12 @@ CHUNK_CELLS = 1 << 17
 1 MiB and stays in cache, which makes the bootstrap 1.5-2 times faster than chunks of 10^6
 cells, and the working memory stays near 50 MB whatever K and B are."""
 
-_CURVE_REGULAR = ("roc_auc", "average_precision", "best_f1", "pr_gain_auc", "ks")
-_CURVE_CALIBRATED = ("average_precision", "best_f1", "pr_gain_auc")
-_THRESHOLD_REGULAR = ("precision", "recall", "fpr", "f1")
-_THRESHOLD_CALIBRATED = ("precision", "f1")
+#: the metrics with an interval key replicated from the curves and from the counts at τ, and
+#: those of them with a calibrated version
+_CURVE_REGULAR = tuple(name for name in INTERVAL_KEYS if BY_NAME[name].formula == "curves")
+_CURVE_CALIBRATED = tuple(name for name in _CURVE_REGULAR if BY_NAME[name].calibrated)
+_THRESHOLD_REGULAR = tuple(name for name in INTERVAL_KEYS if BY_NAME[name].formula == "thresholded")
+_THRESHOLD_CALIBRATED = tuple(name for name in _THRESHOLD_REGULAR if BY_NAME[name].calibrated)
 
 Values = dict[str, FloatArray]
 

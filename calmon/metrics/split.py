@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray, LabelArray
-from calmon.catalogue import SPLIT_METRICS
+from calmon.catalogue import BY_NAME, SPLIT_METRICS
 from calmon.metrics.curves import prior_dependent_at
 from calmon.metrics.evaluation import evaluate_prepared
 from calmon.metrics.intervals import REAL, Interval, replicate_interval
@@ -50,9 +50,9 @@ from calmon.metrics.resampling import (
 from calmon.metrics.thresholded import threshold_metrics
 
 #: The split metrics whose parts get intervals: the bootstrap intervals of the parts of best F1
-#: (a maximum) and AUPRG miss nominal coverage (``docs/reference/intervals.md``), so theirs are
-#: None.
-PART_INTERVAL_METRICS = ("precision", "f1", "average_precision")
+#: (a maximum) and AUPRG miss nominal coverage (``docs/reference/intervals.md``), so theirs
+#: are None.
+PART_INTERVAL_METRICS = tuple(name for name in SPLIT_METRICS if BY_NAME[name].interval != "none")
 MIN_AP_PART_POSITIVES = 100
 """AP's parts get intervals only when both sets have at least this many positives
 (:func:`ap_parts_published`): with fewer, their bootstrap intervals undercover on non-binormal
@@ -68,7 +68,7 @@ skew the normal quantile misses, mostly on one side (window π = 0.002, referenc
 normal quantile, 0.928-0.964 with t; ``docs/reference/intervals.md``). At larger priors precision
 saturates and the normal quantile covers (t there over-covers, up to 0.977)."""
 #: The split metrics computed at the decision threshold (the others come from the curves).
-_AT_THRESHOLD = ("precision", "f1")
+_AT_THRESHOLD = tuple(name for name in SPLIT_METRICS if BY_NAME[name].formula == "thresholded")
 
 Split = dict[str, dict[str, Any]]
 PartIntervals = dict[str, dict[str, Interval]]
@@ -341,7 +341,7 @@ def split_intervals_ranked(
     published = [
         name
         for name in PART_INTERVAL_METRICS
-        if name != "average_precision"
+        if BY_NAME[name].interval != "bootstrap"
         or ap_parts_published(window_ranking.n_pos, ref_ranking.n_pos)
     ]
     point = _parts(
@@ -385,7 +385,7 @@ def part_df(name: str, window_ranking: Ranking, ref_ranking: Ranking) -> float |
     quantile): :func:`ap_part_df` for average precision, and for precision and F1 when either
     set's prior is below RARE_PRIOR."""
     df = ap_part_df(window_ranking.n_pos, ref_ranking.n_pos)
-    if name == "average_precision":
+    if BY_NAME[name].interval == "bootstrap":
         return df
     priors = (_prior(window_ranking), _prior(ref_ranking))
     if any(prior is not None and prior < RARE_PRIOR for prior in priors):

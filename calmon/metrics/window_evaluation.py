@@ -21,9 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from calmon.arrays import FloatArray
+from calmon.catalogue import DECISION_METRIC
 from calmon.metrics.advice import labels_measure_prior, window_advice
 from calmon.metrics.decision import (
-    DECISION_METRIC,
     decide,
     decision_from_split,
     finite_or_none,

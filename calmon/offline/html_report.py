@@ -1,6 +1,6 @@
 """The offline report: a window (or several) compared with a reference, as one HTML file.
 
-The numbers are those the service stores for a window (:func:`calmon.services.windows.compute.
+The numbers are those the service stores for a window (:func:`calmon.services.windows.record.
 evaluate_segment` with a fixed reference: metrics, 95% intervals, the prior / likelihood
 split, the label-free estimate, the reliability diagram), and the page is the web view's own
 (:func:`calmon.ui.pages.model_page` in its standalone form): the same charts, split and verdict,
@@ -20,17 +20,18 @@ from typing import Final
 import numpy as np
 
 from calmon.arrays import FloatArray, Int8Array
-from calmon.db.models import Model
+from calmon.catalogue import CHART_METRIC
+from calmon.metrics.window_evaluation import WindowConfig
 from calmon.offline.csv_input import EvaluationRows
 from calmon.records import WindowRecord
-from calmon.services.windows.compute import evaluate_segment
-from calmon.services.windows.references import reference_from_scores
+from calmon.services.windows.record import evaluate_segment
+from calmon.services.windows.reference_cache import reference_from_scores
 from calmon.timeline import WINDOW_SECONDS, iso, window_length
 from calmon.ui.pages import model_page
 from calmon.words import plural
 
 #: the web view's second metric by default
-DEFAULT_METRIC: Final = "roc_auc"
+DEFAULT_METRIC: Final = CHART_METRIC
 #: the bounds periods without timestamps get in their records (which need some), consecutive
 #: days ending here; the page never shows them (it numbers such windows)
 UNDATED_END: Final = datetime(2000, 1, 1, tzinfo=UTC)
@@ -83,22 +84,17 @@ def compare(
     threshold: float = 0.5,
     pi0: Sequence[float] = (),
     score_kind: str = "probability",
-    name: str = "report",
 ) -> list[WindowRecord]:
     """The record of each of ``windows`` against ``reference`` (a fixed reference), computed
     as the scheduler computes a stored window."""
-    model = Model(
-        name=name,
-        score_kind=score_kind,
-        window="1h",
-        threshold=float(threshold),
-        pi0=[float(p) for p in pi0],
+    config = WindowConfig(
+        threshold=float(threshold), score_kind=score_kind, pi0=tuple(float(p) for p in pi0)
     )
     labelled = reference.labels >= 0
     if not labelled.any():
         raise ReportError("the reference has no labelled row")
     built = reference_from_scores(
-        model=model,
+        config=config,
         pos_sorted=np.sort(reference.scores[reference.labels == 1]),
         neg_sorted=np.sort(reference.scores[reference.labels == 0]),
         start=reference.start,
@@ -107,7 +103,7 @@ def compare(
     computed_at = datetime.now(UTC)
     return [
         evaluate_segment(
-            model=model,
+            config=config,
             segment="*",
             start=window.start,
             end=window.end,
@@ -160,9 +156,7 @@ def build(
     without timestamps, bounds from :func:`undated`) are numbered on it, never dated."""
     if not windows:
         raise ReportError("nothing to compare with the reference: no window after it")
-    records = compare(
-        reference, windows, threshold=threshold, pi0=pi0, score_kind=score_kind, name=title
-    )
+    records = compare(reference, windows, threshold=threshold, pi0=pi0, score_kind=score_kind)
     span = f" {iso(reference.start)} to {iso(reference.end)}" if dated else ""
     introduction = (
         f"Reference{span}: {plural(reference.scores.size, 'prediction')}; "

@@ -53,6 +53,7 @@ from calmon.services.windows.planning import (
     due_windows,
     record_failure,
     refresh_for_fixed_reference,
+    request_outdated_records,
     scan_model,
 )
 from calmon.services.windows.reference_cache import ReferenceCache
@@ -121,6 +122,8 @@ class WindowScheduler:
         self.retention = RetentionBound(settings.retention_days)
         #: every process computes (claiming windows) on PostgreSQL; on SQLite the leader alone
         self._claims = not single_writer(self.engine)
+        #: models whose records of an older shape this process has requested again
+        self._shapes_checked: set[int] = set()
 
     def tick(self) -> TickReport:
         """One round: lead (scan) or not; compute due windows until none is left to claim;
@@ -263,7 +266,16 @@ class WindowScheduler:
                     reader=reader,
                 )
         refreshed = refresh_for_fixed_reference(session, model=model, now=now)
+        outdated = 0
+        if model.id not in self._shapes_checked:
+            outdated = request_outdated_records(session, model=model, now=now)
         session.commit()
+        self._shapes_checked.add(model.id)
+        if outdated:
+            logger.info(
+                "records of an older shape requested again",
+                extra={"model": model.name, "windows": outdated},
+            )
         if refreshed:
             logger.info(
                 "fixed reference changed: windows computed before it requested",

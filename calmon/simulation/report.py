@@ -20,8 +20,16 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from calmon.catalogue import DECISION_METRIC
 from calmon.names import ALL_SEGMENTS
-from calmon.records import Interval, ReferenceSummary, SplitParts, WindowRecord
+from calmon.records import (
+    Interval,
+    ReferenceSummary,
+    SplitParts,
+    WindowRecord,
+    metric_value,
+    split_parts,
+)
 from calmon.simulation.stream import REFERENCE_PHASE, WindowPlan
 from calmon.timeline import iso
 from calmon.verdict import VERDICT_WORDS, stored_verdict
@@ -200,7 +208,7 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
         reference = record["reference"] or reference
         at_ref = record["calibrated"]["reference"]
         split = record["split"]
-        parts = None if split is None else split["average_precision"]
+        parts = None if split is None else split_parts(split, DECISION_METRIC)
         prior = (
             _part(None, None) if parts is None else _part(parts["prior"], parts["prior_interval"])
         )
@@ -212,8 +220,8 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
         lines.append(
             f"{start:<17}  {plan.phase.name:<10}  {record['n']:>7}"
             f"  {_number(record['prior'], 4):>6}"
-            f"  {_number(record['regular']['average_precision'], 3):>5}"
-            f"  {_number(None if at_ref is None else at_ref['average_precision'], 3):>6}"
+            f"  {_number(metric_value(record['regular'], DECISION_METRIC), 3):>5}"
+            f"  {_number(None if at_ref is None else metric_value(at_ref, DECISION_METRIC), 3):>6}"
             f"  {prior}"
             f"  {likelihood}"
             f"  {record['unlabelled']:>10}  {_estimate(record)}"
@@ -222,7 +230,7 @@ def format_summary(plans: Sequence[WindowPlan], records: Records) -> str:
         lines.append(
             f"reference {reference['start']} to {reference['end']}: n {reference['n']},"
             f" prior {_number(reference['prior'], 4)},"
-            f" AP {_number(reference['regular']['average_precision'], 3)}"
+            f" AP {_number(metric_value(reference['regular'], DECISION_METRIC), 3)}"
         )
     return "\n".join(lines)
 
@@ -379,7 +387,12 @@ def _likelihood_parts(
     """The average precision splits of the windows ``found`` that have a likelihood part,
     the mean of those parts, and the mean bounds of their 95% intervals as text (`` [-]``
     when no window has one), as the verdict line shows them."""
-    splits = [split["average_precision"] for r in found if (split := r["split"]) is not None]
+    splits = [
+        window_parts
+        for r in found
+        if (split := r["split"]) is not None
+        and (window_parts := split_parts(split, DECISION_METRIC)) is not None
+    ]
     parts = [s for s in splits if s["likelihood"] is not None]
     likelihood = _mean([value for s in parts if (value := s["likelihood"]) is not None])
     bounded = [bounds for s in parts if (bounds := s["likelihood_interval"])]

@@ -16,7 +16,7 @@ from typing import Final, TypeVar
 from urllib.parse import quote_plus, urlencode
 
 from calmon.catalogue import UNRESOLVED
-from calmon.records import Objective, WindowRecord, metric_interval, metric_value
+from calmon.records import Objective, WindowRecord, metric_interval, metric_value, split_parts
 from calmon.ui.charts import (
     DASH,
     NUMBER_AXIS,
@@ -456,7 +456,9 @@ def split_chart(
     class ratio explains) and likelihood part (what the model's scores explain), with 95%
     bands, the total, and the zero line."""
     totals = [
-        None if (split := r["split"]) is None else number(split[VERDICT_METRIC]["total"])
+        None
+        if (split := r["split"]) is None or (parts := split_parts(split, VERDICT_METRIC)) is None
+        else number(parts["total"])
         for r in records
     ]
     return time_chart(

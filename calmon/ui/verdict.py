@@ -187,7 +187,8 @@ def _pooled_speaks(record: WindowRecord) -> bool:
     window's own alerts')."""
     decision = record.get("decision")
     split = record["split"]
-    own = None if split is None else split[VERDICT_METRIC]["likelihood_interval"]
+    parts = None if split is None else split_parts(split, VERDICT_METRIC)
+    own = None if parts is None else parts["likelihood_interval"]
     return decision is not None and decision["windows"] > 1 and own is None
 
 
@@ -228,11 +229,16 @@ def calibrated_drop(record: WindowRecord) -> bool:
     calibrated at the reference prior below 95% of the reference's AP, and the likelihood part
     below 0 at one-sided 99% confidence."""
     at_reference = record["calibrated"]["reference"]
-    calibrated = None if at_reference is None else number(at_reference[VERDICT_METRIC])
+    calibrated = (
+        None if at_reference is None else number(metric_value(at_reference, VERDICT_METRIC))
+    )
     summary = record["reference"]
-    reference = None if summary is None else number(summary["regular"][VERDICT_METRIC])
+    reference = (
+        None if summary is None else number(metric_value(summary["regular"], VERDICT_METRIC))
+    )
     split = record["split"]
-    interval = None if split is None else bounds(split[VERDICT_METRIC]["likelihood_interval"])
+    parts = None if split is None else split_parts(split, VERDICT_METRIC)
+    interval = None if parts is None else bounds(parts["likelihood_interval"])
     if calibrated is None or reference is None or interval is None:
         return False
     return calibrated_drop_holds(

@@ -23,7 +23,11 @@ counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks ali
 - no window module is left flat in ``calmon.services`` (``window_*``): they live in
   ``calmon.services.windows``;
 - the top-level parts of ``app`` (its subpackages and top-level modules) form no import cycle:
-  every import between two parts of one strongly connected component is a violation.
+  every import between two parts of one strongly connected component is a violation;
+- the metric engine, the offline report and the window record's builder
+  (:data:`DATABASE_FREE`) reach neither ``calmon.db`` nor SQLAlchemy, directly or through
+  anything they import (packages included): the builder takes the model's settings as the
+  engine's frozen config, so the offline report builds records without a database row.
 
 KNOWN_VIOLATIONS lists accepted exceptions, each with its reason (none today); the tests fail
 on any violation outside that list and on any listed one that no longer exists, so the list
@@ -201,6 +205,41 @@ SERVICE_ENGINE_ENTRY_POINTS: frozenset[str] = frozenset(
         "calmon.metrics.recalibration",
     }
 )
+
+
+#: What never reaches the database, directly or through what it imports: the metric engine, the
+#: offline report, and the window record's builder (``calmon.services.windows.record``) with the
+#: reference sets it reads (``calmon.services.windows.reference_cache``).
+DATABASE_FREE: tuple[str, ...] = (
+    "calmon.metrics",
+    "calmon.offline",
+    "calmon.services.windows.record",
+    "calmon.services.windows.reference_cache",
+)
+#: What :data:`DATABASE_FREE` must not reach.
+DATABASE: tuple[str, ...] = ("calmon.db", "sqlalchemy", "alembic")
+
+
+def reachable(graph: Mapping[str, Iterable[str]], roots: Iterable[str]) -> set[str]:
+    """Every module importing ``roots`` loads: what they import, what that imports, and so on,
+    with the packages each one lives in (importing ``a.b.c`` runs ``a`` and ``a.b`` first)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+        todo.extend(graph.get(name, ()))
+    return seen
+
+
+def database_reaches(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """The modules of :data:`DATABASE` that some module of :data:`DATABASE_FREE` loads."""
+    roots = [name for name in graph if within(name, *DATABASE_FREE)]
+    return sorted(name for name in reachable(graph, roots) if within(name, *DATABASE))
 
 
 def layering_violations(graph: Mapping[str, Iterable[str]]) -> set[str]:
@@ -390,3 +429,22 @@ def test_the_metric_engine_has_no_import_cycle_inside(graph: dict[str, set[str]]
         if within(name, "calmon.metrics")
     }
     assert [sorted(c) for c in strongly_connected(engine) if len(c) > 1] == []
+
+
+def test_reachability_follows_imports_and_the_packages_they_live_in() -> None:
+    graph = {"calmon.offline.a": {"calmon.ui.b"}, "calmon.ui.b": {"calmon.db.models"}}
+    assert database_reaches(graph) == ["calmon.db", "calmon.db.models"]
+    assert database_reaches({"calmon.services.windows.record": {"calmon.x"}, "calmon": {"c"}}) == []
+    via_package = {
+        "calmon.offline.a": {"calmon.services.windows.record"},
+        "calmon.services": {"sqlalchemy"},
+    }
+    assert database_reaches(via_package) == ["sqlalchemy"]
+
+
+def test_the_engine_the_offline_report_and_the_record_builder_never_reach_the_database(
+    graph: dict[str, set[str]],
+) -> None:
+    assert {"calmon.offline.html_report", "calmon.services.windows.record"} <= graph.keys()
+    assert "calmon.services.windows.record" in graph["calmon.offline.html_report"]
+    assert database_reaches(graph) == []

@@ -26,8 +26,9 @@ from calmon.metrics import evaluate
 from calmon.metrics.prepared import ScoreKind
 from calmon.notebook import evaluate_frame, report
 from calmon.records import EvaluationRecord, WindowRecord
-from calmon.services.windows.compute import evaluate_segment
-from calmon.services.windows.references import reference_from_scores
+from calmon.services.windows.compute import window_config
+from calmon.services.windows.record import evaluate_segment
+from calmon.services.windows.reference_cache import reference_from_scores
 from calmon.simulation.stream import PHASES, generate_window, plan_windows
 from calmon.timeline import iso
 from tests.unit.test_records import _missing_and_unknown
@@ -188,14 +189,14 @@ def test_the_report_holds_the_record_the_service_would_store(tmp_path: Path) -> 
     start = datetime.fromtimestamp(int(drifted.timestamps.min()) / 1e6, tz=UTC)
     end = datetime.fromtimestamp(int(drifted.timestamps.max()) / 1e6, tz=UTC)
     built = reference_from_scores(
-        model=model,
+        config=window_config(model),
         pos_sorted=np.sort(reference.scores[reference.labels == 1]),
         neg_sorted=np.sort(reference.scores[reference.labels == 0]),
         start=start - timedelta(hours=1),
         end=start,
     )
     stored, _, _ = evaluate_segment(
-        model=model,
+        config=window_config(model),
         segment="*",
         start=start,
         end=end,

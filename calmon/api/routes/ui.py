@@ -49,7 +49,7 @@ from calmon.api.deps import (
     matched_token,
 )
 from calmon.api.ratelimit import RateLimiter
-from calmon.catalogue import REGULAR_METRICS
+from calmon.catalogue import CHART_METRIC, REGULAR_METRICS
 from calmon.db.models import Model
 from calmon.names import ALL_SEGMENTS, SEGMENT_OR_ALL_PATTERN
 from calmon.records import WindowRecord
@@ -84,7 +84,7 @@ SESSION_SCOPES: Final = frozenset({"read"})
 #: windows shown by default on a model page, and at most
 DEFAULT_LAST: Final = 500
 MAX_LAST: Final = 5_000
-DEFAULT_METRIC: Final = "roc_auc"
+DEFAULT_METRIC: Final = CHART_METRIC
 #: no script, no frame, nothing from another host: the pages are HTML and inline SVG
 PAGE_POLICY: Final = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "

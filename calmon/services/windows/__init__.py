@@ -4,5 +4,5 @@ window's transaction (:mod:`.locks`), its rows (:mod:`.rows`), its reference set
 (:mod:`.references`, cached by :mod:`.reference_cache`), its pooled decision
 (:mod:`.decisions`), its computation (:mod:`.compute`) and stored record (:mod:`.record`), and
 the paged read of stored results with recompute requests (:mod:`.results`). How and why:
-``docs/scheduler.md``.
+``docs/reference/scheduler.md``.
 """

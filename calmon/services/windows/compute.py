@@ -9,18 +9,18 @@ wait for the scheduler only for those writes, never for a window's reads or eval
 steps and the reasons for them: ``docs/reference/scheduler.md`` ("Computing a window", "Segments",
 "Scaling out").
 
-Each segment is evaluated by the metric engine
-(:func:`calmon.metrics.window_evaluation.evaluate_window`, with the model's settings as a
-:class:`~calmon.metrics.window_evaluation.WindowConfig`); here are the reads, the record built
-from the evaluation (:func:`calmon.services.windows.record.segment_record`), what the pooled
-decision reads (:mod:`calmon.services.windows.decisions`) and the writes.
+Each segment's record is built by :func:`calmon.services.windows.record.evaluate_segment`, with
+the model's settings as a :class:`~calmon.metrics.window_evaluation.WindowConfig`
+(:func:`window_config`, read from the model's row here, at the service's boundary); here are the
+reads, what the pooled decision reads (:mod:`calmon.services.windows.decisions`) and the
+writes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 from sqlalchemy import delete, exists, func, insert, select
@@ -37,18 +37,18 @@ from calmon.db.models import (
     WindowState,
 )
 from calmon.db.session import begin_read_only
-from calmon.metrics.window_evaluation import WindowConfig, evaluate_window, window_set
+from calmon.metrics.window_evaluation import WindowConfig
 from calmon.names import ALL_SEGMENTS
-from calmon.records import SegmentsOverflow, WindowRecord
-from calmon.services.windows.decisions import (
-    TrailingPool,
-    compared_reference,
-    pooled_set,
-    trailing_pool,
-)
+from calmon.records import RECORD_VERSION, SegmentsOverflow, WindowRecord
+from calmon.services.windows.decisions import trailing_pool
 from calmon.services.windows.locks import begin_window
 from calmon.services.windows.planning import Fingerprint, still_due
-from calmon.services.windows.record import ComputedWindow, record_alerts, segment_record
+from calmon.services.windows.record import (
+    ComputedWindow,
+    TrailingPool,
+    evaluate_segment,
+    record_alerts,
+)
 from calmon.services.windows.reference_cache import Reference, ReferenceCache
 from calmon.services.windows.references import encode_scores, references_for
 from calmon.services.windows.rows import UNTRACKED, WindowRows, load_rows, tracked_segments
@@ -63,46 +63,6 @@ def window_config(model: Model) -> WindowConfig:
         pi0=tuple(float(p) for p in model.pi0),
         objective=model.objective,
     )
-
-
-def evaluate_segment(
-    *,
-    model: Model,
-    segment: str,
-    start: datetime,
-    end: datetime,
-    scores: np.ndarray[Any, np.dtype[np.float64]],
-    labels: np.ndarray[Any, np.dtype[np.int8]],
-    reference: Reference | None,
-    computed_at: datetime,
-    trailing: TrailingPool | None = None,
-    overflow: SegmentsOverflow | None = None,
-) -> tuple[WindowRecord, bytes, bytes]:
-    """The record of one segment of a window, and its sorted positives and negatives.
-
-    ``labels`` is -1 for predictions without a label (counted in ``unlabelled`` only).
-    ``trailing``: the trailing windows its decision pools (None: the window alone);
-    ``overflow``: the window's ``segments_overflow`` (``*`` only).
-    """
-    evaluation = evaluate_window(
-        window_set(scores, labels, name=segment, score_kind=model.score_kind),
-        None if reference is None else reference.data,
-        window_config(model),
-        pooled_set(model=model, trailing=trailing, reference=reference),
-    )
-    record = segment_record(
-        evaluation,
-        segment=segment,
-        start=start,
-        end=end,
-        computed_at=computed_at,
-        reference=reference,
-        pooled=(1, start) if trailing is None else (trailing.windows + 1, trailing.start),
-        compared=compared_reference(model=model, trailing=trailing, reference=reference),
-        overflow=overflow,
-    )
-    prepared = evaluation.prepared
-    return record, encode_scores(prepared.pos_sorted), encode_scores(prepared.neg_sorted)
 
 
 def _register_segments(session: Session, *, model: Model, start: datetime, now: datetime) -> int:
@@ -372,6 +332,7 @@ def _evaluate_segments(
     """Evaluate ``*``, then each tracked segment present in the window by position; the
     record of ``*`` carries ``overflow``; ``trailing``: what each segment's decision pools;
     each segment's ``computed_at`` is read from ``clock`` as its evaluation begins."""
+    config = window_config(model)
     outputs = []
     for name, position in _segment_groups(rows, segments):
         if position is None:
@@ -381,7 +342,7 @@ def _evaluate_segments(
             scores, labels = rows.scores[mask], rows.labels[mask]
         computed_at = clock.now()
         record, positives, negatives = evaluate_segment(
-            model=model,
+            config=config,
             segment=name,
             start=start,
             end=end,
@@ -392,7 +353,11 @@ def _evaluate_segments(
             trailing=trailing.get(name),
             overflow=overflow if position is None else None,
         )
-        outputs.append(_SegmentOutput(name, computed_at, record, positives, negatives))
+        outputs.append(
+            _SegmentOutput(
+                name, computed_at, record, encode_scores(positives), encode_scores(negatives)
+            )
+        )
         del scores, labels
     return outputs
 
@@ -426,6 +391,7 @@ def _replace_results(
                 unlabelled=record["unlabelled"],
                 prior=record["prior"],
                 record=record,
+                record_version=RECORD_VERSION,
                 alerts=record_alerts(record),
             )
         )

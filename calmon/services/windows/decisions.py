@@ -24,7 +24,6 @@ from sqlalchemy.orm import Session
 from calmon.arrays import FloatArray
 from calmon.db.models import Model, WindowResult, WindowScores, WindowState
 from calmon.db.session import binary_rows
-from calmon.metrics.window_evaluation import TrailingSet
 from calmon.names import ALL_SEGMENTS
 from calmon.services.model_registry import (
     DEFAULT_DECISION_POSITIVES,
@@ -32,7 +31,8 @@ from calmon.services.model_registry import (
     decision_of,
     duration_seconds,
 )
-from calmon.services.windows.reference_cache import Reference, ReferenceCache
+from calmon.services.windows.record import TrailingPool
+from calmon.services.windows.reference_cache import ReferenceCache
 from calmon.services.windows.references import decode_scores, references_for
 from calmon.services.windows.rows import load_rows
 from calmon.timeline import window_length
@@ -48,18 +48,6 @@ class DecisionSettings:
 
     min_positives: int = DEFAULT_DECISION_POSITIVES
     max_span: timedelta = DEFAULT_MAX_SPAN
-
-
-@dataclass(frozen=True, slots=True)
-class TrailingPool:
-    """The trailing windows a segment's decision pools besides its window, oldest first: their
-    start, count, sorted scores, and the reference the pooled set is compared with."""
-
-    start: datetime
-    windows: int
-    positives: list[FloatArray]
-    negatives: list[FloatArray]
-    reference: Reference | None
 
 
 def settings_of(model: Model) -> DecisionSettings:
@@ -223,29 +211,5 @@ def trailing_pool(
         positives=[decode_scores(pos) for pos, _ in stored] + [pos for pos, _ in rows.values()],
         negatives=[decode_scores(neg) for _, neg in stored] + [neg for _, neg in rows.values()],
         reference=reference,
-    )
-
-
-def compared_reference(
-    *, model: Model, trailing: TrailingPool | None, reference: Reference | None
-) -> Reference | None:
-    """The reference a window's decision is compared with: the trailing pool's for a trailing
-    reference when the decision pools earlier windows, else the window's own ``reference``."""
-    if trailing is not None and model.reference_kind == "trailing":
-        return trailing.reference
-    return reference
-
-
-def pooled_set(
-    *, model: Model, trailing: TrailingPool | None, reference: Reference | None
-) -> TrailingSet | None:
-    """What the engine pools with a window (None: the window alone), compared with the
-    trailing pool's reference for a trailing reference, else with the window's own."""
-    if trailing is None:
-        return None
-    compared = compared_reference(model=model, trailing=trailing, reference=reference)
-    return TrailingSet(
-        positives=trailing.positives,
-        negatives=trailing.negatives,
-        reference=None if compared is None else compared.data,
+        reference_kind=model.reference_kind,
     )

@@ -24,6 +24,7 @@ from sqlalchemy import (
     BigInteger,
     and_,
     case,
+    exists,
     func,
     literal,
     or_,
@@ -40,8 +41,10 @@ from calmon.db.models import (
     Model,
     ModelScan,
     Prediction,
+    WindowResult,
     WindowState,
 )
+from calmon.records import RECORD_VERSION
 from calmon.timeline import EPOCH, WINDOW_SECONDS
 
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -466,6 +469,26 @@ def request_windows(
             retry_at=None,
         )
     )
+
+
+def request_outdated_records(session: Session, *, model: Model, now: datetime) -> int:
+    """Request the computed windows of ``model`` holding a record of a shape older than
+    :data:`~calmon.records.RECORD_VERSION`, so that they are computed again; returns how many.
+    The scheduler asks once per model when it starts leading (the upgrade to the shape of
+    revision 0011 requested its windows itself)."""
+    starts = session.scalars(
+        select(WindowState.starts_at).where(
+            WindowState.model_id == model.id,
+            WindowState.computed_version >= WindowState.version,
+            exists().where(
+                WindowResult.model_id == model.id,
+                WindowResult.starts_at == WindowState.starts_at,
+                WindowResult.record_version < RECORD_VERSION,
+            ),
+        )
+    ).all()
+    request_windows(session, model_id=model.id, starts=list(starts), now=now)
+    return len(starts)
 
 
 def refresh_for_fixed_reference(session: Session, *, model: Model, now: datetime) -> int:

@@ -1,5 +1,7 @@
-"""A built reference set (:class:`Reference`) and the in-memory cache of them; what the cache
-keys hold: ``docs/reference/scheduler.md`` ("Pooling without holding the rows").
+"""A built reference set (:class:`Reference`), how one is finished from its pooled scores
+(:func:`pooled_reference`), and the in-memory cache of them; what the cache keys hold:
+``docs/reference/scheduler.md`` ("Pooling without holding the rows"). Nothing here reads the
+database (:mod:`calmon.services.windows.references` reads what is pooled).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from calmon.metrics.window_evaluation import ReferenceSet
+from calmon.arrays import FloatArray
+from calmon.metrics import Pool, evaluate_ranked
+from calmon.metrics.window_evaluation import ReferenceSet, WindowConfig
 from calmon.timeline import iso
 
 CACHE_ENTRIES: Final = 256
@@ -61,6 +65,53 @@ class Reference:
             "prior": evaluation["prior"],
             "regular": evaluation["regular"],
         }
+
+
+def pooled_reference(
+    pool: Pool,
+    *,
+    threshold: float,
+    score_kind: str,
+    kind: str,
+    start: datetime,
+    end: datetime,
+    windows: int | None,
+) -> Reference:
+    """The reference of a complete ``pool``, with its regular metrics at ``threshold``."""
+    ranking = pool.ranking()
+    evaluation = evaluate_ranked(
+        ranking, pool.sums, threshold=threshold, pi0=(), score_kind=score_kind
+    )
+    return Reference(
+        kind=kind,
+        start=start,
+        end=end,
+        windows=windows,
+        data=ReferenceSet(ranking=ranking, sums=pool.sums, evaluation=evaluation),
+    )
+
+
+def reference_from_scores(
+    *,
+    config: WindowConfig,
+    pos_sorted: FloatArray,
+    neg_sorted: FloatArray,
+    start: datetime,
+    end: datetime,
+) -> Reference:
+    """A fixed reference made of one set's sorted positives and negatives, as the scheduler
+    builds one from stored windows (the offline report's reference)."""
+    pool = Pool(pos_sorted, threshold=config.threshold, score_kind=config.score_kind)
+    pool.add_negatives(neg_sorted)
+    return pooled_reference(
+        pool,
+        threshold=config.threshold,
+        score_kind=config.score_kind,
+        kind="fixed",
+        start=start,
+        end=end,
+        windows=None,
+    )
 
 
 class ReferenceCache:

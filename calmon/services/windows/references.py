@@ -21,13 +21,9 @@ from sqlalchemy.orm import Session
 from calmon.arrays import FloatArray
 from calmon.db.models import Model, WindowChange, WindowResult, WindowScores, WindowState
 from calmon.db.session import binary_rows
-from calmon.metrics import (
-    Pool,
-    evaluate_ranked,
-)
-from calmon.metrics.window_evaluation import ReferenceSet
+from calmon.metrics import Pool
 from calmon.names import ALL_SEGMENTS
-from calmon.services.windows.reference_cache import Reference, ReferenceCache
+from calmon.services.windows.reference_cache import Reference, ReferenceCache, pooled_reference
 from calmon.services.windows.rows import WindowRows, load_rows
 from calmon.timeline import window_length
 
@@ -44,43 +40,6 @@ def encode_scores(sorted_scores: FloatArray) -> bytes:
 def decode_scores(data: bytes) -> FloatArray:
     """Scores stored by :func:`encode_scores` (ascending)."""
     return np.frombuffer(data, dtype=STORED_DTYPE).astype(np.float64)
-
-
-def _finish(
-    pool: Pool,
-    *,
-    model: Model,
-    kind: str,
-    start: datetime,
-    end: datetime,
-    windows: int | None,
-) -> Reference:
-    """The reference of a complete pool, with its regular metrics."""
-    ranking = pool.ranking()
-    evaluation = evaluate_ranked(
-        ranking, pool.sums, threshold=model.threshold, pi0=(), score_kind=model.score_kind
-    )
-    return Reference(
-        kind=kind,
-        start=start,
-        end=end,
-        windows=windows,
-        data=ReferenceSet(
-            ranking=ranking,
-            sums=pool.sums,
-            evaluation=evaluation,
-        ),
-    )
-
-
-def reference_from_scores(
-    *, model: Model, pos_sorted: FloatArray, neg_sorted: FloatArray, start: datetime, end: datetime
-) -> Reference:
-    """A fixed reference made of one set's sorted positives and negatives, as the scheduler
-    builds one from stored windows (the offline report's reference)."""
-    pool = Pool(pos_sorted, threshold=model.threshold, score_kind=model.score_kind)
-    pool.add_negatives(neg_sorted)
-    return _finish(pool, model=model, kind="fixed", start=start, end=end, windows=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +106,10 @@ def _trailing_reference(
     del positives, pos_sorted
     for negatives in _stored_negatives(session, model=model, segment=segment, starts=starts):
         pool.add_negatives(negatives)
-    return _finish(
+    return pooled_reference(
         pool,
-        model=model,
+        threshold=model.threshold,
+        score_kind=model.score_kind,
         kind="trailing",
         start=windows[0].start,
         end=windows[-1].end,
@@ -228,7 +188,15 @@ def _fixed_references(
             session, model=model, start=chunk_start, end=chunk_end, pools=pools, positions=positions
         )
     return {
-        name: _finish(pool, model=model, kind="fixed", start=start, end=end, windows=None)
+        name: pooled_reference(
+            pool,
+            threshold=model.threshold,
+            score_kind=model.score_kind,
+            kind="fixed",
+            start=start,
+            end=end,
+            windows=None,
+        )
         for name, pool in pools.items()
     }
 

@@ -1,16 +1,19 @@
-"""Migrations: up, down to base, up again, on PostgreSQL and SQLite; schema equals the models."""
+"""Migrations: up, down to base, up again, on PostgreSQL and SQLite; schema equals the models;
+what the revisions that move stored rows do to a populated database of the revision before."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, insert, inspect, select, text
+from sqlalchemy import Engine, Text, cast, insert, inspect, select, text, update
 from sqlalchemy.orm import Session
 
 from calmon.db import migrate
@@ -19,15 +22,20 @@ from calmon.db.models import (
     Model,
     ModelScan,
     Prediction,
+    UTCDateTime,
     WindowChange,
+    WindowResult,
     WindowState,
     postgresql_metadata,
 )
 from calmon.db.session import create_db_engine, create_session_factory
+from calmon.names import ALL_SEGMENTS
+from calmon.records import RECORD_VERSION
 from calmon.services.model_registry import ModelConfig, _columns, config_of, put_model
-from calmon.services.windows.planning import scan_model
+from calmon.services.windows.planning import request_outdated_records, scan_model
 from calmon.settings import Settings
 
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "windows" / "golden_records.json"
 #: the scan margin that revision 0004 back-fills with: the default one
 DEFAULT_MARGIN = timedelta(seconds=Settings.model_fields["scheduler_scan_margin"].default)
 
@@ -353,3 +361,146 @@ def test_models_keep_the_default_decision_across_0007(engine: Engine) -> None:
     assert "decision" not in {c["name"] for c in inspect(engine).get_columns("models")}
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM models")).scalar() == 1
+
+
+def _golden_record(key: str) -> dict[str, Any]:
+    """A record as computed today (``tests/data/windows/golden_records.json``)."""
+    texts = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    record: dict[str, Any] = json.loads(texts[key])
+    return record
+
+
+def _older_shapes() -> list[tuple[dict[str, Any], int]]:
+    """Records paired with the version 0011 gives them: today's shapes (an estimate, a
+    positives' shift test and an advice, or none of them) 2; each older shape 1."""
+    full = _golden_record("2021-03-01T00:15:00+00:00 *")
+    bare = _golden_record("2021-03-01T00:00:00+00:00 *")
+    assert full["estimated"] is not None
+    assert full["decision"]["positives_shift"] is not None
+    assert bare["estimated"] is None
+    assert bare["decision"]["positives_shift"] is None
+    shapes: list[tuple[dict[str, Any], int]] = [(full, 2), (bare, 2)]
+
+    def older(change: Callable[[dict[str, Any]], None]) -> None:
+        record = json.loads(json.dumps(full))
+        change(record)
+        shapes.append((record, 1))
+
+    older(lambda r: r.pop("decision"))
+    older(lambda r: r.pop("advice"))
+    older(lambda r: r["intervals"].pop("absent"))
+    older(lambda r: r["estimated"].pop("verdict"))
+    older(lambda r: r["estimated"].pop("positive_class_ratio_resolved"))
+    older(lambda r: r["decision"]["positives_shift"].pop("location_z"))
+    older(lambda r: r["estimated"]["label_shift"].update(method="cvm_mixture_bootstrap"))
+    older(lambda r: r["estimated"].update(verdict="class_ratio_moved"))
+    older(lambda r: r["advice"].update(expected_intervals=None))
+    older(
+        lambda r: r["decision"].update(
+            positives_shift={"method": "mann_whitney", "z": 0.4, "p_value": 0.34}
+        )
+    )
+    return shapes
+
+
+def test_records_get_the_version_of_their_shape_across_0011(engine: Engine) -> None:
+    """0010 -> 0011 gives each stored record the version of its shape, leaves its bytes as
+    they were, and requests the computed windows holding an older shape (and only those);
+    later, the scheduler's request of records older than RECORD_VERSION finds a window whose
+    record is outdated; the downgrade drops the column and keeps the records."""
+    migrate.upgrade(engine, "0010")
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    hour = timedelta(hours=1)
+    first = datetime(2026, 10, 1, tzinfo=UTC)
+    shapes = _older_shapes()
+    states = sa.table(
+        "window_states",
+        *(sa.column(name, sa.Integer()) for name in ("model_id", "version", "computed_version")),
+        *(sa.column(name, UTCDateTime()) for name in ("starts_at", "ends_at", "checkpoint_at")),
+        sa.column("failures", sa.Integer()),
+    )
+    results = sa.table(
+        "window_results",
+        *(sa.column(name, sa.Integer()) for name in ("model_id", "version", "n", "n_pos")),
+        *(sa.column(name, UTCDateTime()) for name in ("starts_at", "ends_at", "computed_at")),
+        sa.column("unlabelled", sa.Integer()),
+        sa.column("segment", sa.String()),
+        sa.column("computed_by", sa.String()),
+        sa.column("record", sa.JSON()),
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                'INSERT INTO models (name, score_kind, "window", threshold, pi0,'
+                " reference_kind, reference_windows, grace_seconds, max_segments,"
+                " created_at, updated_at) VALUES ('old', 'probability', '1h', 0.5, '[]',"
+                " 'trailing', 7, 600, 20, :now, :now)"
+            ),
+            {"now": now},
+        )
+        model_id = conn.scalar(text("SELECT id FROM models WHERE name = 'old'"))
+        for i, (record, _) in enumerate(shapes):
+            start = first + i * hour
+            window = {"model_id": model_id, "starts_at": start, "ends_at": start + hour}
+            conn.execute(
+                insert(states).values(
+                    **window, version=1, computed_version=1, checkpoint_at=now, failures=0
+                )
+            )
+            conn.execute(
+                insert(results).values(
+                    **window,
+                    segment=ALL_SEGMENTS,
+                    computed_at=now,
+                    computed_by="test",
+                    version=1,
+                    n=record["n"],
+                    n_pos=record["n_pos"],
+                    unlabelled=record["unlabelled"],
+                    record=record,
+                )
+            )
+        stored_before = (
+            conn.execute(select(cast(results.c.record, Text)).order_by(results.c.starts_at))
+            .scalars()
+            .all()
+        )
+    migrate.upgrade(engine)
+    sessions = create_session_factory(engine)
+    with sessions() as session:
+        found = session.execute(
+            select(WindowResult.record_version, cast(WindowResult.record, Text)).order_by(
+                WindowResult.starts_at
+            )
+        ).all()
+        assert [version for version, _ in found] == [version for _, version in shapes]
+        assert [text_ for _, text_ in found] == stored_before
+        requested = session.execute(
+            select(WindowState.version, WindowState.requested_at.is_not(None)).order_by(
+                WindowState.starts_at
+            )
+        ).all()
+        assert [tuple(row) for row in requested] == [
+            (1, False) if version == RECORD_VERSION else (2, True) for _, version in shapes
+        ]
+        session.execute(
+            update(WindowResult)
+            .where(WindowResult.starts_at == first)
+            .values(record_version=RECORD_VERSION - 1)
+        )
+        model = session.get_one(Model, model_id)
+        assert request_outdated_records(session, model=model, now=now) == 1
+        assert request_outdated_records(session, model=model, now=now) == 0
+        session.commit()
+        assert session.get_one(WindowState, (model_id, first)).version == 2
+    migrate.downgrade(engine, "0010")
+    assert "record_version" not in {
+        c["name"] for c in inspect(engine).get_columns("window_results")
+    }
+    with engine.connect() as conn:
+        after = (
+            conn.execute(select(cast(results.c.record, Text)).order_by(results.c.starts_at))
+            .scalars()
+            .all()
+        )
+    assert after == stored_before

@@ -6,9 +6,8 @@ positives) and a latest window of 20,000 predictions. Scores are Beta-distribute
 with parameters drawn per model (not binormal), rounded to 4 decimals (ties, as real scores
 have). In the "shift" models only the class ratio moves (π times 3 or 5, same P(score | y)); in
 the "drop" models the ratio moves the same way and the positives' scores also fall. The window
-records come from the scheduler's own code
-(:func:`calmon.services.windows.compute.evaluate_segment`: metric engine, bootstrap intervals,
-likelihood split) and their series from the exporter's
+records come from the scheduler's own code (:func:`calmon.services.windows.record.evaluate_segment`:
+metric engine, bootstrap intervals, likelihood split) and their series from the exporter's
 (:func:`calmon.exporter.snapshot.build_snapshot`); promtool evaluates the real rule on them and
 counts the firing alerts through ``ALERTS``.
 """
@@ -30,7 +29,8 @@ from calmon.exporter.snapshot import LatestWindow, build_snapshot
 from calmon.metrics.evaluation import evaluate_ranked, set_sums
 from calmon.metrics.prepared import prepare
 from calmon.metrics.window_evaluation import ReferenceSet
-from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.compute import window_config
+from calmon.services.windows.record import evaluate_segment
 from calmon.services.windows.reference_cache import Reference
 from tests.integration.deploy.test_prometheus_rules import RULES, _rules
 
@@ -94,7 +94,7 @@ def _latest_window(name: str, seed: int, *, factor: int, drop: float) -> LatestW
     scores, labels = _draw(rng, REFERENCE_PRIOR * factor, negatives, shifted)
     model = Model(name=name, score_kind="probability", threshold=THRESHOLD, pi0=[])
     record, _, _ = evaluate_segment(
-        model=model,
+        config=window_config(model),
         segment="*",
         start=WINDOW_START,
         end=WINDOW_START + HOUR,

@@ -8,8 +8,8 @@ it (about 160 positives). Scores are Beta-distributed per class with parameters 
 rounded to 4 decimals. In the "shift" models only the class ratio moves (times 1/3 or 3, same
 P(score | y), in all 8 windows); in the "drop" models the ratio stays and the positives' scores
 fall in all 8. The records come from the scheduler's own code
-(:func:`calmon.services.windows.compute.evaluate_segment` with the pooled windows as
-:class:`calmon.services.windows.decisions.TrailingPool`), their series from the exporter's, and
+(:func:`calmon.services.windows.record.evaluate_segment` with the pooled windows as
+:class:`calmon.services.windows.record.TrailingPool`), their series from the exporter's, and
 promtool evaluates the real rule on them, counting the firing alerts through ``ALERTS``. One
 decision per model: a week of hourly decisions is the study's (``docs/measurements/decisions.md``).
 """
@@ -25,8 +25,8 @@ import pytest
 from bench.harness.promql import selectors
 from calmon.db.models import Model
 from calmon.exporter.snapshot import LatestWindow
-from calmon.services.windows.compute import evaluate_segment
-from calmon.services.windows.decisions import TrailingPool
+from calmon.services.windows.compute import window_config
+from calmon.services.windows.record import TrailingPool, evaluate_segment
 from tests.integration.deploy.test_calibrated_drop_alert import (
     HOUR,
     REFERENCE_START,
@@ -77,10 +77,11 @@ def _latest_window(name: str, seed: int, *, factor: float, drop: float) -> Lates
         positives=[np.sort(s[y == 1]) for s, y in pooled],
         negatives=[np.sort(s[y == 0]) for s, y in pooled],
         reference=None,
+        reference_kind="fixed",
     )
     model = Model(name=name, score_kind="probability", threshold=THRESHOLD, pi0=[])
     record, _, _ = evaluate_segment(
-        model=model,
+        config=window_config(model),
         segment="*",
         start=WINDOW_START,
         end=WINDOW_START + HOUR,

@@ -6,7 +6,7 @@ parameters drawn per model, rounded to 3 decimals (ties). "shift" models: only t
 moves (x1/3 or x3); "drift" models: the class ratio stays and the negatives' scores rise (a
 covariate change inside a class); "labelled" models: a x3 shift whose window has its labels
 (the measured ratio decides); "tiny": four unlabelled predictions. Records come from the
-scheduler's own code (:func:`calmon.services.windows.compute.evaluate_segment`) and series from
+scheduler's own code (:func:`calmon.services.windows.record.evaluate_segment`) and series from
 the exporter's (:func:`calmon.exporter.snapshot.build_snapshot`); promtool evaluates the real
 rules and counts the firing alerts through ``ALERTS``.
 """
@@ -24,7 +24,8 @@ from bench.harness.promql import selectors
 from calmon.db.models import Model
 from calmon.exporter.snapshot import LatestWindow
 from calmon.metrics.label_free import CHECK_METHOD
-from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.compute import window_config
+from calmon.services.windows.record import evaluate_segment
 from tests.integration.deploy.test_calibrated_drop_alert import (
     THRESHOLD,
     WINDOW_START,
@@ -80,7 +81,9 @@ def _latest_window(
     if not labelled:
         labels = np.full_like(labels, -1)
     record, _, _ = evaluate_segment(
-        model=Model(name=name, score_kind="probability", threshold=THRESHOLD, pi0=[]),
+        config=window_config(
+            Model(name=name, score_kind="probability", threshold=THRESHOLD, pi0=[])
+        ),
         segment="*",
         start=WINDOW_START,
         end=WINDOW_START + HOUR,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from calmon.arrays import FloatArray
-from calmon.metrics.decision import DECISION_METRIC, decide, decision_from_split, positives_shift
+from calmon.catalogue import DECISION_METRIC
+from calmon.metrics.decision import decide, decision_from_split, positives_shift
 from calmon.metrics.evaluation import evaluate_ranked, set_sums
 from calmon.metrics.label_free import label_shift_reference
 from calmon.metrics.prepared import prepare

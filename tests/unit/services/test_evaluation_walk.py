@@ -1,5 +1,5 @@
 """The walk from a window's rows to its record goes down to the metric engine once and comes
-back once: while :func:`calmon.services.windows.compute.evaluate_segment` runs, the service calls
+back once: while :func:`calmon.services.windows.record.evaluate_segment` runs, the service calls
 the engine only to build its inputs (settings, what is pooled, the window's arrays) and to
 evaluate them once (the pooled decision included), and no engine code calls back into the
 service layer."""
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from calmon.db.models import Model
-from calmon.services.windows.compute import evaluate_segment
-from calmon.services.windows.decisions import TrailingPool
+from calmon.services.windows.compute import window_config
+from calmon.services.windows.record import TrailingPool, evaluate_segment
 
 START = datetime(2026, 11, 1, 8, tzinfo=UTC)
 
@@ -37,6 +37,7 @@ def _walk() -> tuple[Counter[str], Counter[str]]:
         positives=[np.sort(scores[labels == 1])] * 2,
         negatives=[np.sort(scores[labels == 0])] * 2,
         reference=None,
+        reference_kind="trailing",
     )
     model = Model(
         name="walk",
@@ -65,7 +66,7 @@ def _walk() -> tuple[Counter[str], Counter[str]]:
     sys.setprofile(profile)
     try:
         record, _, _ = evaluate_segment(
-            model=model,
+            config=window_config(model),
             segment="*",
             start=START,
             end=START + timedelta(hours=1),

@@ -13,7 +13,8 @@ import numpy as np
 from calmon.db.models import Model
 from calmon.metrics.window_evaluation import segment_seed
 from calmon.records import WindowRecord
-from calmon.services.windows.compute import evaluate_segment
+from calmon.services.windows.compute import window_config
+from calmon.services.windows.record import evaluate_segment
 
 START = datetime(2026, 11, 1, 8, tzinfo=UTC)
 
@@ -32,7 +33,7 @@ def _data(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _record(model: Model, start: datetime, scores: np.ndarray, labels: np.ndarray) -> WindowRecord:
     record, _, _ = evaluate_segment(
-        model=model,
+        config=window_config(model),
         segment="*",
         start=start,
         end=start + timedelta(hours=1),
