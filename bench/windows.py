@@ -56,7 +56,6 @@ import numpy.typing as npt
 import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench.harness.processes import cpu_seconds
 from bench.scratch import migrated_scratch
 from calmon.arrays import FloatArray
 from calmon.db import migrate
@@ -86,6 +85,7 @@ from calmon.services.references import references_for
 from calmon.services.window_compute import compute_window, evaluate_segment, window_config
 from calmon.services.window_rows import load_rows
 from calmon.settings import Settings
+from harness.processes import cpu_seconds
 
 PRIOR = 0.01
 #: Shares of unlabelled predictions at which the label-free estimate is timed.

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.harness.processes import clean_environment
 from calmon.ui.verdict import Verdict
+from harness.processes import clean_environment
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.harness.promql import selectors
 from calmon.db.models import Model
 from calmon.exporter.snapshot import LatestWindow
 from calmon.metrics.label_free import CHECK_METHOD
 from calmon.services.window_compute import evaluate_segment
+from harness.promql import selectors
 from tests.integration.deploy.test_calibrated_drop_alert import (
     THRESHOLD,
     WINDOW_START,

@@ -14,12 +14,12 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
-from bench.harness.processes import wait_for
 from calmon.db.models import Model, Prediction, WindowChange
 from calmon.services.reference_cache import ReferenceCache
 from calmon.services.retention import expire_windows_batch, run_retention
 from calmon.services.retention_bound import change_retention
 from calmon.services.window_compute import compute_window
+from harness.processes import wait_for
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Batch,

@@ -1,4 +1,4 @@
-"""A small run of the pooled-decision study (``bench/studies/decision.py``; the full table is
+"""A small run of the pooled-decision study (``studies/decision.py``; the full table is
 ``bench/decisions.py``'s, in ``docs/metrics.md``): hourly windows of rare positives against a
 fixed reference of two days, each hour's decision pooling back to 400 positives (the default).
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.studies.decision import (
+from studies.decision import (
     HELD_OUT_FAMILIES,
     RARE_FAMILIES,
     Regime,

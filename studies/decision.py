@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from bench.studies.coverage import Family, Mixture
 from calmon.arrays import FloatArray
 from calmon.metrics.decision import BOTH, DECISION_METRIC, PAGE_P, WORSE, decide_all, page
 from calmon.metrics.evaluation import SetSums, evaluate_ranked, set_sums
 from calmon.metrics.ranking import Ranking, rank_sorted
 from calmon.metrics.split import PART_INTERVAL_METRICS, shapley_parts
 from calmon.services.model_registry import DEFAULT_DECISION_POSITIVES
+from studies.coverage import Family, Mixture
 
 REFERENCE_HOURS = 48
 WARMUP_HOURS = 24
