@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from tests.support.databases import database_url, throwaway_database
-from tests.support.skips import NOT_RUN, NOTES, not_run_reasons
+from tests.support.skips import NOT_RUN, NOTES, not_run_reasons, write_summary
 
 _skipped_for_postgres = not_run_reasons("PostgreSQL tests")
 
@@ -116,19 +116,5 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say loudly which tests did not run (PostgreSQL's, the container's, the deployment
-    checks), so nobody mistakes a partial pass; then the notes. In the fast loop
-    (``CALMON_TEST_FAST=1``, set by ``scripts/test --fast``) leaving them out is the point:
-    one plain line each."""
-    fast = os.environ.get("CALMON_TEST_FAST") == "1"
-    for title, reasons in NOT_RUN.items():
-        if reasons and fast:
-            terminalreporter.write_line(
-                f"{title}: not run in the fast loop (./scripts/test runs them)"
-            )
-        elif reasons:
-            terminalreporter.write_sep("!", f"{title} DID NOT RUN", red=True, bold=True)
-            for reason in sorted(set(reasons)):
-                terminalreporter.write_line(reason, red=True)
-    for note in NOTES:
-        terminalreporter.write_line(note)
+    """Say what did not run, and the notes (:func:`~tests.support.skips.write_summary`)."""
+    write_summary(terminalreporter)

@@ -16,9 +16,9 @@ from calmon.db.models import Model
 from calmon.services.planning import scan_model
 from calmon.services.reference_cache import ReferenceCache
 from calmon.services.window_compute import compute_window
-from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
+    MARGIN,
     Env,
     by_window,
     create_model,
