@@ -5,7 +5,9 @@ create and drop databases (``scripts/test`` sets it, starting a throwaway server
 When it is empty or unreachable the PostgreSQL tests are skipped and the run ends with a loud
 warning, unless ``CALMON_REQUIRE_POSTGRES=1`` (CI), which turns that into a failure.
 
-Also the end of the run for every kind of test that could not run (``tests.support.skips.NOT_RUN``,
+Also the directory of the session's one migrated SQLite template
+(:data:`~tests.support.databases.SQLITE_TEMPLATE`), shared with every pytest-xdist worker; the
+end of the run for every kind of test that could not run (``tests.support.skips.NOT_RUN``,
 collected from each pytest-xdist worker), and the ``serial`` group of pytest-xdist: the tests
 that must not overlap each other (see :data:`SERIAL`), run one after the other on one worker
 under ``--dist loadgroup``.
@@ -14,13 +16,21 @@ under ``--dist loadgroup``.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support.databases import database_url, throwaway_database
+from tests.support.databases import (
+    SQLITE_TEMPLATE,
+    TEMPLATE_DIRECTORY,
+    database_url,
+    throwaway_database,
+)
 from tests.support.skips import NOT_RUN, NOTES, not_run_reasons, write_summary
 
 _skipped_for_postgres = not_run_reasons("PostgreSQL tests")
@@ -76,6 +86,28 @@ def postgres_database(postgres_admin_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test; yields its libpq URL, then drops it."""
     with throwaway_database(postgres_admin_url) as name:
         yield database_url(postgres_admin_url, name)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The directory of the session's SQLite template: a new one in the pytest-xdist controller
+    (or the lone process), the controller's in a worker."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        SQLITE_TEMPLATE.share(Path(workerinput[TEMPLATE_DIRECTORY]))
+    else:
+        SQLITE_TEMPLATE.share(Path(tempfile.mkdtemp(prefix="calmon-template-")))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Hand a starting pytest-xdist worker the directory of the session's SQLite template."""
+    node.workerinput[TEMPLATE_DIRECTORY] = str(SQLITE_TEMPLATE.directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's SQLite template, in the process that made its directory."""
+    if getattr(config, "workerinput", None) is None and SQLITE_TEMPLATE.directory is not None:
+        shutil.rmtree(SQLITE_TEMPLATE.directory, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
