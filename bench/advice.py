@@ -3,7 +3,7 @@
 
     .venv/bin/python -m bench.advice [--models 25] [--seed 0] [--objectives all] [--sizes 10]
 
-Runs ``bench/studies/advice.py``: per score family, ``--models`` references of each
+Runs ``studies/advice.py``: per score family, ``--models`` references of each
 size, each with a pair of 20,000-row windows at every prior (pure label shift), for each
 objective studied (target precision 0.8, alert budgets 0.01 and 0.002, costs 1:20), and
 prints, per group of families (design, held-out), prior and rule (``before``: for the target
@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from bench.studies.advice import (
+from studies.advice import (
     FAMILIES,
     OBJECTIVES,
     PRIORS,

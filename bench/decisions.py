@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.decisions [--families design|held-out|all] [--kind shift|drift|all]
         [--models 40] [--shift-models 30] [--save runs.pickle]
 
-Runs the regimes of ``bench/studies/decision.py``: pure prior shifts times 1/3 and 3
+Runs the regimes of ``studies/decision.py``: pure prior shifts times 1/3 and 3
 over a week of hourly windows at π_ref = 0.005 and 20 positives an hour; likelihood drifts
 lowering the calibrated AP by 20% over the day after they start (a share of the positives
 scored like the negatives, or every positive shrunk toward the negatives), against a reference
@@ -29,7 +29,7 @@ import pickle
 import time
 from statistics import NormalDist
 
-from bench.studies.decision import (
+from studies.decision import (
     DRIFT_KINDS,
     HELD_OUT_FAMILIES,
     RARE_FAMILIES,

@@ -6,7 +6,7 @@
 Builds a scratch PostgreSQL database (``bench/scratch.py``) holding ``--models`` models of
 ``max_segments`` 1,000, each with ``--segments`` tracked segments and one stored window per
 segment and for ``*``: the documented record with every value defined and ``--pi0``
-configured priors (``bench/harness/records.py``), the most series a window can give.
+configured priors (``harness/records.py``), the most series a window can give.
 Then the API app (``create_app``, real HTTP routes through the ASGI client) is started on it,
 with a statement timeout of an hour so that the largest refresh completes (with the default
 30 s, a refresh of everything at 10 models was cut off on a loaded 2-core machine), and, per
@@ -36,13 +36,13 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 from sqlalchemy import insert
 
-from bench.harness.records import make_record
 from bench.scratch import Scratch, migrated_scratch
 from calmon.api.app import create_app
 from calmon.db.models import Model, ModelSegment, WindowLatest, WindowResult
 from calmon.exporter.refresh import WindowExporter
 from calmon.exporter.snapshot import build_snapshot, load_candidates, load_records, select_windows
 from calmon.settings import Settings
+from harness.records import make_record
 
 UNBOUNDED = 10**9
 #: seconds a statement may run: the bulk loads and the largest refresh must complete

@@ -86,7 +86,6 @@ import orjson
 import psycopg
 from psycopg import sql
 
-from bench.harness.processes import cpu_seconds
 from bench.scratch import create_scratch, drop_scratch
 from calmon.db import migrate
 from calmon.db.session import create_db_engine, create_session_factory
@@ -95,6 +94,7 @@ from calmon.services.ingest_batches import prediction_columns
 from calmon.services.ingest_schemas import PROBABILITY_PREDICTION_BATCH
 from calmon.services.model_registry import get_model
 from calmon.settings import Settings
+from harness.processes import cpu_seconds
 
 RATE_TARGET = 80_000
 RATIO_TARGET = 0.5

@@ -6,7 +6,7 @@
     .venv/bin/python -m bench.interval_coverage --noisy [--sets 300] [--before] [--family NAME]
         [--loss-rows 1]
 
-Runs the regimes of the coverage study (``bench/studies/coverage.py``, the same
+Runs the regimes of the coverage study (``studies/coverage.py``, the same
 seeds as ``test_interval_coverage.py``) and prints, per regime (a row), the share of sets whose
 published 95% interval covers the population value, as a Markdown table (``—`` where the
 metric publishes no interval in that regime), then the mean widths. With ``--split``, the
@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench.studies.coverage import (
+from calmon.metrics import intervals
+from studies.coverage import (
     ALL_MEAN_METRICS,
     MEAN_METRICS,
     MEAN_REGIMES,
@@ -42,7 +43,6 @@ from bench.studies.coverage import (
     population_parts,
     split_coverage,
 )
-from calmon.metrics import intervals
 
 
 def _print_table(results: list[tuple[str, Coverage]], names: tuple[str, ...]) -> None:

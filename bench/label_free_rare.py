@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python -m bench.label_free_rare [--references 4] [--windows 15]
 
-Families, scenarios and cells: ``bench/studies/label_free.py`` (design families
+Families, scenarios and cells: ``studies/label_free.py`` (design families
 ``beta``, ``gumbel``; held-out ``binormal``, ``noise``, ``tree``, ``student``). Windows of
 20,000 rows at priors 0.002, 0.005 and 0.02; references of 20,000 and 50,000 rows at 0.1.
 Prints a Markdown table: per cell the windows, the check's flags, π̂'s coverage of the
@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from bench.studies.label_free import DESIGN, HELD_OUT, RISES, run_cell
+from studies.label_free import DESIGN, HELD_OUT, RISES, run_cell
 
 PRIORS = (0.002, 0.005, 0.02)
 REFERENCE_ROWS = (20_000, 50_000)

@@ -16,7 +16,7 @@ the median's ratio to the 1 s budget.
 
 With ``--list``: a scratch SQLite database holds ``--models`` models of ``--segments`` tracked
 segments, each with one stored window of ``*`` and of every segment (the documented record
-with every value defined, ``bench/harness/records.py``; one segment in a hundred alerting,
+with every value defined, ``harness/records.py``; one segment in a hundred alerting,
 the others quiet; stored with their alert states, as the scheduler stores them), and the API
 app (``create_app``, real routes through the ASGI client) serves ``/ui``: the first load (the
 ``*`` records read), then ``--runs`` loads, their median and its ratio to the 0.1 s budget,
@@ -43,11 +43,6 @@ import httpx
 from fastapi.testclient import TestClient
 from sqlalchemy import insert, text
 
-from bench.harness.browser import Offline, chromium, chromium_path, load_seconds
-from bench.harness.processes import wait_until_up
-from bench.harness.records import make_record
-from bench.harness.stack import SERVE, LocalStack
-from bench.harness.web_view import MODEL, simulate, store_copies
 from bench.scratch import Scratch, migrated_scratch
 from calmon.api.app import create_app
 from calmon.db import migrate
@@ -56,6 +51,11 @@ from calmon.db.session import create_db_engine
 from calmon.records import WindowRecord
 from calmon.services.windows.record import record_alerts
 from calmon.settings import Settings
+from harness.browser import Offline, chromium, chromium_path, load_seconds
+from harness.processes import wait_until_up
+from harness.records import make_record
+from harness.stack import SERVE, LocalStack
+from harness.web_view import MODEL, simulate, store_copies
 
 TARGET = "bench"
 #: the load time of a page of 500 windows the ratio is printed against (docs/reference/ui.md,

@@ -59,7 +59,6 @@ import numpy.typing as npt
 import psycopg
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench.harness.processes import cpu_seconds
 from bench.scratch import Scratch, migrated_scratch
 from calmon.arrays import FloatArray
 from calmon.db import migrate
@@ -90,6 +89,7 @@ from calmon.services.windows.reference_cache import Reference, ReferenceCache
 from calmon.services.windows.references import references_for
 from calmon.services.windows.rows import load_rows
 from calmon.settings import Settings
+from harness.processes import cpu_seconds
 
 PRIOR = 0.01
 #: seconds a statement may take in the benchmark's database (the change scan of the set-up)

@@ -5,7 +5,9 @@ create and drop databases (``scripts/test`` sets it, starting a throwaway server
 When it is empty or unreachable the PostgreSQL tests are skipped and the run ends with a loud
 warning, unless ``CALMON_REQUIRE_POSTGRES=1`` (CI), which turns that into a failure.
 
-Also the end of the run for every kind of test that could not run (``tests.support.skips.NOT_RUN``,
+Also the directory of the session's one migrated SQLite template
+(:data:`~tests.support.databases.SQLITE_TEMPLATE`), shared with every pytest-xdist worker; the
+end of the run for every kind of test that could not run (``tests.support.skips.NOT_RUN``,
 collected from each pytest-xdist worker), and the ``serial`` group of pytest-xdist: the tests
 that must not overlap each other (see :data:`SERIAL`), run one after the other on one worker
 under ``--dist loadgroup``.
@@ -14,14 +16,22 @@ under ``--dist loadgroup``.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support.databases import database_url, throwaway_database
-from tests.support.skips import NOT_RUN, NOTES, not_run_reasons
+from tests.support.databases import (
+    SQLITE_TEMPLATE,
+    TEMPLATE_DIRECTORY,
+    database_url,
+    throwaway_database,
+)
+from tests.support.skips import NOT_RUN, NOTES, not_run_reasons, write_summary
 
 _skipped_for_postgres = not_run_reasons("PostgreSQL tests")
 
@@ -78,6 +88,28 @@ def postgres_database(postgres_admin_url: str) -> Iterator[str]:
         yield database_url(postgres_admin_url, name)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The directory of the session's SQLite template: a new one in the pytest-xdist controller
+    (or the lone process), the controller's in a worker."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        SQLITE_TEMPLATE.share(Path(workerinput[TEMPLATE_DIRECTORY]))
+    else:
+        SQLITE_TEMPLATE.share(Path(tempfile.mkdtemp(prefix="calmon-template-")))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Hand a starting pytest-xdist worker the directory of the session's SQLite template."""
+    node.workerinput[TEMPLATE_DIRECTORY] = str(SQLITE_TEMPLATE.directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's SQLite template, in the process that made its directory."""
+    if getattr(config, "workerinput", None) is None and SQLITE_TEMPLATE.directory is not None:
+        shutil.rmtree(SQLITE_TEMPLATE.directory, ignore_errors=True)
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``--dist loadgroup``: the tests of :data:`SERIAL` are one work unit, the
@@ -116,19 +148,5 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say loudly which tests did not run (PostgreSQL's, the container's, the deployment
-    checks), so nobody mistakes a partial pass; then the notes. In the fast loop
-    (``CALMON_TEST_FAST=1``, set by ``scripts/test --fast``) leaving them out is the point:
-    one plain line each."""
-    fast = os.environ.get("CALMON_TEST_FAST") == "1"
-    for title, reasons in NOT_RUN.items():
-        if reasons and fast:
-            terminalreporter.write_line(
-                f"{title}: not run in the fast loop (./scripts/test runs them)"
-            )
-        elif reasons:
-            terminalreporter.write_sep("!", f"{title} DID NOT RUN", red=True, bold=True)
-            for reason in sorted(set(reasons)):
-                terminalreporter.write_line(reason, red=True)
-    for note in NOTES:
-        terminalreporter.write_line(note)
+    """Say what did not run, and the notes (:func:`~tests.support.skips.write_summary`)."""
+    write_summary(terminalreporter)

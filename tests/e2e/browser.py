@@ -1,9 +1,9 @@
-"""The Chromium the web view tests drive (:mod:`bench.harness.browser` drives it): skipped
+"""The Chromium the web view tests drive (:mod:`harness.browser` drives it): skipped
 with a warning when there is none, a failure under ``CALMON_REQUIRE_CHROMIUM=1`` (CI)."""
 
 from __future__ import annotations
 
-from bench.harness.browser import chromium_path
+from harness.browser import chromium_path
 from tests.support.skips import not_run
 
 

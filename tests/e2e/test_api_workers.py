@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.harness.stack import api_workers
+from harness.stack import api_workers
 from tests.e2e.test_serve_quickstart import RECENT
 
 BATCHES = 24

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.harness.processes import calmon_command, wait_until_up
-from bench.harness.stack import API_TOKENS, SERVE, LocalStack, running
 from calmon.words import period_text
+from harness.processes import calmon_command, wait_until_up
+from harness.stack import API_TOKENS, SERVE, LocalStack, running
 
 pytestmark = pytest.mark.slow
 

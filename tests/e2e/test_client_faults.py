@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from calmon_client import Incident, Monitor
 
-from bench.harness.processes import wait_for
+from harness.processes import wait_for
 from tests.e2e.faults.helpers import TIMESTAMP, ApiProcess
 from tests.e2e.faults.postgres_server import PostgresServer
 from tests.support.databases import upgraded

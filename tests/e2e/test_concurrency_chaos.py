@@ -24,8 +24,8 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.harness.stack import api_workers
 from calmon.timeline import iso
+from harness.stack import api_workers
 
 THREADS = 16
 REQUESTS_PER_THREAD = 60

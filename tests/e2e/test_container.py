@@ -24,8 +24,10 @@ import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.harness.processes import free_port, wait_for
-from bench.harness.stack import (
+from calmon.db.migrate import head_revision
+from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE
+from harness.processes import free_port, wait_for
+from harness.stack import (
     API,
     API_TOKENS,
     DATABASE_URL,
@@ -36,8 +38,6 @@ from bench.harness.stack import (
     Placement,
     Role,
 )
-from calmon.db.migrate import head_revision
-from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE
 from tests.e2e import docker_client
 from tests.e2e.docker_client import docker, find_engine
 from tests.support.skips import assert_required_or_skipped

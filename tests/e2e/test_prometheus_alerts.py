@@ -6,7 +6,7 @@ simulated prior shift and a simulated likelihood drift.
 stable, prior: π 0.05 -> 0.008 with P(score | y) unchanged) and "likelihood-drift" (phases
 stable, likelihood: ROC AUC 0.90 -> 0.80 at π 0.05), so the latest window of each is in its
 drift phase. Prometheus (the Debian package's ``prometheus``) runs a copy of
-``deploy/prometheus`` in which only two things change (``bench.harness.stack.prometheus_config``):
+``deploy/prometheus`` in which only two things change (``harness.stack.prometheus_config``):
 both jobs scrape the one `calmon serve` process instead of discovering the compose services
 by DNS (as docs/reference/deployment.md says for a single process) and no Alertmanager is named, and
 the global scrape and evaluation intervals are 1 s instead of 15 s. The rules are the repository's,
@@ -40,8 +40,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.harness.processes import calmon_command, free_port, wait_for, wait_until_up
-from bench.harness.stack import (
+from harness.processes import calmon_command, free_port, wait_for, wait_until_up
+from harness.stack import (
     SERVE,
     LocalStack,
     prometheus_config,

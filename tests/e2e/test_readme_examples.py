@@ -27,9 +27,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.harness.processes import clean_environment, free_port, wait_for, wait_until_up
-from bench.harness.stack import SERVE, LocalStack, running
 from calmon.settings import parse_tokens
+from harness.processes import clean_environment, free_port, wait_for, wait_until_up
+from harness.stack import SERVE, LocalStack, running
 
 pytestmark = pytest.mark.slow
 

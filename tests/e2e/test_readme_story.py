@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.harness.processes import clean_environment
 from calmon.verdict import VERDICT_WORDS, Verdict
+from harness.processes import clean_environment
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

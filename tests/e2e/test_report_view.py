@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.harness.browser import Offline, chromium
-from bench.harness.processes import calmon_command
 from calmon.simulation.stream import PHASES, generate_window, plan_windows
+from harness.browser import Offline, chromium
+from harness.processes import calmon_command
 from tests.e2e.browser import require_chromium
 
 pytestmark = pytest.mark.slow

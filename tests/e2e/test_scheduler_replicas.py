@@ -2,7 +2,7 @@
 Prometheus running the repository's configuration and rules.
 
 `calmon migrate`, `calmon api` and three `calmon scheduler` processes (the roles of
-``bench.harness.stack``, each replica with a metrics port of its own, as the compose replicas
+``harness.stack``, each replica with a metrics port of its own, as the compose replicas
 discovered by DNS) share one database; predictions of three models (six closed 5-minute windows
 each) arrive through the API, and late labels for two computed windows while the back-fill goes
 on. Through Prometheus's HTTP API: every replica computed some windows and together exactly one
@@ -28,8 +28,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.harness.processes import free_port, wait_until_up
-from bench.harness.stack import (
+from harness.processes import free_port, wait_until_up
+from harness.stack import (
     API,
     MIGRATE,
     SCHEDULER,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.harness.processes import calmon_command, clean_environment, free_port, wait_until_up
+from harness.processes import calmon_command, clean_environment, free_port, wait_until_up
 
 #: an event time of the last hour, within the default retention period
 RECENT = (datetime.now(UTC) - timedelta(hours=1)).isoformat()

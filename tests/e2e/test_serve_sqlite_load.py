@@ -20,8 +20,8 @@ import numpy as np
 import orjson
 import pytest
 
-from bench.harness.processes import wait_for, wait_until_up
-from bench.harness.stack import SERVE, LocalStack
+from harness.processes import wait_for, wait_until_up
+from harness.stack import SERVE, LocalStack
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ the known likelihood drift.
 
 Each variant starts real processes on free ports (SQLite through `calmon serve`; PostgreSQL
 through `calmon migrate`, `calmon api` and `calmon scheduler`, the process set of the compose
-deployment as ``bench/harness/stack.py`` defines it), sends the default stream (20,000 predictions
+deployment as ``harness/stack.py`` defines it), sends the default stream (20,000 predictions
 per window, 4 windows per phase) and checks every window of each phase:
 
 - pure prior shift (π 0.05 -> 0.008, P(score | y) unchanged): regular average precision falls
@@ -51,10 +51,10 @@ import httpx
 import numpy as np
 import pytest
 
-from bench.harness.processes import calmon_command, wait_until_up
-from bench.harness.stack import API, MIGRATE, SCHEDULER, SERVE, LocalStack
 from calmon.metrics.evaluation import evaluate
 from calmon.simulation.stream import PHASES, WindowPlan, generate_window
+from harness.processes import calmon_command, wait_until_up
+from harness.stack import API, MIGRATE, SCHEDULER, SERVE, LocalStack
 
 pytestmark = pytest.mark.slow
 
@@ -314,7 +314,7 @@ def test_prior_shift_and_likelihood_drift_on_sqlite(tmp_path: Path) -> None:
 def test_prior_shift_and_likelihood_drift_on_postgresql(
     postgres_database: str, tmp_path: Path
 ) -> None:
-    """The compose deployment's processes (bench/harness/stack.py), on loopback ports."""
+    """The compose deployment's processes (harness/stack.py), on loopback ports."""
     stack = LocalStack.create(
         tmp_path,
         database_url=postgres_database.replace("postgresql://", "postgresql+psycopg://", 1),

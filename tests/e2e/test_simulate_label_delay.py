@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.harness.processes import calmon_command, wait_until_up
-from bench.harness.stack import SERVE, LocalStack
+from harness.processes import calmon_command, wait_until_up
+from harness.stack import SERVE, LocalStack
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness.processes import calmon_command, clean_environment, free_port, wait_until_up
-from bench.harness.stack import running
+from harness.processes import calmon_command, clean_environment, free_port, wait_until_up
+from harness.stack import running
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 2.0

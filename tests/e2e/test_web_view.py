@@ -3,7 +3,7 @@
 `calmon serve` (SQLite) receives a `calmon simulate` stream of three phases (stable, prior
 shift, likelihood drift; 3 windows of 20,000 predictions each) whose windows its scheduler
 computes. Then, with every request recorded and any to another host aborted (as on a network
-without internet, :class:`bench.harness.browser.Offline`):
+without internet, :class:`harness.browser.Offline`):
 
 - the model page renders every chart (the rendered SVG lines, bands and points have a size)
   and gives each window the verdict its phase calls for; a window's link selects it;
@@ -35,10 +35,10 @@ import httpx
 import pytest
 from playwright.sync_api import Browser
 
-from bench.harness.browser import Offline, chromium, load_seconds
-from bench.harness.processes import wait_until_up
-from bench.harness.stack import API, API_TOKENS, MIGRATE, SERVE, LocalStack
-from bench.harness.web_view import MODEL, simulate, store_copies
+from harness.browser import Offline, chromium, load_seconds
+from harness.processes import wait_until_up
+from harness.stack import API, API_TOKENS, MIGRATE, SERVE, LocalStack
+from harness.web_view import MODEL, simulate, store_copies
 from tests.e2e.browser import require_chromium
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,9 @@
-"""Fixtures for integration tests: a migrated database of each backend and API clients.
+"""Fixtures for integration tests: a migrated database of each backend, API clients, the
+test's clock, the scheduler tests' environment (``env``, also the exporter's and the scrape's)
+and promtool (the deployment checks' and the exporter's).
 
-The helpers they use live in :mod:`tests.support`; ``ClientFactory`` and ``upgraded`` are
-still importable from here, where they used to be."""
+The helpers they use live in :mod:`tests.support` and
+:mod:`tests.integration.scheduler.helpers`."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from calmon.api.app import create_app
+from calmon.db.session import create_db_engine, create_session_factory
 from calmon.settings import Settings
-from tests.integration.scheduler.helpers import SettledClock, settle
-from tests.support.clients import ClientFactory as ClientFactory
-from tests.support.databases import database_url, empty_postgres, throwaway_database
-from tests.support.databases import upgraded as upgraded
+from tests.integration.deploy.tools import tool
+from tests.integration.scheduler.helpers import MARGIN, Env, SettledClock, settle
+from tests.support.clients import ClientFactory
+from tests.support.databases import database_url, empty_postgres, throwaway_database, upgraded
 
 
 @pytest.fixture(scope="session")
@@ -81,3 +84,33 @@ def clock() -> SettledClock:
     (:func:`~tests.integration.scheduler.helpers.settle`). A fixture, so that no two tests
     share it."""
     return settle()
+
+
+@pytest.fixture
+def env(migrated_url: str, make_client: ClientFactory, clock: SettledClock) -> Iterator[Env]:
+    """A migrated database of each backend, an open API on it, and a scheduler factory (its
+    schedulers on the test's ``clock``)."""
+    settings = Settings(
+        database_url=migrated_url,
+        scheduler_scan_margin=MARGIN,
+        scheduler_interval=0.2,
+        retention_days=0,
+    )
+    engine = create_db_engine(settings)
+    environment = Env(
+        url=migrated_url,
+        client=make_client(retention_days=0),
+        settings=settings,
+        session_factory=create_session_factory(engine),
+        clock=clock,
+    )
+    yield environment
+    for scheduler in environment.schedulers:
+        scheduler.shutdown()
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Path of promtool; skips (or fails in CI) when it is missing."""
+    return tool("promtool")

@@ -1,17 +1,18 @@
 """Databases for the tests: a throwaway PostgreSQL database, a database brought to the latest
-schema (a new SQLite file as a copy of one migrated per test process), and emptying the
-session's shared PostgreSQL database."""
+schema (a new SQLite file as a copy of the one template migrated per test session), and
+emptying the session's shared PostgreSQL database."""
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import os
 import shutil
 import sqlite3
 import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 
 import psycopg
@@ -47,12 +48,12 @@ def database_url(admin_url: str, name: str) -> str:
 def upgraded(url: str) -> str:
     """``url``, its database brought to the latest schema.
 
-    A SQLite file that does not exist yet becomes a copy of :func:`sqlite_template`: the same
+    A SQLite file that does not exist yet becomes a copy of :data:`SQLITE_TEMPLATE`: the same
     bytes the migrations would write (schema and Alembic version), without running them for
     every test. Any other database is migrated."""
     path = new_sqlite_file(url)
     if path is not None:
-        shutil.copyfile(sqlite_template(), path)
+        shutil.copyfile(SQLITE_TEMPLATE.path(), path)
         return url
     engine = create_db_engine(Settings(database_url=url))
     try:
@@ -73,25 +74,67 @@ def new_sqlite_file(url: str) -> Path | None:
     return path
 
 
-@cache
-def sqlite_template() -> Path:
-    """A SQLite file migrated to the latest schema once per test process (so once per
-    pytest-xdist worker), its write-ahead log folded in, so that copying the file alone copies
-    the database. Removed when the process ends."""
-    directory = Path(tempfile.mkdtemp(prefix="calmon-template-"))
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    template = directory / "template.db"
-    engine = create_db_engine(Settings(database_url=f"sqlite:///{template}"))
+class SqliteTemplate:
+    """The SQLite file migrated to the latest schema that every new SQLite database of the
+    tests copies: migrated once per test session, not once per test nor per pytest-xdist
+    worker.
+
+    The session's processes share one directory (:meth:`share`: the root conftest creates it
+    in the pytest-xdist controller and hands it to each worker); the first process that needs
+    the template migrates it there under a file lock while the others wait, then every process
+    copies the finished file. Without a shared directory (the helpers used outside a pytest
+    session) each process makes its own, removed when it ends."""
+
+    FILE = "template.db"
+
+    def __init__(self) -> None:
+        self.directory: Path | None = None
+        self._path: Path | None = None
+
+    def share(self, directory: Path) -> None:
+        """Build (or find) the template in ``directory``, which the session's processes share."""
+        self.directory = directory
+        self._path = None
+
+    def path(self) -> Path:
+        """The migrated template file, built on the first call of the session."""
+        if self._path is None:
+            self._path = self._built()
+        return self._path
+
+    def _built(self) -> Path:
+        directory = self.directory
+        if directory is None:
+            directory = Path(tempfile.mkdtemp(prefix="calmon-template-"))
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        template = directory / self.FILE
+        with (directory / f"{self.FILE}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not template.exists():
+                migrated_sqlite_file(directory / f"building-{os.getpid()}.db").replace(template)
+        return template
+
+
+#: the session's migrated SQLite template (:class:`SqliteTemplate`)
+SQLITE_TEMPLATE = SqliteTemplate()
+#: the key of its directory in the input of a pytest-xdist worker
+TEMPLATE_DIRECTORY = "calmon_sqlite_template"
+
+
+def migrated_sqlite_file(path: Path) -> Path:
+    """``path``, a new SQLite file migrated to the latest schema (Alembic's upgrade to head), its
+    write-ahead log folded in so that copying the file alone copies the database."""
+    engine = create_db_engine(Settings(database_url=f"sqlite:///{path}"))
     try:
         migrate.upgrade(engine)
     finally:
         engine.dispose()
-    connection = sqlite3.connect(template)
+    connection = sqlite3.connect(path)
     try:
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         connection.close()
-    return template
+    return path
 
 
 def empty_postgres(url: str) -> None:

@@ -1,9 +1,12 @@
-"""The repository's three Python trees import one way: ``tests`` -> ``bench`` -> ``calmon``.
+"""The repository's Python trees import one way: ``tests`` and ``bench`` -> ``harness`` and
+``studies`` -> ``calmon``.
 
-- no module under ``bench/`` imports ``tests``: what a benchmark shares with the tests (the
-  studies, the running stack, records of the documented shape) lives under ``bench/`` and the
-  tests import it from there;
-- no module under ``calmon/`` imports ``bench`` or ``tests``: the service runs without them.
+- ``tests`` and ``bench`` import each other in neither direction: what a benchmark shares
+  with the tests lives in ``harness`` (the running stack, Chromium, records of the documented
+  shape, the Prometheus contract) or ``studies`` (the studies the benchmarks print in full and
+  the slow tests run small), and both import it from there;
+- ``harness`` and ``studies`` import neither ``tests`` nor ``bench``, nor each other;
+- ``calmon`` imports none of them: the service runs without them.
 
 Every module is parsed with :mod:`ast` (:func:`~tests.unit.test_import_graph.imported_names`);
 every ``import`` counts, at module level and inside functions or ``if TYPE_CHECKING:`` blocks.
@@ -19,6 +22,15 @@ import pytest
 from tests.unit.test_import_graph import imported_names
 
 ROOT = Path(__file__).resolve().parents[2]
+
+#: top-level tree -> the top-level trees it must not import
+FORBIDDEN = {
+    "tests": ("bench",),
+    "bench": ("tests",),
+    "harness": ("tests", "bench", "studies"),
+    "studies": ("tests", "bench", "harness"),
+    "calmon": ("tests", "bench", "harness", "studies"),
+}
 
 
 def imports_of(tree: str) -> dict[str, set[str]]:
@@ -45,14 +57,32 @@ def offenders(tree: str, forbidden: tuple[str, ...]) -> list[str]:
 
 def test_the_parser_sees_the_imports_of_each_tree() -> None:
     tests = imports_of("tests")
-    assert "bench.studies.coverage" in tests["tests.unit.metrics.test_interval_coverage"]
+    assert "studies.coverage" in tests["tests.unit.metrics.test_interval_coverage"]
+    assert "harness.processes" in tests["tests.support"]
     assert "tests.support.databases" in tests["tests.integration.conftest"]
-    assert "bench.harness.processes" in imports_of("bench")["bench.ui"]
+    bench = imports_of("bench")
+    assert "harness.processes" in bench["bench.ui"]
+    assert "studies.label_shift" in bench["bench.label_shift"]
+    assert "harness.processes" in imports_of("harness")["harness.stack"]
+    assert "studies.coverage" in imports_of("studies")["studies.decision"]
     assert len(imports_of("calmon")) > 50
 
 
-@pytest.mark.parametrize(
-    ("tree", "forbidden"), [("bench", ("tests",)), ("calmon", ("bench", "tests"))]
-)
-def test_a_tree_imports_none_of_those_above_it(tree: str, forbidden: tuple[str, ...]) -> None:
+def test_an_import_inside_a_function_counts() -> None:
+    module = "tests.unit.example"
+    syntax = ast.parse("def f() -> None:\n    from bench.ui import main\n")
+    assert "bench.ui" in imported_names(syntax, module, is_package=False, known=())
+
+
+@pytest.mark.parametrize(("tree", "forbidden"), FORBIDDEN.items())
+def test_a_tree_imports_none_of_those_it_must_not(tree: str, forbidden: tuple[str, ...]) -> None:
     assert offenders(tree, forbidden) == []
+
+
+def test_every_top_level_python_tree_has_its_rule() -> None:
+    trees = {
+        path.parent.name
+        for path in ROOT.glob("*/__init__.py")
+        if path.parent.name not in ("migrations", "examples")
+    }
+    assert trees == set(FORBIDDEN)

@@ -8,8 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from tests import conftest
-from tests.support import NOT_RUN
+from tests.support.skips import NOT_RUN, write_summary
 
 TITLE = "Example tests"
 
@@ -36,7 +35,7 @@ def _summary(monkeypatch: pytest.MonkeyPatch, fast: str | None) -> list[tuple[st
     else:
         monkeypatch.setenv("CALMON_TEST_FAST", fast)
     terminal = Terminal()
-    conftest.pytest_terminal_summary(cast(pytest.TerminalReporter, terminal))
+    write_summary(cast(pytest.TerminalReporter, terminal))
     return [line for line in terminal.lines if "Example" in line[1] or "server" in line[1]]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from bench.harness.processes import (
+from harness.processes import (
     calmon_command,
     clean_environment,
     free_port,

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench.harness.processes import free_port
+from harness.processes import free_port
 from tests.support.skips import not_run
 
 #: where Debian puts the server's programs when they are not on PATH

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from bench.harness.processes import wait_for
+from harness.processes import wait_for
 from tests.e2e.faults.helpers import JSON, MODEL, ApiFactory, batch_body, stored
 from tests.integration.tcp_proxy import Mode, TcpProxy
 

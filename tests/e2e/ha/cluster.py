@@ -22,7 +22,7 @@ from typing import Final
 
 import psycopg
 
-from bench.harness.processes import free_port, wait_for
+from harness.processes import free_port, wait_for
 from tests.support.skips import not_run
 
 #: the binaries of Debian's PostgreSQL 15 (``initdb`` is not on PATH there)

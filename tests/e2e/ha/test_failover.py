@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.harness.processes import wait_for
+from harness.processes import wait_for
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import DATABASE, Pair, start_pair
 from tests.e2e.ha.workload import (

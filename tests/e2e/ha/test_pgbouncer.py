@@ -20,10 +20,10 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.harness.processes import wait_for
 from calmon.api.app import create_app
 from calmon.db.session import PING_TIMEOUT, outage_gate
 from calmon.settings import Settings
+from harness.processes import wait_for
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import Bouncer, start_bouncer
 from tests.e2e.ha.workload import FIVE_MINUTES, Scheduler, start_scheduler, unsettled

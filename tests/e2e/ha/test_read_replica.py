@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.harness.processes import wait_for
+from harness.processes import wait_for
 from tests.e2e.faults.helpers import ApiProcess
 from tests.e2e.ha.cluster import DATABASE, Pair, Server, start_pair
 from tests.support.databases import upgraded

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from bench.harness.processes import calmon_command, clean_environment
+from harness.processes import calmon_command, clean_environment
 
 MODELS = ("ha-a", "ha-b")
 FIVE_MINUTES = timedelta(minutes=5)

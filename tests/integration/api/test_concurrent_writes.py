@@ -15,10 +15,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench.harness.processes import wait_for
 from calmon.db.models import Model, Prediction
 from calmon.db.session import outage_gate
 from calmon.services.model_registry import ModelConfig, get_model, put_model
+from harness.processes import wait_for
 from tests.integration.api.helpers import (
     create_model,
     error_of,

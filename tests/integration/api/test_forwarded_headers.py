@@ -13,10 +13,10 @@ import httpx
 import pytest
 import uvicorn
 
-from bench.harness.processes import wait_for
 from calmon.api.app import create_app
 from calmon.api.server import server_options
 from calmon.settings import Settings
+from harness.processes import wait_for
 from tests.support.databases import upgraded
 from tests.support.servers import server_started
 

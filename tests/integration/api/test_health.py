@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.harness.processes import wait_for
 from calmon.api.app import create_app
 from calmon.db import migrate
 from calmon.settings import Settings
+from harness.processes import wait_for
 from tests.integration.api.helpers import create_model, error_of, post_predictions, prediction
 from tests.integration.tcp_proxy import Mode, TcpProxy
 from tests.support.databases import upgraded

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from calmon.db.models import Model, Prediction
 from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE, MAX_ARROW_BATCH
 from tests.integration.api.helpers import create_model, error_of, post_labels, post_predictions
-from tests.integration.conftest import ClientFactory
+from tests.support.clients import ClientFactory
 
 ARROW = {"content-type": ARROW_MEDIA_TYPE}
 T0 = datetime(2024, 5, 1, 8, 0, 0, 123456, tzinfo=UTC)

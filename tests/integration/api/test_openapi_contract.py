@@ -45,12 +45,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from bench.harness.processes import wait_for
 from calmon.api.app import create_app
 from calmon.services.ingest_arrow import ARROW_MEDIA_TYPE
 from calmon.services.model_registry import MAX_DECISION_SPAN_DAYS, duration_seconds, format_duration
 from calmon.settings import Settings
 from calmon.timeline import WINDOW_SECONDS
+from harness.processes import wait_for
 from tests.support.databases import empty_postgres, upgraded
 from tests.support.servers import server_started
 

@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench.harness.records import make_record
 from calmon.api.routes.ui import WindowAlerts
 from calmon.db.models import Model, ModelSegment, WindowResult
 from calmon.db.session import create_db_engine, create_session_factory
@@ -29,6 +28,7 @@ from calmon.services.windows.record import record_alerts
 from calmon.settings import Settings
 from calmon.ui.pages import ModelSummary, index_page
 from calmon.ui.verdict import alerts, group_alerts
+from harness.records import make_record
 
 LENGTH = timedelta(minutes=5)
 LATEST = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import uvicorn
 
-from bench.harness.processes import free_port, wait_for
 from calmon.api.app import create_app
 from calmon.settings import Settings
+from harness.processes import free_port, wait_for
 from tests.integration.client.servers import MODEL as MODEL
 from tests.integration.client.servers import Server as Server
 from tests.integration.client.servers import ServerFactory as ServerFactory

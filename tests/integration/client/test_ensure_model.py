@@ -22,7 +22,7 @@ from calmon_client import (
     ensure_model_async,
 )
 
-from tests.integration.client.conftest import Server, ServerFactory
+from tests.integration.client.servers import Server, ServerFactory
 from tests.support import wait_for
 
 RECENT = datetime.now(UTC) - timedelta(days=1)

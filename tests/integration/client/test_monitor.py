@@ -19,7 +19,7 @@ import pytest
 from calmon_client import Incident, Monitor
 from calmon_client._core import PredictionItem, encode_body, prediction_item
 
-from bench.harness.processes import wait_for
+from harness.processes import wait_for
 from tests.integration.client.servers import MODEL, Server, ServerFactory
 
 CLIENT = Path(__file__).resolve().parents[3] / "client"

@@ -17,7 +17,6 @@ from sqlalchemy import Engine, delete, insert, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench.harness.records import make_record
 from calmon.db import migrate
 from calmon.db.models import Model, ModelSegment, WindowLatest, WindowResult
 from calmon.db.session import create_db_engine, create_session_factory
@@ -27,6 +26,7 @@ from calmon.records import WindowRecord
 from calmon.services.windows.record import record_alerts
 from calmon.settings import Settings
 from calmon.ui.verdict import alerts
+from harness.records import make_record
 
 LENGTH = timedelta(minutes=5)
 START = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from bench.harness.processes import wait_for
 from calmon.db.session import PING_TIMEOUT, OutageGate, create_db_engine, outage_gate
 from calmon.settings import Settings
+from harness.processes import wait_for
 from tests.integration.tcp_proxy import Mode, TcpProxy
 
 pytestmark = pytest.mark.postgres

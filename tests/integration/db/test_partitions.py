@@ -17,7 +17,6 @@ from sqlalchemy import Connection, Engine, event, func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench.harness.processes import wait_for
 from calmon.db import migrate, partitions
 from calmon.db.models import Model, Prediction, prediction_keys
 from calmon.db.partitions import (
@@ -42,6 +41,7 @@ from calmon.services.retention import run_retention
 from calmon.services.windows.planning import fingerprint, scan_model
 from calmon.services.windows.rows import load_rows
 from calmon.settings import Settings
+from harness.processes import wait_for
 
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -12,7 +12,6 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from bench.harness.processes import wait_for
 from calmon.db.session import (
     WATCHDOG,
     Watchdog,
@@ -21,6 +20,7 @@ from calmon.db.session import (
     session_deadline,
 )
 from calmon.settings import Settings
+from harness.processes import wait_for
 from tests.integration.tcp_proxy import TcpProxy
 
 

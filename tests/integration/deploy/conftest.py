@@ -1,5 +1,5 @@
-"""Fixtures for the deployment files' tests: the Prometheus tools, the compose client, and the
-scheduler tests' database environment (``env``) for the scrape of the real processes.
+"""Fixtures for the deployment files' tests: the Prometheus server and amtool, and the compose
+client (promtool and the scheduler tests' environment ``env`` are the integration tests').
 
 Without ``promtool``/``prometheus`` or a compose client these tests skip and the run ends with a
 loud warning, unless ``CALMON_REQUIRE_PROMETHEUS=1`` (CI), which turns that into a failure.
@@ -11,17 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.deploy.tools import DEPLOY as DEPLOY
-from tests.integration.deploy.tools import REPO as REPO
-from tests.integration.deploy.tools import find_compose as find_compose
-from tests.integration.deploy.tools import tool
-from tests.integration.scheduler.conftest import env as env
-
-
-@pytest.fixture(scope="session")
-def promtool() -> str:
-    """Path of promtool; skips (or fails in CI) when it is missing."""
-    return tool("promtool")
+from tests.integration.deploy.tools import find_compose, tool
 
 
 @pytest.fixture(scope="session")

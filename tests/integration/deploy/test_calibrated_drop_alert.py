@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import yaml
 
-from bench.harness.promql import selectors
 from calmon.db.models import Model
 from calmon.exporter.snapshot import LatestWindow, build_snapshot
 from calmon.metrics.evaluation import evaluate_ranked, set_sums
@@ -32,6 +31,7 @@ from calmon.metrics.window_evaluation import ReferenceSet
 from calmon.services.windows.compute import window_config
 from calmon.services.windows.record import evaluate_segment
 from calmon.services.windows.reference_cache import Reference
+from harness.promql import selectors
 from tests.integration.deploy.test_prometheus_rules import RULES, _rules
 
 pytestmark = pytest.mark.slow

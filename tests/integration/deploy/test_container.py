@@ -1,5 +1,5 @@
 """Dockerfile, .dockerignore and docker-compose.yml agree with the CLI, deploy/ and the
-end-to-end tests' process set (``bench/harness/stack.py``); no container engine needed."""
+end-to-end tests' process set (``harness/stack.py``); no container engine needed."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from bench.harness.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
 from calmon.cli import build_parser
+from harness.stack import API, API_TOKENS, COMPOSE, SCHEDULER, SETTINGS, STACK, LocalStack
 from tests.integration.deploy import tools
 from tests.integration.deploy.test_packaging import CLIENT, SOURCES
 from tests.integration.deploy.tools import DEPLOY, REPO, find_compose

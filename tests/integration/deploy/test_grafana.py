@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from bench.harness.contract import contract_violations
-from bench.harness.promql import selectors
+from harness.contract import contract_violations
+from harness.promql import selectors
 from tests.integration.deploy.tools import DEPLOY, REPO
 
 GRAFANA = DEPLOY / "grafana"

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.harness.promql import selectors
 from calmon.db.models import Model
 from calmon.exporter.snapshot import LatestWindow
 from calmon.metrics.label_free import CHECK_METHOD
 from calmon.services.windows.compute import window_config
 from calmon.services.windows.record import evaluate_segment
+from harness.promql import selectors
 from tests.integration.deploy.test_calibrated_drop_alert import (
     THRESHOLD,
     WINDOW_START,

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from bench.harness.processes import free_port
 from calmon.db.migrate import MIGRATIONS_PACKAGE, migrations_directory
+from harness.processes import free_port
 from tests.integration.deploy.tools import REPO
 
 #: what the Dockerfile copies into the build context for calmon's wheel

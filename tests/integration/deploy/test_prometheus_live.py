@@ -1,7 +1,7 @@
 """A real Prometheus runs the repository's config and rules against a contract-shaped exporter.
 
 The config is copied with only each job's DNS discovery replaced by a static target, no
-Alertmanager, and the intervals shortened to one second (``bench.harness.stack.prometheus_config``);
+Alertmanager, and the intervals shortened to one second (``harness.stack.prometheus_config``);
 both jobs scrape the same exporter, as with `calmon serve`. The exporter serves fixed series of
 two models: "drift" (calibrated AP far below its reference) and "shift" (more positives, the
 calibrated AP at its reference). Checks: both targets up, every rule evaluates without error,
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.harness.contract import SERIES
-from bench.harness.processes import free_port, wait_for
-from bench.harness.stack import (
+from harness.contract import SERIES
+from harness.processes import free_port, wait_for
+from harness.stack import (
     localised,
     prometheus_config,
     running_prometheus,

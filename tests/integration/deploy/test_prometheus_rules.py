@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.harness.contract import contract_violations
 from calmon.instruments import NOT_CLIENT_ERRORS, REJECT_OTHER, REJECT_REASONS
+from harness.contract import contract_violations
 from tests.integration.deploy.tools import DEPLOY
 from tests.support.docs import DOCS, anchors
 

@@ -1,6 +1,6 @@
 """The series contract against real scrapes of the API and the scheduler (SQLite, PostgreSQL).
 
-The contract (``bench/harness/contract.py``) is what the rules and the dashboard are
+The contract (``harness/contract.py``) is what the rules and the dashboard are
 checked against, so it must say exactly what the processes export. Here the API (the
 application `calmon api` serves, through the ASGI client) and the scheduler's endpoint (the
 registry `calmon scheduler` serves, on a real HTTP server) are scraped after predictions,
@@ -22,10 +22,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 
-from bench.harness.contract import FAMILIES, SCHEDULER, SERIES
 from calmon.db.models import Prediction
 from calmon.instruments import build_scrape_registry
 from calmon.scheduler.instruments import SCHEDULER_REGISTRY
+from harness.contract import FAMILIES, SCHEDULER, SERIES
 from tests.integration.exporter.test_exporter import _exporter, _populate
 from tests.integration.scheduler.helpers import (
     Env,

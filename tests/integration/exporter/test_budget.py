@@ -4,7 +4,7 @@ A model with more tracked segments than the budget holds exports its ``*`` windo
 segments in tracked position order while their series fit, and counts the rest in
 ``calmon_exporter_segments_omitted{model}``; the window API still serves every segment. The
 budget is set from the contract's own count of a window's series
-(``bench.harness.records.per_window_series``), not from the exporter's.
+(``harness.records.per_window_series``), not from the exporter's.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from bench.harness.records import expected_series, key, per_window_series
 from calmon.db.models import ModelSegment
+from harness.records import expected_series, key, per_window_series
 from tests.integration.exporter.test_exporter import (
     WINDOW_SERIES,
     _exporter,

@@ -2,7 +2,7 @@
 
 Windows are computed by a real scheduler tick from predictions sent through the API; the
 expected series are read off the window records the API serves, by the contract's rules
-(``bench.harness.records.expected_series``), and compared with a real scrape.
+(``harness.records.expected_series``), and compared with a real scrape.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import event, text
 
-from bench.harness.contract import SERIES
-from bench.harness.processes import wait_for
-from bench.harness.records import Key, estimated_series, expected_series, key, per_window_series
 from calmon.api.app import create_app
 from calmon.commands.serve import lifespan_hooks
 from calmon.exporter.refresh import WindowExporter
 from calmon.exporter.snapshot import QUIET_SEGMENT_WINDOWS, load_latest_windows
 from calmon.scheduler.runner import WindowScheduler
 from calmon.settings import Settings
+from harness.contract import SERIES
+from harness.processes import wait_for
+from harness.records import Key, estimated_series, expected_series, key, per_window_series
 from tests.integration.scheduler.helpers import (
     Env,
     SetClock,

@@ -21,11 +21,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.harness.processes import free_port, wait_for
 from calmon import __version__
 from calmon.api.app import create_app
 from calmon.cli import main
 from calmon.settings import Settings
+from harness.processes import free_port, wait_for
 from tests.integration.scheduler.helpers import SettledClock, make_batch, send, windows
 from tests.integration.tcp_proxy import TcpProxy
 from tests.support.databases import upgraded

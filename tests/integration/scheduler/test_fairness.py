@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bench.harness.processes import wait_for
+from harness.processes import wait_for
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Env,

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from sqlalchemy import Engine
 
-from bench.harness.processes import wait_for
 from calmon.db.session import create_db_engine
 from calmon.scheduler.lock import LeaseLeaderLock
 from calmon.settings import Settings
+from harness.processes import wait_for
 from tests.integration.tcp_proxy import TcpProxy
 from tests.support.databases import upgraded
 

@@ -16,9 +16,9 @@ from calmon.db.models import Model
 from calmon.services.windows.compute import compute_window
 from calmon.services.windows.planning import scan_model
 from calmon.services.windows.reference_cache import ReferenceCache
-from tests.integration.scheduler.conftest import MARGIN
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
+    MARGIN,
     Env,
     by_window,
     create_model,

@@ -20,11 +20,11 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.harness.processes import free_port, wait_for
 from calmon.api.app import create_app
 from calmon.db import migrate
 from calmon.db.session import create_db_engine
 from calmon.settings import Settings
+from harness.processes import free_port, wait_for
 from tests import paused_scheduler
 from tests.integration.scheduler.helpers import Batch, floor, iso, make_batch, send, send_labels
 

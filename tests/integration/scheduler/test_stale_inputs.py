@@ -14,12 +14,12 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
-from bench.harness.processes import wait_for
 from calmon.db.models import Model, Prediction, WindowChange
 from calmon.services.retention import expire_windows_batch, run_retention
 from calmon.services.retention_bound import change_retention
 from calmon.services.windows.compute import compute_window
 from calmon.services.windows.reference_cache import ReferenceCache
+from harness.processes import wait_for
 from tests.integration.scheduler.helpers import (
     FIVE_MINUTES,
     Batch,

@@ -26,8 +26,8 @@ from calmon.db.models import Prediction
 from calmon.db.session import create_db_engine, create_session_factory
 from calmon.scheduler.runner import WindowScheduler
 from calmon.settings import Settings
-from tests.integration.conftest import upgraded
 from tests.integration.scheduler.helpers import SettledClock, create_model, make_batch
+from tests.support.databases import upgraded
 
 BATCH = 10_000
 #: batches sent, two per window: windows of 20,000 predictions

@@ -7,14 +7,6 @@ from datetime import timedelta
 
 import pytest
 
-from bench.harness.records import (
-    LENGTH,
-    START,
-    key,
-    make_record,
-    per_window_series,
-    window,
-)
 from calmon.exporter.snapshot import (
     PER_MODEL_SERIES,
     QUIET_SEGMENT_WINDOWS,
@@ -22,6 +14,14 @@ from calmon.exporter.snapshot import (
     build_snapshot,
     select_windows,
     window_series_bound,
+)
+from harness.records import (
+    LENGTH,
+    START,
+    key,
+    make_record,
+    per_window_series,
+    window,
 )
 
 OMITTED = "calmon_exporter_segments_omitted"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.harness.records import make_record, per_window_series, window
 from calmon.exporter.collector import WindowCollector
 from calmon.exporter.snapshot import build_snapshot
+from harness.records import make_record, per_window_series, window
 
 
 def _scrape(collector: WindowCollector) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
-from bench.harness.contract import NO_INTERVAL, SERIES
-from bench.harness.records import (
+from calmon.exporter.snapshot import (
+    QUIET_SEGMENT_WINDOWS,
+    LatestWindow,
+    Snapshot,
+    build_snapshot,
+    current_windows,
+)
+from harness.contract import NO_INTERVAL, SERIES
+from harness.records import (
     PROBABILITY_ONLY,
     Key,
     expected_series,
@@ -18,13 +25,6 @@ from bench.harness.records import (
     make_record,
     per_window_series,
     window,
-)
-from calmon.exporter.snapshot import (
-    QUIET_SEGMENT_WINDOWS,
-    LatestWindow,
-    Snapshot,
-    build_snapshot,
-    current_windows,
 )
 from tests.integration.scheduler.helpers import SetClock
 

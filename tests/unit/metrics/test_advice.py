@@ -16,7 +16,6 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from bench.studies import advice as study
 from calmon.arrays import FloatArray, Int8Array
 from calmon.metrics import advice as advice_module
 from calmon.metrics.advice import (
@@ -43,6 +42,7 @@ from calmon.metrics.label_free import LabelShiftReference, assess_window, label_
 from calmon.metrics.prepared import prepare
 from calmon.metrics.ranking import Ranking, rank
 from calmon.metrics.recalibration import MAX_KNOTS, calibration_map, too_small
+from studies import advice as study
 
 PI_REF = 0.1
 MULTIPLIERS = (1 / 5, 1 / 3, 1 / 2, 2, 3, 5)

@@ -1,7 +1,6 @@
-"""A small run of the pooled-decision study (``bench/studies/decision.py``; the full table is
-``bench/decisions.py``'s, in ``docs/measurements/decisions.md``): hourly windows of rare positives
-against a fixed reference of two days, each hour's decision pooling back to 400 positives (the
-default).
+"""A small run of the pooled-decision study (``studies/decision.py``; the full table is
+``bench/decisions.py``'s, in ``docs/metrics.md``): hourly windows of rare positives against a
+fixed reference of two days, each hour's decision pooling back to 400 positives (the default).
 
 - a likelihood drift lowering the calibrated AP by 20% at 60 positives an hour is paged
   within 24 hours for nearly every model (here at least 5 of 6);
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.studies.decision import (
+from studies.decision import (
     HELD_OUT_FAMILIES,
     RARE_FAMILIES,
     Regime,

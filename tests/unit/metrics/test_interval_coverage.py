@@ -1,7 +1,7 @@
 """Coverage studies: do the nominal 95% intervals cover the population value about 95% of the time?
 
 One set's intervals (:func:`calmon.metrics.intervals.bootstrap_intervals`, plus the Wilson
-interval of the positive class ratio): the regimes of :mod:`bench.studies.coverage`
+interval of the positive class ratio): the regimes of :mod:`studies.coverage`
 (two non-binormal continuous score families and one with heavy ties, 20, 60 and 200 positives
 per set, π = 0.2 and π = 0.01), STUDY_SETS seeded sets each, population values by numerical
 integration or exact sums. With S sets a coverage estimate has a standard error of about
@@ -29,7 +29,18 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from bench.studies.coverage import (
+from calmon.metrics import evaluate
+from calmon.metrics.intervals import MIN_AP_PRIOR, mean_intervals
+from calmon.metrics.prepared import prepare
+from calmon.metrics.ranking import rank
+from calmon.metrics.split import (
+    MIN_AP_PART_POSITIVES,
+    PART_INTERVAL_METRICS,
+    ap_parts_published,
+    shapley_parts,
+    split_intervals,
+)
+from studies.coverage import (
     DRIFTED,
     FAMILIES,
     HELD_OUT,
@@ -50,21 +61,10 @@ from bench.studies.coverage import (
     population_parts,
     split_coverage,
 )
-from bench.studies.coverage import METRICS as STUDY_METRICS
-from bench.studies.coverage import PI0 as STUDY_PI0
-from bench.studies.coverage import THRESHOLD as STUDY_THRESHOLD
-from bench.studies.coverage import population_values as study_population_values
-from calmon.metrics import evaluate
-from calmon.metrics.intervals import MIN_AP_PRIOR, mean_intervals
-from calmon.metrics.prepared import prepare
-from calmon.metrics.ranking import rank
-from calmon.metrics.split import (
-    MIN_AP_PART_POSITIVES,
-    PART_INTERVAL_METRICS,
-    ap_parts_published,
-    shapley_parts,
-    split_intervals,
-)
+from studies.coverage import METRICS as STUDY_METRICS
+from studies.coverage import PI0 as STUDY_PI0
+from studies.coverage import THRESHOLD as STUDY_THRESHOLD
+from studies.coverage import population_values as study_population_values
 
 MU = 1.5
 MUS = (1.0, MU, 2.2)

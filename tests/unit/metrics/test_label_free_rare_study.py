@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.studies.label_free import run_cell
+from studies.label_free import run_cell
 
 pytestmark = pytest.mark.slow
 

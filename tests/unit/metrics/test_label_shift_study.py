@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.label_shift import FAMILIES, Cell, study
+from studies.label_shift import FAMILIES, Cell, study
 
 pytestmark = pytest.mark.slow
 

@@ -34,16 +34,16 @@ from typing import Any, Final
 
 import yaml
 
-from bench.harness.processes import (
+from calmon.db import migrate
+from calmon.db.session import create_db_engine
+from calmon.settings import Settings
+from harness.processes import (
     calmon_command,
     clean_environment,
     free_port,
     wait_for,
     wait_until_up,
 )
-from calmon.db import migrate
-from calmon.db.session import create_db_engine
-from calmon.settings import Settings
 
 REPO: Final = Path(__file__).resolve().parents[2]
 DEPLOY_PROMETHEUS: Final = REPO / "deploy" / "prometheus"

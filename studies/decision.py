@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from bench.studies.coverage import Family, Mixture
 from calmon.arrays import FloatArray
 from calmon.catalogue import DECISION_METRIC
 from calmon.metrics.decision import decide_all
@@ -35,6 +34,7 @@ from calmon.metrics.ranking import Ranking, rank_sorted
 from calmon.metrics.split import PART_INTERVAL_METRICS, shapley_parts
 from calmon.services.model_registry import DEFAULT_DECISION_POSITIVES
 from calmon.verdict import PAGE_P, Verdict, page
+from studies.coverage import Family, Mixture
 
 REFERENCE_HOURS = 48
 WARMUP_HOURS = 24

@@ -12,9 +12,9 @@ from typing import Final
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from bench.harness.processes import calmon_command
 from calmon.db.models import Model, WindowResult
 from calmon.timeline import iso
+from harness.processes import calmon_command
 
 #: the simulated model's name
 MODEL: Final = "drift"

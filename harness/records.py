@@ -13,7 +13,11 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from bench.harness.contract import (
+from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
+from calmon.metrics.prepared import pi0_key
+from calmon.records import WindowRecord
+from calmon.words import decision_reference, decision_words, reference_words
+from harness.contract import (
     CATALOGUE,
     COMPONENTS,
     ESTIMATED,
@@ -24,10 +28,6 @@ from bench.harness.contract import (
     SPLIT,
     SPLIT_INTERVAL,
 )
-from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
-from calmon.metrics.prepared import pi0_key
-from calmon.records import WindowRecord
-from calmon.words import decision_reference, decision_words, reference_words
 
 #: docs/reference/intervals.md: these have no interval
 #: docs/reference/metrics.md: these exist for probability models only

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from bench.harness.promql import Selector, selectors
+from harness.promql import Selector, selectors
 
 #: every metric of docs/reference/metrics.md, in its order
 CATALOGUE: Final[tuple[str, ...]] = (
