@@ -1,6 +1,7 @@
 """A small run of the pooled-decision study (``studies/decision.py``; the full table is
-``bench/decisions.py``'s, in ``docs/metrics.md``): hourly windows of rare positives against a
-fixed reference of two days, each hour's decision pooling back to 400 positives (the default).
+``bench/decisions.py``'s, in ``docs/measurements/decisions.md``): hourly windows of rare
+positives against a fixed reference of two days, each hour's decision pooling back to 400
+positives (the default).
 
 - a likelihood drift lowering the calibrated AP by 20% at 60 positives an hour is paged
   within 24 hours for nearly every model (here at least 5 of 6);
