@@ -4,10 +4,10 @@ The JSON is committed (Grafana provisions it as is); edit this script, then run
 ``python deploy/grafana/generate_dashboard.py`` to rewrite it, or ``--check`` to fail when the
 committed file differs from what the script produces.
 
-Queries only use the series of docs/reference/design.md ("Prometheus series"). Window series describe the
-latest computed window, so each panel plots how that latest window's value evolved. Every
-query reduces with ``max`` (gauges) or ``max by (job)`` of per-job sums (counters) so that
-``calmon serve`` scraped under both jobs is not counted twice.
+Queries only use the series of docs/reference/design.md ("Prometheus series"). Window series
+describe the latest computed window, so each panel plots how that latest window's value
+evolved. Every query reduces with ``max`` (gauges) or ``max by (job)`` of per-job sums
+(counters) so that ``calmon serve`` scraped under both jobs is not counted twice.
 
 Grafana's foundation SDK (``grafana-foundation-sdk``, builders generated from Grafana's
 schemas) was tried for this script and not kept: the generator stayed as long (566 lines
