@@ -212,8 +212,8 @@ def test_a_reference_builds_its_isotonic_levels_once_on_first_use() -> None:
 
 def test_segment_seed_hashes_the_arrays_float64_bytes() -> None:
     """The seed is the blake2b digest of the name, then each array's size and float64 bytes,
-    whatever the array's layout or dtype (a stride or float32 gives the same seed as its
-    contiguous float64 copy): stored records' intervals depend on it."""
+    whatever the array's layout (a strided view gives the seed of its contiguous copy): stored
+    records' intervals depend on it."""
     values = np.random.default_rng(4).random(1001)
     digest = hashlib.blake2b(b"a", digest_size=8)
     for array in (values[::2], values[:7]):
@@ -221,6 +221,4 @@ def test_segment_seed_hashes_the_arrays_float64_bytes() -> None:
         digest.update(np.array(array, dtype=np.float64).tobytes())
     expected = int.from_bytes(digest.digest(), "little") >> 1
     assert segment_seed("a", (values[::2], values[:7])) == expected
-    halves = values[:8].astype(np.float32)
-    assert segment_seed("a", (halves,)) == segment_seed("a", (halves.astype(np.float64),))
     assert segment_seed("a", (values,)) != segment_seed("b", (values,))
