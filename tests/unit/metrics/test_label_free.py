@@ -7,6 +7,9 @@ likelihood drift moves the positives' scores.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -22,8 +25,10 @@ from calmon.metrics.label_free import (
     estimate_prior,
     estimate_window,
     expected_metrics,
+    harmonic_gap,
     label_shift_check,
     label_shift_reference,
+    metrics_of_levels,
     metrics_of_runs,
     pav,
     prior_from_counts,
@@ -293,9 +298,10 @@ def test_prior_interval_coverage() -> None:
 
 @pytest.mark.parametrize("decimals", [2, 4, None])
 def test_level_bounds_path_equals_a_search_per_distinct_score(decimals: int | None) -> None:
-    """The window estimate locates level bounds in the sorted scores; it must give exactly
-    what searching every distinct score gives (tied scores, continuous scores, and window
-    scores equal to the reference's positive scores)."""
+    """The window estimate locates level bounds in the sorted scores; they must be exactly
+    what searching every distinct score gives, and its metrics (per level) those of the
+    per-score formula up to rounding (tied scores, continuous scores, and window scores equal
+    to the reference's positive scores)."""
     rng = np.random.default_rng(11)
     ref_scores, ref_labels = draw(rng, 20_000, 0.1)
     scores, _ = draw(rng, 8_000, 0.2)
@@ -328,8 +334,7 @@ def test_level_bounds_path_equals_a_search_per_distinct_score(decimals: int | No
     slow = metrics_of_runs(ascending, run_sizes, pos_runs, threshold=0.3, pi0=[0.1, 0.5])
     assert fast["positive_class_ratio"] == prior.ratio
     assert fast["positive_class_ratio_interval"] == [prior.lower, prior.upper]
-    assert repr(fast["regular"]) == repr(slow["regular"])
-    assert repr(fast["calibrated"]) == repr(slow["calibrated"])
+    assert_same_metrics(fast, slow)
 
 
 def draw_beta(
@@ -420,3 +425,98 @@ def test_an_interval_reaching_zero_says_the_ratio_is_not_resolved() -> None:
         assert estimated["positive_class_ratio_resolved"] is (lower > 0.0)
         resolved.append(estimated["positive_class_ratio_resolved"])
     assert resolved == [False, True]
+
+
+def assert_same_metrics(fast: dict[str, Any], slow: dict[str, Any], *, rtol: float = 1e-12) -> None:
+    """Every estimated metric of ``fast`` within ``rtol`` (relative) of ``slow``'s, NaN alike."""
+    pairs = [(fast["regular"], slow["regular"])] + [
+        (fast["calibrated"][key], slow["calibrated"][key]) for key in slow["calibrated"]
+    ]
+    assert fast["calibrated"].keys() == slow["calibrated"].keys()
+    for got, want in pairs:
+        assert got.keys() == want.keys()
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=0.0, err_msg=name)
+
+
+def per_score_metrics(
+    reference: LabelShiftReference, scores: FloatArray, ratio: float, pi0: list[float]
+) -> dict[str, Any]:
+    """The estimated metrics of sorted ``scores`` at π̂ = ``ratio`` by the per-score formula:
+    one block per distinct score (:func:`metrics_of_runs`)."""
+    ascending, run_sizes = np.unique(scores, return_counts=True)
+    pos_runs = adjusted_probabilities(reference, ratio)[reference.levels(ascending)] * run_sizes
+    return metrics_of_runs(ascending, run_sizes, pos_runs, threshold=0.3, pi0=pi0)
+
+
+@pytest.mark.parametrize(
+    ("decimals", "pi", "ratio"),
+    [(None, 0.2, 0.2), (None, 0.01, 0.003), (4, 0.2, 0.25), (2, 0.05, 0.05), (1, 0.5, 0.9)],
+)
+def test_metrics_per_level_are_the_per_score_ones(
+    decimals: int | None, pi: float, ratio: float
+) -> None:
+    """ROC AUC and AP per isotonic level (closed forms within a level, tied runs on their
+    own) equal the per-score formula to 1e-12 relative: continuous scores, scores with a few
+    ties, and coarse ones where most rows are tied (decimals 1: a handful of distinct scores,
+    levels starting with a tie), at priors from rare to most rows positive."""
+    rng = np.random.default_rng(17)
+    ref_scores, ref_labels = draw(rng, 20_000, 0.1)
+    scores, _ = draw(rng, 30_000, pi)
+    if decimals is not None:
+        ref_scores, scores = np.round(ref_scores, decimals), np.round(scores, decimals)
+    scores = np.sort(scores)
+    reference = label_shift_reference(rank(ref_scores, ref_labels))
+    assert reference is not None
+    pi0 = [0.01, 0.1, 0.5]
+    fast = metrics_of_levels(
+        scores,
+        reference.level_bounds(scores),
+        adjusted_probabilities(reference, ratio),
+        threshold=0.3,
+        pi0=pi0,
+    )
+    assert_same_metrics(fast, per_score_metrics(reference, scores, ratio, pi0))
+    if decimals == 1:
+        assert np.unique(scores).size < 100
+
+
+def test_metrics_per_level_of_a_large_window_are_the_per_score_ones_in_extended_precision() -> None:
+    """At 10^6 continuous scores the per-score formula's own rounding, a cumulative sum over
+    every distinct score, reaches several 1e-12: the per-level values are held to 1e-12 of
+    the same per-score formula summed in extended precision (np.longdouble)."""
+    rng = np.random.default_rng(23)
+    ref_scores, ref_labels = draw(rng, 40_000, 0.1)
+    scores, _ = draw(rng, 1_000_000, 0.2)
+    scores = np.sort(scores)
+    reference = label_shift_reference(rank(ref_scores, ref_labels))
+    assert reference is not None
+    adjusted = adjusted_probabilities(reference, 0.2)
+    fast = metrics_of_levels(
+        scores, reference.level_bounds(scores), adjusted, threshold=0.3, pi0=[0.1]
+    )
+    ascending, run_sizes = np.unique(scores, return_counts=True)
+    pos = (adjusted[reference.levels(ascending)] * run_sizes)[::-1].astype(np.longdouble)
+    neg = run_sizes[::-1].astype(np.longdouble) - pos
+    tp, fp = np.cumsum(pos), np.cumsum(neg)
+    n_pos, n_neg = tp[-1], fp[-1]
+    auc = 1 - ((pos * fp).sum() - (pos * neg).sum() / 2) / (n_pos * n_neg)
+    ratio = n_pos / n_neg * (1 - np.longdouble(0.1)) / np.longdouble(0.1)
+    for got, r in (
+        (fast["regular"]["average_precision"], 1),
+        (fast["calibrated"]["0.1"]["average_precision"], ratio),
+    ):
+        ap = (pos * tp / (tp + r * fp)).sum() / n_pos
+        assert abs(got - float(ap)) <= 1e-12 * float(ap)
+    assert abs(fast["regular"]["roc_auc"] - float(auc)) <= 1e-12 * float(auc)
+
+
+@pytest.mark.parametrize("start", [1e-3, 0.5, 1.0, 7.25, 15.9, 16.0, 250.0, 3e6])
+def test_harmonic_gap_is_the_sum_it_stands_for(start: float) -> None:
+    """ψ(x + m) - ψ(x) against Σ 1/(x + t) summed term by term (each term rounded once, the
+    sum exactly rounded by math.fsum), m from 0 to 5000."""
+    counts = np.array([0, 1, 2, 3, 17, 400, 5000], dtype=np.float64)
+    got = harmonic_gap(np.full(counts.size, start), counts)
+    for m, value in zip(counts.astype(int), got, strict=True):
+        summed = math.fsum(1.0 / (start + t) for t in range(m))
+        assert abs(value - summed) <= 1e-15 * summed, (m, value, summed)

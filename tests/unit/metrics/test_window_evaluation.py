@@ -5,6 +5,7 @@ stored, the same for the same data."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 import pytest
@@ -208,3 +209,17 @@ def test_a_reference_builds_its_isotonic_levels_once_on_first_use() -> None:
         ),
     )
     assert negatives_only.label_shift is None
+
+
+def test_segment_seed_hashes_the_arrays_float64_bytes() -> None:
+    """The seed is the blake2b digest of the name, then each array's size and float64 bytes,
+    whatever the array's layout (a strided view gives the seed of its contiguous copy): stored
+    records' intervals depend on it."""
+    values = np.random.default_rng(4).random(1001)
+    digest = hashlib.blake2b(b"a", digest_size=8)
+    for array in (values[::2], values[:7]):
+        digest.update(array.size.to_bytes(8, "little"))
+        digest.update(np.array(array, dtype=np.float64).tobytes())
+    expected = int.from_bytes(digest.digest(), "little") >> 1
+    assert segment_seed("a", (values[::2], values[:7])) == expected
+    assert segment_seed("a", (values,)) != segment_seed("b", (values,))
