@@ -45,7 +45,7 @@ from harness.processes import (
     wait_until_up,
 )
 
-REPO: Final = Path(__file__).resolve().parents[2]
+REPO: Final = Path(__file__).resolve().parents[1]
 DEPLOY_PROMETHEUS: Final = REPO / "deploy" / "prometheus"
 
 DATABASE_URL: Final = "CALMON_DATABASE_URL"

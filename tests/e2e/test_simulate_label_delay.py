@@ -81,7 +81,7 @@ def test_estimates_come_before_late_labels_and_measured_values_after(tmp_path: P
         )
         response = httpx.get(f"{base}/v1/models/late/windows", params={"limit": "100"})
     assert run.returncode == 0, f"{run.stderr}\n{run.stdout}"
-    assert f"sent {2 * PER_WINDOW} labels late" in run.stderr
+    assert f"sent {2 * PER_WINDOW:,} labels late" in run.stderr
     assert response.status_code == 200, response.text
     records: dict[str, dict[str, Any]] = {r["start"]: r for r in response.json()["windows"]}
     truth = json.loads(truth_file.read_text())
