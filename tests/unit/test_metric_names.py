@@ -72,6 +72,13 @@ ALLOWED: dict[tuple[str, str], str] = {
         )
     },
     **{("metrics/advice.py", name): _ADVICE for name in ("precision", "recall", "fpr")},
+    **{
+        ("metrics/label_free.py", name): (
+            "the label-free estimate's own formulas of ROC AUC and AP, summed per isotonic "
+            "level in closed form (not the curves module's per-score ones)"
+        )
+        for name in ("roc_auc", "average_precision")
+    },
     **{("exporter/snapshot.py", name): _ADVICE_READ for name in ("precision", "recall")},
     **{("ui/pages.py", name): _ADVICE_READ for name in ("precision", "recall")},
     **{
