@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.interval_coverage --split [--sets 1500]
     .venv/bin/python -m bench.interval_coverage --means [--sets 2000]
     .venv/bin/python -m bench.interval_coverage --noisy [--sets 300] [--before] [--family NAME]
-        [--loss-rows 1]
+        [--prior P] [--positives N] [--seed S] [--loss-rows 1] [--ci]
 
 Runs the regimes of the coverage study (``studies/coverage.py``, the same
 seeds as ``test_interval_coverage.py``) and prints, per regime (a row), the share of sets whose
@@ -15,7 +15,12 @@ per regime, by default SPLIT_PAIRS as in the test). With ``--means``, the same f
 intervals (MEAN_REGIMES, the study families and the held-out ones at π = 0.2). With
 ``--noisy``, every published metric on the families with rare components (NOISY_REGIMES);
 ``--before`` turns the unseen-row bound off (``UNSEEN_ROWS = 0``) to show what it changes;
-``--loss-rows 1`` gives log loss's bound as it was before it added 1.5 rows per class.
+``--loss-rows 1`` gives log loss's bound as it was before it added 1.5 rows per class;
+``--family``, ``--prior`` and ``--positives`` keep only the regimes of that family, π and
+expected positives (each regime keeps its seed); ``--seed`` replaces the first part of every
+regime's seed (NOISY_SEED), for sets independent of the published ones. ``--ci`` adds, for
+every cell, the sets that covered out of those that published and the Wilson 95% interval of
+that share, which says whether a cell outside [0.93, 0.97] can be told from chance.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import argparse
 import time
 
 from calmon.metrics import intervals
+from calmon.metrics.intervals import wilson_interval
 from studies.coverage import (
     ALL_MEAN_METRICS,
     MEAN_METRICS,
@@ -44,6 +50,10 @@ from studies.coverage import (
     split_coverage,
 )
 
+NOISY_SEED = 20261128
+"""First part of the seed of every regime of ``--noisy`` (the second: its index in
+NOISY_REGIMES)."""
+
 
 def _print_table(results: list[tuple[str, Coverage]], names: tuple[str, ...]) -> None:
     print("| regime | " + " | ".join(f"`{name}`" for name in names) + " |")
@@ -57,6 +67,18 @@ def _print_table(results: list[tuple[str, Coverage]], names: tuple[str, ...]) ->
         print(f"| {regime} | " + " | ".join(cells) + " |")
 
 
+def _print_ci(results: list[tuple[str, Coverage]], names: tuple[str, ...]) -> None:
+    """Per cell: covered/published and the Wilson 95% interval of the coverage."""
+    print("\ncovered / published [Wilson 95% interval]:")
+    for regime, result in results:
+        cells = []
+        for name in names:
+            hits, published = result.hits[name], result.published[name]
+            ci = wilson_interval(hits, published)
+            cells.append("—" if ci is None else f"{hits}/{published} [{ci[0]:.3f}, {ci[1]:.3f}]")
+        print(f"| {regime} | " + " | ".join(cells) + " |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", type=int, default=None)
@@ -65,6 +87,14 @@ def main() -> int:
     parser.add_argument("--noisy", action="store_true", help="families with rare components")
     parser.add_argument("--before", action="store_true", help="without the unseen-row bound")
     parser.add_argument("--family", default=None, help="only this family (with --noisy)")
+    parser.add_argument("--prior", type=float, default=None, help="only this π (with --noisy)")
+    parser.add_argument(
+        "--positives", type=int, default=None, help="only this many expected positives (--noisy)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=NOISY_SEED, help="the noisy regimes' seeds (with --noisy)"
+    )
+    parser.add_argument("--ci", action="store_true", help="binomial intervals of each cell")
     parser.add_argument(
         "--loss-rows", type=float, default=None, help="log loss's unseen rows (UNSEEN_LOSS_ROWS)"
     )
@@ -78,12 +108,18 @@ def main() -> int:
     if args.noisy:
         sets = 300 if args.sets is None else args.sets
         for index, (family, prior, positives) in enumerate(NOISY_REGIMES):
-            if args.family is not None and family.name != args.family:
+            if (
+                (args.family is not None and family.name != args.family)
+                or (args.prior is not None and prior != args.prior)
+                or (args.positives is not None and positives != args.positives)
+            ):
                 continue
-            result = coverage(family, prior, positives, sets, seed=[20261128, index], means=True)
+            result = coverage(family, prior, positives, sets, seed=[args.seed, index], means=True)
             results.append((f"{family.name}, π = {prior}, {positives} pos.", result))
             print(f"{results[-1][0]} done, {time.perf_counter() - started:.0f} s", flush=True)
         _print_table(results, (*METRICS, *ALL_MEAN_METRICS))
+        if args.ci:
+            _print_ci(results, (*METRICS, *ALL_MEAN_METRICS))
         print(f"\n{sets} sets per regime, {time.perf_counter() - started:.0f} s")
         return 0
     if args.means:

@@ -49,6 +49,7 @@ from studies.coverage import (
     MEAN_SETS,
     NOISY,
     NOISY_HELD_OUT,
+    NOISY_REGIMES,
     REGIMES,
     SPLIT_PAIRS,
     SPLIT_PARTS,
@@ -464,3 +465,19 @@ def test_log_loss_covers_more_with_confident_mistakes_at_20_positives() -> None:
     result = mean_coverage(family, 0.2, 20, 1000, seed=[20261128, 9])
     assert result.published["log_loss"] == 1000
     assert 0.91 <= result.rate("log_loss") <= 0.99, result.rate("log_loss")
+
+
+@pytest.mark.slow
+def test_intervals_cover_at_200_positives_on_the_label_noise_tree() -> None:
+    """*label noise, tree* (``NOISY_HELD_OUT``) at π = 0.01 with 200 expected positives: on the
+    first 100 sets of the noisy study ROC AUC, AP at π0 = 0.5 and ``ks_abc`` covered 0.89-0.93,
+    on its first 400 0.907-0.917, mostly the same sets missing on several of them (23 of the 400
+    missed all four asserted here). The same positives at π = 0.2 and 0.002 covered 0.955-0.968 on
+    400 sets: the low cells were those draws, not the intervals. On 1,000 sets of other seeds
+    each of these intervals covers in [0.93, 0.97] and publishes in every set."""
+    family = next(family for family in NOISY_HELD_OUT if family.name == "label noise, tree")
+    index = NOISY_REGIMES.index((family, 0.01, 200))
+    result = coverage(family, 0.01, 200, 1000, seed=[20261200, index], means=True)
+    for name in ("roc_auc", f"average_precision@{STUDY_PI0}", "ks_abc", "brier_pos"):
+        assert result.published[name] == 1000, name
+        assert 0.93 <= result.rate(name) <= 0.97, (name, result.rate(name))
