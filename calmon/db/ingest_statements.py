@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final
 
 import psycopg
@@ -129,6 +128,7 @@ def load_stage(
     """
     pg_types = _PG_TYPES[table.name]
     if connection.dialect.name == "postgresql":
+        driver_connection: Any = connection.connection.driver_connection
         empty = _PG_EMPTY.get(table.name)
         if empty is None:
             create = CreateTable(table, if_not_exists=True).compile(dialect=connection.dialect)
@@ -138,8 +138,26 @@ def load_stage(
             ]
             _PG_EMPTY[table.name] = empty
         stream = binary_copy(columns, pg_types)
-        row, _answer = _pipeline(connection, lock, [*empty, _PG_SAVEPOINT] if savepoint else empty)
-        _copy(connection, _PG_COPY[table.name], stream)
+        row: ModelRow | None = None
+        with driver_connection.cursor() as model_cursor, driver_connection.cursor() as cursor:
+            with driver_errors(), driver_connection.pipeline():
+                if lock is not None and lock.row_of is not None:
+                    model_cursor.execute(_PG_SHARE_MODEL_ROW, {"name": lock.row_of})
+                if lock is not None:
+                    cursor.execute(
+                        *locks.driver_statement(
+                            locks.MODEL, lock.model_id, shared=not lock.exclusive
+                        )
+                    )
+                for statement in empty:
+                    cursor.execute(statement)
+                if savepoint:
+                    cursor.execute(_PG_SAVEPOINT)
+            if lock is not None and lock.row_of is not None:
+                found = model_cursor.fetchone()
+                row = None if found is None else (found[0], found[1], found[2])
+            with cursor.copy(_PG_COPY[table.name]) as copy:
+                copy.write(stream)
         return row
     connection.execute(CreateTable(table, if_not_exists=True))
     connection.execute(table.delete())
@@ -148,117 +166,6 @@ def load_stage(
         names = [c.name for c in table.columns]
         connection.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
     return None
-
-
-def _pipeline(
-    connection: Connection,
-    lock: ModelLock | None,
-    statements: Sequence[pg_sql.Composable],
-    question: tuple[str, dict[str, Any]] | None = None,
-) -> tuple[ModelRow | None, Any]:
-    """PostgreSQL, in one round trip (a psycopg pipeline, with the ``BEGIN`` of a
-    transaction not begun yet): the model's ``lock`` when given (its row first, with
-    ``lock.row_of``), then ``statements``, then the ``question`` (text, driver parameters).
-    Returns the model's row as the lock read it (None without ``lock.row_of``, or without the
-    model) and the first column of the question's first row (None without a question)."""
-    driver_connection: Any = connection.connection.driver_connection
-    with (
-        driver_connection.cursor() as model_cursor,
-        driver_connection.cursor() as cursor,
-        driver_connection.cursor() as question_cursor,
-    ):
-        with driver_errors(), driver_connection.pipeline():
-            if lock is not None and lock.row_of is not None:
-                model_cursor.execute(_PG_SHARE_MODEL_ROW, {"name": lock.row_of})
-            if lock is not None:
-                cursor.execute(
-                    *locks.driver_statement(locks.MODEL, lock.model_id, shared=not lock.exclusive)
-                )
-            for statement in statements:
-                cursor.execute(statement)
-            if question is not None:
-                question_cursor.execute(*question)
-        row: ModelRow | None = None
-        if lock is not None and lock.row_of is not None:
-            found = model_cursor.fetchone()
-            row = None if found is None else (found[0], found[1], found[2])
-        answer = None if question is None else question_cursor.fetchone()[0]
-        return row, answer
-
-
-def _copy(connection: Connection, statement: pg_sql.Composable, stream: bytes) -> None:
-    """PostgreSQL: one binary ``COPY … FROM STDIN`` of ``stream``."""
-    driver_connection: Any = connection.connection.driver_connection
-    with driver_errors(), driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
-        copy.write(stream)
-
-
-#: the target tables of a batch copied straight in (PostgreSQL), with their columns' types
-_PG_TARGETS: Final[dict[str, list[tuple[str, str]]]] = {
-    "prediction_keys": [("model_id", "int4"), ("client_id", "text"), ("ts", "timestamptz")],
-    "predictions": [
-        ("model_id", "int4"),
-        ("client_id", "text"),
-        ("ts", "timestamptz"),
-        ("score", "float8"),
-        ("label", "int2"),
-        ("segment", "text"),
-        ("received_at", "timestamptz"),
-        ("labelled_at", "timestamptz"),
-        ("changed_at", "timestamptz"),
-    ],
-}
-_PG_TARGET_COPY: Final[dict[str, pg_sql.Composed]] = {
-    name: pg_sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-        pg_sql.Identifier(name),
-        pg_sql.SQL(", ").join(pg_sql.Identifier(column) for column, _type in columns),
-    )
-    for name, columns in _PG_TARGETS.items()
-}
-#: the change record of a batch copied straight in (its windows' starts computed from the
-#: batch) and whether the model has pending labels, in one statement (driver parameters). It
-#: runs before the caller compares the model's row with its copy: a model deleted since
-#: (created again under its name) records nothing, rather than fail its foreign key
-_PG_RECORD_STARTS: Final = (
-    "WITH changes AS (INSERT INTO window_changes (model_id, changed_at, starts_at)"
-    " SELECT %(model_id)s, %(now)s, starts_at"
-    " FROM unnest(%(starts)s::timestamptz[]) AS starts_at"
-    " WHERE EXISTS (SELECT 1 FROM models WHERE id = %(model_id)s) ON CONFLICT DO NOTHING)"
-    " SELECT EXISTS (SELECT 1 FROM pending_labels WHERE model_id = %(model_id)s)"
-)
-
-
-def open_new_batch(
-    connection: Connection,
-    *,
-    lock: ModelLock,
-    now: datetime,
-    starts: Sequence[datetime],
-) -> tuple[ModelRow | None, bool]:
-    """PostgreSQL, in one round trip, for a prediction batch to be copied straight into its
-    tables (:func:`copy_new_predictions`): the model's ``lock``, the savepoint
-    :data:`BATCH_SAVEPOINT`, the record of the batch's windows (which start at ``starts``) as
-    changed at ``now``, and whether the model has pending labels. Returns the model's row as
-    the lock read it (as :func:`load_stage`) and that answer, read after the advisory lock
-    was granted: a label batch that stores pending labels holds that lock exclusively, so
-    none can commit one for these ids unseen."""
-    params = {"model_id": lock.model_id, "now": now, "starts": list(starts)}
-    row, pending = _pipeline(connection, lock, [_PG_SAVEPOINT], (_PG_RECORD_STARTS, params))
-    return row, bool(pending)
-
-
-def copy_new_predictions(
-    connection: Connection, keys: Sequence[StageColumn], rows: Sequence[StageColumn]
-) -> None:
-    """PostgreSQL: ``COPY`` a batch whose ids are all new straight into ``prediction_keys``
-    (``keys``: model id, id and event time, in the ids' byte order, the order in which every
-    batch takes its ids' locks) and into ``predictions`` (``rows``: its columns in
-    :data:`_PG_TARGETS`' order). An id already stored, or repeated in the batch, is a unique
-    violation (raised as SQLAlchemy's :class:`~sqlalchemy.exc.IntegrityError`), a day without
-    its partition a check violation: the caller then rolls back to :data:`BATCH_SAVEPOINT`."""
-    for name, columns in (("prediction_keys", keys), ("predictions", rows)):
-        stream = binary_copy(columns, [pg_type for _column, pg_type in _PG_TARGETS[name]])
-        _copy(connection, _PG_TARGET_COPY[name], stream)
 
 
 def get_model_row(connection: Connection, name: str) -> ModelRow | None:
@@ -324,14 +231,11 @@ CONFLICTING_IDS = text(
 # PostgreSQL: ``predictions`` is partitioned by day and has no unique index; ``prediction_keys``
 # holds the ids (and each one's event time, which names its partition). Statements that find a
 # stored prediction by id go through the registry and bound ``ts`` to the batch's range, so
-# only the partitions of those days are read. Ids go into the registry in the byte order of
-# ``COLLATE "C"`` (that of a batch copied straight in, :func:`copy_new_predictions`), whatever
-# the database's collation: batches that share ids take their locks in one order.
+# only the partitions of those days are read.
 
 _PG_INSERT_ALL_OR_FAIL: Final = (
     "WITH keys AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
-    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage"
-    ' ORDER BY client_id COLLATE "C"),'
+    " SELECT :model_id, client_id, ts FROM calmon_prediction_stage ORDER BY client_id),"
     " stored AS (INSERT INTO predictions (model_id, client_id, ts, score, label, segment,"
     " received_at, labelled_at, changed_at)"
     " SELECT :model_id, client_id, ts, score, label, segment, :now,"
@@ -358,8 +262,8 @@ def pg_insert_all_or_fail(record_changes: str) -> TextualSelect:
 PG_INSERT_NEW_ONLY = text(
     "WITH new AS (INSERT INTO prediction_keys (model_id, client_id, ts)"
     " SELECT :model_id, client_id, ts FROM calmon_prediction_stage"
-    ' ORDER BY client_id COLLATE "C", label IS NULL'
-    " ON CONFLICT (model_id, client_id) DO NOTHING RETURNING client_id, ts)"
+    " ORDER BY client_id, label IS NULL ON CONFLICT (model_id, client_id) DO NOTHING"
+    " RETURNING client_id, ts)"
     " INSERT INTO predictions (model_id, client_id, ts, score, label, segment, received_at,"
     " labelled_at, changed_at)"
     " SELECT DISTINCT ON (s.client_id) :model_id, s.client_id, s.ts, s.score, s.label,"

@@ -84,33 +84,6 @@ class TextColumn:
             ]
         return out
 
-    def byte_order(self) -> npt.NDArray[np.intp]:
-        """The positions of the values sorted by their UTF-8 bytes (shorter first on a common
-        prefix): the order of PostgreSQL's ``COLLATE "C"`` and of Python's ``str``. Nulls and
-        the empty string sort first. Each value is laid in a zero-padded row of the longest's
-        width, and the rows sorted as byte strings."""
-        n = len(self)
-        lengths = np.diff(self.offsets)
-        width = max(int(lengths.max()) if n else 0, 1)
-        padded = np.zeros((n, width), np.uint8)
-        rows = np.repeat(np.arange(n), lengths)
-        within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        padded[rows, within] = self.data[np.repeat(self.offsets[:-1], lengths) + within]
-        if self.valid is not None:
-            padded[~self.valid] = 0
-        return np.argsort(padded.view(f"S{width}").ravel(), kind="stable")
-
-    def take(self, order: npt.NDArray[np.intp]) -> TextColumn:
-        """The values at the positions ``order``, in that order."""
-        lengths = np.diff(self.offsets)[order]
-        offsets = np.zeros(len(order) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        index = np.repeat(self.offsets[:-1][order] - offsets[:-1], lengths) + np.arange(
-            int(offsets[-1])
-        )
-        valid = None if self.valid is None else self.valid[order]
-        return TextColumn(offsets, self.data[index], valid)
-
 
 @dataclass(frozen=True, slots=True)
 class NumberColumn:

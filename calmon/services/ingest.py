@@ -13,6 +13,7 @@ counts as a repeat are in ``docs/reference/storage.md`` ("Ingestion path") and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -47,12 +48,10 @@ from calmon.db.ingest_statements import (
     UPSERT_PENDING,
     ModelLock,
     ModelRow,
-    copy_new_predictions,
     get_model_row,
     label_stage,
     load_stage,
     lock_model,
-    open_new_batch,
     pg_insert_all_or_fail,
     prediction_stage,
     rollback_to_batch_savepoint,
@@ -103,45 +102,36 @@ def _insert_partitioned(
     days: set[date],
     *,
     model: Model,
-    pending: bool,
-) -> tuple[int, bool | None, bool]:
-    """PostgreSQL: insert the predictions of ``batch`` (in id order) whose id is new,
-    registry first; returns how many, whether the model has pending labels when every id was
-    new (None otherwise: then the windows are not recorded yet either), and whether the batch
-    is in the stage table.
+) -> tuple[int, bool | None]:
+    """PostgreSQL: insert the staged predictions whose id is new, registry first; returns how
+    many, and, when every id was new, whether the model has pending labels (None otherwise:
+    then the windows are not recorded yet either).
 
-    The first attempt (every id new, the usual case) copies the batch straight into its
-    tables, in the savepoint :func:`~calmon.db.ingest_statements.open_new_batch` opened with
-    the batch's change record and its answer ``pending``. After a failure there it rolls back
-    to that savepoint, the batch is staged, and each further attempt runs in a savepoint of
-    its own: on a unique violation (an id stored already, or repeated in the batch) the
-    ``ON CONFLICT`` form; when a day has no partition (this process believed it made it, but
-    the batch that made it rolled back, or it was dropped since) it is made and the insert of
-    a batch of new ids (with its change record) tried once more.
+    The first attempt, a plain insert with its change record (every id new, the usual case),
+    runs in the savepoint :func:`~calmon.db.ingest_statements.load_stage` opened before the
+    ``COPY``; after a failure there the batch is staged again, and each further attempt runs
+    in a savepoint of its own. On a unique violation the ``ON CONFLICT`` form follows. An
+    insert that finds a day without its partition (this process believed it made, but the
+    batch that made it rolled back, or it was dropped since) makes it and tries once more.
     """
     params = {**params, "length": WINDOW_SECONDS[model.window]}
     every_new = True
     retried = False
-    staged = False
+    first = True
     while True:
         try:
-            if not staged:
-                copy_new_predictions(
-                    connection, *batch.targets(model_id=model.id, now=params["now"])
-                )
-                return len(batch), pending, False
-            with connection.begin_nested():
+            with nullcontext() if first else connection.begin_nested():
                 if every_new:
-                    found = connection.execute(_PG_INSERT_ALL_OR_FAIL, params).scalar_one()
-                    return len(batch), bool(found), True
-                return int(connection.execute(PG_INSERT_NEW_ONLY, params).rowcount), None, True
+                    pending = connection.execute(_PG_INSERT_ALL_OR_FAIL, params).scalar_one()
+                    return len(batch), bool(pending)
+                return int(connection.execute(PG_INSERT_NEW_ONLY, params).rowcount), None
         except IntegrityError as exc:
             state = sqlstate(exc)
             if not (state == UNIQUE_VIOLATION and every_new) and not (
                 state == CHECK_VIOLATION and not retried
             ):
                 raise
-        if not staged:
+        if first:
             rollback_to_batch_savepoint(connection)
         if state == UNIQUE_VIOLATION:
             every_new = False
@@ -149,9 +139,9 @@ def _insert_partitioned(
             retried = True
             forget(connection)
             ensure_days(connection, days)
-        if not staged:
+        if first:
             load_stage(connection, prediction_stage, batch.stage())
-            staged = True
+            first = False
 
 
 def _disagreeing_copies(rows: Sequence[PredictionRow], ids: Sequence[str]) -> set[str]:
@@ -254,26 +244,23 @@ def _ingest_partitioned(
     confirm_model: bool,
 ) -> PredictionsResult:
     """:func:`ingest_predictions` on PostgreSQL: the partitions of the batch's days are made
-    if missing (before any lock of the batch); then, in one round trip, the model's locks,
-    the batch's savepoint, the record of its windows and whether the model has pending
-    labels; then the batch, in id order, is copied straight into the registry and its day
-    partitions, which is all when every id is new (:func:`_insert_partitioned`)."""
+    if missing (before any lock of the batch), then ids go into the registry and rows into
+    their day partitions in one statement, which records the batch's windows and tells
+    whether the model has pending labels when every id is new."""
     lo, hi = batch.bounds()
     days = batch.days()
     ensure_days(connection, days)
-    batch = batch.in_id_order()
-    row, pending = open_new_batch(
+    row = load_stage(
         connection,
+        prediction_stage,
+        batch.stage(),
         lock=ModelLock(model.id, exclusive=False, row_of=model.name if confirm_model else None),
-        now=params["now"],
-        starts=batch.window_starts(WINDOW_SECONDS[model.window]),
+        savepoint=True,
     )
     if confirm_model:
         _confirm(model, row)
-    new, found, staged = _insert_partitioned(
-        connection, params, batch, days, model=model, pending=pending
-    )
-    recorded = found is not None
+    new, pending = _insert_partitioned(connection, params, batch, days, model=model)
+    recorded = pending is not None
     if new < len(batch):
         stored_lo, stored_hi = connection.execute(PG_STORED_RANGE, params).one()
         if stored_lo is not None:
@@ -282,12 +269,10 @@ def _ingest_partitioned(
                 connection.execute(PG_CONFLICTING_IDS, {**params, **stored}).scalars().all()
             )
             _raise_conflicts(conflicting, batch)
-    if new and found is None:
-        found = connection.execute(HAS_PENDING, params).first() is not None
+    if new and pending is None:
+        pending = connection.execute(HAS_PENDING, params).first() is not None
     applied = 0
-    if new and found:
-        if not staged:
-            load_stage(connection, prediction_stage, batch.stage())
+    if new and pending:
         applied = connection.execute(PG_APPLY_PENDING, {**params, "lo": lo, "hi": hi}).rowcount
         connection.execute(DROP_APPLIED_PENDING, params)
     if not recorded:

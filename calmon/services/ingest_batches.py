@@ -54,28 +54,6 @@ class PredictionColumns:
             self.segments,
         ]
 
-    def targets(
-        self, *, model_id: int, now: datetime
-    ) -> tuple[list[StageColumn], list[StageColumn]]:
-        """The columns of the batch for ``prediction_keys`` and for ``predictions``, stored
-        at ``now`` (received, changed, and labelled where a label came), in the order
-        :func:`calmon.db.ingest_statements.copy_new_predictions` takes them."""
-        n = len(self)
-        model = NumberColumn(np.full(n, model_id, np.int32))
-        ts = NumberColumn(self.ts_us)
-        stamp = NumberColumn(np.full(n, (now - EPOCH) // _MICROSECOND, np.int64))
-        return [model, self.ids, ts], [
-            model,
-            self.ids,
-            ts,
-            NumberColumn(self.scores),
-            NumberColumn(self.labels, self.label_valid),
-            self.segments,
-            stamp,
-            NumberColumn(stamp.values, self.label_valid),
-            stamp,
-        ]
-
     def rows(self) -> list[PredictionRow]:
         """The batch as rows of Python values (messages, tests)."""
         labels: list[int | None] = self.labels.tolist()
@@ -103,26 +81,6 @@ class PredictionColumns:
         """The UTC days of the event times."""
         first = EPOCH.date()
         return {first + timedelta(days=d) for d in np.unique(self.ts_us // _DAY_US).tolist()}
-
-    def window_starts(self, seconds: int) -> list[datetime]:
-        """The starts of the windows of ``seconds`` that hold the event times, each once,
-        earliest first (as :func:`calmon.timeline.window_starts`, in integer microseconds)."""
-        step = seconds * 1_000_000
-        starts = np.unique(self.ts_us // step) * step
-        return [EPOCH + start * _MICROSECOND for start in starts.tolist()]
-
-    def in_id_order(self) -> PredictionColumns:
-        """The batch with its rows in the byte order of their ids (PostgreSQL's ``COLLATE
-        "C"``), the order in which every batch takes the locks of its ids."""
-        order = self.ids.byte_order()
-        return PredictionColumns(
-            ids=self.ids.take(order),
-            ts_us=self.ts_us[order],
-            scores=self.scores[order],
-            labels=self.labels[order],
-            label_valid=None if self.label_valid is None else self.label_valid[order],
-            segments=self.segments.take(order),
-        )
 
     @classmethod
     def of_rows(cls, rows: Sequence[PredictionRow]) -> PredictionColumns:
