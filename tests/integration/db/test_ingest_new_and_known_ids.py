@@ -1,16 +1,16 @@
 """PostgreSQL: a prediction batch of new ids goes in with one statement; an id already known
 (a duplicate or a conflict), or repeated in the batch, sends it through the ``ON CONFLICT``
 form. Both keep the contract: what is stored (registry and partitions), the change record,
-duplicates accepted, conflicts refused with nothing stored, overlapping batches."""
+duplicates accepted, conflicts refused with nothing stored, a batch waiting for another."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from calmon.db import migrate
@@ -183,41 +183,3 @@ def test_a_batch_waiting_for_an_open_batch_of_the_same_ids_takes_them_as_duplica
     thread.join(timeout=30)
     assert results == [PredictionsResult(new=10, duplicates=20, pending_labels_applied=0)]
     assert len(_stored(sessions)) == 30
-
-
-def test_batches_sharing_ids_in_opposite_orders_never_deadlock(
-    sessions: sessionmaker[Session],
-) -> None:
-    """Every batch takes its ids' locks in one order, whatever the order it was sent in:
-    two batches started together over the same ids, one reversed, both succeed, and each id
-    is stored once."""
-    results: list[PredictionsResult] = []
-    errors: list[BaseException] = []
-    for round_ in range(5):
-        ids = list(range(round_ * 1000, round_ * 1000 + 400))
-        start = threading.Barrier(2)
-
-        def send(rows: list[PredictionRow], start: threading.Barrier) -> Callable[[], None]:
-            def run() -> None:
-                try:
-                    start.wait()
-                    results.append(_ingest(sessions, rows))
-                except BaseException as exc:
-                    errors.append(exc)
-
-            return run
-
-        threads = [
-            threading.Thread(target=send(_rows(ids), start)),
-            threading.Thread(target=send(_rows(ids)[::-1], start)),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-    assert not errors, errors
-    assert len(results) == 10
-    assert sum(r.new for r in results) == 2000
-    assert all(r.new + r.duplicates == 400 for r in results)
-    with sessions() as session:
-        assert session.scalar(select(func.count()).select_from(Prediction)) == 2000
