@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -184,11 +184,27 @@ def _rows(columns: Sequence[StageColumn], pg_types: Sequence[str]) -> bytes:
         pieces.append((fixed_from + cut, np.full(n, run, np.int64)))
     lengths = np.stack([length for _, length in pieces], axis=1).ravel()
     starts = np.stack([start for start, _ in pieces], axis=1).ravel()
-    placed = np.cumsum(lengths) - lengths
     source = np.concatenate([record.view(np.uint8).ravel(), *sources])
+    return bytes(source[_gather_index(starts, lengths)].data)
+
+
+def _gather_index(
+    starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> npt.NDArray[np.signedinteger[Any]]:
+    """The source position of each byte of the pieces laid end to end (piece ``k``: ``lengths[k]``
+    bytes from ``starts[k]``): a running sum of steps of one, with at each piece's first byte
+    the jump from where the previous piece ended. Two passes over the bytes (a fill and a
+    cumulative sum), in 32-bit integers while the source allows it (a chunk of rows always
+    does), where spreading each piece's offset over its bytes took four."""
+    present = lengths > 0
+    starts, lengths = starts[present], lengths[present]
     total = int(lengths.sum())
-    index = np.repeat(starts - placed, lengths) + np.arange(total)
-    return bytes(source[index].data)
+    kind = np.int32 if int(starts.max()) + int(lengths.max()) < 2**31 else np.int64
+    step = np.ones(total, kind)
+    jumps = starts.copy()
+    jumps[1:] -= starts[:-1] + lengths[:-1] - 1
+    step[np.cumsum(lengths) - lengths] = jumps
+    return np.cumsum(step, dtype=kind)
 
 
 def timestamps(micros: npt.NDArray[np.int64]) -> list[datetime]:
