@@ -217,6 +217,28 @@ def _servers(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
     return [int(row[0]) for row in rows]  # type: ignore[call-overload]
 
 
+def _evaluate(
+    model: Model,
+    reference: Reference | None,
+    scores: FloatArray,
+    labels: npt.NDArray[np.int8],
+    start: datetime,
+) -> None:
+    """The engine's evaluation of segment ``*`` of the window at ``start`` (its rows' scores
+    and labels, -1 where unlabelled) against ``reference``, as a window's computation runs it:
+    the evaluation every measurement of this file times or profiles."""
+    evaluate_segment(
+        config=window_config(model),
+        segment=ALL_SEGMENTS,
+        start=start,
+        end=start + WINDOW,
+        scores=scores,
+        labels=labels,
+        reference=reference,
+        computed_at=datetime.now(UTC),
+    )
+
+
 def _label_free_share(
     model: Model,
     reference: Reference,
@@ -249,16 +271,7 @@ def _label_free_share(
         for _ in range(2):
             c0 = time.process_time()
             t0 = time.perf_counter()
-            evaluate_segment(
-                config=window_config(model),
-                segment=ALL_SEGMENTS,
-                start=start,
-                end=start + WINDOW,
-                scores=scores,
-                labels=hidden,
-                reference=reference,
-                computed_at=datetime.now(UTC),
-            )
+            _evaluate(model, reference, scores, hidden, start)
             wholes.append(time.perf_counter() - t0)
             c1 = time.process_time()
             t0 = time.perf_counter()
@@ -285,16 +298,7 @@ def _label_free_share(
     if profile:
         profiler = cProfile.Profile()
         profiler.enable()
-        evaluate_segment(
-            config=window_config(model),
-            segment=ALL_SEGMENTS,
-            start=start,
-            end=start + WINDOW,
-            scores=scores,
-            labels=hidden,
-            reference=reference,
-            computed_at=datetime.now(UTC),
-        )
+        _evaluate(model, reference, scores, hidden, start)
         profiler.disable()
         _print_profile(profiler, f"evaluation with {UNLABELLED[-1]:.0%} unlabelled")
 
@@ -318,16 +322,7 @@ def _advice_share(
     alones: list[float] = []
     for _ in range(2):
         t0 = time.perf_counter()
-        evaluate_segment(
-            config=window_config(model),
-            segment=ALL_SEGMENTS,
-            start=start,
-            end=start + WINDOW,
-            scores=scores,
-            labels=labels,
-            reference=reference,
-            computed_at=datetime.now(UTC),
-        )
+        _evaluate(model, reference, scores, labels, start)
         wholes.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         assert model.objective is not None
@@ -440,16 +435,7 @@ def _fixed_cost(rows: int) -> None:
         for _ in range(3):
             c0 = time.process_time()
             t0 = time.perf_counter()
-            evaluate_segment(
-                config=window_config(model),
-                segment=ALL_SEGMENTS,
-                start=start,
-                end=start + WINDOW,
-                scores=window.scores,
-                labels=window.labels,
-                reference=reference,
-                computed_at=datetime.now(UTC),
-            )
+            _evaluate(model, reference, window.scores, window.labels, start)
             engines.append(time.perf_counter() - t0)
             engine_cpus.append(time.process_time() - c0)
         engine.dispose()

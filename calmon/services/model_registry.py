@@ -28,13 +28,12 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
-from sqlalchemy import exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from calmon.db import locks
+from calmon.db import locks, model_rows
 from calmon.db.backend import has_advisory_locks
-from calmon.db.models import Model, Prediction
+from calmon.db.models import Model
 from calmon.metrics import MIN_PI0, check_pi0
 from calmon.records import Objective
 from calmon.services.errors import ConflictError
@@ -403,10 +402,7 @@ def get_model(session: Session, *, name: str, share_lock: bool = False) -> Model
     wait reads the row as the other transaction committed it. (SQLite: no row locks; its
     writers are serialised whole.)
     """
-    query = select(Model).where(Model.name == name)
-    if share_lock:
-        query = query.with_for_update(read=True).execution_options(populate_existing=True)
-    return session.scalars(query).one_or_none()
+    return model_rows.model_named(session, name=name, share_lock=share_lock)
 
 
 class ModelChangedError(Exception):
@@ -450,8 +446,7 @@ class ModelCache:
 def list_models(session: Session, *, by_id: bool = False) -> Sequence[Model]:
     """Every model, by name (or by id: the order the scheduler and retention go through them,
     oldest model first)."""
-    order = Model.id if by_id else Model.name
-    return session.scalars(select(Model).order_by(order)).all()
+    return model_rows.all_models(session, by_id=by_id)
 
 
 def put_model(
@@ -471,27 +466,25 @@ def put_model(
     other and the limit holds. (SQLite serialises writing transactions whole.)
     """
     columns = _columns(config)
-    locked = select(Model).where(Model.name == name).with_for_update()
-    model = session.scalars(locked).one_or_none()
+    model = model_rows.lock_model_named(session, name=name)
     if model is None:
         if has_advisory_locks(session):
             locks.wait_for(session, locks.REGISTRY)
-        if (session.scalar(select(func.count()).select_from(Model)) or 0) >= max_models:
+        if model_rows.count_models(session) >= max_models:
             raise ConflictError(
                 "model_limit",
                 f"at most {max_models} models may exist (CALMON_MAX_MODELS)",
                 [{"field": "model", "limit": max_models}],
             )
         try:
-            with session.begin_nested():
-                model = Model(name=name, created_at=now, updated_at=now, **columns)
-                session.add(model)
-            return model, True
+            return model_rows.add_model(session, name=name, now=now, columns=columns), True
         except IntegrityError:
-            model = session.scalars(locked).one()
+            model = model_rows.lock_model_named(session, name=name)
+            if model is None:
+                raise
     changed = {key: value for key, value in columns.items() if getattr(model, key) != value}
     frozen = sorted(changed.keys() & {"score_kind", "window"})
-    if frozen and session.scalar(select(exists().where(Prediction.model_id == model.id))):
+    if frozen and model_rows.has_predictions(session, model_id=model.id):
         raise ConflictError(
             "model_has_predictions",
             f"{' and '.join(frozen)} cannot change once the model has predictions; "

@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from calmon.db.backend import insert_ignoring_duplicates
-from calmon.db.models import SharedSetting
+from calmon.db import shared_settings
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +56,8 @@ class StoredRetention:
 
 def stored_retention(session: Session) -> StoredRetention | None:
     """The stored period, or None when no process has stored one yet."""
-    row = session.execute(
-        select(SharedSetting.value, SharedSetting.changed_at).where(
-            SharedSetting.name == RETENTION_DAYS
-        )
-    ).one_or_none()
-    return None if row is None else StoredRetention(days=row.value, changed_at=row.changed_at)
+    row = shared_settings.read_setting(session, name=RETENTION_DAYS)
+    return None if row is None else StoredRetention(days=row[0], changed_at=row[1])
 
 
 def seed_retention(session: Session, *, days: int, now: datetime) -> StoredRetention:
@@ -72,11 +66,7 @@ def seed_retention(session: Session, *, days: int, now: datetime) -> StoredReten
     found = stored_retention(session)
     if found is not None:
         return found
-    session.execute(
-        insert_ignoring_duplicates(session.get_bind(), SharedSetting).values(
-            name=RETENTION_DAYS, value=days, changed_at=now
-        )
-    )
+    shared_settings.insert_setting(session, name=RETENTION_DAYS, value=days, now=now)
     found = stored_retention(session)
     assert found is not None
     return found
@@ -91,11 +81,7 @@ def change_retention(session: Session, *, days: int, now: datetime) -> int | Non
         seed_retention(session, days=days, now=now)
         return None
     if former.days != days:
-        session.execute(
-            update(SharedSetting)
-            .where(SharedSetting.name == RETENTION_DAYS)
-            .values(value=days, changed_at=now)
-        )
+        shared_settings.update_setting(session, name=RETENTION_DAYS, value=days, now=now)
     return former.days
 
 

@@ -21,10 +21,9 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Final
 
-from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from calmon.db.models import WebSession
+from calmon.db import web_sessions as session_rows
 
 #: longest cookie value looked up: a session id is 43 characters
 MAX_SESSION_ID: Final = 128
@@ -47,16 +46,13 @@ def _hash(session_id: str) -> str:
 
 def expire_web_sessions(session: Session, *, now: datetime) -> int:
     """Delete the sessions expired by ``now``; how many."""
-    deleted = session.execute(delete(WebSession).where(WebSession.expires_at <= now))
-    return int(getattr(deleted, "rowcount", 0) or 0)
+    return session_rows.delete_expired(session, now=now)
 
 
 def forget_unconfigured_sessions(session: Session, *, token_keys: Iterable[str]) -> int:
     """Delete the sessions of tokens whose keys are not among ``token_keys`` (the tokens an API
     process is configured with); how many."""
-    keys = list(set(token_keys))
-    deleted = session.execute(delete(WebSession).where(WebSession.token_key.not_in(keys)))
-    return int(getattr(deleted, "rowcount", 0) or 0)
+    return session_rows.delete_other_tokens(session, token_keys=list(set(token_keys)))
 
 
 def start_web_session(
@@ -72,24 +68,15 @@ def start_web_session(
     sessions expired by ``now`` are deleted on the way, and the token's oldest live ones beyond
     ``per_token`` - 1 (with the new one, ``per_token`` remain)."""
     expire_web_sessions(session, now=now)
-    kept = (
-        select(WebSession.id_hash)
-        .where(WebSession.token_key == token_key)
-        .order_by(WebSession.created_at.desc(), WebSession.id_hash.desc())
-        .limit(max(per_token - 1, 0))
-    )
-    session.execute(
-        delete(WebSession).where(WebSession.token_key == token_key, WebSession.id_hash.not_in(kept))
-    )
+    session_rows.delete_oldest_beyond(session, token_key=token_key, keep=max(per_token - 1, 0))
     session_id = secrets.token_urlsafe(32)
-    session.add(
-        WebSession(
-            id_hash=_hash(session_id),
-            token_key=token_key,
-            scopes=" ".join(sorted(set(scopes))),
-            created_at=now,
-            expires_at=now + lifetime,
-        )
+    session_rows.add_session(
+        session,
+        id_hash=_hash(session_id),
+        token_key=token_key,
+        scopes=" ".join(sorted(set(scopes))),
+        created_at=now,
+        expires_at=now + lifetime,
     )
     return session_id
 
@@ -101,11 +88,7 @@ def session_scopes(
     ``token_keys``; empty for an unknown, expired or orphaned one."""
     if not session_id or len(session_id) > MAX_SESSION_ID:
         return frozenset()
-    stored = session.scalars(
-        select(WebSession).where(
-            WebSession.id_hash == _hash(session_id), WebSession.expires_at > now
-        )
-    ).one_or_none()
+    stored = session_rows.live_session(session, id_hash=_hash(session_id), now=now)
     if stored is None or stored.token_key not in set(token_keys):
         return frozenset()
     return frozenset(stored.scopes.split())
@@ -115,5 +98,4 @@ def end_web_session(session: Session, *, session_id: str) -> bool:
     """Delete the session ``session_id``; whether there was one."""
     if not session_id or len(session_id) > MAX_SESSION_ID:
         return False
-    deleted = session.execute(delete(WebSession).where(WebSession.id_hash == _hash(session_id)))
-    return bool(getattr(deleted, "rowcount", 0))
+    return session_rows.delete_session(session, id_hash=_hash(session_id))

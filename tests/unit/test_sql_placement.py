@@ -61,13 +61,6 @@ STORAGE_SERVICES: dict[str, str] = {
     "calmon/services/stored_windows.py": (
         "every read of stored windows that the exporter and the web view make, in one place"
     ),
-    "calmon/services/model_registry.py": (
-        "the models table: a model's configuration, read and written whole by its owner"
-    ),
-    "calmon/services/web_sessions.py": "the web view's logins, the only owner of web_sessions",
-    "calmon/services/retention_bound.py": (
-        "the retention period, one row of shared_settings that only this module reads or writes"
-    ),
     "calmon/services/windows/planning.py": (
         "the window states a plan reads and marks (checkpoints, fingerprints, due windows)"
     ),
@@ -224,9 +217,10 @@ def test_every_storage_service_named_holds_sql_and_exists() -> None:
 
 
 def test_the_db_layer_holds_the_statements_moved_out_of_the_services() -> None:
-    """Retention's deletes, the leader lease, a window's claim and its transaction settings
-    and the replica's lag are statements of ``calmon/db/``; the calibration route reads its
-    record through the storage service."""
+    """Retention's deletes, the leader lease, a window's claim and its transaction settings,
+    the replica's lag, the models table, the web view's logins and the shared settings are
+    statements of ``calmon/db/``; the calibration route reads its record through the storage
+    service."""
     modules = _modules()
     for name in (
         "calmon/services/retention.py",
@@ -235,7 +229,17 @@ def test_the_db_layer_holds_the_statements_moved_out_of_the_services() -> None:
         "calmon/scheduler/runner.py",
         "calmon/exporter/replica.py",
         "calmon/services/advice.py",
+        "calmon/services/model_registry.py",
+        "calmon/services/web_sessions.py",
+        "calmon/services/retention_bound.py",
     ):
         assert sql_in(modules[name]) == [], name
-    for name in ("calmon/db/expiry.py", "calmon/db/locks.py", "calmon/db/session.py"):
+    for name in (
+        "calmon/db/expiry.py",
+        "calmon/db/locks.py",
+        "calmon/db/session.py",
+        "calmon/db/model_rows.py",
+        "calmon/db/web_sessions.py",
+        "calmon/db/shared_settings.py",
+    ):
         assert sql_in(modules[name]) != [], name
