@@ -116,3 +116,20 @@ def forget_changes(session: Session, *, model_id: int, before: datetime) -> None
             WindowChange.model_id == model_id, WindowChange.changed_at < before
         )
     )
+
+
+def changes_between(
+    session: Session, *, model_id: int, after: datetime, before: datetime
+) -> list[tuple[datetime, datetime]]:
+    """The (start, changed_at) of a model's change records of the windows starting after
+    ``after`` and before ``before``, in that order."""
+    rows = session.execute(
+        select(WindowChange.starts_at, WindowChange.changed_at)
+        .where(
+            WindowChange.model_id == model_id,
+            WindowChange.starts_at > after,
+            WindowChange.starts_at < before,
+        )
+        .order_by(WindowChange.starts_at, WindowChange.changed_at)
+    ).all()
+    return [(start, changed_at) for start, changed_at in rows]

@@ -18,13 +18,13 @@ from typing import Any, NoReturn
 from sqlalchemy.orm import Session
 
 from calmon.db.models import Model
+from calmon.db.window_rows import tracked_segments
 from calmon.metrics.advice import window_prior as window_prior
 from calmon.metrics.recalibration import calibration_map, too_small
 from calmon.services.errors import ConflictError, NotFoundError
 from calmon.services.stored_windows import stored_record
 from calmon.services.windows.reference_cache import ReferenceCache
 from calmon.services.windows.references import references_for
-from calmon.services.windows.rows import tracked_segments
 from calmon.timeline import iso, window_length, window_start
 
 

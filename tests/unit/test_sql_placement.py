@@ -1,5 +1,5 @@
-"""SQL is written in one layer: ``calmon/db/`` and the storage services named in
-:data:`STORAGE_SERVICES`, each with the reason it reads or writes tables itself.
+"""SQL is written in one layer: ``calmon/db/`` and the one storage service named in
+:data:`STORAGE_SERVICES` (the reads of stored windows), with the reason it reads tables itself.
 
 Every module under ``calmon/`` is parsed with :mod:`ast`. What counts as SQL:
 
@@ -60,24 +60,6 @@ _STATEMENT = re.compile(
 STORAGE_SERVICES: dict[str, str] = {
     "calmon/services/stored_windows.py": (
         "every read of stored windows that the exporter and the web view make, in one place"
-    ),
-    "calmon/services/windows/planning.py": (
-        "the window states a plan reads and marks (checkpoints, fingerprints, due windows)"
-    ),
-    "calmon/services/windows/rows.py": (
-        "a window's prediction rows read as arrays, the hot read of a window's computation"
-    ),
-    "calmon/services/windows/references.py": (
-        "the reference sets, streamed from stored sorted scores or a period's rows"
-    ),
-    "calmon/services/windows/decisions.py": (
-        "the stored positives counts and sorted scores a pooled decision reads back"
-    ),
-    "calmon/services/windows/compute.py": (
-        "a window's writes (results, scores, state, segments) in its one transaction"
-    ),
-    "calmon/services/windows/results.py": (
-        "the paged read of stored results and the recompute request, both by the API"
     ),
 }
 
@@ -218,13 +200,19 @@ def test_every_storage_service_named_holds_sql_and_exists() -> None:
 
 def test_the_db_layer_holds_the_statements_moved_out_of_the_services() -> None:
     """Retention's deletes, the leader lease, a window's claim and its transaction settings,
-    the replica's lag, the models table, the web view's logins and the shared settings are
-    statements of ``calmon/db/``; the calibration route reads its record through the storage
-    service."""
+    the replica's lag, the models table, the web view's logins, the shared settings and every
+    statement of a window's planning, reads and writes are statements of ``calmon/db/``; the
+    calibration route reads its record through the storage service."""
     modules = _modules()
     for name in (
         "calmon/services/retention.py",
         "calmon/services/windows/locks.py",
+        "calmon/services/windows/planning.py",
+        "calmon/services/windows/rows.py",
+        "calmon/services/windows/references.py",
+        "calmon/services/windows/decisions.py",
+        "calmon/services/windows/compute.py",
+        "calmon/services/windows/results.py",
         "calmon/scheduler/lock.py",
         "calmon/scheduler/runner.py",
         "calmon/exporter/replica.py",
@@ -241,5 +229,10 @@ def test_the_db_layer_holds_the_statements_moved_out_of_the_services() -> None:
         "calmon/db/model_rows.py",
         "calmon/db/web_sessions.py",
         "calmon/db/shared_settings.py",
+        "calmon/db/window_states.py",
+        "calmon/db/window_rows.py",
+        "calmon/db/pools.py",
+        "calmon/db/window_writes.py",
+        "calmon/db/window_results.py",
     ):
         assert sql_in(modules[name]) != [], name

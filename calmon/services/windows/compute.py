@@ -23,26 +23,30 @@ from datetime import datetime, timedelta
 from typing import cast
 
 import numpy as np
-from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.orm import Session
 
 from calmon.clock import SYSTEM_CLOCK, Clock
 from calmon.db.backend import single_writer
-from calmon.db.models import (
-    Model,
-    ModelSegment,
-    Prediction,
-    WindowResult,
-    WindowScores,
-    WindowState,
-)
+from calmon.db.models import Model, ModelSegment, WindowState
 from calmon.db.session import begin_read_only
+from calmon.db.window_results import stored_record
+from calmon.db.window_rows import (
+    UNTRACKED,
+    WindowRows,
+    last_segment_position,
+    new_segments,
+    segment_count,
+    tracked_segments,
+    untracked_segment_count,
+)
+from calmon.db.window_states import Fingerprint, stored_version
+from calmon.db.window_writes import model_updated_at_for_share, replace_results
 from calmon.metrics.window_evaluation import WindowConfig
 from calmon.names import ALL_SEGMENTS
 from calmon.records import RECORD_VERSION, SegmentsOverflow, WindowRecord
 from calmon.services.windows.decisions import trailing_pool
 from calmon.services.windows.locks import begin_window
-from calmon.services.windows.planning import Fingerprint, still_due
+from calmon.services.windows.planning import still_due
 from calmon.services.windows.record import (
     ComputedWindow,
     TrailingPool,
@@ -51,7 +55,7 @@ from calmon.services.windows.record import (
 )
 from calmon.services.windows.reference_cache import Reference, ReferenceCache
 from calmon.services.windows.references import encode_scores, references_for
-from calmon.services.windows.rows import UNTRACKED, WindowRows, load_rows, tracked_segments
+from calmon.services.windows.rows import load_rows
 from calmon.timeline import window_length
 
 
@@ -68,69 +72,31 @@ def window_config(model: Model) -> WindowConfig:
 def _register_segments(session: Session, *, model: Model, start: datetime, now: datetime) -> int:
     """Track the segments of this window not tracked yet, first seen first, while the model
     tracks fewer than ``max_segments``; returns how many were added."""
-    taken = session.scalar(select(func.count()).where(ModelSegment.model_id == model.id)) or 0
-    room = model.max_segments - taken
+    room = model.max_segments - segment_count(session, model_id=model.id)
     if room <= 0:
         return 0
     end = start + window_length(model.window)
-    first_seen = func.min(Prediction.received_at)
-    rows = session.execute(
-        select(Prediction.segment, first_seen)
-        .where(
-            Prediction.model_id == model.id,
-            Prediction.ts >= start,
-            Prediction.ts < end,
-            Prediction.segment.is_not(None),
-            ~exists().where(
-                ModelSegment.model_id == model.id, ModelSegment.name == Prediction.segment
-            ),
-        )
-        .group_by(Prediction.segment)
-        .order_by(first_seen, Prediction.segment)
-        .limit(room)
-    ).all()
-    last = session.scalar(
-        select(func.max(ModelSegment.position)).where(ModelSegment.model_id == model.id)
-    )
+    names = new_segments(session, model_id=model.id, start=start, end=end, limit=room)
+    last = last_segment_position(session, model_id=model.id)
     position = -1 if last is None else last
-    for name, _ in rows:
+    for name in names:
         position += 1
         session.add(
             ModelSegment(model_id=model.id, name=name, position=position, first_seen_at=now)
         )
     session.flush()
-    return len(rows)
+    return len(names)
 
 
 def _overflow_segments(session: Session, *, model: Model, start: datetime) -> int:
     """Distinct segments of the window beyond the model's cap."""
     end = start + window_length(model.window)
-    tracked = exists().where(
-        ModelSegment.model_id == model.id,
-        ModelSegment.name == Prediction.segment,
-        ModelSegment.position < model.max_segments,
-    )
-    count = session.scalar(
-        select(func.count(func.distinct(Prediction.segment))).where(
-            Prediction.model_id == model.id,
-            Prediction.ts >= start,
-            Prediction.ts < end,
-            Prediction.segment.is_not(None),
-            ~tracked,
-        )
-    )
-    return int(count or 0)
+    return untracked_segment_count(session, model=model, start=start, end=end)
 
 
 def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
     """Overflow predictions of the window's stored result (0 if none is stored yet)."""
-    stored = session.scalar(
-        select(WindowResult.record).where(
-            WindowResult.model_id == model.id,
-            WindowResult.starts_at == start,
-            WindowResult.segment == ALL_SEGMENTS,
-        )
-    )
+    stored = stored_record(session, model_id=model.id, start=start, segment=ALL_SEGMENTS)
     record = cast(WindowRecord | None, stored)
     overflow = None if record is None else record["segments_overflow"]
     return 0 if overflow is None else overflow["predictions"]
@@ -187,14 +153,8 @@ def _confirm_current(session: Session, *, model: Model, state: WindowState, vers
     locked ``FOR SHARE`` until commit, so a configuration change waits for this window (and a
     change committed since the snapshot makes the lock fail as a serialisation failure); on
     SQLite, whose reads were committed before the evaluation, the stored values are compared."""
-    updated_at = session.scalar(
-        select(Model.updated_at).where(Model.id == model.id).with_for_update(read=True)
-    )
-    stored = session.scalar(
-        select(WindowState.version).where(
-            WindowState.model_id == state.model_id, WindowState.starts_at == state.starts_at
-        )
-    )
+    updated_at = model_updated_at_for_share(session, model_id=model.id)
+    stored = stored_version(session, model_id=state.model_id, start=state.starts_at)
     if updated_at != model.updated_at or stored != version:
         raise WindowChangedError(
             f"window {state.starts_at.isoformat()} of model {model.id} changed while computed"
@@ -373,38 +333,40 @@ def _replace_results(
     outputs: list[_SegmentOutput],
 ) -> None:
     """Replace the window's stored records and sorted scores with ``outputs``."""
-    for table in (WindowResult, WindowScores):
-        session.execute(delete(table).where(table.model_id == model.id, table.starts_at == start))
-    for output in outputs:
-        record = output.record
-        session.execute(
-            insert(WindowResult).values(
-                model_id=model.id,
-                segment=output.name,
-                starts_at=start,
-                ends_at=end,
-                computed_at=output.computed_at,
-                computed_by=instance,
-                version=version,
-                n=record["n"],
-                n_pos=record["n_pos"],
-                unlabelled=record["unlabelled"],
-                prior=record["prior"],
-                record=record,
-                record_version=RECORD_VERSION,
-                alerts=record_alerts(record),
+    replace_results(
+        session,
+        model_id=model.id,
+        start=start,
+        rows=[
+            (
+                {
+                    "model_id": model.id,
+                    "segment": output.name,
+                    "starts_at": start,
+                    "ends_at": end,
+                    "computed_at": output.computed_at,
+                    "computed_by": instance,
+                    "version": version,
+                    "n": output.record["n"],
+                    "n_pos": output.record["n_pos"],
+                    "unlabelled": output.record["unlabelled"],
+                    "prior": output.record["prior"],
+                    "record": output.record,
+                    "record_version": RECORD_VERSION,
+                    "alerts": record_alerts(output.record),
+                },
+                {
+                    "model_id": model.id,
+                    "segment": output.name,
+                    "starts_at": start,
+                    "version": version,
+                    "positives": output.positives,
+                    "negatives": output.negatives,
+                },
             )
-        )
-        session.execute(
-            insert(WindowScores).values(
-                model_id=model.id,
-                segment=output.name,
-                starts_at=start,
-                version=version,
-                positives=output.positives,
-                negatives=output.negatives,
-            )
-        )
+            for output in outputs
+        ],
+    )
 
 
 def _mark_computed(

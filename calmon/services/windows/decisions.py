@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 from typing import Final
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from calmon.arrays import FloatArray
-from calmon.db.models import Model, WindowResult, WindowScores, WindowState
-from calmon.db.session import binary_rows
+from calmon.db.models import Model
+from calmon.db.pools import stored_positive_counts, stored_scores
+from calmon.db.window_states import outdated_between
 from calmon.names import ALL_SEGMENTS
 from calmon.services.model_registry import (
     DEFAULT_DECISION_POSITIVES,
@@ -103,28 +103,10 @@ def _pooled_parts(
         return [], {}
     length = window_length(model.window)
     earliest = pooling_bound(model, start=start, earliest=start + length - settings.max_span)
-    stored = dict(
-        session.execute(
-            select(WindowResult.starts_at, WindowResult.n_pos).where(
-                WindowResult.model_id == model.id,
-                WindowResult.segment == segment,
-                WindowResult.starts_at < start,
-                WindowResult.starts_at >= earliest,
-            )
-        ).all()
+    stored = stored_positive_counts(
+        session, model_id=model.id, segment=segment, first=earliest, before=start
     )
-    outdated = WindowState.computed_version.is_(None) | (
-        WindowState.computed_version < WindowState.version
-    )
-    states = dict(
-        session.execute(
-            select(WindowState.starts_at, outdated).where(
-                WindowState.model_id == model.id,
-                WindowState.starts_at < start,
-                WindowState.starts_at >= earliest,
-            )
-        ).all()
-    )
+    states = outdated_between(session, model_id=model.id, first=earliest, before=start)
     parts: list[_Part] = []
     rows: dict[datetime, tuple[FloatArray, FloatArray]] = {}
     positives = window_positives
@@ -187,15 +169,7 @@ def trailing_pool(
         return None
     stored_starts = [part.start for part in parts if part.stored]
     stored = (
-        session.execute(
-            binary_rows(
-                select(WindowScores.positives, WindowScores.negatives).where(
-                    WindowScores.model_id == model.id,
-                    WindowScores.segment == segment,
-                    WindowScores.starts_at.in_(stored_starts),
-                )
-            )
-        ).all()
+        stored_scores(session, model_id=model.id, segment=segment, starts=stored_starts)
         if stored_starts
         else []
     )

@@ -18,68 +18,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
-from sqlalchemy import (
-    BigInteger,
-    and_,
-    case,
-    exists,
-    func,
-    literal,
-    or_,
-    select,
-    true,
-    update,
-)
 from sqlalchemy.orm import Session
 
-from calmon.db.backend import epoch_microseconds, window_start_seconds
 from calmon.db.changes import changed_windows, forget_changes
-from calmon.db.models import (
-    PENDING_WINDOW,
-    Model,
-    ModelScan,
-    Prediction,
-    WindowResult,
-    WindowState,
+from calmon.db.models import Model, ModelScan, WindowState
+from calmon.db.window_states import (
+    Fingerprint,
+    computed_before_checkpoint,
+    due_before,
+    due_bounds,
+    fingerprints,
+    fingerprints_by_window,
+    mark_requested,
+    period_checkpoint,
+    starts_with_older_records,
+    states_at,
+    states_between,
 )
 from calmon.records import RECORD_VERSION
-from calmon.timeline import EPOCH, WINDOW_SECONDS
+from calmon.timeline import WINDOW_SECONDS
 
-_MICROSECOND: Final = timedelta(microseconds=1)
 #: how far back a change of a fixed reference refreshes computed windows, in window lengths
 FIXED_REFRESH_WINDOWS: Final = 168
 #: the most due windows of one model a plan lists (:func:`due_windows`); the scheduler plans
 #: again after each pass over its plan, so a longer back-fill goes on with the next ones
 MAX_DUE_WINDOWS: Final = 1000
-
-
-def microseconds(moment: datetime) -> int:
-    """Exact microseconds since the epoch of an aware instant."""
-    return (moment - EPOCH) // _MICROSECOND
-
-
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """Predictions of a window changed at or after an instant: how many, and the sum of their
-    ``changed_at`` in microseconds past that instant (exact, as decimal text)."""
-
-    count: int
-    total: str
-
-
-def fingerprint_columns(session: Session, *, since: datetime) -> list[Any]:
-    """SQL aggregates over predictions: the :class:`Fingerprint` parts (count, total) of the
-    rows changed at or after ``since``, to add to a query over a window's rows."""
-    recent = Prediction.changed_at >= since
-    offset = epoch_microseconds(session, Prediction.changed_at) - literal(
-        microseconds(since), BigInteger
-    )
-    return [
-        func.count().filter(recent),
-        func.coalesce(func.sum(offset).filter(recent), 0),
-    ]
 
 
 def fingerprint(
@@ -90,32 +55,6 @@ def fingerprint(
     return found
 
 
-def fingerprints(
-    session: Session,
-    *,
-    model_id: int,
-    start: datetime,
-    end: datetime,
-    since: Sequence[datetime],
-) -> list[Fingerprint]:
-    """The :class:`Fingerprint` of the window ``[start, end)`` of a model since each instant
-    of ``since``, read in one statement."""
-    row = session.execute(
-        select(
-            *(column for moment in since for column in fingerprint_columns(session, since=moment))
-        ).where(
-            Prediction.model_id == model_id,
-            Prediction.changed_at >= min(since),
-            Prediction.ts >= start,
-            Prediction.ts < end,
-        )
-    ).one()
-    return [
-        Fingerprint(count=int(row[2 * index]), total=str(int(row[2 * index + 1])))
-        for index in range(len(since))
-    ]
-
-
 def first_fingerprints(
     session: Session, *, model_id: int, length: int, starts: Sequence[datetime], since: datetime
 ) -> dict[datetime, Fingerprint]:
@@ -124,22 +63,11 @@ def first_fingerprints(
     of hundreds of windows costs one), so the scan holds its transaction briefly."""
     step = timedelta(seconds=length)
     out = dict.fromkeys(starts, Fingerprint(count=0, total="0"))
-    bucket = window_start_seconds(session, Prediction.ts, length).label("bucket")
     for first, last in _runs(sorted(starts), step):
-        rows = session.execute(
-            select(bucket, *fingerprint_columns(session, since=since))
-            .where(
-                Prediction.model_id == model_id,
-                Prediction.changed_at >= since,
-                Prediction.ts >= first,
-                Prediction.ts < last + step,
-            )
-            .group_by(bucket)
-        ).all()
-        for seconds, count, total in rows:
-            start = EPOCH + timedelta(seconds=int(seconds))
-            if start in out:
-                out[start] = Fingerprint(count=int(count), total=str(int(total)))
+        found = fingerprints_by_window(
+            session, model_id=model_id, length=length, first=first, end=last + step, since=since
+        )
+        out.update((start, band) for start, band in found.items() if start in out)
     return out
 
 
@@ -238,16 +166,7 @@ def _states_between(
     one range query rather than one per window (an absent start is a window seen first)."""
     if not starts:
         return {}
-    return {
-        state.starts_at: state
-        for state in reads.scalars(
-            select(WindowState).where(
-                WindowState.model_id == model_id,
-                WindowState.starts_at >= min(starts),
-                WindowState.starts_at <= max(starts),
-            )
-        )
-    }
+    return states_between(reads, model_id=model_id, first=min(starts), last=max(starts))
 
 
 def _changed_bands(
@@ -301,15 +220,7 @@ def _still_current(
     states by start."""
     read = {start: (states[start].version, states[start].checkpoint_at) for start in changed_bands}
     reader.rollback()
-    live = {
-        state.starts_at: state
-        for state in session.scalars(
-            select(WindowState).where(
-                WindowState.model_id == model_id,
-                WindowState.starts_at.in_([*first_bands, *changed_bands]),
-            )
-        )
-    }
+    live = states_at(session, model_id=model_id, starts=[*first_bands, *changed_bands])
     first = {start: band for start, band in first_bands.items() if start not in live}
     changed = {
         start: band
@@ -372,23 +283,6 @@ class DueWindow:
     end: datetime
 
 
-def _due(model: Model, now: datetime, expired_before: datetime | None = None) -> Any:
-    """SQL: the window state is pending, ended ``grace`` ago (or ended, when a recompute was
-    requested), after ``expired_before`` (the retention cutoff, if any), and not waiting for a
-    retry."""
-    grace = timedelta(seconds=model.grace_seconds)
-    return and_(
-        WindowState.model_id == model.id,
-        PENDING_WINDOW,
-        true() if expired_before is None else WindowState.ends_at > expired_before,
-        or_(
-            WindowState.ends_at <= now - grace,
-            and_(WindowState.requested_at.is_not(None), WindowState.ends_at <= now),
-        ),
-        or_(WindowState.retry_at.is_(None), WindowState.retry_at <= now),
-    )
-
-
 def due_windows(
     session: Session,
     *,
@@ -406,21 +300,8 @@ def due_windows(
     under a trailing reference the oldest, under a fixed reference the windows of the
     reference period, then the newest. The others are listed by a later plan, once these
     are computed."""
-    query = select(WindowState.starts_at, WindowState.ends_at).where(
-        _due(model, now, expired_before)
-    )
-    if model.reference_kind == "fixed":
-        assert model.reference_start is not None
-        assert model.reference_end is not None
-        in_period = and_(
-            WindowState.ends_at > model.reference_start,
-            WindowState.starts_at < model.reference_end,
-        )
-        query = query.order_by(case((in_period, 0), else_=1), WindowState.starts_at.desc())
-    else:
-        query = query.order_by(WindowState.starts_at)
-    rows = session.execute(query.limit(limit)).all()
-    return sorted((DueWindow(start=start, end=end) for start, end in rows), key=lambda w: w.start)
+    bounds = due_bounds(session, model=model, now=now, expired_before=expired_before, limit=limit)
+    return sorted((DueWindow(start=start, end=end) for start, end in bounds), key=lambda w: w.start)
 
 
 def still_due(session: Session, *, model: Model, state: WindowState, now: datetime) -> bool:
@@ -433,12 +314,7 @@ def still_due(session: Session, *, model: Model, state: WindowState, now: dateti
         return False
     if model.reference_kind != "trailing":
         return True
-    older = session.scalar(
-        select(WindowState.starts_at)
-        .where(_due(model, now), WindowState.starts_at < state.starts_at)
-        .limit(1)
-    )
-    return older is None
+    return not due_before(session, model=model, now=now, before=state.starts_at)
 
 
 def record_failure(
@@ -459,16 +335,7 @@ def request_windows(
     """Mark windows pending (version bumped) and requested, so they are computed soon."""
     if not starts:
         return
-    session.execute(
-        update(WindowState)
-        .where(WindowState.model_id == model_id, WindowState.starts_at.in_(starts))
-        .values(
-            version=WindowState.version + 1,
-            requested_at=now,
-            failures=0,
-            retry_at=None,
-        )
-    )
+    mark_requested(session, model_id=model_id, starts=starts, now=now)
 
 
 def request_outdated_records(session: Session, *, model: Model, now: datetime) -> int:
@@ -476,18 +343,8 @@ def request_outdated_records(session: Session, *, model: Model, now: datetime) -
     :data:`~calmon.records.RECORD_VERSION`, so that they are computed again; returns how many.
     The scheduler asks once per model when it starts leading (the upgrade to the shape of
     revision 0011 requested its windows itself)."""
-    starts = session.scalars(
-        select(WindowState.starts_at).where(
-            WindowState.model_id == model.id,
-            WindowState.computed_version >= WindowState.version,
-            exists().where(
-                WindowResult.model_id == model.id,
-                WindowResult.starts_at == WindowState.starts_at,
-                WindowResult.record_version < RECORD_VERSION,
-            ),
-        )
-    ).all()
-    request_windows(session, model_id=model.id, starts=list(starts), now=now)
+    starts = starts_with_older_records(session, model_id=model.id, record_version=RECORD_VERSION)
+    request_windows(session, model_id=model.id, starts=starts, now=now)
     return len(starts)
 
 
@@ -511,26 +368,17 @@ def refresh_for_fixed_reference(session: Session, *, model: Model, now: datetime
     assert model.reference_start is not None
     assert model.reference_end is not None
     length = timedelta(seconds=WINDOW_SECONDS[model.window])
-    in_period = and_(
-        WindowState.starts_at > model.reference_start - length,
-        WindowState.starts_at < model.reference_end,
-    )
-    latest, pending = session.execute(
-        select(
-            func.max(WindowState.checkpoint_at),
-            func.count().filter(PENDING_WINDOW),
-        ).where(WindowState.model_id == model.id, in_period)
-    ).one()
+    after, before = model.reference_start - length, model.reference_end
+    latest, pending = period_checkpoint(session, model_id=model.id, after=after, before=before)
     if latest is None or pending or latest > now - timedelta(seconds=model.grace_seconds):
         return 0
-    starts = session.scalars(
-        select(WindowState.starts_at).where(
-            WindowState.model_id == model.id,
-            WindowState.computed_version == WindowState.version,
-            WindowState.checkpoint_at < latest,
-            WindowState.starts_at >= now - FIXED_REFRESH_WINDOWS * length,
-            ~in_period,
-        )
-    ).all()
-    request_windows(session, model_id=model.id, starts=list(starts), now=now)
+    starts = computed_before_checkpoint(
+        session,
+        model_id=model.id,
+        checkpoint=latest,
+        since=now - FIXED_REFRESH_WINDOWS * length,
+        after=after,
+        before=before,
+    )
+    request_windows(session, model_id=model.id, starts=starts, now=now)
     return len(starts)

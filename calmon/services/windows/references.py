@@ -15,16 +15,18 @@ from datetime import datetime, timedelta
 from typing import Final
 
 import numpy as np
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from calmon.arrays import FloatArray
-from calmon.db.models import Model, WindowChange, WindowResult, WindowScores, WindowState
-from calmon.db.session import binary_rows
+from calmon.db.changes import changes_between
+from calmon.db.models import Model
+from calmon.db.pools import computed_windows_before, stored_negatives, stored_positives
+from calmon.db.window_rows import WindowRows
+from calmon.db.window_states import period_versions
 from calmon.metrics import Pool
 from calmon.names import ALL_SEGMENTS
 from calmon.services.windows.reference_cache import Reference, ReferenceCache, pooled_reference
-from calmon.services.windows.rows import WindowRows, load_rows
+from calmon.services.windows.rows import load_rows
 from calmon.timeline import window_length
 
 #: how sorted scores are stored in ``window_scores``
@@ -56,16 +58,7 @@ def trailing_windows(
 ) -> list[StoredWindow]:
     """The ``count`` most recent computed windows of ``model`` that start before ``before``,
     oldest first."""
-    rows = session.execute(
-        select(WindowResult.starts_at, WindowResult.ends_at, WindowResult.version)
-        .where(
-            WindowResult.model_id == model.id,
-            WindowResult.segment == ALL_SEGMENTS,
-            WindowResult.starts_at < before,
-        )
-        .order_by(WindowResult.starts_at.desc())
-        .limit(count)
-    ).all()
+    rows = computed_windows_before(session, model_id=model.id, before=before, count=count)
     return [StoredWindow(start, end, version) for start, end, version in reversed(rows)]
 
 
@@ -74,15 +67,7 @@ def _stored_negatives(
 ) -> Iterator[FloatArray]:
     """The stored sorted negatives of ``segment`` in each window, one window at a time."""
     for start in starts:
-        data = session.scalar(
-            binary_rows(
-                select(WindowScores.negatives).where(
-                    WindowScores.model_id == model.id,
-                    WindowScores.segment == segment,
-                    WindowScores.starts_at == start,
-                )
-            )
-        )
+        data = stored_negatives(session, model_id=model.id, segment=segment, start=start)
         if data is not None:
             yield decode_scores(data)
 
@@ -92,15 +77,7 @@ def _trailing_reference(
 ) -> Reference:
     """The reference of ``segment`` pooled from the stored scores of ``windows``."""
     starts = [w.start for w in windows]
-    positives = session.scalars(
-        binary_rows(
-            select(WindowScores.positives).where(
-                WindowScores.model_id == model.id,
-                WindowScores.segment == segment,
-                WindowScores.starts_at.in_(starts),
-            )
-        )
-    ).all()
+    positives = stored_positives(session, model_id=model.id, segment=segment, starts=starts)
     pos_sorted = np.sort(np.concatenate([decode_scores(p) for p in positives] or [_EMPTY]))
     pool = Pool(pos_sorted, threshold=model.threshold, score_kind=model.score_kind)
     del positives, pos_sorted
@@ -214,27 +191,14 @@ def _fixed_version(session: Session, *, model: Model) -> tuple[int, int, str]:
     "Finding changed windows"), so the digest tells the two snapshots apart."""
     start, end = _fixed_period(model)
     length = window_length(model.window)
-    count, total = session.execute(
-        select(func.count(), func.coalesce(func.sum(WindowState.version), 0)).where(
-            WindowState.model_id == model.id,
-            WindowState.starts_at > start - length,
-            WindowState.starts_at < end,
-        )
-    ).one()
-    changes = session.execute(
-        select(WindowChange.starts_at, WindowChange.changed_at)
-        .where(
-            WindowChange.model_id == model.id,
-            WindowChange.starts_at > start - length,
-            WindowChange.starts_at < end,
-        )
-        .order_by(WindowChange.starts_at, WindowChange.changed_at)
-    ).all()
+    after = start - length
+    count, total = period_versions(session, model_id=model.id, after=after, before=end)
+    changes = changes_between(session, model_id=model.id, after=after, before=end)
     digest = hashlib.blake2b(
         "".join(f"{s.isoformat()} {c.isoformat()}\n" for s, c in changes).encode(),
         digest_size=16,
     ).hexdigest()
-    return int(count), int(total), digest
+    return count, total, digest
 
 
 def _config_key(model: Model) -> tuple[float, str, int]:

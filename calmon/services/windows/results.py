@@ -7,16 +7,16 @@ marks: ``docs/reference/scheduler.md`` ("Recompute").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from calmon.db.backend import bytewise, insert_ignoring_duplicates, window_start_seconds
-from calmon.db.models import Model, Prediction, WindowResult, WindowState
+from calmon.db.models import Model, WindowState
+from calmon.db.window_results import result_page
+from calmon.db.window_states import add_states, known_starts, starts_holding_predictions
 from calmon.services.windows.planning import request_windows
-from calmon.timeline import EPOCH, window_length, window_start
+from calmon.timeline import window_length, window_start
 
 #: the most windows a recompute request may cover (:func:`request_recompute`)
 MAX_RECOMPUTE_WINDOWS: Final = 10_000
@@ -61,27 +61,15 @@ def list_window_results(
 ) -> Page:
     """Stored records of ``model``'s windows overlapping ``[start, end)``, oldest first and,
     within a window, segment ``*`` first then by name; at most ``limit`` after ``after``."""
-    segment_order = bytewise(session, WindowResult.segment)
-    query = select(WindowResult.starts_at, WindowResult.segment, WindowResult.record).where(
-        WindowResult.model_id == model.id
+    rows = result_page(
+        session,
+        model_id=model.id,
+        start=start,
+        end=end,
+        segment=segment,
+        after=after,
+        limit=limit + 1,
     )
-    if start is not None:
-        query = query.where(WindowResult.ends_at > start)
-    if end is not None:
-        query = query.where(WindowResult.starts_at < end)
-    if segment is not None:
-        query = query.where(WindowResult.segment == segment)
-    if after is not None:
-        after_start, after_segment = after
-        query = query.where(
-            or_(
-                WindowResult.starts_at > after_start,
-                and_(WindowResult.starts_at == after_start, segment_order > after_segment),
-            )
-        )
-    rows = session.execute(
-        query.order_by(WindowResult.starts_at, segment_order).limit(limit + 1)
-    ).all()
     records = [record for _, _, record in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
@@ -130,42 +118,23 @@ def request_recompute(
     starts = [s for s in windows_in_range(model, start, end) if s + length <= now]
     if not starts:
         return []
-    seconds = int(length.total_seconds())
-    bucket = window_start_seconds(session, Prediction.ts, seconds)
-    holding = {
-        EPOCH + timedelta(seconds=int(epoch_seconds))
-        for epoch_seconds in session.scalars(
-            select(bucket)
-            .where(
-                Prediction.model_id == model.id,
-                Prediction.ts >= starts[0],
-                Prediction.ts < starts[-1] + length,
-            )
-            .group_by(bucket)
-        )
-    }
-    known = set(
-        session.scalars(
-            select(WindowState.starts_at).where(
-                WindowState.model_id == model.id,
-                WindowState.starts_at >= starts[0],
-                WindowState.starts_at <= starts[-1],
-            )
-        )
+    holding = starts_holding_predictions(
+        session,
+        model_id=model.id,
+        length=int(length.total_seconds()),
+        first=starts[0],
+        end=starts[-1] + length,
     )
+    known = known_starts(session, model_id=model.id, first=starts[0], last=starts[-1])
     chosen = sorted(holding | (known & set(starts)))
     fresh = [window for window in chosen if window not in known]
     if fresh:
-        columns = WindowState.__table__.columns
         states = [
             WindowState.first_seen(
                 model_id=model.id, starts_at=window, ends_at=window + length, version=0, now=now
             )
             for window in fresh
         ]
-        session.execute(
-            insert_ignoring_duplicates(session, WindowState),
-            [{column.key: getattr(state, column.key) for column in columns} for state in states],
-        )
+        add_states(session, states=states)
     request_windows(session, model_id=model.id, starts=chosen, now=now)
     return chosen

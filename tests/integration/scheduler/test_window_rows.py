@@ -11,13 +11,8 @@ import pytest
 from sqlalchemy import event, func, select
 
 from calmon.db.models import Model
-from calmon.services.windows.rows import (
-    NO_SEGMENT,
-    UNTRACKED,
-    _planner_settings,
-    load_rows,
-    tracked_segments,
-)
+from calmon.db.window_rows import NO_SEGMENT, UNTRACKED, _planner_settings, tracked_segments
+from calmon.services.windows.rows import load_rows
 from tests.integration.scheduler.helpers import Env, SettledClock, create_model, make_batch, send
 
 
