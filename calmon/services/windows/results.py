@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from calmon.db.backend import bytewise, insert_ignoring_duplicates, window_start_seconds
 from calmon.db.models import Model, Prediction, WindowResult, WindowState
+from calmon.services.stored_windows import CURRENT_RECORD
 from calmon.services.windows.planning import request_windows
 from calmon.timeline import EPOCH, window_length, window_start
 
@@ -60,10 +61,11 @@ def list_window_results(
     limit: int,
 ) -> Page:
     """Stored records of ``model``'s windows overlapping ``[start, end)``, oldest first and,
-    within a window, segment ``*`` first then by name; at most ``limit`` after ``after``."""
+    within a window, segment ``*`` first then by name; at most ``limit`` after ``after``.
+    Records of an older shape are left out, as windows not computed yet."""
     segment_order = bytewise(session, WindowResult.segment)
     query = select(WindowResult.starts_at, WindowResult.segment, WindowResult.record).where(
-        WindowResult.model_id == model.id
+        WindowResult.model_id == model.id, CURRENT_RECORD
     )
     if start is not None:
         query = query.where(WindowResult.ends_at > start)
