@@ -107,13 +107,14 @@ def test_an_older_record_is_not_served_until_it_is_computed_again(
     assert calibration.status_code == 404
     assert calibration.json()["error"]["code"] == "window_not_found"
 
-    # the scheduler that already leads does not look again; one that starts leading requests
-    # the window and computes it again
+    # the scheduler that already leads does not look again; the next to lead requests the
+    # window and computes it again
     assert first.tick().computed == 0
     assert [r["start"] for r in windows(env.client, "fraud", segment="*")] == [iso(older)]
     with env.session_factory() as session:
         state = session.get_one(WindowState, (model_id, latest))
         version = state.version
+    first.shutdown()
     restarted = env.scheduler()
     assert restarted.tick().computed == 1
     with env.session_factory() as session:
