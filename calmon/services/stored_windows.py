@@ -12,11 +12,11 @@ Which pairs count: segment ``*`` and each model's tracked segments below ``max_s
 window lengths before the model's ``*`` window is left out (:func:`current_windows`, and the
 same rule in SQL where the readers count or rank in the database).
 
-Only records of the current shape are served (:data:`CURRENT_RECORD`): a window holding a
-record of an older shape reads as a window not computed yet, until the scheduler computes it
-again (the upgrade that bumps :data:`~calmon.records.RECORD_VERSION` and the scheduler, when it
-starts leading, request it). A pair whose latest window holds such a record is left out, not
-shown with an earlier window in its place.
+Only records of the current shape are served (:data:`~calmon.db.models.CURRENT_RECORD`): a
+window holding a record of an older shape reads as a window not computed yet, until the
+scheduler computes it again (the upgrade that bumps :data:`~calmon.records.RECORD_VERSION` and
+the scheduler, when it starts leading, request it). A pair whose latest window holds such a
+record is left out, not shown with an earlier window in its place.
 
 Readers: the exporter (:mod:`calmon.exporter.snapshot` builds its samples from
 :func:`latest_stars`, :func:`ranked_segments`, :func:`latest_keys` and :func:`load_records`),
@@ -54,6 +54,7 @@ from sqlalchemy.orm import Session, aliased
 
 from calmon.db.backend import lengths_before
 from calmon.db.models import (
+    CURRENT_RECORD,
     Model,
     ModelSegment,
     UTCDateTime,
@@ -61,10 +62,8 @@ from calmon.db.models import (
     WindowResult,
 )
 from calmon.names import ALL_SEGMENTS
-from calmon.records import RECORD_VERSION, WindowRecord
+from calmon.records import WindowRecord
 
-#: the stored records that are served: those of the shape the builder writes today
-CURRENT_RECORD: Final = WindowResult.record_version == RECORD_VERSION
 #: a segment whose latest window is older than the model's by more windows is not shown
 QUIET_SEGMENT_WINDOWS: Final = 7
 #: windows whose records one statement reads (three bound parameters each)

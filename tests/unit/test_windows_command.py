@@ -27,7 +27,8 @@ REFERENCE = {
 
 
 #: a window's cells after its parts when its decision pools it alone, without an interval
-ALONE = ["1/16", "-", "not_enough_data", *"fixed reference 1 Nov 2026 08:00\u201310:00 UTC".split()]
+FIXED = ["fixed", "reference", "1", "Nov", "2026", "08:00\u201310:00", "UTC"]
+ALONE = ["1/16", "-", "not_enough_data", *FIXED]
 
 
 def _record(start: str, *, split: dict[str, Any] | None, calibrated: dict[str, Any] | None) -> Any:
@@ -85,13 +86,8 @@ def test_the_table_shows_values_and_marks_each_part_by_its_interval() -> None:
     )
     assert lines[2].split("  ")[0] == "window start (UTC)"
     rows = [line.split() for line in lines[3:6]]
-    assert rows[0] == ["2026-11-01", "10:00", "2000", "16", "0", "0.0080", "0.176"] + [
-        "-",
-        "-",
-        "-",
-        *ALONE,
-        "-",
-    ]
+    head = ["2026-11-01", "10:00", "2000", "16", "0", "0.0080", "0.176"]
+    assert rows[0] == [*head, "-", "-", "-", *ALONE, "-"]
     assert rows[1][2:] == [
         "2000",
         "16",

@@ -14,8 +14,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from calmon.db.backend import bytewise, insert_ignoring_duplicates, window_start_seconds
-from calmon.db.models import Model, Prediction, WindowResult, WindowState
-from calmon.services.stored_windows import CURRENT_RECORD
+from calmon.db.models import CURRENT_RECORD, Model, Prediction, WindowResult, WindowState
 from calmon.services.windows.planning import request_windows
 from calmon.timeline import EPOCH, window_length, window_start
 
