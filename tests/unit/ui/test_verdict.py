@@ -51,7 +51,7 @@ def record(
     n_pos = round(ratio * n)
     prior_iv = prior_interval or [-0.02, 0.03]
     lik_iv = likelihood_interval or [-0.04, 0.05]
-    out: dict[str, Any] = {
+    out: Any = {
         "n": n,
         "n_pos": n_pos,
         "unlabelled": unlabelled,
