@@ -9,7 +9,9 @@ and the OpenAPI schema of ``GET /v1/models/{model}/windows`` is generated from t
 (:data:`WINDOW_PAGE`): each key carries its description in an ``Annotated`` ``Field``, every
 object is closed (``additionalProperties: false``) except the maps keyed by a configured π0
 (``"0.01"``), whose values have one schema. A key that is ``NotRequired`` is absent for
-``score`` models, or from records computed before it existed; a nullable value is ``X | None``.
+``score`` models (the probability metrics, ``reliability``) or by configuration (an objective's
+other kinds); a nullable value is ``X | None``. Only records of the current shape
+(:data:`RECORD_VERSION`) are served, so no reader meets an older one.
 ``tests/unit/test_records.py`` checks that real computed records
 (``tests/data/windows/golden_records.json``) validate and hold exactly these keys. A section
 read by a catalogue name held in a variable (a TypedDict takes literal keys only) goes through
@@ -40,8 +42,11 @@ from calmon.verdict import DecisionVerdict, EstimateVerdict
 #: The shape of the window record the builder writes today, stored beside each record
 #: (``window_results.record_version``, never inside its JSON): one more with each change of what
 #: a computed record holds, so that a record of an older shape is recomputed rather than read
-#: around. 1: records computed before one of the keys declared ``NotRequired`` below (but those
-#: absent for ``score`` models) existed, or holding a value only those records hold.
+#: around (the stored reads serve records of this version only). 1: records computed before
+#: ``decision``, ``advice``, ``intervals.absent``, ``decision.positives_shift`` and
+#: ``decision.reference``, the estimate's ``label_shift``, ``verdict``, ``cannot_see`` and
+#: ``positive_class_ratio_resolved``, or the shift test's ``mann_whitney_z``, ``placement_z``
+#: and ``location_z`` existed, or holding a value only those records hold.
 RECORD_VERSION: Final = 2
 
 _CLOSED = ConfigDict(extra="forbid")
@@ -201,8 +206,7 @@ class IntervalsAbsent(TypedDict):
 
 @with_config(_CLOSED)
 class WindowIntervals(TypedDict):
-    """The 95% intervals of every published metric; ``absent`` is absent from records
-    computed before it existed."""
+    """The 95% intervals of every published metric, and why each null one is null."""
 
     regular: Annotated[RegularIntervals, _described("intervals of the regular metrics")]
     calibrated: Annotated[
@@ -213,14 +217,7 @@ class WindowIntervals(TypedDict):
             'each configured π0 under its decimal text (`"0.01"`)'
         ),
     ]
-    absent: NotRequired[
-        Annotated[
-            IntervalsAbsent,
-            _described(
-                "why each null interval is null; absent from records computed before it existed"
-            ),
-        ]
-    ]
+    absent: Annotated[IntervalsAbsent, _described("why each null interval is null")]
 
 
 @with_config(_CLOSED)
@@ -310,21 +307,13 @@ class LabelShiftCheck(TypedDict):
             "as scores can tell); null where the p-value is"
         ),
     ]
-    method: Annotated[
-        Literal["cvm_pearson_mixture_bootstrap", "cvm_mixture_bootstrap"],
-        _described(
-            "how it was tested (cvm_mixture_bootstrap: records computed before the check "
-            "gained its upper-tail statistic)"
-        ),
-    ]
+    method: Annotated[Literal["cvm_pearson_mixture_bootstrap"], _described("how it was tested")]
 
 
 @with_config(_CLOSED)
 class Estimated(TypedDict):
     """The label-free estimate of the window (`docs/reference/metrics.md`, Label-free estimates):
-    from every scored prediction, labelled or not, assuming P(score | class) is the reference's.
-    ``label_shift``, ``verdict``, ``cannot_see`` and ``positive_class_ratio_resolved`` are
-    absent from records computed before they existed."""
+    from every scored prediction, labelled or not, assuming P(score | class) is the reference's."""
 
     positive_class_ratio: Annotated[float, _described("estimated positive class ratio")]
     positive_class_ratio_interval: Annotated[Pair, _described("its 95% interval `[lower, upper]`")]
@@ -335,51 +324,37 @@ class Estimated(TypedDict):
         dict[str, EstimatedCalibrated],
         _described('at each configured π0, keyed by its decimal text (`"0.01"`)'),
     ]
-    label_shift: NotRequired[
-        Annotated[
-            LabelShiftCheck | None,
-            _described(
-                "the check of the estimate's assumption; absent in windows computed before "
-                "it existed"
-            ),
-        ]
+    label_shift: Annotated[
+        LabelShiftCheck | None, _described("the check of the estimate's assumption")
     ]
-    verdict: NotRequired[
-        Annotated[
-            EstimateVerdict | None,
-            _described(
-                "what the estimate says, with the check holding: the estimate rose above the "
-                "reference's ratio times 1.5 (`more_positives_or_higher_scores`: more positives, "
-                "or negatives scoring like positives; labels will tell), or fell below the "
-                "reference's divided by 1.5 (`fewer_positives_or_lower_scores`: fewer positives, "
-                "or positives scoring lower, e.g. a model that got worse; labels will tell); the "
-                "check rejecting: the scores changed in a way a class-ratio change does not "
-                "explain (`scores_changed`, labels needed); `no_change`; or `not_enough_data` "
-                "(under 200 scored predictions). Windows computed before the rise and the fall "
-                "had their own words say `class_ratio_moved` for them"
-            ),
-        ]
+    verdict: Annotated[
+        EstimateVerdict | None,
+        _described(
+            "what the estimate says, with the check holding: the estimate rose above the "
+            "reference's ratio times 1.5 (`more_positives_or_higher_scores`: more positives, "
+            "or negatives scoring like positives; labels will tell), or fell below the "
+            "reference's divided by 1.5 (`fewer_positives_or_lower_scores`: fewer positives, "
+            "or positives scoring lower, e.g. a model that got worse; labels will tell); the "
+            "check rejecting: the scores changed in a way a class-ratio change does not "
+            "explain (`scores_changed`, labels needed); `no_change`; or `not_enough_data` "
+            "(under 200 scored predictions)"
+        ),
     ]
-    cannot_see: NotRequired[
-        Annotated[
-            str | None,
-            _described(
-                "what no test on unlabelled scores can see: a share of one class scoring like "
-                "the other reads as a class-ratio change (positives scoring like negatives as "
-                "fewer positives); absent in windows computed before it existed"
-            ),
-        ]
+    cannot_see: Annotated[
+        str | None,
+        _described(
+            "what no test on unlabelled scores can see: a share of one class scoring like "
+            "the other reads as a class-ratio change (positives scoring like negatives as "
+            "fewer positives)"
+        ),
     ]
-    positive_class_ratio_resolved: NotRequired[
-        Annotated[
-            bool | None,
-            _described(
-                "false when the estimate's 95% interval reaches 0: its spread is of the order of "
-                "the value (too few positives), which an estimate that is never negative biases "
-                "upward; the value is then an order of magnitude and the interval is what holds. "
-                "Absent in windows computed before it existed"
-            ),
-        ]
+    positive_class_ratio_resolved: Annotated[
+        bool | None,
+        _described(
+            "false when the estimate's 95% interval reaches 0: its spread is of the order of "
+            "the value (too few positives), which an estimate that is never negative biases "
+            "upward; the value is then an order of magnitude and the interval is what holds"
+        ),
     ]
 
 
@@ -529,46 +504,34 @@ class PositivesShift(TypedDict):
     positives")."""
 
     method: Annotated[
-        Literal["mann_whitney", "mann_whitney_and_placement", "location_and_placement"],
+        Literal["location_and_placement"],
         _described(
-            "`location_and_placement`: the one-sided test of the two sets' positives' location "
-            "scores (a shift of their logits) and the test of their placements among the pooled "
-            "negatives, the smaller p-value doubled; windows computed before: "
-            "`mann_whitney_and_placement` (the Mann-Whitney test in the location test's place) "
-            "or `mann_whitney` (the Mann-Whitney test alone)"
+            "the one-sided test of the two sets' positives' location scores (a shift of their "
+            "logits) and the test of their placements among the pooled negatives, the smaller "
+            "p-value doubled"
         ),
     ]
     z: Annotated[
         float,
         _described(
-            "the larger of the two tests' z (the Mann-Whitney z alone in `mann_whitney`), above "
-            "0 when the pooled positives score lower"
+            "the larger of the two tests' z (the location test's alone without pooled "
+            "negatives, the Mann-Whitney z in its place where it is null), above 0 when the "
+            "pooled positives score lower"
         ),
     ]
     p_value: Annotated[float, _described("its one-sided p-value")]
-    mann_whitney_z: NotRequired[
-        Annotated[
-            float | None,
-            _described("z of the Mann-Whitney test (ties corrected); absent before it was stored"),
-        ]
+    mann_whitney_z: Annotated[
+        float | None, _described("z of the Mann-Whitney test (ties corrected)")
     ]
-    placement_z: NotRequired[
-        Annotated[
-            float | None,
-            _described(
-                "skewness-corrected z of the placement test; null without pooled negatives, "
-                "absent before it was stored"
-            ),
-        ]
+    placement_z: Annotated[
+        float | None,
+        _described("skewness-corrected z of the placement test; null without pooled negatives"),
     ]
-    location_z: NotRequired[
-        Annotated[
-            float | None,
-            _described(
-                "skewness-corrected z of the location test; null when the positives' logits do "
-                "not vary, absent before it was stored"
-            ),
-        ]
+    location_z: Annotated[
+        float | None,
+        _described(
+            "skewness-corrected z of the location test; null when the positives' logits do not vary"
+        ),
     ]
 
 
@@ -578,8 +541,7 @@ class Decision(TypedDict):
     positives"): the window and the trailing windows before it, pooled back until they hold the
     model's `decision.min_positives` positives (within `decision.max_span`), split against the
     reference like a window. The one verdict the web view, `calmon windows`, `calmon simulate`
-    and the alerts read. ``positives_shift`` and ``reference`` are absent from records
-    computed before they existed."""
+    and the alerts read."""
 
     windows: Annotated[int, _described("windows pooled, this one included")]
     start: Annotated[Instant, _described("start of the oldest pooled window (UTC)")]
@@ -617,33 +579,26 @@ class Decision(TypedDict):
         Pair | None,
         _described("95% Wilson interval of the reference's class ratio, null without one"),
     ]
-    positives_shift: NotRequired[
-        Annotated[
-            PositivesShift | None,
-            _described(
-                "the page's test; null without a reference with positives or without pooled "
-                "positives, absent in windows computed before it existed"
-            ),
-        ]
+    positives_shift: Annotated[
+        PositivesShift | None,
+        _described(
+            "the page's test; null without a reference with positives or without pooled positives"
+        ),
     ]
-    reference: NotRequired[
-        Annotated[
-            ReferencePeriod | None,
-            _described(
-                "the reference the verdict is compared with: the window's own, except for a "
-                "trailing reference when the decision pools earlier windows, where it is the "
-                "windows before the oldest pooled one; null without a reference, absent in "
-                "windows computed before it was stored"
-            ),
-        ]
+    reference: Annotated[
+        ReferencePeriod | None,
+        _described(
+            "the reference the verdict is compared with: the window's own, except for a "
+            "trailing reference when the decision pools earlier windows, where it is the "
+            "windows before the oldest pooled one; null without a reference"
+        ),
     ]
 
 
 @with_config(_CLOSED)
 class WindowRecord(TypedDict):
     """The result of one window and segment, as computed by the scheduler. ``reliability`` is
-    absent for ``score`` models; ``advice`` and ``decision`` are absent from records computed
-    before they existed."""
+    absent for ``score`` models."""
 
     start: Annotated[Instant, _described("first instant of the window (UTC)")]
     end: Annotated[Instant, _described("end of the window, excluded (UTC)")]
@@ -686,22 +641,15 @@ class WindowRecord(TypedDict):
     reliability: NotRequired[
         Annotated[list[ReliabilityBin] | None, _described("reliability diagram" + _PROBABILITY)]
     ]
-    advice: NotRequired[
-        Annotated[
-            Advice | None,
-            _described("the advised threshold for the model's objective; null without one"),
-        ]
+    advice: Annotated[
+        Advice | None,
+        _described("the advised threshold for the model's objective; null without one"),
     ]
     segments_overflow: Annotated[
         SegmentsOverflow | None,
         _described("untracked segments of the window, on segment `*` only (else null)"),
     ]
-    decision: NotRequired[
-        Annotated[
-            Decision | None,
-            _described("the pooled decision; absent from records computed before it existed"),
-        ]
-    ]
+    decision: Annotated[Decision, _described("the pooled decision")]
 
 
 @with_config(_CLOSED)

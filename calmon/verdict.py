@@ -198,8 +198,8 @@ def page(decision: dict[str, Any], *, reference_value: float | None, p: float = 
     :func:`calmon.metrics.decision.positives_shift`), and its ``likelihood_part`` is below
     -:data:`PAGE_MATERIAL` times the reference's value of the metric (the fall matters to the
     metric, not only to the test)."""
-    shift = decision.get("positives_shift")
-    likelihood = decision.get("likelihood_part")
+    shift = decision["positives_shift"]
+    likelihood = decision["likelihood_part"]
     if shift is None or likelihood is None or reference_value is None:
         return False
     return bool(shift["p_value"] < p and likelihood < -PAGE_MATERIAL * reference_value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from calmon.records import Decision, ReferencePeriod, WindowRecord
+from calmon.records import ReferencePeriod, WindowRecord
 
 #: between the two ends of a period
 DASH: Final = "\u2013"
@@ -71,28 +71,19 @@ def reference_words(reference: ReferencePeriod | None, *, pooled: bool = False) 
 
 
 def decision_reference(record: WindowRecord) -> tuple[ReferencePeriod | None, bool]:
-    """The reference a record's verdict is compared with, and whether it lies before the
-    decision's pooled windows (a trailing reference of a decision pooling more than one
-    window). Records stored before decisions named their reference read the window's own,
-    which is the decision's except for that trailing case."""
-    decision: Decision | None = record.get("decision")
-    own = record["reference"]
-    if decision is None:
-        return own, False
-    stored = decision.get("reference", own)
-    kind = (stored or own or {"kind": "fixed"})["kind"]
-    return stored, decision["windows"] > 1 and kind == "trailing"
+    """The reference a record's verdict is compared with (its decision's), and whether it lies
+    before the decision's pooled windows (a trailing reference of a decision pooling more than
+    one window)."""
+    decision = record["decision"]
+    reference = decision["reference"]
+    pooled = reference is not None and reference["kind"] == "trailing" and decision["windows"] > 1
+    return reference, pooled
 
 
 def decision_words(record: WindowRecord) -> str:
     """What the verdict of ``record`` is compared with, as the object of "against"
-    (:func:`reference_words` of :func:`decision_reference`); for an old record whose trailing
-    decision pooled windows without naming its reference, ``the windows before the pooled
-    ones``."""
+    (:func:`reference_words` of :func:`decision_reference`)."""
     reference, pooled = decision_reference(record)
-    decision = record.get("decision")
-    if pooled and decision is not None and "reference" not in decision:
-        return "the windows before the pooled ones"
     return reference_words(reference, pooled=pooled)
 
 

@@ -13,6 +13,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from calmon.catalogue import CANNOT_SEE
 from calmon.exporter.snapshot import ADVICE_QUANTITIES, LatestWindow
 from calmon.metrics.prepared import pi0_key
 from calmon.records import WindowRecord
@@ -60,6 +61,11 @@ def _intervals(values: dict[str, float]) -> dict[str, list[float] | None]:
     }
 
 
+def _absent(values: dict[str, float]) -> dict[str, str]:
+    """Why the metrics without a published interval have none."""
+    return {name: "no_method" for name in values if name in NO_INTERVAL}
+
+
 def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> dict[str, Any]:
     """A record with every value defined; calibrated at "reference" and at each ``pi0``."""
     regular = _metrics(CATALOGUE)
@@ -92,6 +98,10 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
         "intervals": {
             "regular": _intervals(regular),
             "calibrated": {key: _intervals(values) for key, values in calibrated.items()},
+            "absent": {
+                "regular": _absent(regular),
+                "calibrated": {key: _absent(values) for key, values in calibrated.items()},
+            },
         },
         "split": split,
         "reference": {
@@ -113,8 +123,14 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "calibrated": {
                 pi0_key(p): _metrics(tuple(sorted(ESTIMATED_PRIOR_DEPENDENT))) for p in pi0
             },
-            "label_shift": {"p_value": 0.42, "holds": True, "method": "cvm_mixture_bootstrap"},
-            "verdict": "class_ratio_moved",
+            "label_shift": {
+                "p_value": 0.42,
+                "holds": True,
+                "method": "cvm_pearson_mixture_bootstrap",
+            },
+            "verdict": "more_positives_or_higher_scores",
+            "cannot_see": CANNOT_SEE,
+            "positive_class_ratio_resolved": True,
         },
         "reliability": [],
         "segments_overflow": {"segments": 3, "predictions": 412} if segment == "*" else None,
@@ -132,7 +148,14 @@ def make_record(*, segment: str = "*", pi0: tuple[float, ...] = (0.01, 0.5)) -> 
             "positive_class_ratio": 0.05,
             "positive_class_ratio_interval": [0.0487, 0.0514],
             "reference_positive_class_ratio_interval": [0.0193, 0.0207],
-            "positives_shift": {"method": "mann_whitney", "z": 1.2, "p_value": 0.115},
+            "positives_shift": {
+                "method": "location_and_placement",
+                "z": 1.2,
+                "p_value": 0.23,
+                "mann_whitney_z": 1.1,
+                "placement_z": 1.2,
+                "location_z": 0.9,
+            },
             "reference": {
                 "kind": "trailing",
                 "start": (START - 11 * LENGTH).isoformat(),
@@ -292,7 +315,7 @@ def expected_series(model: str, record: dict[str, Any]) -> dict[Key, float]:
             against=reference_words(record["reference"]),
         )
     compared, _ = decision_reference(cast(Any, record))
-    if record.get("decision") is not None and compared is not None:
+    if compared is not None:
         put(
             "calmon_decision_reference_info",
             1,

@@ -218,7 +218,7 @@ def _estimate(record: WindowRecord) -> str:
     if estimated is None:
         return "-"
     speaks = speaking_estimate(
-        estimated.get("verdict"), labelled=record["n"], unlabelled=record["unlabelled"]
+        estimated["verdict"], labelled=record["n"], unlabelled=record["unlabelled"]
     )
     if speaks is None:
         return "-"
@@ -238,11 +238,8 @@ def against(record: WindowRecord) -> str:
 
 def _decision_cells(record: WindowRecord) -> tuple[str, str, str, str]:
     """(pooled windows/positives, decision's likelihood part with its mark, verdict code
-    (:class:`calmon.verdict.Verdict`), what it compares with) of a record; ``-`` for a record
-    computed before decisions existed."""
-    decision = record.get("decision")
-    if decision is None:
-        return "-", "-", "-", "-"
+    (:class:`calmon.verdict.Verdict`), what it compares with) of a record."""
+    decision = record["decision"]
     pooled = f"{decision['windows']}/{decision['n_pos']}"
     likelihood = _part(decision["likelihood_part"], decision["likelihood_interval"])
     return pooled, likelihood, stored_verdict(decision["verdict"]).value, against(record)
@@ -313,7 +310,7 @@ def format_table(records: Iterable[WindowRecord], *, model: str, segment: str, m
         "against",
         "estimated ratio [95%] before labels",
     )
-    advices = [record.get("advice") for record in records_list]
+    advices = [record["advice"] for record in records_list]
     advised = any(advices)
     if advised:
         header += ("threshold", "advised")

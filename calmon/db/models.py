@@ -330,6 +330,9 @@ class WindowResult(Base):
     alerts: Mapped[str | None] = mapped_column(Text)
 
 
+#: the stored records that are served: those of the shape the builder writes today (a window
+#: holding an older one reads as not computed until the scheduler computes it again)
+CURRENT_RECORD = WindowResult.record_version == RECORD_VERSION
 #: latest windows with alert states or not judged: those the model list reads one by one
 FLAGGED_WINDOW = text("alerts IS NULL OR alerts <> '[]'")
 

@@ -11,7 +11,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from calmon.db.backend import bytewise
-from calmon.db.models import WindowResult
+from calmon.db.models import CURRENT_RECORD, WindowResult
 
 
 def result_page(
@@ -26,10 +26,11 @@ def result_page(
 ) -> list[tuple[datetime, str, dict[str, Any]]]:
     """The (start, segment, record) of at most ``limit`` stored results of a model's windows
     overlapping ``[start, end)`` (of ``segment`` only, when given), oldest first and, within
-    a window, by segment name bytewise, after ``after`` (start, segment) when given."""
+    a window, by segment name bytewise, after ``after`` (start, segment) when given; records of
+    the current shape only (:data:`~calmon.db.models.CURRENT_RECORD`)."""
     segment_order = bytewise(session, WindowResult.segment)
     query = select(WindowResult.starts_at, WindowResult.segment, WindowResult.record).where(
-        WindowResult.model_id == model_id
+        WindowResult.model_id == model_id, CURRENT_RECORD
     )
     if start is not None:
         query = query.where(WindowResult.ends_at > start)
@@ -50,14 +51,15 @@ def result_page(
 
 
 def stored_record(
-    session: Session, *, model_id: int, start: datetime, segment: str
+    session: Session, *, model_id: int, start: datetime, segment: str, current_only: bool
 ) -> dict[str, Any] | None:
-    """The stored record of ``segment`` in a model's window starting at ``start`` (None:
-    none stored)."""
-    return session.scalar(
-        select(WindowResult.record).where(
-            WindowResult.model_id == model_id,
-            WindowResult.starts_at == start,
-            WindowResult.segment == segment,
-        )
+    """The stored record of ``segment`` in a model's window starting at ``start``, by primary
+    key (None: none stored, or, with ``current_only``, one of an older shape)."""
+    query = select(WindowResult.record).where(
+        WindowResult.model_id == model_id,
+        WindowResult.starts_at == start,
+        WindowResult.segment == segment,
     )
+    if current_only:
+        query = query.where(CURRENT_RECORD)
+    return session.scalar(query)

@@ -542,7 +542,7 @@ def _add_estimated(builder: _Builder, record: WindowRecord, labels: dict[str, st
     builder.add("calmon_estimated_positive_class_ratio", labels, estimated["positive_class_ratio"])
     builder.add("calmon_estimated_positive_class_ratio_lower", labels, lower)
     builder.add("calmon_estimated_positive_class_ratio_upper", labels, upper)
-    check = estimated.get("label_shift")
+    check = estimated["label_shift"]
     builder.add(
         "calmon_estimated_label_shift_p_value", labels, None if check is None else check["p_value"]
     )
@@ -558,10 +558,8 @@ def _add_estimated(builder: _Builder, record: WindowRecord, labels: dict[str, st
 
 
 def _add_decision(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
-    """The series of the record's pooled decision (none for a record without one)."""
-    decision = record.get("decision")
-    if decision is None:
-        return
+    """The series of the record's pooled decision."""
+    decision = record["decision"]
     parts = {
         "prior": (decision["prior_part"], decision["prior_interval"]),
         "likelihood": (decision["likelihood_part"], decision["likelihood_interval"]),
@@ -574,7 +572,7 @@ def _add_decision(builder: _Builder, record: WindowRecord, labels: dict[str, str
         builder.add("calmon_decision_change_lower", component_labels, lower)
         builder.add("calmon_decision_change_upper", component_labels, upper)
     lower, upper = _interval(decision["positive_class_ratio_interval"])
-    shift = decision.get("positives_shift")
+    shift = decision["positives_shift"]
     for name, value in (
         ("calmon_decision_windows", decision["windows"]),
         ("calmon_decision_predictions", decision["n"]),
@@ -595,7 +593,7 @@ def _add_decision(builder: _Builder, record: WindowRecord, labels: dict[str, str
 
 
 def _add_advice(builder: _Builder, record: WindowRecord, labels: dict[str, str]) -> None:
-    advice = record.get("advice")
+    advice = record["advice"]
     if advice is None:
         return
     builder.add("calmon_advised_threshold", labels, advice["threshold"])

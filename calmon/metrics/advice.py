@@ -545,7 +545,7 @@ def window_prior(
     )
     if estimated is None:
         return None, None, f"{labels}, and there is no label-free estimate"
-    check = estimated.get("label_shift")
+    check = estimated["label_shift"]
     if not isinstance(check, dict) or check.get("holds") is not True:
         state = (
             "has no label-shift check"

@@ -43,8 +43,7 @@ from calmon.metrics.resampling import cut_with_fp
 from calmon.metrics.split import PART_INTERVAL_METRICS, drift_split, split_intervals_ranked
 from calmon.verdict import decision_verdict, page
 
-#: the method of :func:`positives_shift` (records before it hold ``mann_whitney`` or
-#: ``mann_whitney_and_placement``)
+#: the method of :func:`positives_shift`
 SHIFT_METHOD: Final = "location_and_placement"
 
 

@@ -12,6 +12,12 @@ Which pairs count: segment ``*`` and each model's tracked segments below ``max_s
 window lengths before the model's ``*`` window is left out (:func:`current_windows`, and the
 same rule in SQL where the readers count or rank in the database).
 
+Only records of the current shape are served (:data:`~calmon.db.models.CURRENT_RECORD`): a
+window holding a record of an older shape reads as a window not computed yet, until the
+scheduler computes it again (the upgrade that bumps :data:`~calmon.records.RECORD_VERSION` and
+the scheduler, when it starts leading, request it). A pair whose latest window holds such a
+record is left out, not shown with an earlier window in its place.
+
 Readers: the exporter (:mod:`calmon.exporter.snapshot` builds its samples from
 :func:`latest_stars`, :func:`ranked_segments`, :func:`latest_keys` and :func:`load_records`),
 the model list (:func:`model_list_windows`), a model's page (:func:`load_latest_windows`,
@@ -46,8 +52,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, aliased
 
+from calmon.db import window_results
 from calmon.db.backend import lengths_before
 from calmon.db.models import (
+    CURRENT_RECORD,
     Model,
     ModelSegment,
     UTCDateTime,
@@ -276,7 +284,8 @@ def ranked_segments(session: Session, *, ranks: int) -> Select[Any]:
 
 def load_records(session: Session, windows: Sequence[Keyed]) -> list[LatestWindow]:
     """The records of ``windows``, in their order, read by primary key
-    (:data:`RECORDS_PER_STATEMENT` a statement); a window deleted meanwhile is skipped."""
+    (:data:`RECORDS_PER_STATEMENT` a statement); a window deleted meanwhile, or holding a
+    record of an older shape, is skipped."""
     found: dict[tuple[int, str, datetime], tuple[datetime, WindowRecord]] = {}
     for first in range(0, len(windows), RECORDS_PER_STATEMENT):
         part = windows[first : first + RECORDS_PER_STATEMENT]
@@ -290,7 +299,8 @@ def load_records(session: Session, windows: Sequence[Keyed]) -> list[LatestWindo
             ).where(
                 tuple_(WindowResult.model_id, WindowResult.segment, WindowResult.starts_at).in_(
                     [(c.model_id, c.segment, c.start) for c in part]
-                )
+                ),
+                CURRENT_RECORD,
             )
         )
         for model_id, segment, start, computed_at, record in rows:
@@ -316,10 +326,10 @@ def last_window_records(
     session: Session, *, model: Model, segment: str, last: int, since: datetime | None = None
 ) -> list[WindowRecord]:
     """The stored records of ``segment`` of ``model``'s latest ``last`` windows (those ending
-    after ``since`` when given), oldest first: one query, newest first and limited to
-    ``last`` rows, however long the segment's history."""
+    after ``since`` when given) that hold a record of the current shape, oldest first: one
+    query, newest first and limited to ``last`` rows, however long the segment's history."""
     query = select(WindowResult.record).where(
-        WindowResult.model_id == model.id, WindowResult.segment == segment
+        WindowResult.model_id == model.id, WindowResult.segment == segment, CURRENT_RECORD
     )
     if since is not None:
         query = query.where(WindowResult.ends_at > since)
@@ -330,13 +340,10 @@ def last_window_records(
 def stored_record(
     session: Session, *, model_id: int, start: datetime, segment: str
 ) -> WindowRecord | None:
-    """The stored record of one window and segment (by primary key); None when there is none."""
-    stored = session.scalar(
-        select(WindowResult.record).where(
-            WindowResult.model_id == model_id,
-            WindowResult.starts_at == start,
-            WindowResult.segment == segment,
-        )
+    """The stored record of one window and segment (by primary key); None when there is none
+    or it is of an older shape."""
+    stored = window_results.stored_record(
+        session, model_id=model_id, start=start, segment=segment, current_only=True
     )
     return cast(WindowRecord | None, stored)
 

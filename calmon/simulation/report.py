@@ -182,7 +182,7 @@ def _estimate(record: WindowRecord) -> str:
     lower, upper = estimated["positive_class_ratio_interval"]
     return (
         f"{_number(estimated['positive_class_ratio'], 4)} [{_number(lower, 4)},{_number(upper, 4)}]"
-        f" {estimated.get('verdict') or '-'}"
+        f" {estimated['verdict'] or '-'}"
     )
 
 
@@ -299,7 +299,7 @@ def _estimate_verdict(found: Sequence[WindowRecord], ref_prior: Any, true_ratio:
     of them (their estimate does not hold), else the estimated class ratio."""
     estimated = [e for r in found if (e := r["estimated"])]
     rejected = sum(
-        (check := e.get("label_shift")) is not None and check["holds"] is False for e in estimated
+        (check := e["label_shift"]) is not None and check["holds"] is False for e in estimated
     )
     if rejected:
         return (
@@ -418,13 +418,13 @@ def format_decisions(plans: Sequence[WindowPlan], records: Records) -> list[str]
     web view, ``calmon windows`` and the alerts read, ``docs/reference/metrics.md``): the
     verdict of its last window in the web view's words (:data:`calmon.verdict.VERDICT_WORDS`),
     what that decision pooled, and how many windows into the phase a decision first said so.
-    Records without a decision are skipped."""
+    Windows without a record are skipped."""
     lines: list[str] = []
     for name in dict.fromkeys(plan.phase.name for plan in plans):
         if name == REFERENCE_PHASE:
             continue
         decisions = [
-            None if (record := records.get(plan.start)) is None else record.get("decision")
+            None if (record := records.get(plan.start)) is None else record["decision"]
             for plan in plans
             if plan.phase.name == name
         ]

@@ -622,10 +622,8 @@ def _pooled(decision: DecisionReading) -> str:
 
 def _decision_cells(record: WindowRecord) -> str:
     """The decision's cells of a row of the verdict table: span and counts, and its
-    likelihood part (dashes for a record without a decision)."""
+    likelihood part."""
     decision = read_decision(record)
-    if decision is None:
-        return f"<td>{DASH}</td><td>{DASH}</td>"
     positives = DASH if decision.n_pos is None else plural(decision.n_pos, "positive")
     labelled = DASH if decision.n is None else f"{decision.n:,}"
     return (
@@ -673,12 +671,11 @@ def _explain_decision(decision: DecisionReading) -> str:
 
 def _verdict_sentence(record: WindowRecord, reading: WindowReading) -> str:
     """The explanation beside a window's verdict: the label-free estimate's where it speaks
-    for the window, else its decision's when it has one, else its own reading's."""
+    for the window, else its decision's."""
     speaks = estimate_speaks(record)
     if speaks is not None:
         return _explain_estimate(record, reading, speaks)
-    decision = read_decision(record)
-    return _explain(reading) if decision is None else _explain_decision(decision)
+    return _explain_decision(read_decision(record))
 
 
 def _objective_text(objective: Objective) -> str:
@@ -705,8 +702,8 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
     """The advice of a window (``docs/reference/acting.md``): the advised threshold beside the
     configured one, what it is expected to give, and whether its assumption held; or why
     there is none. Empty when the model has no objective."""
-    advice = record.get("advice")
-    if not advice:
+    advice = record["advice"]
+    if advice is None:
         return ""
     configured = format_number(number(advice["configured_threshold"]), 4)
     objective = escape(_objective_text(advice["objective"]))
@@ -728,7 +725,7 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
             "at the likelihood part of the change: the model or its inputs changed.</p>"
         )
     expected = advice["expected"]
-    intervals = advice.get("expected_intervals")
+    intervals = advice["expected_intervals"]
     values = (
         {}
         if expected is None
@@ -783,31 +780,11 @@ def advice_section(record: WindowRecord, *, name: str, segment: str) -> str:
     )
 
 
-def _explain(reading: WindowReading) -> str:
-    """One sentence on the verdict of a window, with its numbers."""
-    if reading.verdict is Verdict.UNKNOWN:
-        return (
-            "Not enough data: the intervals of the change split need a reference and at least "
-            "100 labelled positives in both the window and the reference."
-        )
-    ratio = (
-        f"The class ratio is {format_number(reading.ratio, 4)}"
-        f"{interval_text(reading.ratio_interval, 4)}"
-        f" against the reference's {format_number(reading.reference_ratio, 4)}"
-        f"{interval_text(reading.reference_interval, 4)}; "
-    )
-    parts = (
-        f"the prior part of the AP change is {_part(reading.prior_part, reading.prior_interval)}, "
-        f"the likelihood part {_part(reading.likelihood_part, reading.likelihood_interval)}."
-    )
-    return ratio + parts
-
-
 def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: Estimate) -> str:
     """One sentence on a window that its label-free estimate speaks for (one with an
     estimate: :func:`calmon.ui.verdict.estimate_speaks`)."""
     estimated = record["estimated"]
-    check = None if estimated is None else estimated.get("label_shift")
+    check = None if estimated is None else estimated["label_shift"]
     p_value = format_number(None if check is None else number(check["p_value"]))
     counts = (
         f"{record['unlabelled']} of its {DASH if estimated is None else estimated['n']} scored "
@@ -826,7 +803,7 @@ def _explain_estimate(record: WindowRecord, reading: WindowReading, verdict: Est
         f"; the scores fit the reference's classes at that ratio (label-shift check p = "
         f"{p_value}). "
     )
-    resolved = estimated is None or estimated.get("positive_class_ratio_resolved") is not False
+    resolved = estimated is None or estimated["positive_class_ratio_resolved"] is not False
     precision = "" if resolved else f" (Not resolved: {UNRESOLVED}.)"
     if verdict is Estimate.FELL:
         return (

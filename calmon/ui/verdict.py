@@ -5,14 +5,11 @@ Pure functions of window records (typed :class:`calmon.records.WindowRecord`); n
 the database.
 
 The verdict shown is the record's pooled ``decision`` (:func:`record_verdict`,
-``docs/reference/metrics.md``, "Decisions at few positives"), computed once by the scheduler. A
-record computed before decisions existed reads its own split (:func:`read_window`,
-:func:`calmon.verdict.window_verdict`), "not enough data" when any of its intervals is absent
-(no reference, no labels yet, or fewer than 100 positives in the window or the reference for
-the split's intervals). Before a window's labels decide (fewer labelled than unlabelled
-predictions), its label-free estimate speaks where the decision cannot
-(:func:`estimate_speaks`): its record's ``estimated.verdict``. Codes become words only where
-they are shown (:data:`calmon.verdict.VERDICT_WORDS`).
+``docs/reference/metrics.md``, "Decisions at few positives"), computed once by the scheduler;
+the window's own split reads its numbers (:func:`read_window`). Before a window's labels
+decide (fewer labelled than unlabelled predictions), its label-free estimate speaks where the
+decision cannot (:func:`estimate_speaks`): its record's ``estimated.verdict``. Codes become
+words only where they are shown (:data:`calmon.verdict.VERDICT_WORDS`).
 
 The alert states apply the rules of ``deploy/prometheus/rules/calmon.yml``
 (``CalmonCalibratedMetricDrop``, ``CalmonPriorShift``, ``CalmonPriorShiftEstimated``,
@@ -150,13 +147,10 @@ class DecisionReading:
     shift_p_value: float | None = None
 
 
-def read_decision(record: WindowRecord) -> DecisionReading | None:
-    """The pooled decision of a window record, None for a record computed before decisions
-    existed (its verdict is then :func:`read_window`'s)."""
-    decision = record.get("decision")
-    if decision is None:
-        return None
-    shift = decision.get("positives_shift")
+def read_decision(record: WindowRecord) -> DecisionReading:
+    """The pooled decision of a window record."""
+    decision = record["decision"]
+    shift = decision["positives_shift"]
     return DecisionReading(
         verdict=stored_verdict(decision["verdict"]),
         windows=decision["windows"],
@@ -175,21 +169,18 @@ def read_decision(record: WindowRecord) -> DecisionReading | None:
 
 
 def record_verdict(record: WindowRecord) -> Verdict:
-    """The one verdict of a window: its pooled decision's, else (a record from before
-    decisions) the window's own reading."""
-    decision = read_decision(record)
-    return read_window(record).verdict if decision is None else decision.verdict
+    """The one verdict of a window: its pooled decision's."""
+    return stored_verdict(record["decision"]["verdict"])
 
 
 def _pooled_speaks(record: WindowRecord) -> bool:
     """The pooled alerts' domain: the decision pools more than one window and the window alone
     has no interval for the likelihood part of its AP change (a window with one is the
     window's own alerts')."""
-    decision = record.get("decision")
     split = record["split"]
     parts = None if split is None else split_parts(split, VERDICT_METRIC)
     own = None if parts is None else parts["likelihood_interval"]
-    return decision is not None and decision["windows"] > 1 and own is None
+    return record["decision"]["windows"] > 1 and own is None
 
 
 def decision_drop(record: WindowRecord) -> bool:
@@ -197,9 +188,9 @@ def decision_drop(record: WindowRecord) -> bool:
     elsewhere it is :func:`calibrated_drop`'s), the decision's positives score lower than the
     reference's (p < 0.000233) and its likelihood part is below -5% of the reference's value
     of its metric, a fall of more than 5% (:func:`calmon.verdict.page`)."""
-    decision = record.get("decision")
-    if decision is None or not _pooled_speaks(record):
+    if not _pooled_speaks(record):
         return False
+    decision = record["decision"]
     reference = record["reference"]
     value = (
         None
@@ -214,9 +205,9 @@ def pooled_prior_shift(record: WindowRecord) -> Direction | None:
     (:func:`_pooled_speaks`) and the decision's ratio moved by more than a factor 1.5 with a
     Wilson interval excluding the reference ratio, else None. None too where the window alone
     shows a shift (:func:`prior_shift`): that is ``CalmonPriorShift``'s, one alert, not two."""
-    decision = record.get("decision")
-    if decision is None or not _pooled_speaks(record) or prior_shift(record) is not None:
+    if not _pooled_speaks(record) or prior_shift(record) is not None:
         return None
+    decision = record["decision"]
     return _ratio_shift(
         number(decision["positive_class_ratio"]),
         bounds(decision["positive_class_ratio_interval"]),
@@ -268,7 +259,7 @@ def estimate_speaks(record: WindowRecord) -> Estimate | None:
     labels, speaks for the window (:func:`calmon.verdict.speaking_estimate`); else None."""
     estimated = record["estimated"]
     return speaking_estimate(
-        None if estimated is None else estimated.get("verdict"),
+        None if estimated is None else estimated["verdict"],
         labelled=record["n"],
         unlabelled=record["unlabelled"],
     )
@@ -284,7 +275,7 @@ def estimated_prior_shift(record: WindowRecord) -> Direction | None:
         return None
     interval = bounds(estimated["positive_class_ratio_interval"])
     reference = _reference_prior(record)
-    check = estimated.get("label_shift")
+    check = estimated["label_shift"]
     if interval is None or reference is None or check is None or check["holds"] is not True:
         return None
     if labels_decide(record["n"], record["unlabelled"]):
@@ -296,7 +287,7 @@ def scores_changed(record: WindowRecord) -> bool:
     """``CalmonScoresChangedUnexplained``: the label-shift check rejects (p below
     :data:`calmon.verdict.CHECK_LEVEL`)."""
     estimated = record["estimated"]
-    check = None if estimated is None else estimated.get("label_shift")
+    check = None if estimated is None else estimated["label_shift"]
     p_value = None if check is None else number(check["p_value"])
     return p_value is not None and not check_holds(p_value)
 

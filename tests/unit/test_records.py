@@ -97,7 +97,9 @@ def _paths(shape: Any) -> dict[str, Entry]:
 
 def test_the_walk_sees_optional_nullable_and_nested_keys() -> None:
     paths = _paths(records.WindowRecord)
-    assert paths["record.decision"] == (False, frozenset({"object", "null"}))
+    assert paths["record.reliability"] == (False, frozenset({"array", "null"}))
+    assert paths["record.decision"] == (True, frozenset({"object"}))
+    assert paths["record.advice"] == (True, frozenset({"object", "null"}))
     assert paths["record.decision.positives_shift.z"] == (True, frozenset({"float"}))
     assert paths["record.regular.brier"] == (False, frozenset({"float", "null"}))
     assert paths["record.calibrated"] == (True, frozenset({"map"}))
@@ -180,28 +182,48 @@ def test_the_computed_records_between_them_hold_every_typed_key() -> None:
     ]
 
 
-def test_a_decision_stored_before_the_placement_test_still_validates() -> None:
-    """A record of the Mann-Whitney page (no ``mann_whitney_z``/``placement_z``, verdict
-    "both" from the interval) and one of the Mann-Whitney and placement page (no
-    ``location_z``) validate as stored; the new verdicts validate too, and a verdict
-    outside the vocabulary does not."""
+def test_older_shapes_do_not_validate() -> None:
+    """Records of an older shape (version 1, never served) are refused: a positives' shift
+    test of the Mann-Whitney page (no ``mann_whitney_z``/``placement_z``) or of the
+    Mann-Whitney and placement page (no ``location_z``), a label-shift check of the method
+    before its upper-tail statistic, a record without ``decision``, ``advice`` or
+    ``intervals.absent``, an estimate without ``cannot_see``. Every verdict of the vocabulary
+    validates, and a verdict outside it does not."""
     record = next(r for r in _golden() if r["decision"]["positives_shift"] is not None)
-    old = json.loads(json.dumps(record))
-    old["decision"]["positives_shift"] = {"method": "mann_whitney", "z": 0.4, "p_value": 0.34}
-    old["decision"]["verdict"] = "both"
-    records.WINDOW_RECORD.validate_python(old)
-    assert _missing_and_unknown(old, records.WindowRecord, "record") == []
-    placement = json.loads(json.dumps(record))
-    placement["decision"]["positives_shift"] = {
-        "method": "mann_whitney_and_placement",
-        "z": 0.4,
-        "p_value": 0.68,
-        "mann_whitney_z": 0.4,
-        "placement_z": -0.2,
+    estimated = next(r for r in _golden() if r["estimated"] is not None)
+    older: dict[str, Any] = {
+        "mann_whitney": lambda r: r["decision"].update(
+            positives_shift={"method": "mann_whitney", "z": 0.4, "p_value": 0.34}
+        ),
+        "mann_whitney_and_placement": lambda r: r["decision"].update(
+            positives_shift={
+                "method": "mann_whitney_and_placement",
+                "z": 0.4,
+                "p_value": 0.68,
+                "mann_whitney_z": 0.4,
+                "placement_z": -0.2,
+            }
+        ),
+        "no decision": lambda r: r.pop("decision"),
+        "no decision reference": lambda r: r["decision"].pop("reference"),
+        "no advice": lambda r: r.pop("advice"),
+        "no absent intervals": lambda r: r["intervals"].pop("absent"),
     }
-    records.WINDOW_RECORD.validate_python(placement)
-    assert _missing_and_unknown(placement, records.WindowRecord, "record") == []
-    for verdict in ("model_may_be_worse", "class_ratio_moved_model_may_be_worse"):
+    for name, breaking in older.items():
+        old = json.loads(json.dumps(record))
+        breaking(old)
+        with pytest.raises(ValueError, match="validation error"):
+            records.WINDOW_RECORD.validate_python(old)
+        assert _missing_and_unknown(old, records.WindowRecord, "record") != [], name
+    for breaking in (
+        lambda r: r["estimated"]["label_shift"].update(method="cvm_mixture_bootstrap"),
+        lambda r: r["estimated"].pop("cannot_see"),
+    ):
+        old = json.loads(json.dumps(estimated))
+        breaking(old)
+        with pytest.raises(ValueError, match="validation error"):
+            records.WINDOW_RECORD.validate_python(old)
+    for verdict in ("both", "model_may_be_worse", "class_ratio_moved_model_may_be_worse"):
         new = json.loads(json.dumps(record))
         new["decision"]["verdict"] = verdict
         records.WINDOW_RECORD.validate_python(new)

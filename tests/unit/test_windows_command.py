@@ -26,8 +26,13 @@ REFERENCE = {
 }
 
 
+#: a window's cells after its parts when its decision pools it alone, without an interval
+FIXED = ["fixed", "reference", "1", "Nov", "2026", "08:00\u201310:00", "UTC"]
+ALONE = ["1/16", "-", "not_enough_data", *FIXED]
+
+
 def _record(start: str, *, split: dict[str, Any] | None, calibrated: dict[str, Any] | None) -> Any:
-    """A window record with the fields the table reads."""
+    """A window record with the fields the table reads; its decision pools it alone."""
     return {
         "start": start,
         "n": 2000,
@@ -39,6 +44,8 @@ def _record(start: str, *, split: dict[str, Any] | None, calibrated: dict[str, A
         "split": split,
         "reference": REFERENCE,
         "estimated": None,
+        "advice": None,
+        "decision": _decision(1, 16, None, None, "not_enough_data"),
     }
 
 
@@ -79,22 +86,21 @@ def test_the_table_shows_values_and_marks_each_part_by_its_interval() -> None:
     )
     assert lines[2].split("  ")[0] == "window start (UTC)"
     rows = [line.split() for line in lines[3:6]]
-    assert rows[0] == ["2026-11-01", "10:00", "2000", "16", "0", "0.0080", "0.176"] + ["-"] * 8
-    assert (
-        rows[1][2:]
-        == [
-            "2000",
-            "16",
-            "0",
-            "0.0080",
-            "0.176",
-            "0.464",
-            "-0.285*",
-            "+0.002",
-        ]
-        + ["-"] * 5
-    )
-    assert rows[2][-8:-5] == ["0.228", "+0.001?", "-0.233*"]
+    head = ["2026-11-01", "10:00", "2000", "16", "0", "0.0080", "0.176"]
+    assert rows[0] == [*head, "-", "-", "-", *ALONE, "-"]
+    assert rows[1][2:] == [
+        "2000",
+        "16",
+        "0",
+        "0.0080",
+        "0.176",
+        "0.464",
+        "-0.285*",
+        "+0.002",
+        *ALONE,
+        "-",
+    ]
+    assert rows[2][-4 - len(ALONE) : -1 - len(ALONE)] == ["0.228", "+0.001?", "-0.233*"]
     assert "\n".join(lines[6:]) == LEGEND
     # numbers are right-aligned under their header; a part's digits align whatever its mark
     header = lines[2]
@@ -115,7 +121,7 @@ def test_a_metric_without_calibration_or_split_shows_dashes() -> None:
     lines = format_table([record], model="m", segment="country=FR", metric="roc_auc").split("\n")
     assert lines[0] == "model m, segment country=FR, roc_auc"
     assert lines[1].endswith("roc_auc 0.900")
-    assert lines[3].split()[5:] == ["0.0080", "0.901"] + ["-"] * 8
+    assert lines[3].split()[5:] == ["0.0080", "0.901", "-", "-", "-", *ALONE, "-"]
 
 
 def test_before_labels_the_estimate_speaks_with_its_interval_and_verdict() -> None:
@@ -188,6 +194,8 @@ def _decision(
         "prior_interval": None if interval is None else [-0.02, 0.04],
         "likelihood_part": likelihood,
         "likelihood_interval": interval,
+        "positives_shift": None,
+        "reference": {key: REFERENCE[key] for key in ("kind", "start", "end", "windows")},
     }
 
 

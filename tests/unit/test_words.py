@@ -103,9 +103,6 @@ def test_reference_words() -> None:
 def test_a_verdict_names_the_decisions_reference() -> None:
     window = record(trailing=7)
     assert verdict_against(window) == "against the previous 7 windows"
-    pooled: Any = {**window, "decision": {"windows": 3}}
-    # stored before decisions named their reference: the window's is not the decision's
-    assert verdict_against(pooled) == "against the windows before the pooled ones"
     named: Any = {
         **window,
         "decision": {
@@ -153,6 +150,8 @@ def _decided(verdict: str, *, windows: int, n_pos: int, start: str) -> Any:
         "positive_class_ratio": 0.05,
         "positive_class_ratio_interval": [0.03, 0.07],
         "reference_positive_class_ratio_interval": [0.0485, 0.0515],
+        "positives_shift": None,
+        "reference": out["decision"]["reference"],
     }
     out["advice"] = {
         "objective": {"alert_rate": 0.05},

@@ -96,7 +96,9 @@ def _overflow_segments(session: Session, *, model: Model, start: datetime) -> in
 
 def _stored_overflow(session: Session, *, model: Model, start: datetime) -> int:
     """Overflow predictions of the window's stored result (0 if none is stored yet)."""
-    stored = stored_record(session, model_id=model.id, start=start, segment=ALL_SEGMENTS)
+    stored = stored_record(
+        session, model_id=model.id, start=start, segment=ALL_SEGMENTS, current_only=False
+    )
     record = cast(WindowRecord | None, stored)
     overflow = None if record is None else record["segments_overflow"]
     return 0 if overflow is None else overflow["predictions"]

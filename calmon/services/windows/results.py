@@ -60,7 +60,8 @@ def list_window_results(
     limit: int,
 ) -> Page:
     """Stored records of ``model``'s windows overlapping ``[start, end)``, oldest first and,
-    within a window, segment ``*`` first then by name; at most ``limit`` after ``after``."""
+    within a window, segment ``*`` first then by name; at most ``limit`` after ``after``.
+    Records of an older shape are left out, as windows not computed yet."""
     rows = result_page(
         session,
         model_id=model.id,

@@ -119,12 +119,30 @@ def test_undefined_values_are_absent_never_nan() -> None:
     record["reference"] = None
     record["prior"] = None
     record["prior_interval"] = None
-    record["decision"] = None
+    record["decision"].update(
+        prior_part=None,
+        prior_interval=None,
+        likelihood_part=math.nan,
+        likelihood_interval=None,
+        positive_class_ratio=None,
+        positive_class_ratio_interval=None,
+        positives_shift=None,
+        reference=None,
+    )
     series = _series(build_snapshot([window("m", record)]))
     assert all(math.isfinite(value) for value in series.values())
     names = {name for name, _ in series}
     assert not any(name.endswith(("_change", "_change_lower", "_change_upper")) for name in names)
-    assert not any(name.startswith("calmon_decision_") for name in names)
+    assert not any(
+        name.startswith(
+            (
+                "calmon_decision_positive_class_ratio",
+                "calmon_decision_positives_shift",
+                "calmon_decision_reference",
+            )
+        )
+        for name in names
+    )
     assert not any(name.endswith("_reference") for name in names)
     assert not names & {
         "calmon_positive_class_ratio",

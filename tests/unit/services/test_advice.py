@@ -14,7 +14,7 @@ ESTIMATE = {"positive_class_ratio": 0.04}
 
 
 def _estimated(check: Any) -> dict[str, Any]:
-    return {**ESTIMATE, "label_shift": check} if check is not None else dict(ESTIMATE)
+    return {**ESTIMATE, "label_shift": check}
 
 
 def test_enough_labels_give_the_measured_ratio() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from calmon.catalogue import CANNOT_SEE
 from calmon.metrics.intervals import wilson_interval
 from calmon.ui.pages import VERDICT_CLASS, window_verdict
 from calmon.ui.pages import _verdict_sentence as sentence
@@ -45,11 +46,12 @@ def record(
 ) -> Any:
     """A window record with the fields the verdict reads; parts default to intervals around
     0 (nothing moved). Its reference is the fixed one of 1-2 Nov 2026, or the ``trailing``
-    windows before it."""
+    windows before it; its decision pools the window alone (the window's own split and
+    verdict)."""
     n_pos = round(ratio * n)
     prior_iv = prior_interval or [-0.02, 0.03]
     lik_iv = likelihood_interval or [-0.04, 0.05]
-    return {
+    out: Any = {
         "n": n,
         "n_pos": n_pos,
         "unlabelled": unlabelled,
@@ -84,11 +86,33 @@ def record(
             "label_shift": {
                 "p_value": p_value,
                 "holds": None if p_value is None else p_value >= 0.01,
-                "method": "cvm_mixture_bootstrap",
+                "method": "cvm_pearson_mixture_bootstrap",
             },
             "verdict": estimate_verdict,
+            "cannot_see": CANNOT_SEE,
+            "positive_class_ratio_resolved": True,
         },
+        "advice": None,
     }
+    reference = out["reference"]
+    out["decision"] = {
+        "windows": 1,
+        "start": "2026-11-03T00:00:00Z",
+        "n": n,
+        "n_pos": n_pos,
+        "verdict": read_window(out).verdict.value,
+        "metric": "average_precision",
+        "prior_part": sum(prior_iv) / 2,
+        "prior_interval": prior_iv,
+        "likelihood_part": sum(lik_iv) / 2,
+        "likelihood_interval": lik_iv,
+        "positive_class_ratio": n_pos / n,
+        "positive_class_ratio_interval": wilson_interval(n_pos, n),
+        "reference_positive_class_ratio_interval": wilson_interval(REFERENCE_POS, REFERENCE_N),
+        "positives_shift": None,
+        "reference": {key: reference[key] for key in ("kind", "start", "end", "windows")},
+    }
+    return out
 
 
 def test_neither_when_every_interval_holds_zero_and_the_ratios_overlap() -> None:
@@ -243,12 +267,20 @@ def _with_decision(
         "positive_class_ratio": ratio,
         "positive_class_ratio_interval": ratio_interval or [0.042, 0.059],
         "reference_positive_class_ratio_interval": [0.0485, 0.0515],
-        "positives_shift": {"method": "mann_whitney", "z": 4.3, "p_value": shift_p},
+        "positives_shift": {
+            "method": "location_and_placement",
+            "z": 4.3,
+            "p_value": shift_p,
+            "mann_whitney_z": 4.1,
+            "placement_z": 3.9,
+            "location_z": 4.3,
+        },
+        "reference": out["decision"]["reference"],
     }
     return out
 
 
-def test_the_verdict_is_the_decisions_and_falls_back_to_the_windows_reading() -> None:
+def test_the_verdict_is_the_decisions() -> None:
     assert read_window(_with_decision("model_got_worse")).verdict is Verdict.UNKNOWN
     assert record_verdict(_with_decision("model_got_worse")) is Verdict.WORSE
     assert record_verdict(_with_decision("class_ratio_moved")) is Verdict.RATIO
@@ -260,9 +292,8 @@ def test_the_verdict_is_the_decisions_and_falls_back_to_the_windows_reading() ->
         record_verdict(_with_decision("class_ratio_moved_model_may_be_worse"))
         is Verdict.RATIO_MAYBE_WORSE
     )
-    old = record(likelihood_interval=[-0.2, -0.1])
-    assert read_decision(old) is None
-    assert record_verdict(old) is Verdict.WORSE
+    alone = record(likelihood_interval=[-0.2, -0.1])
+    assert record_verdict(alone) is Verdict.WORSE
     reading = read_decision(_with_decision("model_got_worse"))
     assert reading is not None
     assert (reading.windows, reading.n_pos, reading.likelihood_interval) == (
@@ -334,7 +365,7 @@ def test_a_shift_the_window_shows_alone_is_left_to_the_windows_own_alert() -> No
     """At 60 positives the window has no AP interval but its Wilson interval can leave the
     band: CalmonPriorShift speaks, CalmonPriorShiftPooled stays quiet (one alert, not two)."""
     shifted = _with_decision("class_ratio_moved", ratio=0.02, ratio_interval=[0.012, 0.03])
-    shifted.update(record(n=3000, ratio=0.02))
+    shifted.update({k: v for k, v in record(n=3000, ratio=0.02).items() if k != "decision"})
     shifted["split"]["average_precision"]["likelihood_interval"] = None
     assert shifted["n_pos"] == 60
     assert prior_shift(shifted) == "down"
