@@ -2,9 +2,11 @@
 
 - Metrics at the decision threshold τ, from the confusion counts: Wilson intervals, F1 through
   the Jaccard index, the calibrated precision and F1 by MOVER (:func:`count_intervals`).
-- ROC AUC and average precision: bias-corrected normal intervals from Poisson-bootstrap
-  replicates (:mod:`calmon.metrics.resampling`) on the logit scale (:func:`replicate_interval`);
-  AP only at priors where it covers (:func:`ap_interval_published`).
+- Average precision: bias-corrected normal intervals from Poisson-bootstrap replicates
+  (:mod:`calmon.metrics.resampling`) on the logit scale (:func:`replicate_interval`), only at
+  priors where it covers (:func:`ap_interval_published`); ROC AUC: DeLong's standard error on
+  the logit scale with Student's t (:func:`roc_auc_delong`), the replicates deciding the
+  bounds.
 - best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): Student's t
   intervals on a logit, log or identity scale (:func:`mean_intervals`).
 - The curve metrics' and the means' intervals hold the values the set would have with a few
@@ -153,6 +155,7 @@ def replicate_interval(
     scale: Scale,
     events: float | None = None,
     df: float | None = None,
+    spread: float | None = None,
 ) -> Interval:
     """The interval at ``level`` from the replicate ``values`` (B,) of a metric valued ``point``.
 
@@ -170,6 +173,11 @@ def replicate_interval(
     ``df``: the standard error rests on about that many degrees of freedom (e.g. a few
     positives carry all of it), so the normal quantile z becomes Student's t with ``df``
     degrees of freedom (:func:`t_quantile`); None or inf keeps z.
+
+    ``spread``: a standard error of g(point) known in closed form (DeLong's for ROC AUC,
+    :func:`roc_auc_delong`); the interval is then g(point) ± q·``spread`` (q the quantile
+    above), and the replicates only decide whether the value sits on a bound (above) and
+    whether enough are defined.
     """
     if not math.isfinite(point) or values.size == 0:
         return None
@@ -182,8 +190,11 @@ def replicate_interval(
     z = NormalDist().inv_cdf(0.5 + level / 2)
     if np.isfinite(g_point[0]) and np.all(np.isfinite(g_values)):
         z = t_quantile(z, df)
-        centre = 2 * g_point[0] - float(np.mean(g_values))
-        half = z * float(np.std(g_values, ddof=1))
+        if spread is None:
+            centre = 2 * g_point[0] - float(np.mean(g_values))
+            half = z * float(np.std(g_values, ddof=1))
+        else:
+            centre, half = float(g_point[0]), z * spread
         lo, hi = sorted(float(x) for x in back(np.array([centre - half, centre + half])))
         return [lo, hi]
     alpha = 1.0 - level
@@ -212,14 +223,16 @@ def t_quantile(z: float, df: float | None) -> float:
     return z * (1 + sum(term / v ** (i + 1) for i, term in enumerate(terms)))
 
 
-def roc_auc_df(ranking: Ranking) -> float | None:
-    """Welch-Satterthwaite degrees of freedom of the ROC AUC's standard error (DeLong's
-    decomposition): the AUC is the mean placement of the positives (the share of negatives
+def roc_auc_delong(ranking: Ranking) -> tuple[float, float] | None:
+    """DeLong's variance of the ROC AUC and the Welch-Satterthwaite degrees of freedom of its
+    standard error: the AUC is the mean placement of the positives (the share of negatives
     below, ties ½) and of the negatives (the share of positives above), with variance
     S₁ + S₀, S₁ = var(positive placements)/n_pos and S₀ likewise; then
     df = (S₁ + S₀)² / (S₁²/(n_pos - 1) + S₀²/(n_neg - 1)). With many negatives and few
-    positives df ≈ n_pos - 1. None when a class has fewer than two rows or both variances
-    are 0 (perfect separation). O(K)."""
+    positives df ≈ n_pos - 1. ROC AUC's interval uses this standard error, not the
+    bootstrap's, which over-states the spread of the logit at a few dozen positives
+    (``docs/reference/intervals.md``). None when a class has fewer than two rows or both
+    variances are 0 (perfect separation). O(K)."""
     n1, n0 = ranking.n_pos, ranking.n_neg
     if n1 < 2 or n0 < 2:
         return None
@@ -243,7 +256,15 @@ def roc_auc_df(ranking: Ranking) -> float | None:
     denominator = s1 * s1 / (n1 - 1) + s0 * s0 / (n0 - 1)
     if denominator <= 0:
         return None
-    return (s1 + s0) ** 2 / denominator
+    return s1 + s0, (s1 + s0) ** 2 / denominator
+
+
+def roc_auc_logit_spread(delong: tuple[float, float] | None, point: float) -> float | None:
+    """DeLong's standard error (:func:`roc_auc_delong`) of logit(ROC AUC) at ``point`` by the
+    delta method, √variance / (point·(1 - point)); None without a variance or on a bound."""
+    if delong is None or not 0.0 < point < 1.0:
+        return None
+    return math.sqrt(delong[0]) / (point * (1.0 - point))
 
 
 UNSEEN_ROWS = 3
@@ -686,10 +707,11 @@ def bootstrap_intervals(
     ``prepared`` is the validated set sorted once (:func:`calmon.metrics.prepared.prepare`).
     Returns ``{"regular": {metric: [lo, hi] | None}, "calibrated": {repr(π0): {metric:
     [lo, hi] | None}}}`` for REGULAR_INTERVAL_METRICS and CALIBRATED_INTERVAL_METRICS: the
-    metrics at τ from their counts (:func:`count_intervals`); ROC AUC and AP from ``replicates``
-    Poisson-bootstrap replicates (by default :func:`default_replicates`; a calibrated
-    replicate uses its own prior, as the point value does; :func:`replicate_interval` with
-    min(n_pos, n_neg) events), widened to hold the unseen rows (:func:`hull_unseen`);
+    metrics at τ from their counts (:func:`count_intervals`); ROC AUC (DeLong's standard error,
+    :func:`roc_auc_delong`) and AP from ``replicates`` Poisson-bootstrap replicates (by
+    default :func:`default_replicates`; a calibrated replicate uses its own prior, as the
+    point value does; :func:`replicate_interval` with min(n_pos, n_neg) events), widened
+    to hold the unseen rows (:func:`hull_unseen`);
     None for NO_INTERVAL. Plus ``ks_abc`` and, for ``score_kind="probability"``, MEAN_METRICS
     under "regular" (Student's t, see :func:`mean_intervals`). None also when the
     point value is undefined or too few replicates are defined. ``"absent"`` says why each None
@@ -712,7 +734,9 @@ def bootstrap_intervals(
             parts[name].append(values)
     events = min(n_pos, n_neg)
     prior = n_pos / (n_pos + n_neg) if n_pos + n_neg else math.nan
-    dfs = {"roc_auc": roc_auc_df(ranking)}
+    delong = roc_auc_delong(ranking)
+    dfs = {"roc_auc": None if delong is None else delong[1]}
+    spreads = {"roc_auc": roc_auc_logit_spread(delong, float(point_curves["roc_auc"][0]))}
     published = {"roc_auc": True, "average_precision": ap_interval_published(prior, prior)}
     for p in pi0s:
         published[f"average_precision@{p!r}"] = ap_interval_published(p, prior)
@@ -724,6 +748,7 @@ def bootstrap_intervals(
             scale=UNIT,
             events=events,
             df=dfs.get(name),
+            spread=spreads.get(name),
         )
         if published[name]
         else None

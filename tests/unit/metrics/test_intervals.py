@@ -35,7 +35,7 @@ from calmon.metrics.intervals import (
     count_intervals,
     mean_intervals,
     replicate_interval,
-    roc_auc_df,
+    roc_auc_delong,
     t_quantile,
     unseen_row_sets,
     unseen_thresholds,
@@ -783,7 +783,7 @@ def test_t_quantile_matches_scipy() -> None:
     assert t_quantile(z, math.inf) == z
 
 
-def test_roc_auc_df_is_welch_satterthwaite_of_the_placements() -> None:
+def test_roc_auc_delong_is_the_placements_variance_and_welch_df() -> None:
     rng = np.random.default_rng(8)
     scores = np.round(rng.normal(size=300), 1)
     labels = (rng.random(300) < 0.2).astype(np.int8)
@@ -794,9 +794,42 @@ def test_roc_auc_df_is_welch_satterthwaite_of_the_placements() -> None:
     s1 = pos_placement.var(ddof=1) / pos.size
     s0 = neg_placement.var(ddof=1) / neg.size
     expected = (s1 + s0) ** 2 / (s1**2 / (pos.size - 1) + s0**2 / (neg.size - 1))
-    assert roc_auc_df(rank(scores, labels)) == pytest.approx(expected, rel=1e-9)
+    delong = roc_auc_delong(rank(scores, labels))
+    assert delong is not None
+    assert delong[0] == pytest.approx(s1 + s0, rel=1e-9)
+    assert delong[1] == pytest.approx(expected, rel=1e-9)
     separated = np.r_[np.ones(5), np.zeros(20)].astype(np.int8)
-    assert roc_auc_df(rank(np.r_[np.arange(5) + 30.0, np.arange(20.0)], separated)) is None
+    assert roc_auc_delong(rank(np.r_[np.arange(5) + 30.0, np.arange(20.0)], separated)) is None
+
+
+def test_roc_auc_interval_is_delong_on_the_logit_scale_with_welch_t() -> None:
+    """Off the bounds, ROC AUC's interval is logit(AUC) ± t·√V/(AUC(1 - AUC)), V DeLong's
+    variance and t Student's at its Welch degrees of freedom (no bootstrap spread or bias
+    correction), whatever the seed; 20 positives and 80 negatives, where the bootstrap's
+    spread is wider; widened to hold the AUC with the unseen rows added (here the worse set's)."""
+    rng = np.random.default_rng(4)
+    labels = np.r_[np.ones(20), np.zeros(80)].astype(np.int8)
+    scores = np.where(labels == 1, rng.beta(4.0, 2.5, 100), rng.beta(2.0, 4.0, 100))
+    prepared = prepare(scores, labels, score_kind="score")
+    auc = roc_auc_score(labels, scores)
+    delong = roc_auc_delong(prepared.ranking)
+    assert delong is not None
+    half = t_quantile(stats.norm.ppf(0.975), delong[1]) * math.sqrt(delong[0]) / (auc * (1 - auc))
+    logit = math.log(auc / (1 - auc))
+    expected = [1 / (1 + math.exp(-(logit - half))), 1 / (1 + math.exp(-(logit + half)))]
+    u = UNSEEN_ROWS
+    worse = roc_auc_score(
+        np.r_[labels, np.ones(u), np.zeros(u)], np.r_[scores, -np.ones(u), 2 * np.ones(u)]
+    )
+    better = roc_auc_score(
+        np.r_[labels, np.ones(u), np.zeros(u)], np.r_[scores, 2 * np.ones(u), -np.ones(u)]
+    )
+    assert worse < expected[0]
+    assert better < expected[1]
+    expected[0] = worse
+    for seed in (0, 1):
+        out = bootstrap_intervals(prepared, threshold=0.5, pi0=[], seed=seed)
+        assert out["regular"]["roc_auc"] == pytest.approx(expected, abs=1e-12)
 
 
 def small_sets() -> list[tuple[str, FloatArray, Int8Array]]:
