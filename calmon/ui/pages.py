@@ -332,7 +332,7 @@ def index_page(models: Sequence[ModelSummary], *, logout: bool = False) -> str:
                 state += f'<span class="detail">{escape(_verdict_against(record))}</span>'
             cells = (
                 f'<td class="text when">{escape(_short_time(record["start"]))}</td>'
-                f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
+                f"<td>{record['n']:,}</td><td>{record['n_pos']:,}</td>"
                 f"<td>{_ratio_cell(record, reading)}</td>"
                 f"<td>{format_number(_metric(record, VERDICT_METRIC))}</td>"
                 f"<td>{format_number(_metric(record, VERDICT_METRIC, calibrated=True))}</td>"
@@ -574,8 +574,8 @@ def verdict_table(
         verdict, verdict_class, _ = window_verdict(record, reading)
         rows.append(
             f'<tr{css}><td class="text">{shown}</td>'
-            f"<td>{record['n']}</td><td>{record['n_pos']}</td>"
-            f"<td>{record['unlabelled']}</td>"
+            f"<td>{record['n']:,}</td><td>{record['n_pos']:,}</td>"
+            f"<td>{record['unlabelled']:,}</td>"
             f"<td>{_ratio_cell(record, reading)}</td>"
             f"<td>{format_number(_metric(record, VERDICT_METRIC))}</td>"
             f"<td>{format_number(_metric(record, VERDICT_METRIC, calibrated=True))}</td>"

@@ -448,3 +448,12 @@ def test_advice_shows_the_advised_threshold_beside_the_configured_one() -> None:
     shown = advice_section(_window(withheld), name="m", segment="*")
     assert "No advice: too few labels &lt;x&gt;." in shown
     assert advice_section(_window(None), name="m", segment="*") == ""
+
+
+def test_counts_in_the_tables_have_thousands_separators() -> None:
+    records = window_records(1)
+    records[0].update(n=1_234_567, n_pos=12_345, unlabelled=2_500)
+    page = one_segment_page(records, None)
+    assert "<td>1,234,567</td><td>12,345</td><td>2,500</td>" in page
+    listed = index_page([ModelSummary("a", "1h", "probability", records[0], [])])
+    assert "<td>1,234,567</td><td>12,345</td>" in listed
