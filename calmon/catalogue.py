@@ -12,7 +12,8 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Final, Literal
 
 #: How a metric's 95% interval is computed (``docs/reference/intervals.md``): Wilson/MOVER from the
-#: confusion counts, a bootstrap on the logit scale, Student's t of a mean, or none published.
+#: confusion counts, on the logit scale with the bootstrap's replicates (ROC AUC's spread is
+#: DeLong's, the replicates deciding at a bound), Student's t of a mean, or none published.
 IntervalMethod = Literal["counts", "bootstrap", "mean", "none"]
 #: The engine's module that computes a metric's value: the confusion counts at the threshold,
 #: the ranked curves, the set's sums (``evaluation``), or the scores read as probabilities.
