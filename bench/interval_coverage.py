@@ -79,6 +79,28 @@ def _print_ci(results: list[tuple[str, Coverage]], names: tuple[str, ...]) -> No
         print(f"| {regime} | " + " | ".join(cells) + " |")
 
 
+def _noisy(args: argparse.Namespace, started: float) -> int:
+    """``--noisy``: every published metric on the families with rare components, the regimes
+    kept by ``--family``, ``--prior`` and ``--positives``."""
+    sets = 300 if args.sets is None else args.sets
+    results: list[tuple[str, Coverage]] = []
+    for index, (family, prior, positives) in enumerate(NOISY_REGIMES):
+        if (
+            (args.family is not None and family.name != args.family)
+            or (args.prior is not None and prior != args.prior)
+            or (args.positives is not None and positives != args.positives)
+        ):
+            continue
+        result = coverage(family, prior, positives, sets, seed=[args.seed, index], means=True)
+        results.append((f"{family.name}, π = {prior}, {positives} pos.", result))
+        print(f"{results[-1][0]} done, {time.perf_counter() - started:.0f} s", flush=True)
+    _print_table(results, (*METRICS, *ALL_MEAN_METRICS))
+    if args.ci:
+        _print_ci(results, (*METRICS, *ALL_MEAN_METRICS))
+    print(f"\n{sets} sets per regime, {time.perf_counter() - started:.0f} s")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", type=int, default=None)
@@ -106,22 +128,7 @@ def main() -> int:
     if args.loss_rows is not None:
         intervals.UNSEEN_LOSS_ROWS = args.loss_rows
     if args.noisy:
-        sets = 300 if args.sets is None else args.sets
-        for index, (family, prior, positives) in enumerate(NOISY_REGIMES):
-            if (
-                (args.family is not None and family.name != args.family)
-                or (args.prior is not None and prior != args.prior)
-                or (args.positives is not None and positives != args.positives)
-            ):
-                continue
-            result = coverage(family, prior, positives, sets, seed=[args.seed, index], means=True)
-            results.append((f"{family.name}, π = {prior}, {positives} pos.", result))
-            print(f"{results[-1][0]} done, {time.perf_counter() - started:.0f} s", flush=True)
-        _print_table(results, (*METRICS, *ALL_MEAN_METRICS))
-        if args.ci:
-            _print_ci(results, (*METRICS, *ALL_MEAN_METRICS))
-        print(f"\n{sets} sets per regime, {time.perf_counter() - started:.0f} s")
-        return 0
+        return _noisy(args, started)
     if args.means:
         sets = MEAN_SETS if args.sets is None else args.sets
         for index, (family, positives) in enumerate(MEAN_REGIMES):
