@@ -24,8 +24,6 @@ from tests.integration.scheduler.helpers import (
     windows,
 )
 
-FIVE_MINUTES = timedelta(minutes=5)
-
 
 def _exported_starts(env: Env) -> dict[str, float]:
     """Per segment of "fraud", the start of the window the exporter's snapshot shows."""
