@@ -339,12 +339,12 @@ FLAGGED_WINDOW = text("alerts IS NULL OR alerts <> '[]'")
 
 class WindowLatest(Base):
     """The latest stored window of one model and segment (the greatest ``starts_at`` of its
-    ``window_results`` rows): its period, ``computed_at`` and ``alerts`` as stored there, and
-    the segment's tracked position.
+    ``window_results`` rows): its period, ``computed_at``, ``alerts`` and ``record_version``
+    as stored there, and the segment's tracked position.
 
-    Written only by triggers on ``window_results`` (migration 0010), in the transaction that
-    writes or deletes the records, so it never disagrees with them; the model list and the
-    exporter read it instead of probing ``window_results`` once per pair
+    Written only by triggers on ``window_results`` (migrations 0010 and 0012), in the
+    transaction that writes or deletes the records, so it never disagrees with them; the model
+    list and the exporter read it instead of probing ``window_results`` once per pair
     (``docs/reference/storage.md``, "The latest windows").
     """
 
@@ -355,6 +355,7 @@ class WindowLatest(Base):
             "model_id",
             "starts_at",
             "position",
+            "record_version",
         ),
         Index(
             "ix_window_results_latest_model_id_computed_at",
@@ -362,6 +363,7 @@ class WindowLatest(Base):
             "computed_at",
             "starts_at",
             "position",
+            "record_version",
         ),
         Index(
             "ix_window_results_latest_flagged",
@@ -379,8 +381,16 @@ class WindowLatest(Base):
     ends_at: Mapped[datetime]
     computed_at: Mapped[datetime]
     alerts: Mapped[str | None] = mapped_column(Text)
+    #: the shape of the window's record: a pair whose latest window holds an older one is not
+    #: served (:data:`CURRENT_LATEST`)
+    record_version: Mapped[int] = mapped_column(Integer)
     #: the segment's tracked position (``model_segments``), NULL for ``*``
     position: Mapped[int | None] = mapped_column(Integer)
+
+
+#: the latest windows that are served: those holding a record of the current shape
+#: (:data:`CURRENT_RECORD`)
+CURRENT_LATEST = WindowLatest.record_version == RECORD_VERSION
 
 
 class WindowScores(Base):

@@ -16,7 +16,9 @@ Only records of the current shape are served (:data:`~calmon.db.models.CURRENT_R
 window holding a record of an older shape reads as a window not computed yet, until the
 scheduler computes it again (the upgrade that bumps :data:`~calmon.records.RECORD_VERSION` and
 the scheduler, when it starts leading, request it). A pair whose latest window holds such a
-record is left out, not shown with an earlier window in its place.
+record is left out, not shown with an earlier window in its place; the model list, which reads
+the stored alert states of ``window_results_latest`` rather than the records, leaves it out by
+the row's own ``record_version`` (:data:`~calmon.db.models.CURRENT_LATEST`).
 
 Readers: the exporter (:mod:`calmon.exporter.snapshot` builds its samples from
 :func:`latest_stars`, :func:`ranked_segments`, :func:`latest_keys` and :func:`load_records`),
@@ -55,6 +57,7 @@ from sqlalchemy.orm import Session, aliased
 from calmon.db import window_results
 from calmon.db.backend import lengths_before
 from calmon.db.models import (
+    CURRENT_LATEST,
     CURRENT_RECORD,
     Model,
     ModelSegment,
@@ -63,7 +66,7 @@ from calmon.db.models import (
     WindowResult,
 )
 from calmon.names import ALL_SEGMENTS
-from calmon.records import WindowRecord
+from calmon.records import RECORD_VERSION, WindowRecord
 
 #: a segment whose latest window is older than the model's by more windows is not shown
 QUIET_SEGMENT_WINDOWS: Final = 7
@@ -358,7 +361,8 @@ class ModelWindows:
     """What the model list needs of one model's current latest windows: its ``*`` window's
     key, how many current segment windows it has and the newest ``computed_at`` among them
     all, and the windows whose alert states are not quiet or not judged yet (``*`` first,
-    then the segments by name; ``alerts`` None for those not judged)."""
+    then the segments by name; ``alerts`` None for those not judged). A latest window holding
+    a record of an older shape counts nowhere: its pair has no window computed yet."""
 
     star: LatestKey | None = None
     segments: int = 0
@@ -390,7 +394,7 @@ def model_list_windows(session: Session) -> dict[str, ModelWindows]:
             WindowLatest.ends_at,
             WindowLatest.computed_at,
             WindowLatest.alerts,
-        ).where(WindowLatest.segment == ALL_SEGMENTS)
+        ).where(WindowLatest.segment == ALL_SEGMENTS, CURRENT_LATEST)
     )
     for model_id, start, end, computed_at, alerts in stars:
         if model_id not in models:
@@ -442,7 +446,8 @@ def _said(alerts: str) -> tuple[str, ...]:
 
 def _bounds(session: Session) -> CTE:
     """Per model id: its quiet cutoff (``QUIET_SEGMENT_WINDOWS`` lengths of its ``*`` window
-    before that window's start; :data:`EARLIEST` without one) and ``max_segments``, as a
+    before that window's start, whatever the shape of its record, as :func:`current_windows`
+    has it for the other readers; :data:`EARLIEST` without one) and ``max_segments``, as a
     common table expression of one row per model."""
     star = aliased(WindowLatest)
     before = lengths_before(session, star.starts_at, star.ends_at, QUIET_SEGMENT_WINDOWS)
@@ -461,19 +466,20 @@ def _bounds(session: Session) -> CTE:
 
 def _current(bounds: CTE, latest: Any) -> ColumnElement[bool]:
     """``latest`` is a current segment window of a model of ``bounds``: tracked below its
-    ``max_segments``, starting at or after its cutoff."""
+    ``max_segments``, starting at or after its cutoff, holding a record of the current shape."""
     return and_(
         latest.model_id == bounds.c.model_id,
         latest.starts_at >= bounds.c.cutoff,
         latest.position < bounds.c.max_segments,
+        latest.record_version == RECORD_VERSION,
     )
 
 
 def _flagged() -> Select[Any]:
-    """The latest segment windows with alert states or not judged, read from a partial index
-    (a small share of the windows): model id, segment, position, start, the stored alert
-    states, and for those not judged their end and ``computed_at`` (to read and judge their
-    records)."""
+    """The latest segment windows with alert states or not judged, holding a record of the
+    current shape, read from a partial index (a small share of the windows): model id,
+    segment, position, start, the stored alert states, and for those not judged their end and
+    ``computed_at`` (to read and judge their records)."""
     unread = WindowLatest.alerts.is_(None)
     return select(
         WindowLatest.model_id,
@@ -485,6 +491,7 @@ def _flagged() -> Select[Any]:
         case((unread, WindowLatest.computed_at), else_=null()).label("computed_at"),
     ).where(
         WindowLatest.segment != ALL_SEGMENTS,
+        CURRENT_LATEST,
         # the partial index's condition, spelt as it is (a literal, not a parameter)
         or_(WindowLatest.alerts.is_(None), WindowLatest.alerts != literal_column("'[]'")),
     )

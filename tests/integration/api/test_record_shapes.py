@@ -1,16 +1,18 @@
 """Records of an older shape are not served but computed again (SQLite, PostgreSQL): a window
 whose stored record is older than ``RECORD_VERSION`` reads as a window not computed yet in the
-window API, the exporter's snapshot, the web view and the calibration route, and a scheduler
-that starts leading requests it and computes it again, after which it is served."""
+window API, the exporter's snapshot, the web view (the model list's alert column too, which
+reads the alert states stored with the latest windows) and the calibration route, and a
+scheduler that starts leading requests it and computes it again, after which it is served."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select, update
 
-from calmon.db.models import WindowResult, WindowState
+from calmon.db.models import WindowLatest, WindowResult, WindowState
 from calmon.exporter.snapshot import load_snapshot
 from calmon.names import ALL_SEGMENTS
 from calmon.records import RECORD_VERSION, WINDOW_RECORD
@@ -24,6 +26,9 @@ from tests.integration.scheduler.helpers import (
     windows,
 )
 
+#: the alert of the latest window: its class ratio (0.4) moved up from the older one's (0.1)
+SHIFTED = "prior shift: class ratio went up"
+
 
 def _exported_starts(env: Env) -> dict[str, float]:
     """Per segment of "fraud", the start of the window the exporter's snapshot shows."""
@@ -36,6 +41,14 @@ def _exported_starts(env: Env) -> dict[str, float]:
         for sample in family.samples
         if sample.labels["model"] == "fraud"
     }
+
+
+def _state_column(env: Env) -> str:
+    """The model list's alert column of "fraud" (its only model), as HTML."""
+    listing = env.client.get("/ui")
+    assert listing.status_code == 200
+    (state,) = re.findall(r'<td class="text state">(.*?)</td></tr>', listing.text)
+    return str(state)
 
 
 def _outdate(env: Env, model_id: int, start: Any) -> None:
@@ -65,13 +78,14 @@ def test_an_older_record_is_not_served_until_it_is_computed_again(
 ) -> None:
     create_model(env.client, "fraud", window="5m", grace="0s")
     older, latest = clock.recent(3), clock.recent(2)
-    for ago, start in ((3, older), (2, latest)):
+    for ago, start, prior in ((3, older, 0.1), (2, latest, 0.4)):
         batch = make_batch(
             prefix=f"w{ago}",
             start=start,
             count=400,
             spacing=timedelta(seconds=0.7),
             seed=ago,
+            prior=prior,
             segments=["a", None],
         )
         send(env.client, "fraud", batch)
@@ -83,6 +97,12 @@ def test_an_older_record_is_not_served_until_it_is_computed_again(
     ]
     assert _exported_starts(env) == {ALL_SEGMENTS: latest.timestamp(), "a": latest.timestamp()}
     model_id = env.model_id("fraud")
+    with env.session_factory() as session:
+        stored = session.execute(select(WindowLatest.segment, WindowLatest.alerts)).all()
+    assert sorted(segment for segment, said in stored if said and SHIFTED in said) == [
+        ALL_SEGMENTS,
+        "a",
+    ]
     _outdate(env, model_id, latest)
 
     # the latest window reads as not computed: in the API, the exporter, the web view
@@ -95,6 +115,8 @@ def test_an_older_record_is_not_served_until_it_is_computed_again(
     listing = env.client.get("/ui")
     assert listing.status_code == 200
     assert "no window computed yet" in listing.text
+    # the alert states stored with the latest windows are not shown either
+    assert _state_column(env) == '<span class="ok">no alert</span>'
     page = env.client.get("/ui/models/fraud")
     assert page.status_code == 200
     assert iso(older) in page.text
@@ -133,6 +155,7 @@ def test_an_older_record_is_not_served_until_it_is_computed_again(
     page = env.client.get("/ui/models/fraud")
     assert iso(latest) in page.text
     assert "no window computed yet" not in env.client.get("/ui").text
+    assert SHIFTED in _state_column(env)
     calibration = env.client.get(
         "/v1/models/fraud/calibration", params={"window": iso(latest + timedelta(seconds=7))}
     )

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, Text, cast, insert, inspect, select, text, update
+from sqlalchemy import Engine, Text, cast, delete, insert, inspect, select, text, update
 from sqlalchemy.orm import Session
 
 from calmon.db import migrate
@@ -504,3 +504,89 @@ def test_records_get_the_version_of_their_shape_across_0011(engine: Engine) -> N
             .all()
         )
     assert after == stored_before
+
+
+def _latest_versions(engine: Engine) -> dict[str, int]:
+    """Per segment, ``record_version`` of its row of ``window_results_latest``."""
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT segment, record_version FROM window_results_latest"))
+        return dict(rows.tuples().all())
+
+
+def test_the_latest_windows_carry_their_records_version_across_0012(engine: Engine) -> None:
+    """0011 -> 0012 gives each pair's row of ``window_results_latest`` the ``record_version``
+    of its latest window, and the triggers keep it as they keep the other columns (a newer
+    window, an older one, a deleted latest window falling back to the one before, an update);
+    down to 0011 the column goes and the triggers still follow the windows; up again it is
+    filled anew."""
+    migrate.upgrade(engine, "0011")
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    hour = timedelta(hours=1)
+    record = _golden_record("2021-03-01T00:15:00+00:00 *")
+    sessions = create_session_factory(engine)
+    older = RECORD_VERSION - 1
+
+    def row(segment: str, hours_ago: int, version: int) -> dict[str, Any]:
+        start = now - hours_ago * hour
+        return {
+            "model_id": model_id,
+            "segment": segment,
+            "starts_at": start,
+            "ends_at": start + hour,
+            "computed_at": now,
+            "computed_by": "test",
+            "version": 1,
+            "n": record["n"],
+            "n_pos": record["n_pos"],
+            "unlabelled": record["unlabelled"],
+            "prior": None,
+            "record": record,
+            "record_version": version,
+            "alerts": "[]",
+        }
+
+    with sessions() as session:
+        model, _ = put_model(
+            session, name="m", config=ModelConfig(window="1h"), now=now, max_models=10
+        )
+        model_id = model.id
+        session.execute(
+            insert(WindowResult),
+            [row(ALL_SEGMENTS, 2, RECORD_VERSION), row(ALL_SEGMENTS, 1, older)],
+        )
+        session.execute(insert(WindowResult), [row("a", 1, RECORD_VERSION)])
+        session.commit()
+    migrate.upgrade(engine)
+    assert _latest_versions(engine) == {ALL_SEGMENTS: older, "a": RECORD_VERSION}
+
+    def follows(change: Any, expected: dict[str, int]) -> None:
+        with sessions() as session:
+            session.execute(change)
+            session.commit()
+        assert _latest_versions(engine) == expected
+
+    latest = (WindowResult.segment == ALL_SEGMENTS, WindowResult.starts_at == now - hour)
+    follows(
+        delete(WindowResult).where(*latest), {ALL_SEGMENTS: RECORD_VERSION, "a": RECORD_VERSION}
+    )
+    follows(
+        insert(WindowResult).values(row(ALL_SEGMENTS, 1, older)),
+        {ALL_SEGMENTS: older, "a": RECORD_VERSION},
+    )
+    follows(
+        insert(WindowResult).values(row(ALL_SEGMENTS, 3, RECORD_VERSION)),
+        {ALL_SEGMENTS: older, "a": RECORD_VERSION},
+    )
+    follows(
+        update(WindowResult).where(WindowResult.segment == "a").values(record_version=older),
+        {ALL_SEGMENTS: older, "a": older},
+    )
+    migrate.downgrade(engine, "0011")
+    assert "record_version" not in {
+        c["name"] for c in inspect(engine).get_columns("window_results_latest")
+    }
+    with sessions() as session:
+        session.execute(insert(WindowResult).values(row(ALL_SEGMENTS, 0, RECORD_VERSION)))
+        session.commit()
+    migrate.upgrade(engine)
+    assert _latest_versions(engine) == {ALL_SEGMENTS: RECORD_VERSION, "a": older}
