@@ -55,10 +55,9 @@ class Estimate(StrEnum):
     """What the label-free estimate says of a window, as its record's ``estimated.verdict``
     stores it. A fall or a rise is never called a class-ratio change: positives scoring like
     negatives give exactly the scores of fewer positives, and negatives scoring like positives
-    those of more (``calmon.catalogue.CANNOT_SEE``); records computed before the rise had its
-    own code say :attr:`RATIO` for it."""
+    those of more (``calmon.catalogue.CANNOT_SEE``). (Records of shape 1 could say
+    ``class_ratio_moved`` here; they are not served: :data:`calmon.records.RECORD_VERSION`.)"""
 
-    RATIO = "class_ratio_moved"
     FELL = "fewer_positives_or_lower_scores"
     ROSE = "more_positives_or_higher_scores"
     SCORES_CHANGED = "scores_changed"
@@ -68,7 +67,6 @@ class Estimate(StrEnum):
 
 #: the record's type of ``estimated.verdict``: the values of :class:`Estimate`, in its order
 EstimateVerdict = Literal[
-    "class_ratio_moved",
     "fewer_positives_or_lower_scores",
     "more_positives_or_higher_scores",
     "scores_changed",
@@ -88,7 +86,6 @@ VERDICT_WORDS: Final[dict[Verdict, str]] = {
 }
 #: the label-free estimate's verdicts in plain words
 ESTIMATE_WORDS: Final[dict[Estimate, str]] = {
-    Estimate.RATIO: "class ratio moved (estimated; scores consistent with a class-ratio change)",
     Estimate.FELL: (
         "fewer positives, or positives scoring lower (estimated without labels): labels will tell"
     ),

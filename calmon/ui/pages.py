@@ -130,7 +130,6 @@ BLIND_SPOT: Final = (
 )
 #: the label-free estimate's verdicts, styled as the measured verdict they stand for
 ESTIMATE_CLASS: Final[dict[Estimate, str]] = {
-    Estimate.RATIO: "v-ratio",
     Estimate.FELL: "v-unknown",
     Estimate.ROSE: "v-unknown",
     Estimate.SCORES_CHANGED: "v-worse",

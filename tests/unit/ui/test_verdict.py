@@ -23,7 +23,7 @@ from calmon.ui.verdict import (
     read_window,
     record_verdict,
 )
-from calmon.verdict import Verdict, is_stale
+from calmon.verdict import Estimate, Verdict, estimate_of, is_stale
 
 REFERENCE_N, REFERENCE_POS = 80_000, 4_000  # ratio 0.05
 #: the fixed reference of :func:`record` in words
@@ -41,13 +41,14 @@ def record(
     estimated: list[float] | None = None,
     p_value: float | None = 0.4,
     unlabelled: int = 0,
-    estimate_verdict: str = "class_ratio_moved",
+    estimate_verdict: str | None = None,
     trailing: int | None = None,
 ) -> Any:
     """A window record with the fields the verdict reads; parts default to intervals around
     0 (nothing moved). Its reference is the fixed one of 1-2 Nov 2026, or the ``trailing``
     windows before it; its decision pools the window alone (the window's own split and
-    verdict)."""
+    verdict); its estimate's verdict is the one its interval and check give, unless
+    ``estimate_verdict`` says another."""
     n_pos = round(ratio * n)
     prior_iv = prior_interval or [-0.02, 0.03]
     lik_iv = likelihood_interval or [-0.04, 0.05]
@@ -88,7 +89,13 @@ def record(
                 "holds": None if p_value is None else p_value >= 0.01,
                 "method": "cvm_pearson_mixture_bootstrap",
             },
-            "verdict": estimate_verdict,
+            "verdict": estimate_of(
+                check=None if p_value is None else p_value >= 0.01,
+                interval=(estimated[0], estimated[1]),
+                reference=REFERENCE_POS / REFERENCE_N,
+            )
+            if estimate_verdict is None
+            else estimate_verdict,
             "cannot_see": CANNOT_SEE,
             "positive_class_ratio_resolved": True,
         },
@@ -205,7 +212,12 @@ def test_an_estimated_fall_reads_as_fewer_positives_or_positives_scoring_lower()
 
 def test_the_estimate_speaks_only_before_the_labels() -> None:
     before = record(estimated=[0.01, 0.02], n=100, unlabelled=19_900)
-    assert estimate_speaks(before) == "class_ratio_moved"
+    assert estimate_speaks(before) is Estimate.FELL
+    # the code records of shape 1 gave an estimate is no estimate verdict now
+    older = record(
+        estimated=[0.01, 0.02], n=100, unlabelled=19_900, estimate_verdict="class_ratio_moved"
+    )
+    assert estimate_speaks(older) is None
     assert estimate_speaks(record(estimated=[0.01, 0.02], unlabelled=10)) is None
     assert estimate_speaks(record(n=100, unlabelled=19_900)) is None  # no estimate
 
