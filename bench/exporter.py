@@ -41,6 +41,7 @@ from calmon.api.app import create_app
 from calmon.db.models import Model, ModelSegment, WindowLatest, WindowResult
 from calmon.exporter.refresh import WindowExporter
 from calmon.exporter.snapshot import build_snapshot, load_candidates, load_records, select_windows
+from calmon.records import RECORD_VERSION
 from calmon.settings import Settings
 from harness.records import make_record
 
@@ -101,6 +102,7 @@ def _store(scratch: Scratch, *, first: int, models: int, segments: int, pi0: int
             "unlabelled",
             "prior",
             "record",
+            "record_version",
         )
     )
     table = sql.Identifier(WindowResult.__tablename__)
@@ -114,7 +116,7 @@ def _store(scratch: Scratch, *, first: int, models: int, segments: int, pi0: int
                     copy.write(
                         f"{i}\t{segment}\t{START.isoformat()}\t{(START + LENGTH).isoformat()}\t"
                         f"{now.isoformat()}\tbench\t1\t20000\t1000\t37\t0.05\t"
-                        f"{stored.replace(chr(92), chr(92) * 2)}\n"
+                        f"{stored.replace(chr(92), chr(92) * 2)}\t{RECORD_VERSION}\n"
                     )
             raw.commit()
         cursor.execute(sql.SQL("ANALYZE {}").format(table))
