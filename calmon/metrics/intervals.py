@@ -8,7 +8,8 @@
   the logit scale with Student's t (:func:`roc_auc_delong`), the replicates deciding the
   bounds.
 - best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): Student's t
-  intervals on a logit, log or identity scale (:func:`mean_intervals`).
+  intervals on a logit, log or identity scale, corrected for the mean's skewness by Hall's
+  cubic transformation (:func:`mean_intervals`, :func:`skew_corrected_quantiles`).
 - The curve metrics' and the means' intervals hold the values the set would have with a few
   rows of each class added beyond the other class's extreme (:func:`unseen_row_sets`,
   :func:`unseen_mean_values`, :func:`hull_unseen`): a rare component a sample did not draw.
@@ -514,11 +515,11 @@ def _pooled(a: Moments, b: Moments) -> Moments:
 def skew_corrected_quantiles(q: float, skew: float, curvature: float = 0.0) -> tuple[float, float]:
     """(lower, upper) quantiles of a studentized estimate T = (g(θ̂) - g(θ))/(se·g'(θ̂)) whose
     estimate θ̂ has skewness ``skew`` (its third cumulant over its variance^1.5, O(1/√n)),
-    from Hall's (1992) cubic transformation: to order 1/√n, T has mean -skew/2 and third
-    cumulant -2·skew - 3·curvature (``curvature`` = se·g''/g'(θ̂), 0 on the identity scale;
-    the -1/2 and -2 come from the correlation of a mean with its standard error), so
-    h(T) = T + a·T² + a²·T³/3 + b with a = skew/3 + curvature/2 and b = skew/6 is nearly
-    normal; h is increasing, and h⁻¹(x) = ((1 + 3a(x - b))^(1/3) - 1)/a. With skew and
+    from Hall's (1992) cubic transformation: to order 1/√n, T has mean -(skew + curvature)/2
+    and third cumulant -2·skew - 3·curvature (``curvature`` = se·g''/g'(θ̂), 0 on the
+    identity scale; the -1/2 and -2 come from the correlation of a mean with its standard
+    error), so h(T) = T + a·T² + a²·T³/3 + b with a = skew/3 + curvature/2 and b = skew/6 is
+    nearly normal; h is increasing, and h⁻¹(x) = ((1 + 3a(x - b))^(1/3) - 1)/a. With skew and
     curvature 0 this is (-q, q): Student's t. Right-skewed terms (skew > 0) give a T skewed
     left, and the interval reaches further above the estimate than below it."""
     a, b = skew / 3.0 + curvature / 2.0, skew / 6.0
