@@ -485,15 +485,20 @@ class Moments(NamedTuple):
 
 def _moments(terms: FloatArray, counts: IntArray | None) -> Moments:
     """The :class:`Moments` of ``terms`` (each standing for ``counts`` rows when weighted), in
-    two passes: terms may sit far from 0, where sums of their powers would cancel."""
+    two passes: terms may sit far from 0, where sums of their powers would cancel (einsum
+    allocates no array of powers)."""
     m = terms.size if counts is None else int(counts.sum())
     if m == 0:
         return Moments(0, 0.0, 0.0, 0.0)
-    weighted = terms if counts is None else terms * counts
-    mean = float(weighted.sum()) / m
-    deviation = terms - mean
-    squares = deviation * deviation if counts is None else deviation * deviation * counts
-    return Moments(m, mean, float(squares.sum()), float(np.dot(squares, deviation)))
+    if counts is None:
+        mean = float(terms.sum()) / m
+        d = terms - mean
+        m2, m3 = np.einsum("i,i->", d, d), np.einsum("i,i,i->", d, d, d)
+    else:
+        mean = float(np.dot(terms, counts)) / m
+        d = terms - mean
+        m2, m3 = np.einsum("i,i,i->", d, d, counts), np.einsum("i,i,i,i->", d, d, d, counts)
+    return Moments(m, mean, float(m2), float(m3))
 
 
 def _pooled(a: Moments, b: Moments) -> Moments:
