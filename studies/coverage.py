@@ -430,16 +430,17 @@ and 200 expected positives, every published metric (:func:`coverage` with ``mean
 def mean_coverage(
     family: Family, prior: float, positives: int, sets: int, *, seed: int | list[int]
 ) -> Coverage:
-    """Like :func:`coverage` for MEAN_METRICS (no bootstrap, so cheap)."""
+    """Like :func:`coverage` for ALL_MEAN_METRICS (no bootstrap, so cheap); the same seed
+    draws the same sets as :func:`coverage`, so the means' cells match."""
     truth = population_values(family, prior)
     n = round(positives / prior)
     rng = np.random.default_rng(seed)
-    tally = _Tally(MEAN_METRICS)
+    tally = _Tally(ALL_MEAN_METRICS)
     for _ in range(sets):
         scores, labels = family.draw(rng, n, prior)
         prepared = prepare(scores, labels, score_kind="probability")
         out = mean_intervals(prepared.pos_sorted, prepared.neg_sorted, score_kind="probability")
-        for name in MEAN_METRICS:
+        for name in ALL_MEAN_METRICS:
             tally.add(name, out[name], truth[name])
     return tally.coverage(sets)
 

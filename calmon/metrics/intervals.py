@@ -8,7 +8,8 @@
   the logit scale with Student's t (:func:`roc_auc_delong`), the replicates deciding the
   bounds.
 - best F1, AUPRG, KS: None. Plain means (Brier scores, log loss, ``ks_abc``): Student's t
-  intervals on a logit, log or identity scale (:func:`mean_intervals`).
+  intervals on a logit, log or identity scale, corrected for the mean's skewness by Hall's
+  cubic transformation (:func:`mean_intervals`, :func:`skew_corrected_quantiles`).
 - The curve metrics' and the means' intervals hold the values the set would have with a few
   rows of each class added beyond the other class's extreme (:func:`unseen_row_sets`,
   :func:`unseen_mean_values`, :func:`hull_unseen`): a rare component a sample did not draw.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -472,32 +473,101 @@ at least this many rows: below it the spread of a handful of skewed terms says t
 (``docs/reference/intervals.md``, "Means")."""
 
 
-def _mean_interval(total: float, squares: float, m: int, level: float, scale: str) -> Interval:
-    """The interval of the mean of m terms given their sum and sum of squares: on the scale
-    g (``"logit"`` for means in [0, 1], ``"log"`` for positive ones), g(mean) ±
-    t·sd/(√m·g'(mean)) with Student's t quantile at m - 1 degrees of freedom, mapped back
-    (the terms here are bounded or logs, far from cancellation). None below MIN_MEAN_TERMS
+class Moments(NamedTuple):
+    """Count, mean and the sums of the second and third powers of the deviations from the
+    mean of a class's terms (or of several classes' pooled, :func:`_pooled`)."""
+
+    n: int
+    mean: float
+    m2: float
+    m3: float
+
+
+def _moments(terms: FloatArray, counts: IntArray | None) -> Moments:
+    """The :class:`Moments` of ``terms`` (each standing for ``counts`` rows when weighted), in
+    two passes: terms may sit far from 0, where sums of their powers would cancel (einsum
+    allocates no array of powers)."""
+    m = terms.size if counts is None else int(counts.sum())
+    if m == 0:
+        return Moments(0, 0.0, 0.0, 0.0)
+    if counts is None:
+        mean = float(terms.sum()) / m
+        d = terms - mean
+        m2, m3 = np.einsum("i,i->", d, d), np.einsum("i,i,i->", d, d, d)
+    else:
+        mean = float(np.dot(terms, counts)) / m
+        d = terms - mean
+        m2, m3 = np.einsum("i,i,i->", d, d, counts), np.einsum("i,i,i,i->", d, d, d, counts)
+    return Moments(m, mean, float(m2), float(m3))
+
+
+def _pooled(a: Moments, b: Moments) -> Moments:
+    """The :class:`Moments` of two classes' terms together (Chan, Golub & LeVeque's update)."""
+    if a.n == 0 or b.n == 0:
+        return a if b.n == 0 else b
+    n = a.n + b.n
+    delta = b.mean - a.mean
+    m2 = a.m2 + b.m2 + delta * delta * a.n * b.n / n
+    m3 = (
+        a.m3
+        + b.m3
+        + delta**3 * a.n * b.n * (a.n - b.n) / (n * n)
+        + 3.0 * delta * (a.n * b.m2 - b.n * a.m2) / n
+    )
+    return Moments(n, a.mean + delta * b.n / n, m2, m3)
+
+
+def skew_corrected_quantiles(q: float, skew: float, curvature: float = 0.0) -> tuple[float, float]:
+    """(lower, upper) quantiles of a studentized estimate T = (g(θ̂) - g(θ))/(se·g'(θ̂)) whose
+    estimate θ̂ has skewness ``skew`` (its third cumulant over its variance^1.5, O(1/√n)),
+    from Hall's (1992) cubic transformation: to order 1/√n, T has mean -(skew + curvature)/2
+    and third cumulant -2·skew - 3·curvature (``curvature`` = se·g''/g'(θ̂), 0 on the
+    identity scale; the -1/2 and -2 come from the correlation of a mean with its standard
+    error), so h(T) = T + a·T² + a²·T³/3 + b with a = skew/3 + curvature/2 and b = skew/6 is
+    nearly normal; h is increasing, and h⁻¹(x) = ((1 + 3a(x - b))^(1/3) - 1)/a. With skew and
+    curvature 0 this is (-q, q): Student's t. Right-skewed terms (skew > 0) give a T skewed
+    left, and the interval reaches further above the estimate than below it."""
+    a, b = skew / 3.0 + curvature / 2.0, skew / 6.0
+    if abs(a) < 1e-12:
+        return -q - b, q - b
+    return (math.cbrt(1.0 + 3.0 * a * (-q - b)) - 1.0) / a, (
+        math.cbrt(1.0 + 3.0 * a * (q - b)) - 1.0
+    ) / a
+
+
+def _mean_interval(terms: Moments, level: float, scale: str) -> Interval:
+    """The interval of the mean of m terms given their :class:`Moments`, on the scale g
+    (``"logit"`` for means in [0, 1], ``"log"`` for positive ones): θ = the mean's population
+    value is in g⁻¹(g(mean) - se·g'(mean)·[upper, lower]) with the skewness-corrected
+    quantiles of :func:`skew_corrected_quantiles` at Student's t with m - 1 degrees of
+    freedom; the mean's skewness is m3/(s³·√m), m3 = Σ(t - mean)³/m and s² the sample
+    variance. The terms of these means are skewed (squares of small gaps, a rare component
+    drawn a few times), and at a few dozen rows a symmetric interval misses on the high
+    side; the scale keeps the interval inside the mean's range. None below MIN_MEAN_TERMS
     terms, when the terms do not vary (no variance estimate is not zero variance: a class
     of constant scores says nothing about the spread of its population), and when the mean
     sits on the bound of its scale."""
+    m, mean = terms.n, terms.mean
     if m < MIN_MEAN_TERMS:
         return None
-    mean = total / m
-    variance = (squares - total * mean) / (m - 1)
+    variance = terms.m2 / (m - 1)
     if not variance > 1e-12 * max(1.0, mean * mean):
         return None
-    z = t_quantile(NormalDist().inv_cdf(0.5 + level / 2), m - 1)
-    se = math.sqrt(variance / m)
+    q = t_quantile(NormalDist().inv_cdf(0.5 + level / 2), m - 1)
+    sd = math.sqrt(variance)
+    se = sd / math.sqrt(m)
+    skew = terms.m3 / m / (sd**3 * math.sqrt(m))
     if scale == "logit":
         if not 0.0 < mean < 1.0:
             return None
-        centre, half = math.log(mean) - math.log1p(-mean), z * se / (mean * (1.0 - mean))
-        lo, hi = (float(v) for v in _expit(np.array([centre - half, centre + half])))
-        return [lo, hi]
+        centre, slope = math.log(mean) - math.log1p(-mean), 1.0 / (mean * (1.0 - mean))
+        lower, upper = skew_corrected_quantiles(q, skew, se * (2.0 * mean - 1.0) * slope)
+        bounds = _expit(np.array([centre - se * slope * upper, centre - se * slope * lower]))
+        return [float(bounds[0]), float(bounds[1])]
     if not mean > 0.0:
         return None
-    centre, half = math.log(mean), z * se / mean
-    return [math.exp(centre - half), math.exp(centre + half)]
+    lower, upper = skew_corrected_quantiles(q, skew, -se / mean)
+    return [mean * math.exp(-se / mean * upper), mean * math.exp(-se / mean * lower)]
 
 
 Weighted = tuple[FloatArray, IntArray | None]
@@ -511,23 +581,11 @@ def _weighted(sorted_scores: FloatArray) -> Weighted:
     return (sorted_scores, None) if runs is None else runs
 
 
-def _term_sums(scores: Weighted, term: Callable[[FloatArray], FloatArray]) -> tuple[float, float]:
-    """Σ term(s) and Σ term(s)² over a class (one term per distinct score when weighted)."""
+def _term_moments(scores: Weighted, term: Callable[[FloatArray], FloatArray]) -> Moments:
+    """The :class:`Moments` of term(s) over a class (one term per distinct score when
+    weighted)."""
     values, counts = scores
-    terms = term(values)
-    weighted = terms if counts is None else terms * counts
-    return float(weighted.sum()), float(np.einsum("i,i->", weighted, terms))
-
-
-def _mean_var(scores: Weighted, m: int) -> tuple[float, float]:
-    """Mean and sample variance of a class of m ≥ 2 scores, in two passes (scores may sit
-    far from 0, where a sum of squares would cancel)."""
-    values, counts = scores
-    if counts is None:
-        return float(np.mean(values)), float(np.var(values, ddof=1))
-    mean = float(np.dot(values, counts)) / m
-    deviation = values - mean
-    return mean, float(np.einsum("i,i,i->", deviation, deviation, counts)) / (m - 1)
+    return _moments(term(values), counts)
 
 
 def _clip(values: FloatArray) -> FloatArray:
@@ -547,14 +605,16 @@ def mean_intervals(
 
     ``ks_abc`` = mean(s | y=1) - mean(s | y=0): the two means are independent, so its
     standard error is √(var₁/n_pos + var₀/n_neg), with Student's t at the Welch degrees of
-    freedom (:func:`_difference_interval`). For ``score_kind="probability"`` also ``brier``
-    (terms (s-y)²), ``brier_pos`` ((s-1)² over positives), ``brier_neg`` (s² over negatives),
-    each on the logit scale, and ``log_loss`` (-y log s - (1-y) log(1-s), s clipped to
-    [1e-15, 1 - 1e-15]) on the log scale, with Student's t at m - 1 degrees of freedom
-    (:func:`_mean_interval`; the terms are skewed, squares of small gaps, and at a few dozen
-    rows a symmetric interval misses on the high side), and ``brier_skill`` by the delta
-    method (:func:`_brier_skill_interval`). Each is widened to hold the mean with the unseen
-    rows added (:func:`unseen_mean_values`). None when a needed class has fewer than
+    freedom, corrected for the difference's skewness (:func:`_difference_interval`). For
+    ``score_kind="probability"`` also ``brier`` (terms (s-y)²), ``brier_pos`` ((s-1)² over
+    positives), ``brier_neg`` (s² over negatives), each on the logit scale, and ``log_loss``
+    (-y log s - (1-y) log(1-s), s clipped to [1e-15, 1 - 1e-15]) on the log scale, with
+    Student's t at m - 1 degrees of freedom corrected for the terms' skewness and the scale's
+    curvature (:func:`_mean_interval`, :func:`skew_corrected_quantiles`: a rare component drawn
+    a few times makes the mean skewed, and a t interval, even on the logit or log scale,
+    missed on one side), and ``brier_skill`` by the delta method
+    (:func:`_brier_skill_interval`). Each is widened to hold the mean with the unseen rows
+    added (:func:`unseen_mean_values`). None when a needed class has fewer than
     MIN_MEAN_TERMS rows or its terms do not vary (a class of constant scores). O(n), or
     O(distinct scores) for heavily tied sets.
     """
@@ -562,28 +622,28 @@ def mean_intervals(
     z = NormalDist().inv_cdf(0.5 + level / 2)
     pos, neg = pos_sorted, neg_sorted
     pos_w, neg_w = _weighted(pos), _weighted(neg)
-    out: dict[str, Interval] = {"ks_abc": _difference_interval(pos_w, pos.size, neg_w, neg.size, z)}
+    out: dict[str, Interval] = {"ks_abc": _difference_interval(pos_w, neg_w, z)}
     if score_kind != "probability":
         if pos.size and neg.size:
             worse, better = unseen_mean_values(pos, neg, 0.0, 0.0, 0.0, 0.0)["ks_abc"]
             out["ks_abc"] = hull_unseen(out["ks_abc"], worse, better)
         return out
-    brier_pos = _term_sums(pos_w, lambda v: np.square(1.0 - v))
-    brier_neg = _term_sums(neg_w, np.square)
-    loss_pos = _term_sums(pos_w, lambda v: -np.log(_clip(v)))
-    loss_neg = _term_sums(neg_w, lambda v: -np.log1p(-_clip(v)))
-    n = pos.size + neg.size
+    brier_pos = _term_moments(pos_w, lambda v: np.square(1.0 - v))
+    brier_neg = _term_moments(neg_w, np.square)
+    loss_pos = _term_moments(pos_w, lambda v: -np.log(_clip(v)))
+    loss_neg = _term_moments(neg_w, lambda v: -np.log1p(-_clip(v)))
     terms = {
-        "brier": (brier_pos[0] + brier_neg[0], brier_pos[1] + brier_neg[1], n, "logit"),
-        "brier_pos": (*brier_pos, pos.size, "logit"),
-        "brier_neg": (*brier_neg, neg.size, "logit"),
-        "log_loss": (loss_pos[0] + loss_neg[0], loss_pos[1] + loss_neg[1], n, "log"),
+        "brier": (_pooled(brier_pos, brier_neg), "logit"),
+        "brier_pos": (brier_pos, "logit"),
+        "brier_neg": (brier_neg, "logit"),
+        "log_loss": (_pooled(loss_pos, loss_neg), "log"),
     }
-    for name, (total, squares, m, scale) in terms.items():
-        out[name] = _mean_interval(total, squares, m, level, scale)
-    out["brier_skill"] = _brier_skill_interval(pos.size, neg.size, brier_pos, brier_neg, z)
+    for name, (moments, scale) in terms.items():
+        out[name] = _mean_interval(moments, level, scale)
+    out["brier_skill"] = _brier_skill_interval(brier_pos, brier_neg, z)
     if pos.size and neg.size:
-        unseen = unseen_mean_values(pos, neg, brier_pos[0], brier_neg[0], loss_pos[0], loss_neg[0])
+        sums = (moments.mean * moments.n for moments in (brier_pos, brier_neg, loss_pos, loss_neg))
+        unseen = unseen_mean_values(pos, neg, *sums)
         for name, (worse, better) in unseen.items():
             out[name] = hull_unseen(out[name], worse, better)
     return out
@@ -642,48 +702,48 @@ def unseen_mean_values(
     }
 
 
-def _difference_interval(
-    pos: Weighted, n_pos: int, neg: Weighted, n_neg: int, z: float
-) -> Interval:
-    """``ks_abc`` = mean(s | y=1) - mean(s | y=0) ± t·√(var₁/n_pos + var₀/n_neg), Student's t
-    at the Welch-Satterthwaite degrees of freedom. None unless each class has at least
-    MIN_MEAN_TERMS rows and its scores vary (a class of constant scores gives no estimate of
-    its spread, not a spread of 0)."""
+def _difference_interval(pos: Weighted, neg: Weighted, z: float) -> Interval:
+    """``ks_abc`` = d = mean(s | y=1) - mean(s | y=0): d - se·[upper, lower] with
+    se = √(var₁/n_pos + var₀/n_neg), Student's t at the Welch-Satterthwaite degrees of freedom
+    and the skewness-corrected quantiles of :func:`skew_corrected_quantiles`: the two means
+    are independent, so d's third cumulant is m3₁/n_pos² - m3₀/n_neg² (m3 each class's third
+    central moment) and its skewness that over se³ (a few positives scored like negatives make
+    d skewed left, and the interval then reaches further below). None unless each class has at
+    least MIN_MEAN_TERMS rows and its scores vary (a class of constant scores gives no estimate
+    of its spread, not a spread of 0)."""
+    pos_m, neg_m = _moments(*pos), _moments(*neg)
+    n_pos, n_neg = pos_m.n, neg_m.n
     if min(n_pos, n_neg) < MIN_MEAN_TERMS:
         return None
-    (pos_mean, pos_var), (neg_mean, neg_var) = _mean_var(pos, n_pos), _mean_var(neg, n_neg)
-    for mean, variance in ((pos_mean, pos_var), (neg_mean, neg_var)):
-        if not variance > (1e-9 * max(1.0, abs(mean))) ** 2:  # constant up to rounding
+    for moments in (pos_m, neg_m):
+        variance = moments.m2 / (moments.n - 1)
+        if not variance > (1e-9 * max(1.0, abs(moments.mean))) ** 2:  # constant up to rounding
             return None
-    s1, s0 = pos_var / n_pos, neg_var / n_neg
+    s1, s0 = pos_m.m2 / (n_pos - 1) / n_pos, neg_m.m2 / (n_neg - 1) / n_neg
     df = (s1 + s0) ** 2 / (s1 * s1 / (n_pos - 1) + s0 * s0 / (n_neg - 1))
-    diff = pos_mean - neg_mean
-    half = t_quantile(z, df) * math.sqrt(s1 + s0)
-    return [diff - half, diff + half]
+    third = pos_m.m3 / n_pos**3 - neg_m.m3 / n_neg**3
+    se = math.sqrt(s1 + s0)
+    lower, upper = skew_corrected_quantiles(t_quantile(z, df), third / se**3)
+    diff = pos_m.mean - neg_m.mean
+    return [diff - se * upper, diff - se * lower]
 
 
-def _brier_skill_interval(
-    n_pos: int,
-    n_neg: int,
-    brier_pos: tuple[float, float],
-    brier_neg: tuple[float, float],
-    z: float,
-) -> Interval:
+def _brier_skill_interval(brier_pos: Moments, brier_neg: Moments, z: float) -> Interval:
     """Delta-method interval of brier_skill = 1 - B/(p(1-p)), B the mean Brier term t and p
-    the prior, from Σt and Σt² of each class: the estimate's influence per row is
+    the prior, from each class's :class:`Moments` of t: the estimate's influence per row is
     a·(t - B) + b·(y - p) with a = -1/(p(1-p)) and b = B(1-2p)/(p(1-p))², whose variance
     a²·var(t) + b²·var(y) + 2ab·cov(t, y) over n gives the standard error. Clipped to ≤ 1;
     None unless both classes are present and n ≥ 3."""
+    n_pos, n_neg = brier_pos.n, brier_neg.n
     n = n_pos + n_neg
     if n_pos == 0 or n_neg == 0 or n < 3:
         return None
-    total = brier_pos[0] + brier_neg[0]
-    squares = brier_pos[1] + brier_neg[1]
-    brier, p = total / n, n_pos / n
+    pooled = _pooled(brier_pos, brier_neg)
+    brier, p = pooled.mean, n_pos / n
     spread = p * (1 - p)
-    var_t = max(0.0, (squares - n * brier * brier) / (n - 1))
+    var_t = pooled.m2 / (n - 1)
     var_y = spread * n / (n - 1)
-    cov_ty = (brier_pos[0] - n * brier * p) / (n - 1)
+    cov_ty = n_pos * (brier_pos.mean - brier) / (n - 1)
     a = -1.0 / spread
     b = brier * (1 - 2 * p) / (spread * spread)
     variance = max(0.0, a * a * var_t + b * b * var_y + 2 * a * b * cov_ty)
