@@ -128,6 +128,13 @@ def main() -> int:
         "before (the likelihood part's interval below 0); the verdict after rests on the page "
         "and needs none",
     )
+    parser.add_argument(
+        "--min-span",
+        type=int,
+        default=0,
+        help="pool every decision over at least this many hours as well as the positives "
+        "(default 0: the positives alone, as the service does)",
+    )
     parser.add_argument("--save", default=None, help="pickle the runs to this file")
     parser.add_argument("--load", default=None, help="summarise runs pickled by --save")
     args = parser.parse_args()
@@ -146,6 +153,7 @@ def main() -> int:
                 args.shift_models if shift else args.models,
                 args.hours or hours,
                 seed=20261127 + index + (1000 if regime.family in HELD_OUT_FAMILIES else 0),
+                min_span=args.min_span,
                 coverage_every=args.coverage_every,
                 verdict_hours=args.verdict_hours,
             )
