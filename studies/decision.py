@@ -316,11 +316,15 @@ def _ranked(pools: list[Pool]) -> tuple[Ranking, SetSums]:
 
 
 def pool_start(windows: list[Pool], hour: int, *, min_positives: int, min_span: int = 0) -> int:
-    """The first window pooled with the window ``hour``: back until the pool holds
-    ``min_positives`` positives and spans at least ``min_span`` windows (0: positives alone
-    decide, the service's rule), within MAX_SPAN_HOURS and the windows there are. A minimum
-    span keeps the number of distinct pools a week holds from growing with the prior."""
+    """The first window pooled with the window ``hour``: as the service's decision setting
+    pools, a window with fewer than ``min_positives`` positives back until the pool holds
+    ``min_positives`` positives and spans at least ``min_span`` windows (0: the positives
+    alone decide, as the service did before its ``min_span``), within MAX_SPAN_HOURS and the
+    windows there are. A minimum span keeps the number of distinct pools a week holds from
+    growing with the prior."""
     first, positives = hour, windows[hour][0].size
+    if positives >= min_positives:
+        return hour
     while first > 0 and hour - first + 1 < MAX_SPAN_HOURS:
         if positives >= min_positives and hour - first + 1 >= min_span:
             break

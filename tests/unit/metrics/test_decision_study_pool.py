@@ -24,6 +24,8 @@ def test_without_a_minimum_span_the_positives_alone_decide() -> None:
 def test_a_minimum_span_pools_at_least_that_many_hours() -> None:
     windows = _windows([60] * 48)
     assert pool_start(windows, 47, min_positives=400, min_span=20) == 28
+    # a window that alone holds enough positives is its own pool, as in the service
+    assert pool_start(windows, 47, min_positives=60, min_span=20) == 47
     # where the positives need more hours than the span, they decide
     sparse = _windows([7] * 100)
     assert pool_start(sparse, 99, min_positives=400, min_span=20) == 99 - 57
