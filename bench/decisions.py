@@ -14,7 +14,7 @@ tests were designed on), ``held-out`` (label noise, confident mistakes, two kind
 positives: not used to design them).
 
 It prints, per regime, the page before (the Mann-Whitney and placement tests) and after (the
-location and placement tests), each at z > 3.5 (the alert's level) unless ``--levels`` says
+location and placement tests), each at z > 3.0 (the alert's level) unless ``--levels`` says
 otherwise: the models paged, paged within 24 hours, the median hours to the first page; the
 models whose verdict read "worse" in a decision of the first day (before: where the page
 before held; after: ``model_got_worse`` / ``both``, which rest on the page); and the coverage
@@ -29,6 +29,7 @@ import pickle
 import time
 from statistics import NormalDist
 
+from calmon.verdict import PAGE_Z
 from studies.decision import (
     DRIFT_KINDS,
     HELD_OUT_FAMILIES,
@@ -107,7 +108,7 @@ def main() -> int:
     parser.add_argument("--families", choices=("all", "design", "held-out"), default="all")
     parser.add_argument("--kind", choices=("all", "shift", "drift"), default="all")
     parser.add_argument("--wide", action="store_true", help="the design families' other drifts")
-    parser.add_argument("--levels", default="3.5", help="page levels (z), comma-separated")
+    parser.add_argument("--levels", default=f"{PAGE_Z}", help="page levels (z), comma-separated")
     parser.add_argument(
         "--hours",
         type=int,
@@ -128,6 +129,14 @@ def main() -> int:
         "before (the likelihood part's interval below 0); the verdict after rests on the page "
         "and needs none",
     )
+    parser.add_argument(
+        "--min-span",
+        type=int,
+        default=0,
+        help="pool every decision over at least this many hours as well as the positives "
+        "(default 0: the positives alone, as the service did before decision.min_span; the "
+        "service's default is 20)",
+    )
     parser.add_argument("--save", default=None, help="pickle the runs to this file")
     parser.add_argument("--load", default=None, help="summarise runs pickled by --save")
     args = parser.parse_args()
@@ -146,6 +155,7 @@ def main() -> int:
                 args.shift_models if shift else args.models,
                 args.hours or hours,
                 seed=20261127 + index + (1000 if regime.family in HELD_OUT_FAMILIES else 0),
+                min_span=args.min_span,
                 coverage_every=args.coverage_every,
                 verdict_hours=args.verdict_hours,
             )

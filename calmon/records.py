@@ -538,10 +538,11 @@ class PositivesShift(TypedDict):
 @with_config(_CLOSED)
 class Decision(TypedDict):
     """The pooled decision of the window (`docs/reference/metrics.md`, "Decisions at few
-    positives"): the window and the trailing windows before it, pooled back until they hold the
-    model's `decision.min_positives` positives (within `decision.max_span`), split against the
-    reference like a window. The one verdict the web view, `calmon windows`, `calmon simulate`
-    and the alerts read."""
+    positives"): the window and, when it alone holds fewer than the model's
+    `decision.min_positives` positives, the trailing windows before it, pooled back until they
+    hold that many and span at least `decision.min_span` (within `decision.max_span`), split
+    against the reference like a window. The one verdict the web view, `calmon windows`,
+    `calmon simulate` and the alerts read."""
 
     windows: Annotated[int, _described("windows pooled, this one included")]
     start: Annotated[Instant, _described("start of the oldest pooled window (UTC)")]
@@ -552,7 +553,7 @@ class Decision(TypedDict):
         _described(
             "`class_ratio_moved` when the pooled and the reference class ratios' 95% Wilson "
             "intervals are disjoint; `model_got_worse` when the page's rule holds (the "
-            "positives' shift test below p 0.000233 and the likelihood part below -5% of the "
+            "positives' shift test below p 0.00135 and the likelihood part below -5% of the "
             "reference value), `both` with a moved ratio; `model_may_be_worse` (or "
             "`class_ratio_moved_model_may_be_worse`) when only the likelihood part's 95% "
             "interval lies below 0, not yet significant at the page's level; `stable` when the "

@@ -116,9 +116,11 @@ CHECK_LEVEL: Final = 0.01
 #: CalmonDecisionMetricDrop: the z of the positives' shift test the page needs, chosen from the
 #: study of ``docs/measurements/decisions.md`` so that pure prior shifts page at most 2.5% of
 #: models in a week of hourly decisions (each hour's decision re-reads most of the last one's
-#: windows, and every one is compared with the same reference)
-PAGE_Z: Final = 3.5
-#: CalmonDecisionMetricDrop: the page's level, the shift test's p-value below this (0.000233)
+#: windows, and every one is compared with the same reference) pooled over at least the
+#: default ``decision.min_span``, and 90% of 20% AP drops at 20 positives an hour page within a
+#: day
+PAGE_Z: Final = 3.0
+#: CalmonDecisionMetricDrop: the page's level, the shift test's p-value below this (0.00135)
 PAGE_P: Final = 1.0 - NormalDist().cdf(PAGE_Z)
 #: CalmonDecisionMetricDrop: the page's materiality, the likelihood part below this fraction of
 #: the reference value (negated)

@@ -315,18 +315,38 @@ def _ranked(pools: list[Pool]) -> tuple[Ranking, SetSums]:
     return rank_sorted(pos, neg), set_sums(pos, neg, threshold=THRESHOLD, score_kind="score")
 
 
+def pool_start(windows: list[Pool], hour: int, *, min_positives: int, min_span: int = 0) -> int:
+    """The first window pooled with the window ``hour``: as the service's decision setting
+    pools, a window with fewer than ``min_positives`` positives back until the pool holds
+    ``min_positives`` positives and spans at least ``min_span`` windows (0: the positives
+    alone decide, as the service did before its ``min_span``), within MAX_SPAN_HOURS and the
+    windows there are. A minimum span keeps the number of distinct pools a week holds from
+    growing with the prior."""
+    first, positives = hour, windows[hour][0].size
+    if positives >= min_positives:
+        return hour
+    while first > 0 and hour - first + 1 < MAX_SPAN_HOURS:
+        if positives >= min_positives and hour - first + 1 >= min_span:
+            break
+        first -= 1
+        positives += windows[first][0].size
+    return first
+
+
 def run_model(
     regime: Regime,
     hours: int,
     *,
     seed: list[int],
     min_positives: int = MIN_POSITIVES,
+    min_span: int = 0,
     coverage_every: int = COVERAGE_EVERY,
     verdict_hours: int = 0,
 ) -> ModelRun:
     """One model of ``regime`` over ``hours`` hourly windows after the change, its decisions
-    pooling ``min_positives``, every ``coverage_every``-th with its intervals, and every one of
-    the first ``verdict_hours`` (for the verdicts read over them)."""
+    pooling ``min_positives`` over at least ``min_span`` hours (:func:`pool_start`), every
+    ``coverage_every``-th with its intervals, and every one of the first ``verdict_hours`` (for
+    the verdicts read over them)."""
     rng = np.random.default_rng(seed)
     n = round(regime.positives / regime.ref_prior)
     ref_pos, ref_neg = _sorted_classes(
@@ -344,10 +364,7 @@ def run_model(
     windows += [_sorted_classes(family, rng, n, prior) for _ in range(hours)]
     run = ModelRun(reference_values={m: ref_values[m] for m in PART_INTERVAL_METRICS})
     for hour in range(WARMUP_HOURS, WARMUP_HOURS + hours):
-        first, positives = hour, windows[hour][0].size
-        while positives < min_positives and first > 0 and hour - first + 1 < MAX_SPAN_HOURS:
-            first -= 1
-            positives += windows[first][0].size
+        first = pool_start(windows, hour, min_positives=min_positives, min_span=min_span)
         pooled, sums = _ranked(windows[first : hour + 1])
         full = (hour - WARMUP_HOURS) % coverage_every == coverage_every - 1
         decisions = decide_all(
@@ -406,16 +423,19 @@ def run_regime(
     *,
     seed: int,
     min_positives: int = MIN_POSITIVES,
+    min_span: int = 0,
     coverage_every: int = COVERAGE_EVERY,
     verdict_hours: int = 0,
 ) -> list[ModelRun]:
-    """``models`` seeded models of ``regime`` over ``hours`` hours after the change."""
+    """``models`` seeded models of ``regime`` over ``hours`` hours after the change, pooling as
+    :func:`run_model` does."""
     return [
         run_model(
             regime,
             hours,
             seed=[seed, i],
             min_positives=min_positives,
+            min_span=min_span,
             coverage_every=coverage_every,
             verdict_hours=verdict_hours,
         )

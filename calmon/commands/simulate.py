@@ -228,8 +228,9 @@ class _Progress:
 
 
 #: the rare-positive preset's decision setting: a demonstration's stream is short, so its
-#: decisions pool 100 positives (where the AP parts get intervals), not the default 400
-RARE_DECISION: Final = {"min_positives": 100, "max_span": "7d"}
+#: decisions pool 100 positives (where the AP parts get intervals), not the default 400, over
+#: no minimum span (the default's 20 hours would reach back over most of a short stream)
+RARE_DECISION: Final = {"min_positives": 100, "max_span": "7d", "min_span": "0s"}
 
 
 def _model_config(

@@ -101,7 +101,8 @@ class Model(Base):
     reference_end: Mapped[datetime | None]
     grace_seconds: Mapped[int] = mapped_column(Integer)
     max_segments: Mapped[int] = mapped_column(Integer)
-    #: the pooled decision's setting ({"min_positives", "max_span_seconds"}), None: defaults
+    #: the pooled decision's setting ({"min_positives", "max_span_seconds", "min_span_seconds";
+    #: the last absent when stored before it existed}), None: defaults
     decision: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     #: what the advised threshold aims at (``calmon.services.model_registry.Objective``), or None
     objective: Mapped[dict[str, Any] | None] = mapped_column(JSON)

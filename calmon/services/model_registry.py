@@ -51,6 +51,10 @@ MAX_PI0: Final = 5
 DEFAULT_DECISION_POSITIVES: Final = 400
 MAX_DECISION_POSITIVES: Final = 100_000
 DEFAULT_DECISION_SPAN: Final = "7d"
+#: the decision pools at least this far back (the window included) when it pools at all: at
+#: hourly windows, the span of 400 positives at 20 an hour, so that a week holds about as many
+#: distinct pools at any class ratio (``docs/measurements/decisions.md``)
+DEFAULT_DECISION_MIN_SPAN: Final = "20h"
 MAX_DECISION_SPAN_DAYS: Final = 90
 DEFAULT_TRAILING_WINDOWS: Final = 7
 #: longest fixed reference period, in the model's windows (it is read a window at a time)
@@ -206,8 +210,9 @@ class ReferenceConfig(BaseModel):
 
 class DecisionConfig(BaseModel):
     """How a window's pooled decision pools (``docs/reference/metrics.md``, "Decisions at few
-    positives"): the trailing windows back until they hold ``min_positives`` positives, over
-    at most ``max_span`` (the window included)."""
+    positives"): a window with fewer than ``min_positives`` positives pools the trailing
+    windows back until they hold ``min_positives`` positives and span at least ``min_span``,
+    over at most ``max_span`` (the window included; the maximum wins over the minimum)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -227,6 +232,17 @@ class DecisionConfig(BaseModel):
             f"at least one window, at most {MAX_DECISION_SPAN_DAYS} days",
         ),
     ] = DEFAULT_DECISION_SPAN
+    min_span: Annotated[
+        str,
+        Field(
+            pattern=DURATION_PATTERN,
+            description=f"how far back a pool reaches at least, the window included, when the "
+            f"window alone has too few positives (20h: at hourly windows the number of "
+            f"distinct pools a week holds, and so the chances of a false page, no longer grows "
+            f"with the class ratio); 0s: the positives alone decide; at most "
+            f"{MAX_DECISION_SPAN_DAYS} days, and a pool never reaches beyond max_span",
+        ),
+    ] = DEFAULT_DECISION_MIN_SPAN
 
 
 def _one_kind(objective: Objective) -> Objective:
@@ -297,11 +313,12 @@ def _invalid(field: str, message: str, value: Any, error_type: str = "value_erro
 
 def parse_config(body: bytes, *, now: datetime) -> ModelConfig:
     """A ``PUT`` body as a configuration. Beyond the schema: ``grace`` is at most
-    ``MAX_GRACE_SECONDS`` (stored as 32-bit seconds), and a fixed reference's ``start`` and
-    ``end`` lie where event times may (from the epoch to a day past ``now``), as ingestion
-    requires of predictions, and span at most ``MAX_REFERENCE_WINDOWS`` of the model's windows
-    (the reference is read a window at a time); configurations read back from the database
-    are not held to these."""
+    ``MAX_GRACE_SECONDS`` (stored as 32-bit seconds), the decision's spans are at most
+    ``MAX_DECISION_SPAN_DAYS`` (``max_span`` at least one window), and a fixed reference's
+    ``start`` and ``end`` lie where event times may (from the epoch to a day past ``now``), as
+    ingestion requires of predictions, and span at most ``MAX_REFERENCE_WINDOWS`` of the
+    model's windows (the reference is read a window at a time); configurations read back from
+    the database are not held to these."""
     config = MODEL_CONFIG.validate_json(body, context={"now": now})
     if duration_seconds(config.grace) > MAX_GRACE_SECONDS:
         _invalid("grace", f"at most {MAX_GRACE_SECONDS} seconds", config.grace, "less_than_equal")
@@ -311,6 +328,12 @@ def parse_config(body: bytes, *, now: datetime) -> ModelConfig:
             "decision",
             f"max_span is at least one window ({config.window}) and at most "
             f"{MAX_DECISION_SPAN_DAYS} days",
+            config.decision.model_dump(mode="json"),
+        )
+    if duration_seconds(config.decision.min_span) > MAX_DECISION_SPAN_DAYS * 86_400:
+        _invalid(
+            "decision",
+            f"min_span is at most {MAX_DECISION_SPAN_DAYS} days",
             config.decision.model_dump(mode="json"),
         )
     ref = config.reference
@@ -348,12 +371,16 @@ def config_of(model: Model) -> ModelConfig:
 
 
 def decision_of(stored: dict[str, Any] | None) -> DecisionConfig:
-    """The decision setting as the API shows it from its stored form (None: the defaults)."""
+    """The decision setting as the API shows it from its stored form (None: the defaults; a
+    form stored before ``min_span`` existed takes its default)."""
     if stored is None:
         return DecisionConfig()
     return DecisionConfig(
         min_positives=int(stored["min_positives"]),
         max_span=format_duration(int(stored["max_span_seconds"])),
+        min_span=format_duration(
+            int(stored.get("min_span_seconds", duration_seconds(DEFAULT_DECISION_MIN_SPAN)))
+        ),
     )
 
 
@@ -365,6 +392,7 @@ def _decision_column(config: DecisionConfig) -> dict[str, int] | None:
     return {
         "min_positives": config.min_positives,
         "max_span_seconds": duration_seconds(config.max_span),
+        "min_span_seconds": duration_seconds(config.min_span),
     }
 
 

@@ -186,7 +186,7 @@ def _pooled_speaks(record: WindowRecord) -> bool:
 def decision_drop(record: WindowRecord) -> bool:
     """``CalmonDecisionMetricDrop``: where the pooled alerts speak (:func:`_pooled_speaks`;
     elsewhere it is :func:`calibrated_drop`'s), the decision's positives score lower than the
-    reference's (p < 0.000233) and its likelihood part is below -5% of the reference's value
+    reference's (p < 0.00135) and its likelihood part is below -5% of the reference's value
     of its metric, a fall of more than 5% (:func:`calmon.verdict.page`)."""
     if not _pooled_speaks(record):
         return False

@@ -74,7 +74,7 @@ def test_a_threshold_changed_in_the_rules_alone_is_caught() -> None:
     for alert, old, new in [
         ("CalmonCalibratedMetricDrop", "0.95 *", "0.9 *"),
         ("CalmonCalibratedMetricDrop", "0.0935 *", "0.1 *"),
-        ("CalmonDecisionMetricDrop", "< 0.000233", "< 0.001"),
+        ("CalmonDecisionMetricDrop", "< 0.00135", "< 0.001"),
         ("CalmonDecisionMetricDrop", "-0.05 *", "-0.1 *"),
         ("CalmonPriorShift", "/ 1.5", "/ 2"),
         ("CalmonPriorShiftPooled", "1.5 *", "2 *"),

@@ -1,7 +1,7 @@
 """What the pooled decision of a window reads: the trailing windows pooled back until they
-hold enough positives, and the reference they are compared with (``docs/reference/metrics.md``,
-"Decisions at few positives"); the engine's evaluation of the window decides
-(:func:`calmon.metrics.window_evaluation.evaluate_window`).
+hold enough positives over a minimum span, and the reference they are compared with
+(``docs/reference/metrics.md``, "Decisions at few positives"); the engine's evaluation of the
+window decides (:func:`calmon.metrics.window_evaluation.evaluate_window`).
 
 What is pooled is read from what each computed window already stores: its positives count
 (``window_results.n_pos``) chooses how far back to go, and its sorted scores
@@ -26,6 +26,7 @@ from calmon.db.pools import stored_positive_counts, stored_scores
 from calmon.db.window_states import outdated_between
 from calmon.names import ALL_SEGMENTS
 from calmon.services.model_registry import (
+    DEFAULT_DECISION_MIN_SPAN,
     DEFAULT_DECISION_POSITIVES,
     DEFAULT_DECISION_SPAN,
     decision_of,
@@ -39,15 +40,19 @@ from calmon.timeline import window_length
 
 #: how far back the decision pools by default (DecisionConfig's default span)
 DEFAULT_MAX_SPAN: Final = timedelta(seconds=duration_seconds(DEFAULT_DECISION_SPAN))
+#: how far back a pool reaches at least by default (DecisionConfig's default minimum span)
+DEFAULT_MIN_SPAN: Final = timedelta(seconds=duration_seconds(DEFAULT_DECISION_MIN_SPAN))
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionSettings:
-    """A model's ``decision`` setting: pool trailing windows until ``min_positives`` positives,
-    over at most ``max_span`` (the window included)."""
+    """A model's ``decision`` setting: a window with fewer than ``min_positives`` positives
+    pools trailing windows until they hold ``min_positives`` positives and span at least
+    ``min_span``, over at most ``max_span`` (the window included)."""
 
     min_positives: int = DEFAULT_DECISION_POSITIVES
     max_span: timedelta = DEFAULT_MAX_SPAN
+    min_span: timedelta = DEFAULT_MIN_SPAN
 
 
 def settings_of(model: Model) -> DecisionSettings:
@@ -57,6 +62,7 @@ def settings_of(model: Model) -> DecisionSettings:
     return DecisionSettings(
         min_positives=config.min_positives,
         max_span=timedelta(seconds=duration_seconds(config.max_span)),
+        min_span=timedelta(seconds=duration_seconds(config.min_span)),
     )
 
 
@@ -93,7 +99,8 @@ def _pooled_parts(
     settings: DecisionSettings,
 ) -> tuple[list[_Part], dict[datetime, tuple[FloatArray, FloatArray]]]:
     """The windows of ``segment`` before ``start`` to pool, newest first: back until they and
-    the window hold ``min_positives`` positives, within ``max_span`` and not into a fixed
+    the window hold ``min_positives`` positives and span ``min_span``, within ``max_span``
+    (which wins) and not into a fixed
     reference period (:func:`pooling_bound`); and the sorted classes of
     those among them not computed yet, or whose stored result is older than their rows (read
     from their rows: a back-fill, or the recompute after late labels, computes windows of a
@@ -122,7 +129,7 @@ def _pooled_parts(
             rows[starts_at] = classes
             parts.append(_Part(starts_at, int(classes[0].size), stored=False))
         positives += parts[-1].n_pos
-        if positives >= settings.min_positives:
+        if positives >= settings.min_positives and start + length - starts_at >= settings.min_span:
             break
     return parts, rows
 

@@ -196,13 +196,23 @@ def _whole(container: Any, key: str) -> None:
 
 
 def _span(body: dict[str, Any]) -> None:
-    """A decision's ``max_span`` moved into [one window of the body's window, 90 days]."""
+    """A decision's ``max_span`` moved into [one window of the body's window, 90 days], its
+    ``min_span`` to at most 90 days."""
     decision = body.get("decision")
-    if not isinstance(decision, dict) or not isinstance(decision.get("max_span"), str):
+    if not isinstance(decision, dict):
+        return
+    high = MAX_DECISION_SPAN_DAYS * 86_400
+    if isinstance(decision.get("min_span"), str):
+        try:
+            least = duration_seconds(decision["min_span"])
+        except ValueError:
+            least = 0
+        if least > high:
+            decision["min_span"] = format_duration(high)
+    if not isinstance(decision.get("max_span"), str):
         return
     window = body.get("window")
     low = WINDOW_SECONDS[window if isinstance(window, str) and window in WINDOW_SECONDS else "1h"]
-    high = MAX_DECISION_SPAN_DAYS * 86_400
     try:
         seconds = duration_seconds(decision["max_span"])
     except ValueError:
@@ -214,14 +224,14 @@ def _span(body: dict[str, Any]) -> None:
 def respect_unsayable_rules(case: schemathesis.Case[Any]) -> None:
     """Make the generated data keep the rules that JSON Schema cannot say.
 
-    ``start`` comes before ``end`` where both are instants (the window query, a recompute
-    range, a fixed reference): a rule between two fields. A decision's ``max_span`` is at least
-    one of the model's windows (another rule between two fields) and at most 90 days (its
-    digits do not say it). The integers of a model's configuration are written without a
-    fraction: pydantic's strict integers refuse ``20.0``, which JSON Schema 2020-12 cannot tell
-    from ``20``. An Arrow body of the labels route is the label stream of the drawn predictions
-    (one media type has one strategy, :func:`arrow_predictions`); where schemathesis means the
-    body to be invalid, which a binary schema cannot say, its ``id`` column gets a wrong type.
+    ``start`` comes before ``end`` where both are instants (the window query, a recompute range, a
+    fixed reference): a rule between two fields. A decision's ``max_span`` is at least one of the
+    model's windows (another rule between two fields) and at most 90 days (its digits do not say
+    it); its ``min_span`` at most 90 days. The integers of a model's configuration are written
+    without a fraction: pydantic's strict integers refuse ``20.0``, which JSON Schema 2020-12 cannot
+    tell from ``20``. An Arrow body of the labels route is the label stream of the drawn predictions
+    (one media type has one strategy, :func:`arrow_predictions`); where schemathesis means the body
+    to be invalid, which a binary schema cannot say, its ``id`` column gets a wrong type.
     """
     _ordered(case.query)
     if case.media_type == ARROW_MEDIA_TYPE and isinstance(case.body, bytes):

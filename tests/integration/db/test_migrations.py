@@ -347,7 +347,11 @@ def test_models_keep_the_default_decision_across_0007(engine: Engine) -> None:
     with create_session_factory(engine)() as session:
         model = session.scalars(select(Model).where(Model.name == "old")).one()
         assert model.decision is None
-        assert config_of(model).decision.model_dump() == {"min_positives": 400, "max_span": "7d"}
+        assert config_of(model).decision.model_dump() == {
+            "min_positives": 400,
+            "max_span": "7d",
+            "min_span": "20h",
+        }
         put_model(
             session,
             name="old",
@@ -356,7 +360,11 @@ def test_models_keep_the_default_decision_across_0007(engine: Engine) -> None:
             max_models=10,
         )
         session.commit()
-        assert model.decision == {"min_positives": 40, "max_span_seconds": 7 * 86_400}
+        assert model.decision == {
+            "min_positives": 40,
+            "max_span_seconds": 7 * 86_400,
+            "min_span_seconds": 20 * 3_600,
+        }
     migrate.downgrade(engine, "0006")
     assert "decision" not in {c["name"] for c in inspect(engine).get_columns("models")}
     with engine.connect() as conn:

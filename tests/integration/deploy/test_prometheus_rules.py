@@ -294,13 +294,13 @@ def test_the_description_check_catches_a_sign_or_a_number_that_disagrees() -> No
     former = dict(rule["annotations"])
     former["description"] = (
         "The positives score lower than the reference's positives (p = {{ $value }} below "
-        "0.000233), and the likelihood part of the AP change is below 5% of the reference AP."
+        "0.00135), and the likelihood part of the AP change is below 5% of the reference AP."
     )
     assert description_problems({**rule, "annotations": former}) == [
         "CalmonDecisionMetricDrop: the description does not state < factor -0.05"
     ]
     assert description_problems(rule) == []
-    wrong_level = {**rule, "expr": rule["expr"].replace("0.000233", "0.001")}
+    wrong_level = {**rule, "expr": rule["expr"].replace("0.00135", "0.001")}
     assert description_problems(wrong_level) == [
         "CalmonDecisionMetricDrop: the description does not state < value 0.001"
     ]

@@ -84,10 +84,10 @@ def test_a_decision_pools_back_to_enough_positives_from_the_stored_windows(
         window="5m",
         grace="0s",
         reference=reference,
-        decision={"min_positives": 40, "max_span": "20m"},
+        decision={"min_positives": 40, "max_span": "20m", "min_span": "0s"},
     )
     model = env.client.get("/v1/models/cards").json()
-    assert model["decision"] == {"min_positives": 40, "max_span": "20m"}
+    assert model["decision"] == {"min_positives": 40, "max_span": "20m", "min_span": "0s"}
     batch = make_batch(
         prefix="p",
         start=_start(clock, 0),
@@ -132,6 +132,8 @@ def test_a_decision_pools_back_to_enough_positives_from_the_stored_windows(
 
 
 def test_a_window_with_enough_positives_is_its_own_decision(env: Env, clock: SettledClock) -> None:
+    """Whatever the minimum span (here the default), it pools only a window that lacks
+    positives."""
     create_model(
         env.client,
         "ads",
@@ -170,6 +172,8 @@ def test_a_window_with_enough_positives_is_its_own_decision(env: Env, clock: Set
         {"min_positives": 100, "max_span": "1m"},
         {"max_span": "91d"},
         {"max_span": "7 days"},
+        {"min_span": "91d"},
+        {"min_span": "20 hours"},
         {"min_positives": "100"},
         {"other": 1},
     ],
@@ -183,16 +187,54 @@ def test_a_bad_decision_setting_is_refused_and_stores_nothing(
     assert env.client.get("/v1/models/bad").status_code == 404
 
 
+@pytest.mark.parametrize(("min_span", "max_span", "pooled"), [("15m", "30m", 3), ("1h", "20m", 4)])
+def test_a_pool_spans_at_least_the_minimum_span_and_at_most_the_maximum(
+    env: Env, clock: SettledClock, min_span: str, max_span: str, pooled: int
+) -> None:
+    """The last window, which holds enough positives with the one before it, pools at least
+    ``min_span`` (three 5-minute windows for 15 minutes) but never beyond ``max_span``, which
+    wins (four windows for 20 minutes, under a minimum of an hour)."""
+    create_model(
+        env.client,
+        "cards",
+        window="5m",
+        grace="0s",
+        reference={"kind": "trailing", "windows": 1},
+        decision={"min_positives": 20, "max_span": max_span, "min_span": min_span},
+    )
+    assert env.client.get("/v1/models/cards").json()["decision"]["min_span"] == min_span
+    batch = make_batch(
+        prefix="s",
+        start=_start(clock, 0),
+        count=6 * 60,
+        spacing=timedelta(seconds=5),
+        seed=3,
+        prior=0.25,
+    )
+    send(env.client, "cards", batch)
+    assert env.scheduler().tick().computed == 6
+    stars = by_window(windows(env.client, "cards"))
+    positives = [
+        int(batch.where(_start(clock, i), _start(clock, i) + FIVE_MINUTES).labelled()[1].sum())
+        for i in range(6)
+    ]
+    assert positives[5] < 20 <= positives[4] + positives[5]
+    decision = stars[iso(_start(clock, 5))]["decision"]
+    assert (decision["windows"], decision["start"]) == (pooled, iso(_start(clock, 6 - pooled)))
+    assert decision["n_pos"] == sum(positives[6 - pooled :])
+
+
 def _fixed_model(env: Env, clock: SettledClock) -> Batch:
     """Model ``cards`` with a fixed reference on windows 0 and 1, pooling back to 40 positives
-    within 20 minutes; and the six windows' predictions to send to it (not sent)."""
+    within 20 minutes (the positives alone deciding); and the six windows' predictions to send
+    to it (not sent)."""
     create_model(
         env.client,
         "cards",
         window="5m",
         grace="0s",
         reference={"kind": "fixed", "start": iso(_start(clock, 0)), "end": iso(_start(clock, 2))},
-        decision={"min_positives": 40, "max_span": "20m"},
+        decision={"min_positives": 40, "max_span": "20m", "min_span": "0s"},
     )
     return make_batch(
         prefix="p",

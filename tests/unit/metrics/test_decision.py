@@ -182,7 +182,7 @@ def test_the_page_needs_a_significant_shift_and_a_material_part() -> None:
     assert not page({**shifted, "positives_shift": None}, reference_value=0.4)
     assert not page({**shifted, "likelihood_part": None}, reference_value=0.4)
     assert not page(shifted, reference_value=None)
-    assert stats.norm.sf(3.5) == pytest.approx(PAGE_P)
+    assert stats.norm.sf(3.0) == pytest.approx(PAGE_P)
 
 
 @pytest.mark.parametrize("decimals", [None, 2, 1])
