@@ -122,6 +122,13 @@ CHECK_LEVEL: Final = 0.01
 PAGE_Z: Final = 3.0
 #: CalmonDecisionMetricDrop: the page's level, the shift test's p-value below this (0.00135)
 PAGE_P: Final = 1.0 - NormalDist().cdf(PAGE_Z)
+#: the z a window that is its own decision (it alone holds ``decision.min_positives``
+#: positives, or has nothing to pool) needs for "worse": each window is then a look of its own,
+#: hour after hour, so it keeps the stricter level of single looks (the page itself does not
+#: fire there: ``CalmonCalibratedMetricDrop`` speaks where a window has its own interval)
+OWN_PAGE_Z: Final = 3.5
+#: the p-value below which a window that is its own decision reads "worse" (0.000233)
+OWN_PAGE_P: Final = 1.0 - NormalDist().cdf(OWN_PAGE_Z)
 #: CalmonDecisionMetricDrop: the page's materiality, the likelihood part below this fraction of
 #: the reference value (negated)
 PAGE_MATERIAL: Final = 0.05

@@ -41,7 +41,7 @@ from calmon.metrics.intervals import wilson_interval
 from calmon.metrics.ranking import Ranking
 from calmon.metrics.resampling import cut_with_fp
 from calmon.metrics.split import PART_INTERVAL_METRICS, drift_split, split_intervals_ranked
-from calmon.verdict import decision_verdict, page
+from calmon.verdict import PAGE_P, decision_verdict, page
 
 #: the method of :func:`positives_shift`
 SHIFT_METHOD: Final = "location_and_placement"
@@ -249,6 +249,7 @@ def decision_from_split(
     reference_value: float | None = None,
     metric: str = DECISION_METRIC,
     level: float = 0.95,
+    page_p: float = PAGE_P,
 ) -> dict[str, Any]:
     """The decision of a pooled set with ``n`` labelled predictions and ``n_pos`` positives
     against a reference of ``reference_n`` and ``reference_n_pos``, given the split of
@@ -256,8 +257,9 @@ def decision_from_split(
     without a reference or a split; ``reference_n`` 0 without a labelled reference) and the
     :func:`positives_shift` test (None without one); ``reference_value`` is the reference's
     value of ``metric`` (None without one), which the page's materiality reads: the verdict
-    says "worse" only where :func:`calmon.verdict.page` holds. Without ``windows`` and
-    ``start`` (the caller's)."""
+    says "worse" only where :func:`calmon.verdict.page` holds at the level ``page_p``
+    (:data:`~calmon.verdict.OWN_PAGE_P` for a window that is its own decision). Without
+    ``windows`` and ``start`` (the caller's)."""
     parts = parts or {}
     ratio_interval = wilson_interval(n_pos, n, level)
     reference_interval = wilson_interval(reference_n_pos, reference_n, level)
@@ -265,6 +267,7 @@ def decision_from_split(
     paged = page(
         {"likelihood_part": parts.get("likelihood"), "positives_shift": shift},
         reference_value=reference_value,
+        p=page_p,
     )
     return {
         "n": n,

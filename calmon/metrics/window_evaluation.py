@@ -37,6 +37,7 @@ from calmon.metrics.prepared import PreparedSet, pi0_key, prepare
 from calmon.metrics.ranking import Ranking
 from calmon.metrics.resampling import cut_prepared, cut_with_fp
 from calmon.metrics.split import drift_split, split_intervals_ranked
+from calmon.verdict import OWN_PAGE_P
 
 #: the level of every interval of a window's evaluation
 LEVEL: Final = 0.95
@@ -405,6 +406,7 @@ def window_decision(
             reference_value=None
             if reference is None
             else finite_or_none(reference.evaluation["regular"].get(DECISION_METRIC)),
+            page_p=OWN_PAGE_P,
         )
     pool = Pool(
         np.sort(np.concatenate([prepared.pos_sorted, *trailing.positives])),

@@ -43,6 +43,7 @@ from calmon.ui.verdict import (
 )
 from calmon.verdict import (
     ESTIMATE_WORDS,
+    OWN_PAGE_P,
     PAGE_MATERIAL,
     PAGE_P,
     VERDICT_METRIC,
@@ -660,8 +661,8 @@ def _explain_decision(decision: DecisionReading) -> str:
         parts += (
             " Its interval lies below 0, but the positives' shift test"
             f" (p = {_p_value(decision.shift_p_value)}) has not reached the page's level"
-            f" (p < {PAGE_P:.3g}, with a fall of the part by more than {PAGE_MATERIAL:.0%} of the"
-            " reference AP):"
+            f" (p < {(PAGE_P if decision.windows > 1 else OWN_PAGE_P):.3g}, with a fall of the"
+            f" part by more than {PAGE_MATERIAL:.0%} of the reference AP):"
             " not yet significant;"
             " the next windows will tell."
         )

@@ -23,7 +23,14 @@ from calmon.metrics.decision import (
 from calmon.metrics.evaluation import SetSums, set_sums
 from calmon.metrics.ranking import Ranking, rank_sorted
 from calmon.metrics.split import split_from_arrays
-from calmon.verdict import PAGE_MATERIAL, PAGE_P, Verdict, decision_verdict, page
+from calmon.verdict import (
+    OWN_PAGE_P,
+    PAGE_MATERIAL,
+    PAGE_P,
+    Verdict,
+    decision_verdict,
+    page,
+)
 
 RULES = Path(__file__).parents[3] / "deploy" / "prometheus" / "rules" / "calmon.yml"
 LOW, HIGH = [0.01, 0.02], [0.04, 0.05]
@@ -92,6 +99,36 @@ def test_a_decision_reads_worse_from_the_page_not_from_the_interval() -> None:
     assert verdict(shift, 0.5) == Verdict.WORSE
     assert verdict(shift, 0.9) == Verdict.MAYBE_WORSE
     assert verdict({**shift, "p_value": PAGE_P * 2}, 0.5) == Verdict.MAYBE_WORSE
+
+
+def test_a_window_that_is_its_own_decision_needs_the_stricter_level() -> None:
+    """A shift test between the two levels reads "worse" for a pool (z > 3.0) and only "may be
+    worse" for a window that is its own decision (z > 3.5): each such window is a look of its
+    own, hour after hour."""
+    assert OWN_PAGE_P < PAGE_P / 2
+    parts = {
+        "prior": 0.0,
+        "likelihood": -0.04,
+        "prior_interval": [-0.01, 0.01],
+        "likelihood_interval": [-0.07, -0.01],
+    }
+    shift = {"method": SHIFT_METHOD, "z": 3.2, "p_value": PAGE_P / 2}
+
+    def verdict(page_p: float = PAGE_P) -> str:
+        decision = decision_from_split(
+            n=40_000,
+            n_pos=200,
+            reference_n=80_000,
+            reference_n_pos=400,
+            parts=parts,
+            shift=shift,
+            reference_value=0.5,
+            page_p=page_p,
+        )
+        return str(decision["verdict"])
+
+    assert verdict() == Verdict.WORSE
+    assert verdict(page_p=OWN_PAGE_P) == Verdict.MAYBE_WORSE
 
 
 def _set(rng: np.random.Generator, n: int, prior: float, a: float) -> tuple[Ranking, SetSums]:
