@@ -73,32 +73,39 @@ def test_the_verdict_says_worse_only_where_the_page_holds(
     assert got == verdict
 
 
+#: a split whose likelihood part's interval lies below 0 (a fall of 0.04 in AP)
+_FALLING_PARTS: dict[str, object] = {
+    "prior": 0.0,
+    "likelihood": -0.04,
+    "prior_interval": [-0.01, 0.01],
+    "likelihood_interval": [-0.07, -0.01],
+}
+
+
+def _falling_verdict(
+    shift: dict[str, object], reference_value: float, page_p: float = PAGE_P
+) -> str:
+    """The verdict of a pooled set with :data:`_FALLING_PARTS` and the shift test ``shift``."""
+    decision = decision_from_split(
+        n=40_000,
+        n_pos=200,
+        reference_n=80_000,
+        reference_n_pos=400,
+        parts=_FALLING_PARTS,
+        shift=shift,
+        reference_value=reference_value,
+        page_p=page_p,
+    )
+    return str(decision["verdict"])
+
+
 def test_a_decision_reads_worse_from_the_page_not_from_the_interval() -> None:
     """The same split and shift test: worse when the page's rule holds for the reference's
     value, "may be worse" when the part is not material for a larger reference value."""
-    parts = {
-        "prior": 0.0,
-        "likelihood": -0.04,
-        "prior_interval": [-0.01, 0.01],
-        "likelihood_interval": [-0.07, -0.01],
-    }
     shift = {"method": SHIFT_METHOD, "z": 4.0, "p_value": PAGE_P / 4}
-
-    def verdict(shift: dict[str, object], reference_value: float) -> str:
-        decision = decision_from_split(
-            n=40_000,
-            n_pos=200,
-            reference_n=80_000,
-            reference_n_pos=400,
-            parts=parts,
-            shift=shift,
-            reference_value=reference_value,
-        )
-        return str(decision["verdict"])
-
-    assert verdict(shift, 0.5) == Verdict.WORSE
-    assert verdict(shift, 0.9) == Verdict.MAYBE_WORSE
-    assert verdict({**shift, "p_value": PAGE_P * 2}, 0.5) == Verdict.MAYBE_WORSE
+    assert _falling_verdict(shift, 0.5) == Verdict.WORSE
+    assert _falling_verdict(shift, 0.9) == Verdict.MAYBE_WORSE
+    assert _falling_verdict({**shift, "p_value": PAGE_P * 2}, 0.5) == Verdict.MAYBE_WORSE
 
 
 def test_a_window_that_is_its_own_decision_needs_the_stricter_level() -> None:
@@ -106,29 +113,9 @@ def test_a_window_that_is_its_own_decision_needs_the_stricter_level() -> None:
     worse" for a window that is its own decision (z > 3.5): each such window is a look of its
     own, hour after hour."""
     assert OWN_PAGE_P < PAGE_P / 2
-    parts = {
-        "prior": 0.0,
-        "likelihood": -0.04,
-        "prior_interval": [-0.01, 0.01],
-        "likelihood_interval": [-0.07, -0.01],
-    }
     shift = {"method": SHIFT_METHOD, "z": 3.2, "p_value": PAGE_P / 2}
-
-    def verdict(page_p: float = PAGE_P) -> str:
-        decision = decision_from_split(
-            n=40_000,
-            n_pos=200,
-            reference_n=80_000,
-            reference_n_pos=400,
-            parts=parts,
-            shift=shift,
-            reference_value=0.5,
-            page_p=page_p,
-        )
-        return str(decision["verdict"])
-
-    assert verdict() == Verdict.WORSE
-    assert verdict(page_p=OWN_PAGE_P) == Verdict.MAYBE_WORSE
+    assert _falling_verdict(shift, 0.5) == Verdict.WORSE
+    assert _falling_verdict(shift, 0.5, page_p=OWN_PAGE_P) == Verdict.MAYBE_WORSE
 
 
 def _set(rng: np.random.Generator, n: int, prior: float, a: float) -> tuple[Ranking, SetSums]:
